@@ -1,0 +1,142 @@
+# spikemesh — build, test, run, deps, bench, format.
+#   make deps   install missing Debian packages (as root) or list what is missing
+#   make        build build/bin/spikemesh (CUDA auto-detected; CPU-only build otherwise)
+#   make test   build and run every test (unit, parity, MPI, e2e) — CI runs this
+#   make run    (Foundation II) import Fashion-MNIST, train the default config
+# Variables: CUDA=0 forces a CPU-only build; CUDA_ARCH="80 90"; MARCH=x86-64-v3; OPT=-O3.
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+
+BUILD   ?= build
+MARCH   ?= x86-64-v3
+OPT     ?= -O3
+CXX     := mpicxx
+PY      := /usr/bin/python3
+
+HDF5_DIR := /usr/lib/x86_64-linux-gnu/hdf5/openmpi
+HDF5_INC := /usr/include/hdf5/openmpi
+
+CPPFLAGS := -Iinclude -I$(HDF5_INC) -MMD -MP
+CXXFLAGS := -std=c++17 $(OPT) -march=$(MARCH) -fopenmp -g1 -Wall -Wextra -Wno-unused-parameter
+LDLIBS   := -L$(HDF5_DIR)/lib -Wl,-rpath,$(HDF5_DIR)/lib -lhdf5 -ldnnl -fopenmp -lpthread
+
+# ---- CUDA auto-detection -------------------------------------------------------------
+CUDA_HOME ?= /usr/local/cuda
+NVCC      := $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH ?= 80 90
+ifeq ($(CUDA),0)
+  HAVE_CUDA :=
+else
+  HAVE_CUDA := $(and $(wildcard $(NVCC)),$(wildcard $(CUDA_HOME)/include/cuda_runtime.h))
+endif
+HAVE_CUDNN  := $(and $(HAVE_CUDA),$(wildcard $(CUDA_HOME)/include/cudnn.h))
+HAVE_CUBLAS := $(and $(HAVE_CUDA),$(wildcard $(CUDA_HOME)/include/cublas_v2.h))
+HAVE_NCCL   := $(and $(HAVE_CUDA),$(wildcard $(CUDA_HOME)/include/nccl.h))
+
+SRC_CPP := $(shell find src -name '*.cpp' | sort)
+SRC_CU  := $(if $(HAVE_CUDA),$(shell find src -name '*.cu' | sort))
+ifneq ($(HAVE_CUDA),)
+  CPPFLAGS += -DSPIKEMESH_HAVE_CUDA -I$(CUDA_HOME)/include
+  NVFLAGS  := -std=c++17 $(OPT) -Iinclude -I$(HDF5_INC) $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+              -Xcompiler -fopenmp,-march=$(MARCH) -DSPIKEMESH_HAVE_CUDA -MMD -MP \
+              -I/usr/lib/x86_64-linux-gnu/openmpi/include
+  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,--no-as-needed -lcudart
+  ifneq ($(HAVE_CUBLAS),)
+    CPPFLAGS += -DSPIKEMESH_HAVE_CUBLAS
+    NVFLAGS  += -DSPIKEMESH_HAVE_CUBLAS
+    CUDA_LIBS += -lcublas -lcublasLt
+  endif
+  ifneq ($(HAVE_CUDNN),)
+    CPPFLAGS += -DSPIKEMESH_HAVE_CUDNN
+    NVFLAGS  += -DSPIKEMESH_HAVE_CUDNN
+    CUDA_LIBS += -lcudnn
+  endif
+  ifneq ($(HAVE_NCCL),)
+    CPPFLAGS += -DSPIKEMESH_HAVE_NCCL
+    NVFLAGS  += -DSPIKEMESH_HAVE_NCCL
+    CUDA_LIBS += -lnccl
+  endif
+  LDLIBS += $(CUDA_LIBS) -Wl,--as-needed
+endif
+
+APP_MAIN := src/app/main.cpp
+LIB_OBJ  := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(filter-out $(APP_MAIN),$(SRC_CPP))) \
+            $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(SRC_CU))
+LIB      := $(BUILD)/lib/libspikemesh.a
+BIN      := $(BUILD)/bin/spikemesh
+
+TEST_UNIT_SRC := $(sort $(wildcard tests/unit/*.cpp tests/ref/*.cpp))
+TEST_UNIT_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_UNIT_SRC))
+TEST_BIN      := $(BUILD)/bin/spikemesh_tests
+GTEST_LIBS    := -lgtest_main -lgtest -lpthread
+
+.PHONY: all deps test test-unit test-parity summary clean format run bench
+all: summary $(BIN)
+
+summary:
+	@echo "spikemesh build configuration:"
+	@printf '  %s %-8s %s\n' "$(if $(shell command -v mpicxx),✓,✗)" MPI "$(shell command -v mpicxx || echo 'missing: apt-get install libopenmpi-dev')"
+	@printf '  %s %-8s %s\n' "$(if $(wildcard $(HDF5_INC)/hdf5.h),✓,✗)" HDF5 "$(if $(wildcard $(HDF5_INC)/hdf5.h),parallel (openmpi),missing: libhdf5-openmpi-dev)"
+	@printf '  %s %-8s %s\n' "$(if $(wildcard /usr/include/dnnl.hpp),✓,✗)" oneDNN "$(if $(wildcard /usr/include/dnnl.hpp),CPU kernels,missing: libdnnl-dev)"
+	@printf '  %s %-8s %s\n' "$(if $(HAVE_CUDA),✓,✗)" CUDA "$(if $(HAVE_CUDA),$(CUDA_HOME) (sm $(CUDA_ARCH)),not found — CPU-only build)"
+	@printf '  %s %-8s\n' "$(if $(HAVE_CUDNN),✓,✗)" cuDNN
+	@printf '  %s %-8s\n' "$(if $(HAVE_CUBLAS),✓,✗)" cuBLAS
+	@printf '  %s %-8s\n' "$(if $(HAVE_NCCL),✓,✗)" NCCL
+
+$(BUILD)/obj/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(BUILD)/obj/$(APP_MAIN:.cpp=.o) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+
+$(TEST_BIN): $(TEST_UNIT_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) $(GTEST_LIBS)
+
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
+export OMP_NUM_THREADS ?= 2
+
+test: deps all $(TEST_BIN)
+	@echo "== unit tests ==" && $(TEST_BIN) --gtest_color=no --gtest_brief=1
+	@echo "== PyTorch parity ==" && $(PY) tests/parity/torch_parity.py --bin $(BIN)
+	@echo "== all test suites passed =="
+
+test-unit: $(TEST_BIN)
+	$(TEST_BIN) --gtest_color=no $(if $(FILTER),--gtest_filter=$(FILTER))
+
+# ---- dependencies ----------------------------------------------------------------------
+DEB_PKGS := openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libdnnl-dev libcli11-dev \
+            nlohmann-json3-dev libtomlplusplus-dev libgtest-dev dataset-fashion-mnist \
+            python3-torch python3-h5py python3-numpy python3-matplotlib
+MISSING = $(shell for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done)
+
+deps:
+	@m="$(MISSING)"; \
+	if [ -z "$$m" ]; then echo "✓ all Debian packages present"; exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+	  echo "installing: $$m"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$m; \
+	else echo "✗ missing Debian packages (run 'make deps' as root, or: sudo apt-get install $$m)"; exit 1; fi
+
+deps-check:
+	@m="$(MISSING)"; if [ -n "$$m" ]; then echo "✗ missing packages: $$m — run 'make deps'"; exit 1; fi
+
+format:
+	clang-format -i $$(find src include tests -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh')
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,48 @@
+// allocator.h — caching allocators with current/peak byte accounting per device.
+// Invariant: current_bytes() counts bytes handed out and not yet returned (not the cache);
+// peak_bytes() is the maximum of current_bytes() since the last reset_peak().
+#pragma once
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "spikemesh/core/device.h"
+
+namespace sm {
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* p, size_t bytes) = 0;
+  virtual void release_cache() = 0;
+  size_t current_bytes() const { return current_; }
+  size_t peak_bytes() const { return peak_; }
+  size_t cached_bytes() const { return cached_; }
+  void reset_peak() { peak_ = current_; }
+
+ protected:
+  void on_alloc(size_t b) { current_ += b; if (current_ > peak_) peak_ = current_; }
+  void on_free(size_t b) { current_ -= b; }
+  size_t current_ = 0, peak_ = 0, cached_ = 0;
+};
+
+// Host memory, 64-byte aligned, blocks cached by rounded size class.
+class CpuCachingAllocator final : public Allocator {
+ public:
+  ~CpuCachingAllocator() override;
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p, size_t bytes) override;
+  void release_cache() override;
+  static size_t round_size(size_t bytes);
+
+ private:
+  std::mutex mu_;
+  std::map<size_t, std::vector<void*>> free_;  // size class -> cached blocks
+};
+
+Allocator& allocator_for(const Device& d);
+Allocator& cpu_allocator();
+
+}  // namespace sm

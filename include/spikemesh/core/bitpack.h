@@ -1,0 +1,32 @@
+// bitpack.h — spike tensors stored as bits (8 per byte, LSB first; 1/32 of f32).
+// SavedActivation is what a layer keeps of an input for backward: a binary tensor is packed
+// into a u8 tensor, anything else is kept by reference (layers never write their inputs).
+#pragma once
+#include "spikemesh/core/tensor.h"
+
+namespace sm {
+
+// Pack a binary f32/f64 tensor (values exactly 0 or 1) into u8 [ceil(numel/8)].
+Tensor pack_bits(const Tensor& binary);
+// Unpack into `out` (f32/f64, numel elements) — out must be preallocated.
+void unpack_bits(const Tensor& bits, Tensor& out);
+
+class SavedActivation {
+ public:
+  SavedActivation() = default;
+  static SavedActivation save(const Tensor& x);
+  // The saved tensor (a fresh unpacked copy when it was packed), flagged binary if it was.
+  Tensor restore() const;
+  bool packed() const { return packed_; }
+  bool defined() const { return kept_.defined(); }
+  size_t bytes() const { return kept_.defined() ? kept_.nbytes() : 0; }
+  const Shape& shape() const { return shape_; }
+
+ private:
+  Tensor kept_;  // packed bits (u8) or the original tensor
+  Shape shape_;
+  DType dtype_ = DType::F32;
+  bool packed_ = false;
+};
+
+}  // namespace sm

@@ -1,0 +1,92 @@
+// tensor.h — a dense, contiguous, row-major n-d array (at most 6 dims) on one device.
+// Storage is reference counted and comes from the device's caching allocator; views
+// (reshape, dim-0 slices) share storage. Copies are explicit. Activations inside a model
+// are time-major [T, N, C, H, W]; conv/BN kernels see them as [T*N, C, H, W].
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spikemesh/core/device.h"
+#include "spikemesh/core/dtype.h"
+#include "spikemesh/core/error.h"
+
+namespace sm {
+
+using Shape = std::vector<int64_t>;
+constexpr int kMaxDims = 6;
+
+int64_t shape_numel(const Shape& s);
+std::string shape_str(const Shape& s);  // "[2, 3, 4]"
+
+class Storage {
+ public:
+  Storage(size_t bytes, Device dev);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* ptr() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  Device device() const { return dev_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+  Device dev_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  static Tensor empty(const Shape& shape, DType dt, Device dev = Device::cpu());
+  static Tensor zeros(const Shape& shape, DType dt, Device dev = Device::cpu());
+  static Tensor full(const Shape& shape, double value, DType dt, Device dev = Device::cpu());
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  int ndim() const { return static_cast<int>(shape_.size()); }
+  int64_t dim(int i) const;  // negative i counts from the end
+  int64_t numel() const { return numel_; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return storage_ ? storage_->device() : Device::cpu(); }
+  size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
+
+  void* raw() const;
+  template <typename T> T* data() const {
+    SM_CHECK(DTypeOf<T>::value == dtype_, "tensor holds " << dtype_name(dtype_) << ", asked for "
+                                                          << dtype_name(DTypeOf<T>::value));
+    return static_cast<T*>(raw());
+  }
+
+  // Views sharing storage.
+  Tensor view(const Shape& shape) const;          // same numel; one -1 allowed
+  Tensor slice0(int64_t begin, int64_t end) const;  // rows [begin, end) of dim 0
+
+  // Binary flag: values are exactly 0 or 1 (spikes). Set by neurons; consumers that save
+  // their input for backward store such tensors as bits.
+  bool is_binary() const { return binary_; }
+  Tensor& set_binary(bool b) { binary_ = b; return *this; }
+
+  // Explicit copies (CPU synchronous; a CUDA copy takes the current stream).
+  Tensor clone() const;
+  Tensor to(Device dev) const;
+  Tensor to_dtype(DType dt) const;  // CPU: f32 <-> f64 and integer widenings
+  void copy_from(const Tensor& src);
+  void fill(double value);
+  void zero();
+
+  double item() const;               // numel()==1, any numeric dtype, CPU
+  double at(int64_t flat) const;     // element as double (CPU; tests and I/O)
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  size_t offset_ = 0;  // bytes
+  Shape shape_;
+  int64_t numel_ = 0;
+  DType dtype_ = DType::F32;
+  bool binary_ = false;
+};
+
+}  // namespace sm

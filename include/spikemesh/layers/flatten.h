@@ -1,0 +1,20 @@
+// flatten.h — [T, N, C, H, W] -> [T, N, C·H·W] (a view; no copy, no saved state).
+#pragma once
+#include "spikemesh/layers/layer.h"
+
+namespace sm {
+
+class Flatten : public Layer {
+ public:
+  Shape output_shape(const Shape& in) const override;
+  std::string type() const override { return "flatten"; }
+
+ protected:
+  Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
+  Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
+
+ private:
+  std::shared_ptr<void> impl_;  // saved input shapes per slot
+};
+
+}  // namespace sm

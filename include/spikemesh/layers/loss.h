@@ -1,0 +1,33 @@
+// loss.h — losses over the model output [T, N, K] (time-major):
+//  mean_ce : cross-entropy of the mean over T of the logits, averaged over N.
+//  rate_mse: MSE between the firing rate (mean over T) and one-hot labels, averaged over
+//            N·K (SpikingJelly's F.mse_loss(out_fr, label_onehot)).
+// Accuracy is argmax of the mean over T (first maximum wins). `grad_scale` multiplies the
+// returned gradient (data parallel: local batch / global batch).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "spikemesh/core/tensor.h"
+
+namespace sm {
+
+struct LossResult {
+  double loss = 0.0;      // mean over the N samples given
+  int64_t correct = 0;    // samples whose argmax equals the label
+  int64_t count = 0;      // N
+};
+
+class Loss {
+ public:
+  virtual ~Loss() = default;
+  // out: [T, N, K] f32/f64, labels: [N] i64. Keeps what backward needs.
+  virtual LossResult forward(const Tensor& out, const Tensor& labels) = 0;
+  // d loss / d out, [T, N, K], times grad_scale.
+  virtual Tensor backward(double grad_scale = 1.0) = 0;
+  virtual std::string name() const = 0;
+};
+
+std::unique_ptr<Loss> make_loss(const std::string& name);  // "mean_ce" | "rate_mse"; throws Input
+
+}  // namespace sm

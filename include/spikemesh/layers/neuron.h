@@ -1,0 +1,51 @@
+// neuron.h — multi-step LIF / PLIF / IF neurons over time-major input [T, N, ...]
+// (spec §3). One fused pass over T forward and one backward (BPTT). Forward saves the
+// pre-spike membrane h_t (spikes and v_{t-1} are recomputed from it); output spikes are
+// flagged binary. PLIF has one learnable scalar "w" (r = sigmoid(w), w0 = -ln(tau - 1)).
+// reset_state() zeroes the membrane (v = v_reset, or 0 for soft reset).
+// In ctx.smooth_spikes mode (tests only) S = surrogate primitive(h - v_th) instead of the
+// step, so finite differences of the forward match the surrogate backward exactly.
+#pragma once
+#include "spikemesh/layers/layer.h"
+
+namespace sm {
+
+enum class NeuronKind { LIF, PLIF, IF };
+enum class SurrogateKind { Sigmoid, ATan };
+
+struct NeuronConfig {
+  NeuronKind kind = NeuronKind::LIF;
+  double tau = 2.0;            // LIF tau; PLIF initial tau
+  bool decay_input = true;
+  double v_threshold = 1.0;
+  bool hard_reset = true;      // false: soft reset (v_reset = None)
+  double v_reset = 0.0;        // used when hard_reset
+  bool detach_reset = false;
+  SurrogateKind surrogate = SurrogateKind::Sigmoid;
+  double alpha = 4.0;          // Sigmoid default 4, ATan default 2
+};
+
+NeuronKind neuron_kind_from_name(const std::string& s);        // "lif" | "plif" | "if"; throws Input
+SurrogateKind surrogate_from_name(const std::string& s);       // "sigmoid" | "atan"; throws Input
+
+class Neuron : public Layer {
+ public:
+  explicit Neuron(const NeuronConfig& c);
+  Shape output_shape(const Shape& in) const override { return in; }
+  std::string type() const override;  // "lif" | "plif" | "if"
+  const NeuronConfig& config() const { return cfg_; }
+  void reset_state() override;
+  // firing_rate: spikes / (T·N·features) of the last training/eval forward.
+  void collect_stats(std::vector<LayerStat>& out) const override;
+
+ protected:
+  Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
+  Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
+  void backward_weight_cpu(Ctx& ctx) override;
+
+ private:
+  NeuronConfig cfg_;
+  std::shared_ptr<void> impl_;
+};
+
+}  // namespace sm

@@ -1,0 +1,62 @@
+// sequential.cpp — Sequential and Residual composites.
+#include "spikemesh/layers/sequential.h"
+
+#include "spikemesh/kernels/cpu/elementwise.h"
+
+namespace sm {
+
+void Sequential::reset_state() {
+  for (auto& l : layers_) l->reset_state();
+}
+
+void Sequential::collect_stats(std::vector<LayerStat>& out) const {
+  for (auto& l : layers_) l->collect_stats(out);
+}
+
+Shape Sequential::output_shape(const Shape& in) const {
+  Shape s = in;
+  for (auto& l : layers_) s = l->output_shape(s);
+  return s;
+}
+
+std::vector<Layer*> Sequential::children() {
+  std::vector<Layer*> out;
+  for (auto& l : layers_) out.push_back(l.get());
+  return out;
+}
+
+Tensor Sequential::forward_cpu(const Tensor& x, Ctx& ctx) {
+  Tensor h = x;
+  for (auto& l : layers_) h = l->forward(h, ctx);
+  return h;
+}
+
+Tensor Sequential::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
+  Tensor g = dy;
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) g = (*it)->backward_input(g, ctx);
+  return g;
+}
+
+void Sequential::backward_weight_cpu(Ctx& ctx) {
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) (*it)->backward_weight(ctx);
+}
+
+Shape Residual::output_shape(const Shape& in) const {
+  Shape out = Sequential::output_shape(in);
+  if (out != in)
+    SM_INPUT_ERROR("residual body maps " << shape_str(in) << " to " << shape_str(out)
+                                         << "; a residual block must keep the shape");
+  return out;
+}
+
+Tensor Residual::forward_cpu(const Tensor& x, Ctx& ctx) {
+  Tensor fx = Sequential::forward_cpu(x, ctx);
+  return cpu::add(x, fx);  // [T, N, ...]; values of spikes + spikes are in {0, 1, 2}
+}
+
+Tensor Residual::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
+  Tensor g = Sequential::backward_input_cpu(dy, ctx);
+  return cpu::add(dy, g);  // d/dx (x + f(x)) = dy + f'(x)^T dy
+}
+
+}  // namespace sm

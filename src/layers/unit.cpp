@@ -1,0 +1,61 @@
+// unit.cpp — naming of layers/params by path and the unit's flat parameter buffers.
+#include "spikemesh/layers/unit.h"
+
+namespace sm {
+
+namespace {
+std::string join(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  return a + "." + b;
+}
+
+void name_below(Layer& l, const std::string& path) {
+  for (Param* p : l.params()) (void)p;  // params are renamed per owner below
+  for (Layer* c : l.children()) {
+    std::string full = join(path, c->name());
+    c->set_name(full);
+    name_below(*c, full);
+  }
+}
+
+void name_own(Layer& l) {
+  // Own params/buffers of l are those not belonging to children: names get the layer path.
+  std::vector<Param*> all = l.params();
+  std::vector<Buffer*> bufs = l.buffers();
+  size_t child_params = 0, child_bufs = 0;
+  for (Layer* c : l.children()) {
+    child_params += c->params().size();
+    child_bufs += c->buffers().size();
+  }
+  for (size_t i = 0; i + child_params < all.size(); ++i) all[i]->name = join(l.name(), all[i]->local_name);
+  for (size_t i = 0; i + child_bufs < bufs.size(); ++i) bufs[i]->name = join(l.name(), bufs[i]->local_name);
+  for (Layer* c : l.children()) name_own(*c);
+}
+}  // namespace
+
+void name_layers(Layer& root) {
+  name_below(root, root.name());
+  name_own(root);
+}
+
+void Unit::finalize(DType dt, Device dev, uint64_t seed) {
+  SM_CHECK(dt == DType::F32 || dt == DType::F64, "units hold f32 or f64 master parameters");
+  name_layers(*this);
+  std::vector<Param*> ps = params();
+  int64_t total = 0;
+  for (Param* p : ps) total += shape_numel(p->local_shape);
+  flat_value_ = Tensor::zeros({total}, dt, dev);
+  flat_grad_ = Tensor::zeros({total}, dt, dev);
+  int64_t off = 0;
+  for (Param* p : ps) {
+    int64_t n = shape_numel(p->local_shape);
+    p->value = flat_value_.slice0(off, off + n).view(p->local_shape);
+    p->grad = flat_grad_.slice0(off, off + n).view(p->local_shape);
+    off += n;
+    init_param(*p, seed);
+  }
+  for (Buffer* b : buffers()) b->value = Tensor::full(b->shape, b->init, b->integer ? DType::I64 : dt, dev);
+}
+
+}  // namespace sm
