@@ -1,0 +1,202 @@
+// test_core.cpp — Tensor views/copies, caching allocator accounting, Philox RNG,
+// bit packing, layer naming and layout-independent initialisation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "spikemesh/core/allocator.h"
+#include "spikemesh/core/bitpack.h"
+#include "spikemesh/core/rng.h"
+#include "spikemesh/core/tensor.h"
+#include "spikemesh/kernels/cpu/elementwise.h"
+#include "spikemesh/layers/unit.h"
+
+using namespace sm;
+
+TEST(Tensor, ViewsShareStorageAndSliceRows) {
+  Tensor t = Tensor::zeros({4, 3}, DType::F64);
+  for (int i = 0; i < 12; ++i) t.data<double>()[i] = i;
+  Tensor v = t.view({2, -1});
+  EXPECT_EQ(v.shape(), (Shape{2, 6}));
+  Tensor s = t.slice0(1, 3);
+  EXPECT_EQ(s.shape(), (Shape{2, 3}));
+  EXPECT_EQ(s.at(0), 3.0);
+  s.data<double>()[0] = 42;
+  EXPECT_EQ(t.at(3), 42.0);
+  Tensor c = t.clone();
+  c.data<double>()[0] = -1;
+  EXPECT_EQ(t.at(0), 0.0);
+  EXPECT_THROW(t.view({5, 3}), Error);
+  EXPECT_THROW(t.data<float>(), Error);
+  EXPECT_THROW(Tensor::empty({1, 1, 1, 1, 1, 1, 1}, DType::F32), Error);
+}
+
+TEST(Tensor, DtypeConversionRoundTrips) {
+  Tensor t = Tensor::full({5}, 1.25, DType::F32);
+  Tensor d = t.to_dtype(DType::F64);
+  EXPECT_EQ(d.dtype(), DType::F64);
+  EXPECT_EQ(d.at(4), 1.25);
+  Tensor i = Tensor::full({2}, 7, DType::I64).to_dtype(DType::F32);
+  EXPECT_EQ(i.at(1), 7.0);
+  EXPECT_EQ(dtype_from_name("fp64"), DType::F64);
+  EXPECT_THROW(dtype_from_name("fp8"), Error);
+}
+
+TEST(Allocator, TracksCurrentAndPeakAndReusesBlocks) {
+  Allocator& a = cpu_allocator();
+  size_t base = a.current_bytes();
+  a.reset_peak();
+  void* p1;
+  {
+    Tensor t = Tensor::empty({1 << 20}, DType::F32);  // 4 MiB
+    p1 = t.raw();
+    EXPECT_GE(a.current_bytes(), base + (4u << 20));
+  }
+  EXPECT_EQ(a.current_bytes(), base);
+  EXPECT_GE(a.peak_bytes(), base + (4u << 20));
+  Tensor t2 = Tensor::empty({1 << 20}, DType::F32);
+  EXPECT_EQ(t2.raw(), p1);  // served from the cache
+  EXPECT_EQ(CpuCachingAllocator::round_size(1000), 1024u);
+  EXPECT_LE(CpuCachingAllocator::round_size(5000), 5000u * 5 / 4);
+}
+
+TEST(Rng, PhiloxKnownAnswer) {
+  // Random123 known-answer test for philox4x32-10 (counter = key = 0).
+  Philox4 r = philox4x32({0, 0, 0, 0}, {0, 0});
+  EXPECT_EQ(r[0], 0x6627e8d5u);
+  EXPECT_EQ(r[1], 0xe169c58du);
+  EXPECT_EQ(r[2], 0xbc57ac4cu);
+  EXPECT_EQ(r[3], 0x9b00dbd8u);
+  Philox4 r2 = philox4x32({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}, {0xffffffffu, 0xffffffffu});
+  EXPECT_EQ(r2[0], 0x408f276du);
+  EXPECT_EQ(r2[1], 0x41c83b0eu);
+  EXPECT_EQ(r2[2], 0xa20bc7c6u);
+  EXPECT_EQ(r2[3], 0x6d5451fdu);
+}
+
+TEST(Rng, UniformAndNormalMomentsAndIndependence) {
+  CounterRng a(1, "x"), b(1, "y"), c(2, "x");
+  const int n = 200000;
+  double su = 0, sn = 0, sn2 = 0;
+  int same = 0;
+  for (int i = 0; i < n; ++i) {
+    double u = a.uniform(i);
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    su += u;
+    double z = a.normal(i, 3);
+    sn += z;
+    sn2 += z * z;
+    same += a.uniform(i) == b.uniform(i) || a.uniform(i) == c.uniform(i);
+  }
+  EXPECT_NEAR(su / n, 0.5, 0.005);
+  EXPECT_NEAR(sn / n, 0.0, 0.01);
+  EXPECT_NEAR(sn2 / n, 1.0, 0.02);
+  EXPECT_EQ(same, 0);
+  EXPECT_EQ(a.uniform(12345, 7, 9), CounterRng(1, "x").uniform(12345, 7, 9));  // pure function
+}
+
+TEST(BitPack, RoundTripAndSize) {
+  Tensor s = Tensor::empty({3, 37}, DType::F32);
+  CounterRng rng(3, "bits");
+  for (int64_t i = 0; i < s.numel(); ++i) s.data<float>()[i] = rng.uniform(i) < 0.3 ? 1.f : 0.f;
+  s.set_binary(true);
+  SavedActivation saved = SavedActivation::save(s);
+  EXPECT_TRUE(saved.packed());
+  EXPECT_EQ(saved.bytes(), (111u + 7) / 8);
+  Tensor r = saved.restore();
+  EXPECT_TRUE(r.is_binary());
+  EXPECT_EQ(r.shape(), s.shape());
+  for (int64_t i = 0; i < s.numel(); ++i) ASSERT_EQ(r.at(i), s.at(i)) << i;
+  // LSB first: element 0 is bit 0 of byte 0.
+  Tensor one = Tensor::zeros({9}, DType::F64);
+  one.data<double>()[0] = 1;
+  one.data<double>()[8] = 1;
+  Tensor b = pack_bits(one);
+  EXPECT_EQ(b.at(0), 1.0);
+  EXPECT_EQ(b.at(1), 1.0);
+  Tensor nb = Tensor::full({4}, 0.5, DType::F32);
+  EXPECT_FALSE(SavedActivation::save(nb).packed());
+}
+
+TEST(Elementwise, DeterministicSumIndependentOfThreads) {
+  Tensor t = Tensor::empty({100003}, DType::F32);
+  CounterRng rng(5, "sum");
+  double ref = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    t.data<float>()[i] = static_cast<float>(rng.uniform(i) - 0.5);
+  }
+  for (int64_t b = 0; b < t.numel(); b += 4096) {
+    double s = 0;
+    for (int64_t i = b; i < std::min<int64_t>(t.numel(), b + 4096); ++i) s += t.at(i);
+    ref += s;
+  }
+  EXPECT_EQ(cpu::sum(t), ref);
+}
+
+namespace {
+// A minimal leaf layer with two params, to test naming, flat buffers and init.
+class Toy : public Layer {
+ public:
+  Toy() {
+    add_param("weight", {4, 3}, InitSpec::normal(0.0, 1.0));
+    add_param("bias", {4}, InitSpec::constant(0.5), false);
+    add_buffer("running_mean", {4}, 0.0);
+  }
+  Shape output_shape(const Shape& in) const override { return in; }
+  std::string type() const override { return "toy"; }
+
+ protected:
+  Tensor forward_cpu(const Tensor& x, Ctx&) override { return x; }
+  Tensor backward_input_cpu(const Tensor& dy, Ctx&) override { return dy; }
+};
+}  // namespace
+
+TEST(Unit, NamesParamsByPathAndBindsFlatBuffers) {
+  Unit u("features.3");
+  auto a = std::make_unique<Toy>();
+  a->set_name("0");
+  auto res = std::make_unique<Residual>();
+  res->set_name("attn");
+  auto b = std::make_unique<Toy>();
+  b->set_name("q_conv");
+  res->add(std::move(b));
+  u.add(std::move(a));
+  u.add(std::move(res));
+  u.finalize(DType::F32, Device::cpu(), 11);
+  auto ps = u.params();
+  ASSERT_EQ(ps.size(), 4u);
+  EXPECT_EQ(ps[0]->name, "features.3.0.weight");
+  EXPECT_EQ(ps[1]->name, "features.3.0.bias");
+  EXPECT_EQ(ps[2]->name, "features.3.attn.q_conv.weight");
+  EXPECT_EQ(u.buffers()[1]->name, "features.3.attn.q_conv.running_mean");
+  EXPECT_EQ(u.num_params(), 32);
+  EXPECT_EQ(ps[1]->value.raw(), static_cast<char*>(u.flat_value().raw()) + 12 * 4);
+  EXPECT_EQ(ps[1]->value.at(3), 0.5);
+  EXPECT_FALSE(ps[1]->weight_decay);
+  // Same name + seed -> same values; different name -> different values.
+  Unit u2("features.3");
+  auto c = std::make_unique<Toy>();
+  c->set_name("0");
+  u2.add(std::move(c));
+  u2.finalize(DType::F64, Device::cpu(), 11);
+  for (int i = 0; i < 12; ++i) EXPECT_FLOAT_EQ(ps[0]->value.at(i), u2.params()[0]->value.at(i));
+  EXPECT_NE(ps[0]->value.at(0), ps[2]->value.at(0));
+}
+
+TEST(Init, ShardedParamDrawsItsSliceOfTheGlobalTensor) {
+  Param full, half;
+  full.name = half.name = "w";
+  full.shape = full.local_shape = {4, 6};
+  full.init = half.init = InitSpec::normal(0, 1);
+  full.value = Tensor::empty({4, 6}, DType::F64);
+  init_param(full, 9);
+  half.shape = {4, 6};
+  half.local_shape = {4, 3};
+  half.shard = {ShardSpec::Group::TP, 1, 1, 2};  // second half of dim 1
+  half.value = Tensor::empty({4, 3}, DType::F64);
+  init_param(half, 9);
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(half.value.at(r * 3 + c), full.value.at(r * 6 + 3 + c));
+}
