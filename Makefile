@@ -18,7 +18,7 @@ HDF5_INC := /usr/include/hdf5/openmpi
 
 CPPFLAGS := -Iinclude -I$(HDF5_INC) -MMD -MP -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX
 CXXFLAGS := -std=c++17 $(OPT) -march=$(MARCH) -fopenmp -g1 -Wall -Wextra -Wno-unused-parameter
-LDLIBS   := -L$(HDF5_DIR)/lib -Wl,-rpath,$(HDF5_DIR)/lib -lhdf5 -ldnnl -fopenmp -lpthread
+LDLIBS   := -L$(HDF5_DIR)/lib -Wl,-rpath,$(HDF5_DIR)/lib -lhdf5 -ldnnl -lz -fopenmp -lpthread
 
 # ---- CUDA auto-detection -------------------------------------------------------------
 CUDA_HOME ?= /usr/local/cuda

@@ -1,0 +1,195 @@
+// h5_dataset.cpp — schema validation, gathered hyperslab reads, chunked writes.
+#include "spikemesh/data/h5_dataset.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+namespace sm {
+
+const char* split_name(Split s) { return s == Split::Train ? "train" : "test"; }
+
+namespace {
+bool is_integer(DType d) { return d == DType::U8 || d == DType::I32 || d == DType::I64; }
+
+// Selects rows `sorted` (ascending, unique) of a dataset with row length `row_dims` as a
+// union of runs of consecutive rows.
+void select_rows(hid_t space, const std::vector<int64_t>& sorted, const Shape& full) {
+  H5Sselect_none(space);
+  std::vector<hsize_t> start(full.size(), 0), count(full.begin(), full.end());
+  size_t i = 0;
+  while (i < sorted.size()) {
+    size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    start[0] = static_cast<hsize_t>(sorted[i]);
+    count[0] = static_cast<hsize_t>(j - i + 1);
+    SM_H5_CHECK(H5Sselect_hyperslab(space, H5S_SELECT_OR, start.data(), nullptr, count.data(), nullptr));
+    i = j + 1;
+  }
+}
+}  // namespace
+
+H5Dataset H5Dataset::open(const std::string& path, hid_t fapl) {
+  H5Dataset d;
+  d.file_ = H5File::open(path, false, fapl);
+  DatasetInfo& in = d.info_;
+  in.path = path;
+  for (const char* need : {"/train/x", "/train/y", "/test/x", "/test/y"})
+    if (!d.file_.has_dataset(need))
+      SM_INPUT_ERROR(path << ": not a spikemesh dataset: missing " << need
+                          << " (expected /train/x, /train/y, /test/x, /test/y)");
+  if (!d.file_.has_attr("num_classes")) SM_INPUT_ERROR(path << ": missing root attribute num_classes");
+  in.num_classes = static_cast<int>(d.file_.attr_int("num_classes"));
+  if (in.num_classes < 2) SM_INPUT_ERROR(path << ": num_classes = " << in.num_classes << " (need >= 2)");
+  in.layout = d.file_.has_attr("layout") ? d.file_.attr_string("layout") : "";
+  if (in.layout != "NTCHW" && in.layout != "NCHW")
+    SM_INPUT_ERROR(path << ": attribute layout = '" << in.layout << "' (expected NTCHW or NCHW)");
+  in.T = d.file_.has_attr("T") ? static_cast<int>(d.file_.attr_int("T")) : 0;
+  in.encoding = d.file_.has_attr("encoding") ? d.file_.attr_string("encoding") : "";
+  in.source = d.file_.has_attr("source") ? d.file_.attr_string("source") : "";
+  in.x_scale = d.file_.has_attr("x_scale") ? d.file_.attr_double("x_scale") : 1.0;
+  size_t rank = in.layout == "NTCHW" ? 5 : 4;
+  for (Split s : {Split::Train, Split::Test}) {
+    std::string g = std::string("/") + split_name(s);
+    Shape xs = d.file_.dataset_shape(g + "/x"), ys = d.file_.dataset_shape(g + "/y");
+    DType xt = d.file_.dataset_dtype(g + "/x"), yt = d.file_.dataset_dtype(g + "/y");
+    if (xs.size() != rank)
+      SM_INPUT_ERROR(path << ": " << g << "/x has shape " << shape_str(xs) << " but layout " << in.layout
+                          << " needs " << rank << " dims");
+    if (xt != DType::U8 && xt != DType::F32)
+      SM_INPUT_ERROR(path << ": " << g << "/x has dtype " << dtype_name(xt) << " (expected u8 or f32)");
+    if (ys.size() != 1 || !is_integer(yt))
+      SM_INPUT_ERROR(path << ": " << g << "/y must be a 1-d integer vector, got " << dtype_name(yt) << " "
+                          << shape_str(ys));
+    if (ys[0] != xs[0])
+      SM_INPUT_ERROR(path << ": " << g << "/x has " << xs[0] << " samples but " << g << "/y has " << ys[0]);
+    Shape sample(xs.begin() + 1, xs.end());
+    if (s == Split::Train) {
+      in.sample_shape = sample;
+      in.stored = xt;
+      in.train_size = xs[0];
+    } else {
+      if (sample != in.sample_shape || xt != in.stored)
+        SM_INPUT_ERROR(path << ": /test/x samples " << shape_str(sample) << " differ from /train/x samples "
+                            << shape_str(in.sample_shape));
+      in.test_size = xs[0];
+    }
+    Tensor y = d.file_.read(g + "/y", DType::I64);
+    const int64_t* py = y.data<int64_t>();
+    for (int64_t i = 0; i < y.numel(); ++i)
+      if (py[i] < 0 || py[i] >= in.num_classes)
+        SM_INPUT_ERROR(path << ": " << g << "/y[" << i << "] = " << py[i] << " is out of range [0, "
+                            << in.num_classes << ")");
+  }
+  if (in.is_events() && in.T == 0) in.T = static_cast<int>(in.sample_shape[0]);
+  if (in.is_events() && in.T != in.sample_shape[0])
+    SM_INPUT_ERROR(path << ": attribute T = " << in.T << " but samples have " << in.sample_shape[0] << " steps");
+  return d;
+}
+
+void H5Dataset::read(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const {
+  const int64_t n = static_cast<int64_t>(indices.size());
+  const int64_t limit = size(s);
+  for (int64_t i : indices) SM_CHECK(i >= 0 && i < limit, "sample " << i << " of " << limit);
+  std::vector<int64_t> sorted(indices);
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  const int64_t row = shape_numel(info_.sample_shape);
+  Shape full = {limit};
+  full.insert(full.end(), info_.sample_shape.begin(), info_.sample_shape.end());
+
+  std::string g = std::string("/") + split_name(s);
+  H5Handle dx(SM_H5_CHECK(H5Dopen2(file_.id(), (g + "/x").c_str(), H5P_DEFAULT)), H5Dclose);
+  H5Handle fspace(SM_H5_CHECK(H5Dget_space(dx.get())), H5Sclose);
+  select_rows(fspace.get(), sorted, full);
+  hsize_t mdim = static_cast<hsize_t>(sorted.size() * row);
+  H5Handle mspace(SM_H5_CHECK(H5Screate_simple(1, &mdim, nullptr)), H5Sclose);
+  H5Handle dxpl(SM_H5_CHECK(H5Pcreate(H5P_DATASET_XFER)), H5Pclose);
+  Tensor raw = Tensor::empty({static_cast<int64_t>(mdim)}, info_.stored);
+  if (mdim) SM_H5_CHECK(H5Dread(dx.get(), h5_native_type(info_.stored), mspace.get(), fspace.get(), dxpl.get(), raw.raw()));
+
+  Tensor yall = file_.read(g + "/y", DType::I64);  // small: labels of the split
+  Shape xs = {n};
+  xs.insert(xs.end(), info_.sample_shape.begin(), info_.sample_shape.end());
+  x = Tensor::empty(xs, DType::F32);
+  y = Tensor::empty({n}, DType::I64);
+  const float scale = static_cast<float>(info_.x_scale);
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t pos = std::lower_bound(sorted.begin(), sorted.end(), indices[k]) - sorted.begin();
+    float* dst = x.data<float>() + k * row;
+    if (info_.stored == DType::U8) {
+      const uint8_t* src = raw.data<uint8_t>() + pos * row;
+      for (int64_t f = 0; f < row; ++f) dst[f] = src[f] * scale;
+    } else {
+      const float* src = raw.data<float>() + pos * row;
+      for (int64_t f = 0; f < row; ++f) dst[f] = src[f] * scale;
+    }
+    y.data<int64_t>()[k] = yall.data<int64_t>()[indices[k]];
+  }
+}
+
+H5DatasetWriter::H5DatasetWriter(const std::string& path, const DatasetInfo& info)
+    : path_(path), tmp_(path + ".tmp"), info_(info) {
+  file_ = H5File::create(tmp_);
+  file_.set_attr("num_classes", static_cast<int64_t>(info.num_classes));
+  file_.set_attr("T", static_cast<int64_t>(info.T));
+  file_.set_attr("layout", info.layout);
+  file_.set_attr("encoding", info.encoding);
+  file_.set_attr("source", info.source);
+  file_.set_attr("x_scale", info.x_scale);
+  file_.set_attr("format_version", static_cast<int64_t>(1));
+}
+
+H5DatasetWriter::~H5DatasetWriter() {
+  if (!committed_) {
+    file_ = H5File();
+    std::remove(tmp_.c_str());
+  }
+}
+
+void H5DatasetWriter::write(Split s, int64_t offset, const Tensor& x, const Tensor& y) {
+  std::string g = std::string("/") + split_name(s);
+  int64_t total = s == Split::Train ? info_.train_size : info_.test_size;
+  Shape full = {total};
+  full.insert(full.end(), info_.sample_shape.begin(), info_.sample_shape.end());
+  SM_CHECK(x.dtype() == info_.stored && y.dtype() == DType::I64, "writer dtypes");
+  SM_CHECK(offset + x.dim(0) <= total && x.dim(0) == y.dim(0), "writer range");
+  file_.require_group(g);
+  auto ensure = [&](const std::string& name, DType dt, const Shape& shape) {
+    if (file_.has_dataset(name)) return;
+    std::vector<hsize_t> dims(shape.begin(), shape.end()), chunk(dims);
+    chunk[0] = 1;  // one sample per chunk
+    if (shape.size() == 1) chunk[0] = std::min<hsize_t>(dims[0] ? dims[0] : 1, 65536);
+    H5Handle space(SM_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)), H5Sclose);
+    H5Handle dcpl(SM_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)), H5Pclose);
+    if (dims[0] > 0) SM_H5_CHECK(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()));
+    H5Handle ds(SM_H5_CHECK(H5Dcreate2(file_.id(), name.c_str(), h5_native_type(dt), space.get(), H5P_DEFAULT,
+                                       dcpl.get(), H5P_DEFAULT)),
+                H5Dclose);
+  };
+  ensure(g + "/x", info_.stored, full);
+  ensure(g + "/y", DType::I64, {total});
+  auto put = [&](const std::string& name, const Tensor& t) {
+    H5Handle ds(SM_H5_CHECK(H5Dopen2(file_.id(), name.c_str(), H5P_DEFAULT)), H5Dclose);
+    H5Handle fs(SM_H5_CHECK(H5Dget_space(ds.get())), H5Sclose);
+    std::vector<hsize_t> start(t.ndim(), 0), count(t.shape().begin(), t.shape().end());
+    start[0] = static_cast<hsize_t>(offset);
+    if (count[0] == 0) return;
+    SM_H5_CHECK(H5Sselect_hyperslab(fs.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr));
+    H5Handle ms(SM_H5_CHECK(H5Screate_simple(t.ndim(), count.data(), nullptr)), H5Sclose);
+    SM_H5_CHECK(H5Dwrite(ds.get(), h5_native_type(t.dtype()), ms.get(), fs.get(), H5P_DEFAULT, t.raw()));
+  };
+  put(g + "/x", x);
+  put(g + "/y", y);
+}
+
+void H5DatasetWriter::commit() {
+  file_.flush();
+  file_ = H5File();  // close
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
+    SM_INPUT_ERROR(path_ << ": cannot move the imported dataset into place");
+  committed_ = true;
+}
+
+}  // namespace sm
