@@ -1,6 +1,8 @@
 // h5_dataset.cpp — schema validation, gathered hyperslab reads, chunked writes.
 #include "spikemesh/data/h5_dataset.h"
 
+#include "spikemesh/io/h5_lock.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -88,6 +90,7 @@ H5Dataset H5Dataset::open(const std::string& path, hid_t fapl) {
 }
 
 void H5Dataset::read(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const {
+  std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex());
   const int64_t n = static_cast<int64_t>(indices.size());
   const int64_t limit = size(s);
   for (int64_t i : indices) SM_CHECK(i >= 0 && i < limit, "sample " << i << " of " << limit);

@@ -1,0 +1,114 @@
+// h5file.h — a small RAII wrapper over the HDF5 C API: files, groups by path, whole-tensor
+// datasets (f32/f64/i32/i64/u8, any shape up to kMaxDims) and scalar attributes.
+// Invariants: every handle is closed by its owner's destructor; a group keeps its file
+// open; every failure throws sm::Error naming the file and the object (user errors such as
+// a missing file or dataset are ErrorKind::Input, library failures ErrorKind::Library).
+// Paths are HDF5 paths relative to the group ("params/conv.weight"); a leading '/'
+// is taken from the file root. Strings are stored as variable-length UTF-8 (h5py: str).
+// Serial by default; `fapl` lets the caller pass an MPI-IO file-access property list.
+#pragma once
+#include <hdf5.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spikemesh/core/tensor.h"
+
+namespace sm {
+
+// Owns one hid_t and closes it with the matching H5*close on destruction.
+class H5Handle {
+ public:
+  H5Handle() = default;
+  H5Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~H5Handle() { reset(); }
+  H5Handle(const H5Handle&) = delete;
+  H5Handle& operator=(const H5Handle&) = delete;
+  H5Handle(H5Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = H5I_INVALID_HID; }
+  H5Handle& operator=(H5Handle&& o) noexcept;
+  hid_t get() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+  void reset();
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+  herr_t (*close_)(hid_t) = nullptr;
+};
+
+class H5Group {
+ public:
+  H5Group() = default;
+
+  // Sub-groups. open_group: must exist (Input error otherwise). require_group: opens or
+  // creates, intermediate groups included.
+  H5Group open_group(const std::string& path) const;
+  H5Group require_group(const std::string& path) const;
+
+  bool exists(const std::string& path) const;          // any object at that path
+  bool has_dataset(const std::string& path) const;
+  bool has_group(const std::string& path) const;
+  std::vector<std::string> list_datasets() const;      // direct children that are datasets, sorted
+  std::vector<std::string> list_groups() const;        // direct children that are groups, sorted
+
+  // Datasets. write replaces an existing dataset of the same name. The tensor may live on
+  // any device (copied to host). File element type = the tensor's dtype.
+  void write(const std::string& name, const Tensor& t) const;
+  void write_raw(const std::string& name, DType dt, const Shape& shape, const void* data) const;
+  Shape dataset_shape(const std::string& name) const;
+  DType dataset_dtype(const std::string& name) const;
+  // Reads the whole dataset; `as` converts (float <-> double, integers); default: file type.
+  Tensor read(const std::string& name) const;
+  Tensor read(const std::string& name, DType as) const;
+  // Reads into an existing CPU tensor whose shape must equal the dataset's (converting
+  // to the tensor's dtype); the message of a mismatch names file, dataset and both shapes.
+  void read_into(const std::string& name, Tensor& out) const;
+
+  // Scalar attributes on this group; the *_on variants address an object below it.
+  void set_attr(const std::string& key, const std::string& value) const;
+  void set_attr(const std::string& key, const char* value) const { set_attr(key, std::string(value)); }
+  void set_attr(const std::string& key, int64_t value) const;
+  void set_attr(const std::string& key, int value) const { set_attr(key, static_cast<int64_t>(value)); }
+  void set_attr(const std::string& key, double value) const;
+  bool has_attr(const std::string& key) const;
+  std::string attr_string(const std::string& key) const;
+  int64_t attr_int(const std::string& key) const;
+  double attr_double(const std::string& key) const;
+  // The same on a dataset (or sub-group) below this group.
+  void set_attr_on(const std::string& object, const std::string& key, const std::string& value) const;
+  void set_attr_on(const std::string& object, const std::string& key, int64_t value) const;
+  void set_attr_on(const std::string& object, const std::string& key, double value) const;
+
+  hid_t id() const { return id_ ? id_->get() : H5I_INVALID_HID; }
+  const std::string& file_name() const { return file_; }
+  const std::string& path() const { return path_; }  // "/" for the root
+  // "file.h5:/params/x" — for messages.
+  std::string describe(const std::string& child = "") const;
+
+ protected:
+  H5Group(std::shared_ptr<H5Handle> file, std::shared_ptr<H5Handle> id, std::string file_name,
+          std::string path)
+      : file_h_(std::move(file)), id_(std::move(id)), file_(std::move(file_name)), path_(std::move(path)) {}
+  std::shared_ptr<H5Handle> file_h_;  // keeps the file open while any group lives
+  std::shared_ptr<H5Handle> id_;
+  std::string file_;
+  std::string path_;
+
+  friend class H5File;
+};
+
+class H5File : public H5Group {
+ public:
+  H5File() = default;
+  // Creates (truncating) a file. `fapl` defaults to serial access.
+  static H5File create(const std::string& path, hid_t fapl = H5P_DEFAULT);
+  // Opens an existing file; Input error if it is missing or not HDF5.
+  static H5File open(const std::string& path, bool writable = false, hid_t fapl = H5P_DEFAULT);
+  H5Group root() const { return *this; }
+  void flush() const;
+  hid_t file_id() const { return file_h_ ? file_h_->get() : H5I_INVALID_HID; }
+};
+
+hid_t h5_native_type(DType dt);  // H5T_NATIVE_* for a dtype (throws for BF16/F16)
+
+}  // namespace sm

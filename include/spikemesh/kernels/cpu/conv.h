@@ -1,0 +1,63 @@
+// conv.h — 2-D convolution kernels on the CPU (square kernel, equal stride and zero padding
+// on both axes, no dilation/groups), as PyTorch's Conv2d computes it.
+//
+// Layouts (contiguous, row-major): x [batch, Cin, H, W], w [Cout, Cin, K, K], bias [Cout],
+// y [batch, Cout, Ho, Wo] with Ho = (H + 2·pad − K) / stride + 1 (floor), likewise Wo.
+// Time-major activations [T, N, C, H, W] are passed as batch = T·N.
+//
+// Contracts shared by every variant:
+//  forward            y overwritten; bias may be nullptr.
+//  backward_data      dx overwritten (dx = ∂L/∂x given dy).
+//  backward_weights   dw += ∂L/∂w; dbias += ∂L/∂bias (dbias may be nullptr). Accumulates.
+//
+// Variants:
+//  conv2d_*           the production entry: float -> oneDNN (primitives cached per shape,
+//                     blocked layouts with reorders where faster), double -> im2col.
+//  conv2d_*_im2col    own code (im2col + the blocked GEMM of gemm.h), float and double.
+//                     Deterministic: bitwise identical for any OpenMP thread count (samples
+//                     or C tiles are split between threads, never a reduction).
+//  conv2d_*_dnnl      oneDNN, float only.
+#pragma once
+#include <cstdint>
+
+namespace sm::cpu {
+
+struct Conv2dGeometry {
+  int64_t batch = 0, in_channels = 0, height = 0, width = 0;
+  int64_t out_channels = 0, kernel = 1, stride = 1, padding = 0;
+
+  int64_t out_height() const { return (height + 2 * padding - kernel) / stride + 1; }
+  int64_t out_width() const { return (width + 2 * padding - kernel) / stride + 1; }
+  int64_t input_numel() const { return batch * in_channels * height * width; }
+  int64_t output_numel() const { return batch * out_channels * out_height() * out_width(); }
+  int64_t weight_numel() const { return out_channels * in_channels * kernel * kernel; }
+  double flops() const {  // multiply-adds x 2 of one pass (forward, data or weights)
+    return 2.0 * static_cast<double>(output_numel()) * in_channels * kernel * kernel;
+  }
+};
+
+// Production entry points (float: oneDNN, double: im2col).
+template <typename T>
+void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y);
+template <typename T>
+void conv2d_backward_data(const Conv2dGeometry& g, const T* dy, const T* w, T* dx);
+template <typename T>
+void conv2d_backward_weights(const Conv2dGeometry& g, const T* x, const T* dy, T* dw, T* dbias);
+
+// Own deterministic im2col + GEMM implementation.
+template <typename T>
+void conv2d_forward_im2col(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y);
+template <typename T>
+void conv2d_backward_data_im2col(const Conv2dGeometry& g, const T* dy, const T* w, T* dx);
+template <typename T>
+void conv2d_backward_weights_im2col(const Conv2dGeometry& g, const T* x, const T* dy, T* dw,
+                                    T* dbias);
+
+// oneDNN (float).
+void conv2d_forward_dnnl(const Conv2dGeometry& g, const float* x, const float* w,
+                         const float* bias, float* y);
+void conv2d_backward_data_dnnl(const Conv2dGeometry& g, const float* dy, const float* w, float* dx);
+void conv2d_backward_weights_dnnl(const Conv2dGeometry& g, const float* x, const float* dy,
+                                  float* dw, float* dbias);
+
+}  // namespace sm::cpu

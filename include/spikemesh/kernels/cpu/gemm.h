@@ -1,0 +1,47 @@
+// gemm.h — dense matrix products on the CPU: our own deterministic blocked GEMM (any
+// scalar), a matmul that runs float through oneDNN and double through our GEMM, and the
+// Linear kernels built on it.
+//
+// Operand convention: a matrix operand is a pointer plus a row stride and a column stride,
+// so element (r, c) of A is A[r * a_rs + c * a_cs]; a transposed operand is the same
+// buffer with the strides swapped. C is row-major with leading dimension ldc.
+//
+// Determinism (own GEMM): every C element is reduced in one fixed order — k in blocks of
+// kGemmKc, each block summed in registers from zero in increasing k, blocks added to C in
+// order — whatever the thread count or tiling; the parallel split is over C tiles only.
+#pragma once
+#include <cstdint>
+
+namespace sm::cpu {
+
+constexpr int64_t kGemmKc = 256;  // reduction block of the own GEMM (part of its rounding)
+
+// C[M, N] = A[M, K] · B[K, N]  (accumulate: C += A · B). Own code, OpenMP over C tiles.
+template <typename T>
+void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B,
+          int64_t b_rs, int64_t b_cs, T* C, int64_t ldc, bool accumulate);
+
+// Same contract; float -> oneDNN matmul (primitive cached per shape/strides), double -> gemm.
+template <typename T>
+void matmul(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B,
+            int64_t b_rs, int64_t b_cs, T* C, int64_t ldc, bool accumulate);
+
+// Linear on rows: x [M, Fin], w [Fout, Fin], bias [Fout] or nullptr, y [M, Fout].
+// y = x · wᵀ + bias (y overwritten).
+template <typename T>
+void linear_forward(int64_t M, int64_t Fin, int64_t Fout, const T* x, const T* w, const T* bias,
+                    T* y);
+// dx [M, Fin] = dy [M, Fout] · w (dx overwritten).
+template <typename T>
+void linear_backward_data(int64_t M, int64_t Fin, int64_t Fout, const T* dy, const T* w, T* dx);
+// dw [Fout, Fin] += dyᵀ · x; dbias [Fout] += column sums of dy (dbias may be nullptr).
+template <typename T>
+void linear_backward_weights(int64_t M, int64_t Fin, int64_t Fout, const T* x, const T* dy, T* dw,
+                             T* dbias);
+
+// dbias[c] += sum over b < batch, p < plane of dy[(b * C + c) * plane + p] (dy [batch, C, plane]).
+// Deterministic (one thread per channel, fixed order); float sums in double.
+template <typename T>
+void channel_bias_grad(int64_t batch, int64_t channels, int64_t plane, const T* dy, T* dbias);
+
+}  // namespace sm::cpu

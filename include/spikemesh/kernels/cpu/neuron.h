@@ -1,0 +1,50 @@
+// neuron.h (kernels/cpu) — fused multi-step LIF / PLIF / IF kernels over T (spec §3).
+//
+// Layout: x, spikes, h, grad_* are time-major [T, M] (M = neurons = N·features); the
+// membrane state is [M]. Forward makes ONE pass over T per neuron and saves only the
+// pre-spike membrane h_t; backward makes ONE pass from t = T-1 down to 0 and recomputes
+// s_t = fire(h_t) and v_t = reset(h_t, s_t) from h (v_{-1} = the initial membrane).
+// IF is the LIF recurrence with r = 0 and decay_input = false (H = V + X).
+// Surrogate math runs in the kernel's scalar (f32 for float, f64 for double).
+// Determinism: the PLIF rate gradient is summed per fixed block of neurons and the block
+// sums are added in block order, so it does not depend on the thread count.
+#pragma once
+#include <cstdint>
+
+namespace sm {
+namespace cpu {
+
+enum class SurrogateFn { Sigmoid, ATan };
+
+struct NeuronKernelConfig {
+  double r = 0.5;             // decay rate 1/tau (LIF), sigmoid(w) (PLIF), 0 (IF)
+  bool decay_input = true;    // H = V + r(X - (V - V_r)); else H = V - r(V - V_r) + X
+  double v_threshold = 1.0;
+  bool hard_reset = true;     // false: soft reset V' = H - S·v_th (V_r = 0 in the charge)
+  double v_reset = 0.0;       // V_r of a hard reset
+  bool detach_reset = false;  // no gradient through S inside the reset term
+  SurrogateFn surrogate = SurrogateFn::Sigmoid;
+  double alpha = 4.0;
+  bool smooth = false;        // S = surrogate primitive(h - v_th) instead of the step
+  // The membrane a neuron rests at (reset_state): v_reset for hard reset, else 0.
+  double rest() const { return hard_reset ? v_reset : 0.0; }
+};
+
+// Forward over T steps. v: [M] membrane in/out (in: v_{-1}; out: v_{T-1}); nullptr means
+// "start at rest" (and the final membrane is not returned). x, spikes, h: [T, M].
+// Returns how many h_t ≥ v_th (step firings, also in smooth mode), for the firing rate.
+template <typename T>
+int64_t neuron_forward(const NeuronKernelConfig& c, const T* x, int64_t steps, int64_t M, T* v,
+                       T* spikes, T* h);
+
+// BPTT. grad_s, h: [T, M]; v_init: [M] membrane before step 0 or nullptr (= rest).
+// Writes grad_x [T, M]. When grad_r is non-null also returns d(loss)/dr summed over all
+// neurons and steps (PLIF; chain through sigmoid in the caller): per step
+// grad_h · (x_t - (v_{t-1} - V_r)) = grad_h · (h_t - v_{t-1}) / r  (decay_input), or
+// grad_h · (V_r - v_{t-1}) (not decay_input). No gradient flows out through v_init.
+template <typename T>
+void neuron_backward(const NeuronKernelConfig& c, const T* grad_s, const T* h, const T* v_init,
+                     int64_t steps, int64_t M, T* grad_x, double* grad_r);
+
+}  // namespace cpu
+}  // namespace sm

@@ -1,0 +1,89 @@
+// train_config.h — the resolved configuration of a training run and how it is resolved:
+// built-in defaults < --config FILE.toml < command-line flags (DESIGN §3). Every key of the
+// TOML file is a flag name without the leading dashes (e.g. `batch-size = 64`); an unknown
+// key or a value of the wrong type is an error naming the file and the key. The resolved
+// configuration is written into every run directory (config.toml) and every checkpoint.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace sm {
+
+struct TrainConfig {
+  // model
+  std::string model = "fmnist_csnn";
+  std::string model_spec;
+  std::vector<std::string> vars;  // "NAME=INT"
+  int64_t T = 0;                  // 0: the spec's (static input) or the dataset's (events)
+  double dropout = -1.0;          // < 0: the spec's
+  // data
+  std::string data;
+  std::string encoding = "direct";
+  bool shuffle = true;
+  // optimisation
+  int64_t epochs = 1;
+  int64_t batch_size = 16;        // per rank
+  int64_t max_steps = 0;          // 0: no limit
+  std::string optimizer = "adam";
+  double lr = 1e-3;
+  double weight_decay = 0.0;
+  double momentum = 0.9;
+  bool nesterov = false;
+  std::string lr_schedule = "constant";
+  int64_t warmup_steps = 0;
+  double min_lr = 0.0;
+  int64_t lr_step_size = 0;
+  double lr_gamma = 0.1;
+  double clip_grad_norm = 0.0;    // 0: off
+  // run
+  int64_t seed = 1;
+  std::string precision = "fp32";
+  std::string device = "cpu";
+  int64_t threads = 0;            // 0: cores / ranks on this node
+  std::string output = "output";
+  std::string run_name;           // default: <model>-<date>-<time>
+  int64_t ckpt_every = 0;         // 0: only at the end (and on SIGTERM/SIGUSR1)
+  int64_t keep = 3;
+  std::string resume;             // "", PATH or "auto"
+  int64_t log_every = 50;
+  int64_t eval_batch_size = 0;    // 0: batch-size
+
+  std::string model_label() const;  // model name or spec path
+};
+
+// Binds every TrainConfig field to a key; registers flags, reads TOML, writes TOML.
+class TrainConfigResolver {
+ public:
+  explicit TrainConfigResolver(TrainConfig& cfg);
+  ~TrainConfigResolver();
+  // Adds --config and one flag per key to `cmd`.
+  void add_options(CLI::App& cmd);
+  // After parsing: apply the --config file (if any), then the flags that were given,
+  // then validate. Throws sm::Error(Input) naming the file/key or flag.
+  void resolve();
+  // Apply a TOML file / one key=value (used by resolve and tests).
+  void apply_toml_file(const std::string& path);
+  void set(const std::string& key, const std::string& value, const std::string& origin);
+  // The configuration as TOML (every key, resolved values).
+  std::string to_toml() const;
+  const std::string& config_file() const { return config_file_; }
+
+ private:
+  struct Field;
+  TrainConfig& cfg_;
+  std::vector<std::unique_ptr<Field>> fields_;
+  std::string config_file_;
+};
+
+// Validates value ranges and combinations (batch-size > 0, epochs >= 0, ...).
+void validate_train_config(const TrainConfig& c);
+
+}  // namespace sm

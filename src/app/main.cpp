@@ -1,0 +1,129 @@
+// main.cpp — spikemesh's entry point: MPI start-up, process identity, the CLI11 subcommand
+// dispatch, and the one place that turns errors into messages and exit codes.
+// Invariants: this file and comm/mesh are the only ones naming MPI_COMM_WORLD; every exit
+// path after MPI_Init_thread goes through MPI_Finalize (or MPI_Abort when one rank failed
+// alone with others possibly waiting in a collective).
+//   exit 0  success, --help, --version
+//   exit 1  an sm::Error or other exception from a subcommand
+//   exit N  CLI11's own code for a bad command line (unknown flag, missing value, ...)
+#include <mpi.h>
+#include <omp.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <sstream>
+#include <string>
+
+#include "spikemesh/app/commands.h"
+#include "spikemesh/core/error.h"
+#include "spikemesh/core/log.h"
+
+namespace {
+
+// Default OpenMP threads: the node's cores divided among the ranks on this node, so an
+// oversubscribed mpirun never runs cores x ranks threads (DESIGN §5). OMP_NUM_THREADS wins.
+void default_thread_count(MPI_Comm world) {
+  if (std::getenv("OMP_NUM_THREADS")) return;
+  MPI_Comm node;
+  if (MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return;
+  int local = 1;
+  MPI_Comm_size(node, &local);
+  MPI_Comm_free(&node);
+  int threads = omp_get_num_procs() / (local > 0 ? local : 1);
+  omp_set_num_threads(threads > 0 ? threads : 1);
+}
+
+void print_error(const std::string& msg) {
+  std::fprintf(stderr, "spikemesh: error: %s\n", msg.c_str());
+  std::fflush(stderr);
+}
+
+std::string app_description() {
+  return "spikemesh trains spiking neural networks (SNNs) on CPUs and GPUs, from one rank to an\n"
+         "MPI cluster (launch with mpirun, srun or sbatch). Each subcommand has its own --help.";
+}
+
+std::string app_footer() {
+  return "Examples:\n"
+         "  spikemesh model --list\n"
+         "  spikemesh model --model cifar10dvs_vgg --T 4\n"
+         "  spikemesh model --model-spec input/models/fmnist_csnn.toml --var C=32\n"
+         "\nErrors print one line 'spikemesh: error: ...' and exit non-zero.";
+}
+
+// Parses and runs the chosen subcommand; returns the process exit code.
+int run(int argc, char** argv, const sm::AppEnv& env) {
+  CLI::App app{app_description(), "spikemesh"};
+  app.footer(app_footer());
+  app.set_version_flag("--version", sm::version_string(), "print the version and build configuration and exit");
+  // At most one subcommand; "none" is reported after parsing so that an unknown flag gets
+  // CLI11's "not expected" message rather than "A subcommand is required".
+  app.require_subcommand(0, 1);
+  sm::register_all_commands(app, env);
+  try {
+    app.parse(argc, argv);
+    if (app.get_subcommands().empty()) {
+      if (env.rank == 0) {
+        std::fputs(app.help().c_str(), stderr);
+        print_error("no subcommand given (see the list above)");
+      }
+      return 1;
+    }
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    // --help / --version arrive here too (exit code 0); print on rank 0 only.
+    std::ostringstream out, err;
+    int code = app.exit(e, out, err);
+    if (env.rank == 0) {
+      std::fputs(out.str().c_str(), stdout);
+      std::fputs(err.str().c_str(), stderr);
+      std::fflush(stdout);
+      std::fflush(stderr);
+    }
+    return code;
+  } catch (const sm::Error& e) {
+    if (e.kind() == sm::ErrorKind::Input) {
+      // Input errors are validated identically on every rank: rank 0 speaks for all.
+      if (env.rank == 0) print_error(e.what());
+      return 1;
+    }
+    // Internal/library errors name their rank; this rank may be failing alone.
+    print_error(e.what());
+    if (env.size > 1) MPI_Abort(env.world, 1);
+    return 1;
+  } catch (const std::exception& e) {
+    print_error(std::string(e.what()) + " (" + sm::where_am_i() + ")");
+    if (env.size > 1) MPI_Abort(env.world, 1);
+    return 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  // Serialized: a data-prefetch thread may issue (HDF5/MPI-IO) calls, never concurrently.
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    print_error("MPI_Init_thread failed");
+    return 1;
+  }
+  sm::AppEnv env;
+  MPI_Comm_dup(MPI_COMM_WORLD, &env.world);
+  MPI_Comm_rank(env.world, &env.rank);
+  MPI_Comm_size(env.world, &env.size);
+  char host[MPI_MAX_PROCESSOR_NAME] = {0};
+  int host_len = 0;
+  MPI_Get_processor_name(host, &host_len);
+  env.host.assign(host, static_cast<size_t>(host_len));
+  sm::set_process_identity(env.rank, env.host);
+  sm::log_set_rank(env.rank);
+  default_thread_count(env.world);
+
+  int rc = run(argc, argv, env);
+
+  MPI_Comm_free(&env.world);
+  MPI_Finalize();
+  return rc;
+}

@@ -1,0 +1,375 @@
+// h5file.cpp — RAII HDF5 files/groups, whole-tensor datasets and scalar attributes.
+// Every HDF5 call goes through H5_CALL, which names the file and object in the message.
+#include "spikemesh/io/h5file.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+namespace sm {
+
+namespace {
+
+// Runs an HDF5 call that returns negative on failure; the error names `what` (file:object).
+template <typename R>
+R h5_checked(R rc, const char* call, const std::string& what, const char* file, int line) {
+  if (rc < 0) {
+    try {
+      throw_hdf5_error(call, file, line);
+    } catch (const Error& e) {
+      throw Error(e.kind(), what + ": " + e.what());
+    }
+  }
+  return rc;
+}
+#define H5_CALL(call, what) h5_checked((call), #call, (what), __FILE__, __LINE__)
+
+void silence_hdf5_auto_errors() {
+  // We report errors ourselves (with context); HDF5 would otherwise print its stack.
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  std::string cur;
+  for (char c : path) {
+    if (c == '/') {
+      if (!cur.empty()) parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) parts.push_back(cur);
+  return parts;
+}
+
+std::string join_path(const std::string& base, const std::string& child) {
+  if (!child.empty() && child[0] == '/') return child;
+  if (base.empty() || base == "/") return "/" + child;
+  return base + "/" + child;
+}
+
+DType dtype_of_h5_type(hid_t type, const std::string& what) {
+  H5T_class_t cls = H5Tget_class(type);
+  size_t size = H5Tget_size(type);
+  if (cls == H5T_FLOAT) {
+    if (size == 4) return DType::F32;
+    if (size == 8) return DType::F64;
+  } else if (cls == H5T_INTEGER) {
+    bool is_signed = H5Tget_sign(type) == H5T_SGN_2;
+    if (size == 1 && !is_signed) return DType::U8;
+    if (size == 4 && is_signed) return DType::I32;
+    if (size == 8 && is_signed) return DType::I64;
+  }
+  SM_INPUT_ERROR(what << ": unsupported element type (class " << static_cast<int>(cls) << ", " << size
+                      << " bytes); spikemesh reads f32, f64, i32, i64 and u8");
+}
+
+H5Handle open_attr_for_write(hid_t loc, const std::string& object, const std::string& key, hid_t type,
+                             const std::string& what) {
+  if (H5_CALL(H5Aexists_by_name(loc, object.c_str(), key.c_str(), H5P_DEFAULT), what) > 0)
+    H5_CALL(H5Adelete_by_name(loc, object.c_str(), key.c_str(), H5P_DEFAULT), what);
+  H5Handle space(H5_CALL(H5Screate(H5S_SCALAR), what), H5Sclose);
+  return H5Handle(H5_CALL(H5Acreate_by_name(loc, object.c_str(), key.c_str(), type, space.get(), H5P_DEFAULT,
+                                            H5P_DEFAULT, H5P_DEFAULT),
+                          what),
+                  H5Aclose);
+}
+
+}  // namespace
+
+H5Handle& H5Handle::operator=(H5Handle&& o) noexcept {
+  if (this != &o) {
+    reset();
+    id_ = o.id_;
+    close_ = o.close_;
+    o.id_ = H5I_INVALID_HID;
+  }
+  return *this;
+}
+
+void H5Handle::reset() {
+  if (id_ >= 0 && close_) close_(id_);  // destructor path: never throws
+  id_ = H5I_INVALID_HID;
+}
+
+hid_t h5_native_type(DType dt) {
+  switch (dt) {
+    case DType::F32: return H5T_NATIVE_FLOAT;
+    case DType::F64: return H5T_NATIVE_DOUBLE;
+    case DType::U8: return H5T_NATIVE_UINT8;
+    case DType::I32: return H5T_NATIVE_INT32;
+    case DType::I64: return H5T_NATIVE_INT64;
+    default: break;
+  }
+  SM_CHECK(false, "no HDF5 element type for " << dtype_name(dt));
+  return H5I_INVALID_HID;
+}
+
+// ---- files ------------------------------------------------------------------------------
+
+H5File H5File::create(const std::string& path, hid_t fapl) {
+  silence_hdf5_auto_errors();
+  std::string what = "cannot create HDF5 file '" + path + "'";
+  auto fh = std::make_shared<H5Handle>(H5_CALL(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), what),
+                                       H5Fclose);
+  auto root = std::make_shared<H5Handle>(H5_CALL(H5Gopen2(fh->get(), "/", H5P_DEFAULT), what), H5Gclose);
+  H5File f;
+  f.file_h_ = fh;
+  f.id_ = root;
+  f.file_ = path;
+  f.path_ = "/";
+  return f;
+}
+
+H5File H5File::open(const std::string& path, bool writable, hid_t fapl) {
+  silence_hdf5_auto_errors();
+  if (!std::ifstream(path).good()) SM_INPUT_ERROR("cannot open HDF5 file '" << path << "': no such file or not readable");
+  htri_t is_h5 = H5Fis_hdf5(path.c_str());
+  if (is_h5 <= 0) SM_INPUT_ERROR("'" << path << "' is not an HDF5 file");
+  std::string what = "cannot open HDF5 file '" + path + "'";
+  auto fh = std::make_shared<H5Handle>(
+      H5_CALL(H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl), what), H5Fclose);
+  auto root = std::make_shared<H5Handle>(H5_CALL(H5Gopen2(fh->get(), "/", H5P_DEFAULT), what), H5Gclose);
+  H5File f;
+  f.file_h_ = fh;
+  f.id_ = root;
+  f.file_ = path;
+  f.path_ = "/";
+  return f;
+}
+
+void H5File::flush() const { H5_CALL(H5Fflush(file_id(), H5F_SCOPE_GLOBAL), describe()); }
+
+// ---- groups -----------------------------------------------------------------------------
+
+std::string H5Group::describe(const std::string& child) const {
+  return file_ + ":" + (child.empty() ? path_ : join_path(path_, child));
+}
+
+bool H5Group::exists(const std::string& path) const {
+  SM_CHECK(id_, "H5Group used before it was opened");
+  // Walk component by component: H5Lexists needs every intermediate link to exist.
+  std::vector<std::string> parts = split_path(path);
+  std::string cur = (!path.empty() && path[0] == '/') ? "/" : "";
+  for (const std::string& p : parts) {
+    cur = cur.empty() ? p : (cur == "/" ? "/" + p : cur + "/" + p);
+    if (H5_CALL(H5Lexists(id(), cur.c_str(), H5P_DEFAULT), describe(cur)) <= 0) return false;
+    if (H5_CALL(H5Oexists_by_name(id(), cur.c_str(), H5P_DEFAULT), describe(cur)) <= 0) return false;
+  }
+  return true;
+}
+
+namespace {
+H5I_type_t object_type(hid_t loc, const std::string& path, const std::string& what) {
+  H5Handle obj(H5_CALL(H5Oopen(loc, path.c_str(), H5P_DEFAULT), what), H5Oclose);
+  return H5Iget_type(obj.get());
+}
+}  // namespace
+
+bool H5Group::has_dataset(const std::string& path) const {
+  return exists(path) && object_type(id(), path, describe(path)) == H5I_DATASET;
+}
+
+bool H5Group::has_group(const std::string& path) const {
+  return exists(path) && object_type(id(), path, describe(path)) == H5I_GROUP;
+}
+
+H5Group H5Group::open_group(const std::string& path) const {
+  if (!has_group(path)) SM_INPUT_ERROR(describe(path) << ": no such group");
+  auto h = std::make_shared<H5Handle>(H5_CALL(H5Gopen2(id(), path.c_str(), H5P_DEFAULT), describe(path)), H5Gclose);
+  return H5Group(file_h_, h, file_, join_path(path_, path));
+}
+
+H5Group H5Group::require_group(const std::string& path) const {
+  std::vector<std::string> parts = split_path(path);
+  std::string cur = (!path.empty() && path[0] == '/') ? "/" : "";
+  for (const std::string& p : parts) {
+    cur = cur.empty() ? p : (cur == "/" ? "/" + p : cur + "/" + p);
+    if (!exists(cur)) {
+      H5Handle g(H5_CALL(H5Gcreate2(id(), cur.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), describe(cur)),
+                 H5Gclose);
+    } else if (object_type(id(), cur, describe(cur)) != H5I_GROUP) {
+      SM_INPUT_ERROR(describe(cur) << ": exists and is not a group");
+    }
+  }
+  if (parts.empty()) return *this;
+  return open_group(path);
+}
+
+namespace {
+struct ListState {
+  std::vector<std::string> names;
+  H5I_type_t want;
+};
+herr_t list_cb(hid_t loc, const char* name, const H5L_info_t* info, void* data) {
+  auto* st = static_cast<ListState*>(data);
+  if (info->type != H5L_TYPE_HARD) return 0;
+  hid_t obj = H5Oopen(loc, name, H5P_DEFAULT);
+  if (obj < 0) return -1;
+  if (H5Iget_type(obj) == st->want) st->names.emplace_back(name);
+  H5Oclose(obj);
+  return 0;
+}
+std::vector<std::string> list_children(hid_t id, H5I_type_t want, const std::string& what) {
+  ListState st{{}, want};
+  H5_CALL(H5Literate(id, H5_INDEX_NAME, H5_ITER_INC, nullptr, list_cb, &st), what);
+  std::sort(st.names.begin(), st.names.end());
+  return st.names;
+}
+}  // namespace
+
+std::vector<std::string> H5Group::list_datasets() const { return list_children(id(), H5I_DATASET, describe()); }
+std::vector<std::string> H5Group::list_groups() const { return list_children(id(), H5I_GROUP, describe()); }
+
+// ---- datasets ---------------------------------------------------------------------------
+
+void H5Group::write(const std::string& name, const Tensor& t) const {
+  SM_CHECK(t.defined(), "writing an undefined tensor to " << describe(name));
+  Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu());
+  write_raw(name, host.dtype(), host.shape(), host.raw());
+}
+
+void H5Group::write_raw(const std::string& name, DType dt, const Shape& shape, const void* data) const {
+  std::string what = describe(name);
+  if (exists(name)) H5_CALL(H5Ldelete(id(), name.c_str(), H5P_DEFAULT), what);
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  H5Handle space(H5_CALL(shape.empty() ? H5Screate(H5S_SCALAR)
+                                       : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                         what),
+                 H5Sclose);
+  // Create intermediate groups for "a/b/c" names.
+  H5Handle lcpl(H5_CALL(H5Pcreate(H5P_LINK_CREATE), what), H5Pclose);
+  H5_CALL(H5Pset_create_intermediate_group(lcpl.get(), 1), what);
+  hid_t type = h5_native_type(dt);
+  H5Handle ds(H5_CALL(H5Dcreate2(id(), name.c_str(), type, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), what),
+              H5Dclose);
+  if (shape_numel(shape) > 0) H5_CALL(H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), what);
+}
+
+namespace {
+H5Handle open_dataset(const H5Group& g, const std::string& name) {
+  if (!g.has_dataset(name)) SM_INPUT_ERROR(g.describe(name) << ": no such dataset");
+  return H5Handle(H5_CALL(H5Dopen2(g.id(), name.c_str(), H5P_DEFAULT), g.describe(name)), H5Dclose);
+}
+}  // namespace
+
+Shape H5Group::dataset_shape(const std::string& name) const {
+  H5Handle ds = open_dataset(*this, name);
+  H5Handle space(H5_CALL(H5Dget_space(ds.get()), describe(name)), H5Sclose);
+  int nd = H5_CALL(H5Sget_simple_extent_ndims(space.get()), describe(name));
+  if (nd > kMaxDims) SM_INPUT_ERROR(describe(name) << ": " << nd << " dims; spikemesh tensors have at most " << kMaxDims);
+  std::vector<hsize_t> dims(nd);
+  if (nd > 0) H5_CALL(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), describe(name));
+  return Shape(dims.begin(), dims.end());
+}
+
+DType H5Group::dataset_dtype(const std::string& name) const {
+  H5Handle ds = open_dataset(*this, name);
+  H5Handle type(H5_CALL(H5Dget_type(ds.get()), describe(name)), H5Tclose);
+  return dtype_of_h5_type(type.get(), describe(name));
+}
+
+Tensor H5Group::read(const std::string& name) const { return read(name, dataset_dtype(name)); }
+
+Tensor H5Group::read(const std::string& name, DType as) const {
+  Tensor t = Tensor::empty(dataset_shape(name), as);
+  read_into(name, t);
+  return t;
+}
+
+void H5Group::read_into(const std::string& name, Tensor& out) const {
+  SM_CHECK(out.defined() && out.device().is_cpu(), "read_into needs a defined CPU tensor (" << describe(name) << ")");
+  Shape s = dataset_shape(name);
+  if (s != out.shape())
+    SM_INPUT_ERROR(describe(name) << ": shape " << shape_str(s) << " in the file, expected " << shape_str(out.shape()));
+  (void)dataset_dtype(name);  // rejects element types we cannot convert
+  H5Handle ds = open_dataset(*this, name);
+  if (out.numel() > 0)
+    H5_CALL(H5Dread(ds.get(), h5_native_type(out.dtype()), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.raw()), describe(name));
+}
+
+// ---- attributes -------------------------------------------------------------------------
+
+void H5Group::set_attr(const std::string& key, const std::string& value) const { set_attr_on(".", key, value); }
+void H5Group::set_attr(const std::string& key, int64_t value) const { set_attr_on(".", key, value); }
+void H5Group::set_attr(const std::string& key, double value) const { set_attr_on(".", key, value); }
+
+void H5Group::set_attr_on(const std::string& object, const std::string& key, const std::string& value) const {
+  std::string what = describe(object == "." ? "" : object) + "@" + key;
+  H5Handle type(H5_CALL(H5Tcopy(H5T_C_S1), what), H5Tclose);
+  H5_CALL(H5Tset_size(type.get(), H5T_VARIABLE), what);
+  H5_CALL(H5Tset_cset(type.get(), H5T_CSET_UTF8), what);
+  H5Handle attr = open_attr_for_write(id(), object, key, type.get(), what);
+  const char* ptr = value.c_str();
+  H5_CALL(H5Awrite(attr.get(), type.get(), &ptr), what);
+}
+
+void H5Group::set_attr_on(const std::string& object, const std::string& key, int64_t value) const {
+  std::string what = describe(object == "." ? "" : object) + "@" + key;
+  H5Handle attr = open_attr_for_write(id(), object, key, H5T_NATIVE_INT64, what);
+  H5_CALL(H5Awrite(attr.get(), H5T_NATIVE_INT64, &value), what);
+}
+
+void H5Group::set_attr_on(const std::string& object, const std::string& key, double value) const {
+  std::string what = describe(object == "." ? "" : object) + "@" + key;
+  H5Handle attr = open_attr_for_write(id(), object, key, H5T_NATIVE_DOUBLE, what);
+  H5_CALL(H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, &value), what);
+}
+
+bool H5Group::has_attr(const std::string& key) const {
+  return H5_CALL(H5Aexists(id(), key.c_str()), describe() + "@" + key) > 0;
+}
+
+namespace {
+H5Handle open_attr(const H5Group& g, const std::string& key) {
+  if (!g.has_attr(key)) SM_INPUT_ERROR(g.describe() << ": no attribute '" << key << "'");
+  return H5Handle(H5_CALL(H5Aopen(g.id(), key.c_str(), H5P_DEFAULT), g.describe() + "@" + key), H5Aclose);
+}
+}  // namespace
+
+std::string H5Group::attr_string(const std::string& key) const {
+  std::string what = describe() + "@" + key;
+  H5Handle attr = open_attr(*this, key);
+  H5Handle ftype(H5_CALL(H5Aget_type(attr.get()), what), H5Tclose);
+  if (H5Tget_class(ftype.get()) != H5T_STRING) SM_INPUT_ERROR(what << ": not a string attribute");
+  H5Handle mtype(H5_CALL(H5Tcopy(H5T_C_S1), what), H5Tclose);
+  H5_CALL(H5Tset_cset(mtype.get(), H5Tget_cset(ftype.get())), what);  // UTF-8 or ASCII, as stored
+  if (H5_CALL(H5Tis_variable_str(ftype.get()), what) > 0) {
+    H5_CALL(H5Tset_size(mtype.get(), H5T_VARIABLE), what);
+    char* s = nullptr;
+    H5_CALL(H5Aread(attr.get(), mtype.get(), &s), what);
+    std::string out = s ? s : "";
+    H5free_memory(s);
+    return out;
+  }
+  size_t n = H5Tget_size(ftype.get());  // fixed length (e.g. numpy bytes from h5py)
+  H5_CALL(H5Tset_size(mtype.get(), n + 1), what);
+  std::vector<char> buf(n + 1, '\0');
+  H5_CALL(H5Aread(attr.get(), mtype.get(), buf.data()), what);
+  return std::string(buf.data());
+}
+
+int64_t H5Group::attr_int(const std::string& key) const {
+  std::string what = describe() + "@" + key;
+  H5Handle attr = open_attr(*this, key);
+  H5Handle ftype(H5_CALL(H5Aget_type(attr.get()), what), H5Tclose);
+  if (H5Tget_class(ftype.get()) != H5T_INTEGER) SM_INPUT_ERROR(what << ": not an integer attribute");
+  int64_t v = 0;
+  H5_CALL(H5Aread(attr.get(), H5T_NATIVE_INT64, &v), what);
+  return v;
+}
+
+double H5Group::attr_double(const std::string& key) const {
+  std::string what = describe() + "@" + key;
+  H5Handle attr = open_attr(*this, key);
+  H5Handle ftype(H5_CALL(H5Aget_type(attr.get()), what), H5Tclose);
+  H5T_class_t cls = H5Tget_class(ftype.get());
+  if (cls != H5T_FLOAT && cls != H5T_INTEGER) SM_INPUT_ERROR(what << ": not a numeric attribute");
+  double v = 0;
+  H5_CALL(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &v), what);
+  return v;
+}
+
+}  // namespace sm

@@ -1,0 +1,77 @@
+// loss.cpp — CPU loss kernels (see kernels/cpu/loss.h). Sizes are small ([N, K] per
+// microbatch), so rows are processed serially except the [T, N, K] passes.
+#include "spikemesh/kernels/cpu/loss.h"
+
+#include <cmath>
+
+namespace sm::cpu {
+
+template <typename T>
+void time_mean(const T* out, int64_t steps, int64_t n, int64_t k, double* mean) {
+  const int64_t nk = n * k;
+  const double inv = 1.0 / static_cast<double>(steps);
+#pragma omp parallel for schedule(static) if (nk > 4096)
+  for (int64_t i = 0; i < nk; ++i) {
+    double s = 0.0;
+    for (int64_t t = 0; t < steps; ++t) s += static_cast<double>(out[t * nk + i]);
+    mean[i] = s * inv;
+  }
+}
+
+double cross_entropy_sum(const double* logits, const int64_t* labels, int64_t n, int64_t k,
+                         double* probs) {
+  double total = 0.0;
+  for (int64_t r = 0; r < n; ++r) {
+    const double* z = logits + r * k;
+    double zmax = z[0];
+    for (int64_t j = 1; j < k; ++j) zmax = std::fmax(zmax, z[j]);
+    double denom = 0.0;
+    for (int64_t j = 0; j < k; ++j) denom += std::exp(z[j] - zmax);
+    const double lse = zmax + std::log(denom);
+    total += lse - z[labels[r]];
+    if (probs)
+      for (int64_t j = 0; j < k; ++j) probs[r * k + j] = std::exp(z[j] - lse);
+  }
+  return total;
+}
+
+double onehot_sq_error_sum(const double* rate, const int64_t* labels, int64_t n, int64_t k,
+                           double* diff) {
+  double total = 0.0;
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < k; ++j) {
+      const double e = rate[r * k + j] - (j == labels[r] ? 1.0 : 0.0);
+      total += e * e;
+      if (diff) diff[r * k + j] = e;
+    }
+  }
+  return total;
+}
+
+int64_t count_correct(const double* scores, const int64_t* labels, int64_t n, int64_t k) {
+  int64_t correct = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    const double* s = scores + r * k;
+    int64_t best = 0;
+    for (int64_t j = 1; j < k; ++j)
+      if (s[j] > s[best]) best = j;
+    correct += best == labels[r] ? 1 : 0;
+  }
+  return correct;
+}
+
+template <typename T>
+void broadcast_over_time(const double* g, int64_t steps, int64_t n, int64_t k, double scale,
+                         T* dout) {
+  const int64_t nk = n * k;
+#pragma omp parallel for schedule(static) if (steps * nk > 4096)
+  for (int64_t t = 0; t < steps; ++t)
+    for (int64_t i = 0; i < nk; ++i) dout[t * nk + i] = static_cast<T>(g[i] * scale);
+}
+
+template void time_mean<float>(const float*, int64_t, int64_t, int64_t, double*);
+template void time_mean<double>(const double*, int64_t, int64_t, int64_t, double*);
+template void broadcast_over_time<float>(const double*, int64_t, int64_t, int64_t, double, float*);
+template void broadcast_over_time<double>(const double*, int64_t, int64_t, int64_t, double, double*);
+
+}  // namespace sm::cpu

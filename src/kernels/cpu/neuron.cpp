@@ -1,0 +1,208 @@
+// neuron.cpp (kernels/cpu) — fused multi-step LIF / PLIF / IF forward and BPTT (spec §3).
+// Neurons are processed in fixed blocks of kBlock (parallel over blocks); inside a block
+// the time loop is outermost and the block's membranes live in a small local array, so
+// each neuron is visited once per step in one pass over T and the inner loop over
+// neighbouring neurons reads contiguous memory.
+#include "spikemesh/kernels/cpu/neuron.h"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "spikemesh/core/error.h"
+
+// Lets GCC if-convert and vectorise the comparisons in the inner loops (h >= v_th). Results
+// do not change: this only drops the assumption that FP exception flags are observed.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+namespace sm {
+namespace cpu {
+namespace {
+
+constexpr int64_t kBlock = 64;
+// Below this many elements (T·M) a kernel runs on one thread (no fork/join cost).
+constexpr int64_t kParallelMin = 1 << 15;
+
+// The configuration converted to the kernel's scalar once. The options that branch are
+// compile-time parameters so that the inner loops are branch-free (and vectorise where the
+// surrogate needs no transcendental function).
+template <typename T, bool kDecayInput, bool kHardReset, bool kDetach, bool kSmooth, bool kATan>
+struct Neuron {
+  T r, one_minus_r, v_th, v_r_charge, v_reset, alpha, rest;
+  explicit Neuron(const NeuronKernelConfig& c)
+      : r(T(c.r)), one_minus_r(T(1) - T(c.r)), v_th(T(c.v_threshold)),
+        v_r_charge(kHardReset ? T(c.v_reset) : T(0)), v_reset(T(c.v_reset)), alpha(T(c.alpha)),
+        rest(T(c.rest())) {}
+
+  T charge(T v, T x) const {
+    if constexpr (kDecayInput) return v + r * (x - (v - v_r_charge));
+    else return v - r * (v - v_r_charge) + x;
+  }
+  // Spike (step, or the surrogate's primitive in smooth mode).
+  T fire(T h) const {
+    if constexpr (!kSmooth) {
+      return h >= v_th ? T(1) : T(0);
+    } else {
+      const T u = h - v_th;
+      if constexpr (kATan) return std::atan(T(M_PI / 2) * alpha * u) / T(M_PI) + T(0.5);
+      else return T(1) / (T(1) + std::exp(-alpha * u));
+    }
+  }
+  T reset(T h, T s) const {
+    if constexpr (kHardReset) return s * v_reset + (T(1) - s) * h;
+    else return h - s * v_th;
+  }
+  // surrogate'(h - v_th)
+  T surrogate_grad(T h) const {
+    const T u = h - v_th;
+    if constexpr (kATan) {
+      const T z = T(M_PI / 2) * alpha * u;
+      return (alpha / T(2)) / (T(1) + z * z);
+    } else {
+      const T sig = T(1) / (T(1) + std::exp(-alpha * u));
+      return alpha * sig * (T(1) - sig);
+    }
+  }
+  // ∂v_t/∂h_t given s_t and sg_t.
+  T dv_dh(T h, T s, T sg) const {
+    if constexpr (kHardReset) return kDetach ? T(1) - s : (T(1) - s) + (v_reset - h) * sg;
+    else return kDetach ? T(1) : T(1) - v_th * sg;
+  }
+};
+
+// Calls f(std::bool_constant<b>{}).
+template <class F>
+void with_bool(bool b, F&& f) {
+  if (b) f(std::true_type{});
+  else f(std::false_type{});
+}
+
+// Calls f(Neuron<T, ...>{c}) with the configuration's options as compile-time flags.
+template <typename T, class F>
+void with_neuron(const NeuronKernelConfig& c, F&& f) {
+  with_bool(c.decay_input, [&](auto decay) {
+    with_bool(c.hard_reset, [&](auto hard) {
+      with_bool(c.detach_reset, [&](auto detach) {
+        with_bool(c.smooth, [&](auto smooth) {
+          with_bool(c.surrogate == SurrogateFn::ATan, [&](auto atan) {
+            f(Neuron<T, decltype(decay)::value, decltype(hard)::value, decltype(detach)::value,
+                     decltype(smooth)::value, decltype(atan)::value>(c));
+          });
+        });
+      });
+    });
+  });
+}
+
+template <typename T, class K>
+int64_t forward_blocks(const K& shared_k, const T* x, int64_t steps, int64_t M, T* v, T* spikes, T* h) {
+  const int64_t blocks = (M + kBlock - 1) / kBlock;
+  int64_t fired = 0;
+#pragma omp parallel for schedule(static) reduction(+ : fired) if (steps * M >= kParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const K k = shared_k;  // thread-local: keeps the constants in registers
+    const int64_t i0 = b * kBlock, n = std::min(kBlock, M - i0);
+    T vb[kBlock];  // membranes of this block
+    for (int64_t j = 0; j < n; ++j) vb[j] = v ? v[i0 + j] : k.rest;
+    T fired_b = 0;  // exact: at most kBlock·steps < 2^24
+    for (int64_t t = 0; t < steps; ++t) {
+      const T* xt = x + t * M + i0;
+      T* ht = h + t * M + i0;
+      T* st = spikes + t * M + i0;
+      for (int64_t j = 0; j < n; ++j) {
+        const T hj = k.charge(vb[j], xt[j]);
+        const T sj = k.fire(hj);
+        fired_b += hj >= k.v_th ? T(1) : T(0);
+        ht[j] = hj;
+        st[j] = sj;
+        vb[j] = k.reset(hj, sj);
+      }
+    }
+    if (v)
+      for (int64_t j = 0; j < n; ++j) v[i0 + j] = vb[j];
+    fired += static_cast<int64_t>(fired_b);
+  }
+  return fired;
+}
+
+template <bool kRateGrad, typename T, class K>
+void backward_blocks(const K& shared_k, bool decay_input, const T* grad_s, const T* h, const T* v_init,
+                     int64_t steps, int64_t M, T* grad_x, double* grad_r) {
+  const T x_scale = decay_input ? shared_k.r : T(1);
+  const int64_t blocks = (M + kBlock - 1) / kBlock;
+  std::vector<double> block_grad_r(kRateGrad ? blocks : 0, 0.0);
+#pragma omp parallel for schedule(static) if (steps * M >= kParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const K k = shared_k;  // thread-local: keeps the constants in registers
+    const int64_t i0 = b * kBlock, n = std::min(kBlock, M - i0);
+    T g_v[kBlock];  // gradient flowing into v_t from step t+1
+    for (int64_t j = 0; j < n; ++j) g_v[j] = T(0);
+    double acc_r = 0.0;
+    for (int64_t t = steps - 1; t >= 0; --t) {
+      const T* gst = grad_s + t * M + i0;
+      const T* ht = h + t * M + i0;
+      T* gxt = grad_x + t * M + i0;
+      for (int64_t j = 0; j < n; ++j) {
+        const T hj = ht[j];
+        const T sg = k.surrogate_grad(hj);
+        const T grad_h = gst[j] * sg + g_v[j] * k.dv_dh(hj, k.fire(hj), sg);
+        gxt[j] = grad_h * x_scale;
+        g_v[j] = grad_h * k.one_minus_r;
+        if constexpr (kRateGrad) {
+          T v_prev;
+          if (t > 0) {
+            const T hp = ht[j - M];
+            v_prev = k.reset(hp, k.fire(hp));
+          } else {
+            v_prev = v_init ? v_init[i0 + j] : k.rest;
+          }
+          const T dh_dr = decay_input ? (hj - v_prev) / k.r : k.v_r_charge - v_prev;
+          acc_r += double(grad_h * dh_dr);
+        }
+      }
+    }
+    if constexpr (kRateGrad) block_grad_r[b] = acc_r;
+  }
+  if constexpr (kRateGrad) {
+    double sum = 0.0;
+    for (double g : block_grad_r) sum += g;  // fixed order
+    *grad_r = sum;
+  }
+}
+
+}  // namespace
+
+template <typename T>
+int64_t neuron_forward(const NeuronKernelConfig& c, const T* x, int64_t steps, int64_t M, T* v,
+                       T* spikes, T* h) {
+  int64_t fired = 0;
+  with_neuron<T>(c, [&](const auto& k) { fired = forward_blocks<T>(k, x, steps, M, v, spikes, h); });
+  return fired;
+}
+
+template <typename T>
+void neuron_backward(const NeuronKernelConfig& c, const T* grad_s, const T* h, const T* v_init,
+                     int64_t steps, int64_t M, T* grad_x, double* grad_r) {
+  SM_CHECK(!(grad_r && c.decay_input && c.r <= 0.0), "rate gradient needs r > 0, got " << c.r);
+  with_neuron<T>(c, [&](const auto& k) {
+    if (grad_r)
+      backward_blocks<true, T>(k, c.decay_input, grad_s, h, v_init, steps, M, grad_x, grad_r);
+    else
+      backward_blocks<false, T>(k, c.decay_input, grad_s, h, v_init, steps, M, grad_x, nullptr);
+  });
+}
+
+template int64_t neuron_forward<float>(const NeuronKernelConfig&, const float*, int64_t, int64_t,
+                                       float*, float*, float*);
+template int64_t neuron_forward<double>(const NeuronKernelConfig&, const double*, int64_t,
+                                        int64_t, double*, double*, double*);
+template void neuron_backward<float>(const NeuronKernelConfig&, const float*, const float*,
+                                     const float*, int64_t, int64_t, float*, double*);
+template void neuron_backward<double>(const NeuronKernelConfig&, const double*, const double*,
+                                      const double*, int64_t, int64_t, double*, double*);
+
+}  // namespace cpu
+}  // namespace sm

@@ -1,0 +1,261 @@
+// onednn_conv.cpp — float 2-D convolution through oneDNN 2.6 (forward with the
+// forward_training hint, backward data, backward weights + bias), see conv.h.
+//
+// Layouts: callers hold plain nchw / oihw tensors. For each direction the primitive may pick
+// blocked layouts (format_tag::any); its inputs are then reordered in and its outputs out
+// through temporaries from the caching allocator. Blocked layouts measured ~1.3-1.5x faster
+// on AVX-512 for VGG shapes (reorders cost ~1-2% of the convolution); the one exception is
+// backward data with very few input channels (first layer), which stays plain.
+// Weight/bias gradients accumulate: the primitive writes a temporary and a reorder with a
+// sum post-op adds it into the caller's dw.
+// Primitives are created once per (direction, geometry, bias) and shared process-wide.
+#include <unordered_map>
+#include <vector>
+
+#include "spikemesh/core/tensor.h"
+#include "spikemesh/kernels/cpu/conv.h"
+#include "spikemesh/kernels/cpu/onednn.h"
+
+namespace sm::cpu {
+namespace {
+
+using md = dnnl::memory::desc;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+// A primitive argument: the caller's plain layout and the primitive's layout.
+struct Operand {
+  md user, prim;
+  bool reorder = false;
+  dnnl::reorder convert;  // user -> prim for inputs, prim -> user for outputs
+};
+
+Operand make_input(const md& user, const md& prim) {
+  Operand op{user, prim, user != prim, {}};
+  if (op.reorder)
+    op.convert = dnnl::reorder(dnnl::reorder::primitive_desc(dnnl_engine(), user, dnnl_engine(), prim));
+  return op;
+}
+
+Operand make_output(const md& user, const md& prim) {
+  Operand op{user, prim, user != prim, {}};
+  if (op.reorder)
+    op.convert = dnnl::reorder(dnnl::reorder::primitive_desc(dnnl_engine(), prim, dnnl_engine(), user));
+  return op;
+}
+
+// Memory bound to an operand for one call; `temp` holds a reordered copy when needed.
+struct Bound {
+  dnnl::memory user, prim;
+  Tensor temp;
+};
+
+Tensor temp_for(const md& d) {
+  const int64_t floats = static_cast<int64_t>((d.get_size() + sizeof(float) - 1) / sizeof(float));
+  return Tensor::empty({floats}, DType::F32);
+}
+
+Bound bind_input(const Operand& op, const void* ptr, dnnl::stream& s) {
+  Bound b;
+  b.user = dnnl::memory(op.user, dnnl_engine(), const_cast<void*>(ptr));
+  if (!op.reorder) {
+    b.prim = b.user;
+    return b;
+  }
+  b.temp = temp_for(op.prim);
+  b.prim = dnnl::memory(op.prim, dnnl_engine(), b.temp.raw());
+  op.convert.execute(s, b.user, b.prim);
+  return b;
+}
+
+Bound bind_output(const Operand& op, void* ptr) {
+  Bound b;
+  b.user = dnnl::memory(op.user, dnnl_engine(), ptr);
+  if (!op.reorder) {
+    b.prim = b.user;
+    return b;
+  }
+  b.temp = temp_for(op.prim);
+  b.prim = dnnl::memory(op.prim, dnnl_engine(), b.temp.raw());
+  return b;
+}
+
+void finish_output(const Operand& op, Bound& b, dnnl::stream& s) {
+  if (op.reorder) op.convert.execute(s, b.prim, b.user);
+}
+
+struct Dims {
+  dnnl::memory::dims src, wei, bias, dst, strides, pad;
+  explicit Dims(const Conv2dGeometry& g)
+      : src{g.batch, g.in_channels, g.height, g.width},
+        wei{g.out_channels, g.in_channels, g.kernel, g.kernel},
+        bias{g.out_channels},
+        dst{g.batch, g.out_channels, g.out_height(), g.out_width()},
+        strides{g.stride, g.stride},
+        pad{g.padding, g.padding} {}
+  md user_src() const { return md(src, dt::f32, tag::nchw); }
+  md user_wei() const { return md(wei, dt::f32, tag::oihw); }
+  md user_dst() const { return md(dst, dt::f32, tag::nchw); }
+  md user_bias() const { return md(bias, dt::f32, tag::x); }
+  md pick(const dnnl::memory::dims& d, bool blocked, tag plain) const {
+    return md(d, dt::f32, blocked ? tag::any : plain);
+  }
+};
+
+enum Direction : int64_t { kForward = 0, kBackwardData = 1, kBackwardWeights = 2 };
+
+std::vector<int64_t> cache_key(Direction dir, const Conv2dGeometry& g, bool bias) {
+  return {dir,      g.batch,  g.in_channels, g.height,  g.width,
+          g.out_channels, g.kernel, g.stride,  g.padding, bias ? 1 : 0};
+}
+
+bool blocked_layout(Direction dir, const Conv2dGeometry& g) {
+  if (dir == kBackwardData && g.in_channels < 16) return false;
+  return true;
+}
+
+// The forward descriptor (also the hint for both backward directions).
+dnnl::convolution_forward::primitive_desc forward_pd(const Dims& d, bool blocked, bool bias) {
+  auto src = d.pick(d.src, blocked, tag::nchw), wei = d.pick(d.wei, blocked, tag::oihw),
+       dst = d.pick(d.dst, blocked, tag::nchw);
+  auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                     dnnl::algorithm::convolution_direct, src, wei,
+                                                     d.user_bias(), dst, d.strides, d.pad, d.pad)
+                   : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                     dnnl::algorithm::convolution_direct, src, wei,
+                                                     dst, d.strides, d.pad, d.pad);
+  return dnnl::convolution_forward::primitive_desc(desc, dnnl_engine());
+}
+
+struct ForwardEntry {
+  dnnl::convolution_forward prim;
+  Operand src, wei, dst;
+  md bias;
+};
+
+struct BackwardDataEntry {
+  dnnl::convolution_backward_data prim;
+  Operand diff_dst, wei, diff_src;
+};
+
+struct BackwardWeightsEntry {
+  dnnl::convolution_backward_weights prim;
+  Operand src, diff_dst;
+  md diff_wei;            // the primitive's layout
+  dnnl::reorder add_wei;  // diff_wei (prim layout) -> user oihw with dst += src
+  md diff_bias;
+};
+
+template <class E>
+DnnlCache<E>& cache() {
+  static DnnlCache<E> c;
+  return c;
+}
+
+}  // namespace
+
+void conv2d_forward_dnnl(const Conv2dGeometry& g, const float* x, const float* w,
+                         const float* bias, float* y) {
+  const bool has_bias = bias != nullptr;
+  std::shared_ptr<const ForwardEntry> e;
+  SM_DNNL_CHECK("conv2d forward primitive creation", e = cache<ForwardEntry>().get(cache_key(kForward, g, has_bias), [&] {
+    Dims d(g);
+    auto pd = forward_pd(d, blocked_layout(kForward, g), has_bias);
+    return ForwardEntry{dnnl::convolution_forward(pd), make_input(d.user_src(), pd.src_desc()),
+                        make_input(d.user_wei(), pd.weights_desc()),
+                        make_output(d.user_dst(), pd.dst_desc()), d.user_bias()};
+  }));
+  auto& s = dnnl_stream();
+  SM_DNNL_CHECK("conv2d forward", {
+    Bound src = bind_input(e->src, x, s), wei = bind_input(e->wei, w, s), dst = bind_output(e->dst, y);
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, src.prim}, {DNNL_ARG_WEIGHTS, wei.prim}, {DNNL_ARG_DST, dst.prim}};
+    if (has_bias)
+      args[DNNL_ARG_BIAS] = dnnl::memory(e->bias, dnnl_engine(), const_cast<float*>(bias));
+    e->prim.execute(s, args);
+    finish_output(e->dst, dst, s);
+    s.wait();
+  });
+}
+
+void conv2d_backward_data_dnnl(const Conv2dGeometry& g, const float* dy, const float* w,
+                               float* dx) {
+  std::shared_ptr<const BackwardDataEntry> e;
+  SM_DNNL_CHECK("conv2d backward-data primitive creation", e = cache<BackwardDataEntry>().get(cache_key(kBackwardData, g, false), [&] {
+    Dims d(g);
+    const bool blocked = blocked_layout(kBackwardData, g);
+    auto hint = forward_pd(d, blocked, false);
+    dnnl::convolution_backward_data::desc desc(
+        dnnl::algorithm::convolution_direct, d.pick(d.src, blocked, tag::nchw),
+        d.pick(d.wei, blocked, tag::oihw), d.pick(d.dst, blocked, tag::nchw), d.strides, d.pad,
+        d.pad);
+    dnnl::convolution_backward_data::primitive_desc pd(desc, dnnl_engine(), hint);
+    return BackwardDataEntry{dnnl::convolution_backward_data(pd),
+                             make_input(d.user_dst(), pd.diff_dst_desc()),
+                             make_input(d.user_wei(), pd.weights_desc()),
+                             make_output(d.user_src(), pd.diff_src_desc())};
+  }));
+  auto& s = dnnl_stream();
+  SM_DNNL_CHECK("conv2d backward data", {
+    Bound ddst = bind_input(e->diff_dst, dy, s), wei = bind_input(e->wei, w, s),
+          dsrc = bind_output(e->diff_src, dx);
+    e->prim.execute(s, {{DNNL_ARG_DIFF_DST, ddst.prim},
+                        {DNNL_ARG_WEIGHTS, wei.prim},
+                        {DNNL_ARG_DIFF_SRC, dsrc.prim}});
+    finish_output(e->diff_src, dsrc, s);
+    s.wait();
+  });
+}
+
+void conv2d_backward_weights_dnnl(const Conv2dGeometry& g, const float* x, const float* dy,
+                                  float* dw, float* dbias) {
+  const bool has_bias = dbias != nullptr;
+  std::shared_ptr<const BackwardWeightsEntry> e;
+  SM_DNNL_CHECK("conv2d backward-weights primitive creation", e = cache<BackwardWeightsEntry>().get(cache_key(kBackwardWeights, g, has_bias), [&] {
+    Dims d(g);
+    const bool blocked = blocked_layout(kBackwardWeights, g);
+    auto hint = forward_pd(d, blocked, has_bias);
+    auto src = d.pick(d.src, blocked, tag::nchw), wei = d.pick(d.wei, blocked, tag::oihw),
+         dst = d.pick(d.dst, blocked, tag::nchw);
+    auto desc = has_bias ? dnnl::convolution_backward_weights::desc(
+                               dnnl::algorithm::convolution_direct, src, wei, d.user_bias(), dst,
+                               d.strides, d.pad, d.pad)
+                         : dnnl::convolution_backward_weights::desc(
+                               dnnl::algorithm::convolution_direct, src, wei, dst, d.strides,
+                               d.pad, d.pad);
+    dnnl::convolution_backward_weights::primitive_desc pd(desc, dnnl_engine(), hint);
+    dnnl::post_ops sum;
+    sum.append_sum(1.0f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(sum);
+    dnnl::reorder add(dnnl::reorder::primitive_desc(dnnl_engine(), pd.diff_weights_desc(),
+                                                    dnnl_engine(), d.user_wei(), attr));
+    return BackwardWeightsEntry{dnnl::convolution_backward_weights(pd),
+                                make_input(d.user_src(), pd.src_desc()),
+                                make_input(d.user_dst(), pd.diff_dst_desc()),
+                                pd.diff_weights_desc(), add, d.user_bias()};
+  }));
+  auto& s = dnnl_stream();
+  SM_DNNL_CHECK("conv2d backward weights", {
+    Bound src = bind_input(e->src, x, s), ddst = bind_input(e->diff_dst, dy, s);
+    Tensor wtemp = temp_for(e->diff_wei);
+    dnnl::memory dwei_prim(e->diff_wei, dnnl_engine(), wtemp.raw());
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, src.prim}, {DNNL_ARG_DIFF_DST, ddst.prim}, {DNNL_ARG_DIFF_WEIGHTS, dwei_prim}};
+    Tensor btemp;
+    if (has_bias) {
+      btemp = Tensor::empty({g.out_channels}, DType::F32);
+      args[DNNL_ARG_DIFF_BIAS] = dnnl::memory(e->diff_bias, dnnl_engine(), btemp.raw());
+    }
+    e->prim.execute(s, args);
+    dnnl::memory dw_user(Dims(g).user_wei(), dnnl_engine(), dw);
+    e->add_wei.execute(s, dwei_prim, dw_user);
+    s.wait();
+    if (has_bias) {
+      const float* b = btemp.data<float>();
+      for (int64_t c = 0; c < g.out_channels; ++c) dbias[c] += b[c];
+    }
+  });
+}
+
+}  // namespace sm::cpu

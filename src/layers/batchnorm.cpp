@@ -1,0 +1,268 @@
+// batchnorm.cpp — BatchNorm1d/2d layer (PyTorch semantics) over [T, N, C, ...spatial].
+//
+// Training: per-channel batch mean and biased variance over count = T·N·spatial elements
+// (summed over the group when ctx.bn_sync is set); running_mean/var move by `momentum`
+// towards the batch mean and the UNBIASED variance (var·n/(n-1)). With n = 1 PyTorch
+// refuses to train; we do not divide by zero: the correction factor is taken as 1, so the
+// running variance moves towards the (zero) biased variance. Eval: running statistics.
+//
+// Saved per slot: a reference to the input x (a conv output: kept alive, no copy — as
+// large as a saved x̂ but costs no extra write), per-channel mean and 1/std, the global
+// count, and whether batch statistics were used. With split_wgrad, B releases x and keeps
+// only dγ = Σdy·x̂ and dβ = Σdy (local sums: the data-parallel reduction sums them later).
+//
+// The sums use the running mean as a shift (identical on all ranks of a synced group) so
+// that the single-pass Σ(x-k), Σ(x-k)² stays accurate in one all-reduce.
+#include "spikemesh/layers/batchnorm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "spikemesh/kernels/cpu/batchnorm.h"
+#include "spikemesh/layers/collectives.h"
+#include "spikemesh/layers/slot_store.h"
+
+namespace sm {
+namespace {
+
+struct Saved {
+  Tensor x;                    // [T, N, C, ...] input (released by B when W is split)
+  std::vector<double> mean;    // [C] centre used in forward
+  std::vector<double> invstd;  // [C]
+  double count = 0.0;          // elements per channel (whole group when synced)
+  bool batch_stats = true;     // training mode (batch statistics) in forward
+  bool synced = false;         // forward all-reduced its statistics
+  std::vector<double> dgamma, dbeta;  // [C], kept between B and W
+};
+
+struct Impl {
+  SlotStore<Saved> slots;
+};
+
+Impl& impl_of(const std::shared_ptr<void>& p) { return *static_cast<Impl*>(p.get()); }
+
+std::vector<double> as_doubles(const Tensor& t) {
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  if (t.dtype() == DType::F64) {
+    const double* p = t.data<double>();
+    v.assign(p, p + t.numel());
+  } else {
+    const float* p = t.data<float>();
+    for (size_t i = 0; i < v.size(); ++i) v[i] = p[i];
+  }
+  return v;
+}
+
+void store_doubles(Tensor& t, const std::vector<double>& v) {
+  if (t.dtype() == DType::F64) {
+    std::copy(v.begin(), v.end(), t.data<double>());
+  } else {
+    float* p = t.data<float>();
+    for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<float>(v[i]);
+  }
+}
+
+void add_doubles(Tensor& t, const std::vector<double>& v) {
+  if (t.dtype() == DType::F64) {
+    double* p = t.data<double>();
+    for (size_t i = 0; i < v.size(); ++i) p[i] += v[i];
+  } else {
+    float* p = t.data<float>();
+    for (size_t i = 0; i < v.size(); ++i) p[i] += static_cast<float>(v[i]);
+  }
+}
+
+// All-reduces the concatenation of the given [C] vectors (and optional extra scalars).
+void all_reduce_vectors(Collectives& coll, std::vector<std::vector<double>*> vecs,
+                        double* extra) {
+  int64_t n = extra ? 1 : 0;
+  for (auto* v : vecs) n += static_cast<int64_t>(v->size());
+  Tensor buf = Tensor::empty({n}, DType::F64);  // [Σ C (+1)]
+  double* p = buf.data<double>();
+  int64_t o = 0;
+  for (auto* v : vecs)
+    for (double e : *v) p[o++] = e;
+  if (extra) p[o++] = *extra;
+  coll.all_reduce_sum(buf);
+  p = buf.data<double>();
+  o = 0;
+  for (auto* v : vecs)
+    for (double& e : *v) e = p[o++];
+  if (extra) *extra = p[o++];
+}
+
+cpu::BnShape bn_shape(const Tensor& x) {
+  cpu::BnShape s;
+  s.outer = x.dim(0) * x.dim(1);
+  s.channels = x.dim(2);
+  s.inner = 1;
+  for (int i = 3; i < x.ndim(); ++i) s.inner *= x.dim(i);
+  return s;
+}
+
+}  // namespace
+
+BatchNorm::BatchNorm(const BatchNormConfig& c) : cfg_(c) {
+  if (c.num_features < 1)
+    SM_INPUT_ERROR("batchnorm: num_features must be >= 1 (got " << c.num_features << ")");
+  if (c.spatial_dims != 1 && c.spatial_dims != 2)
+    SM_INPUT_ERROR("batchnorm: spatial_dims must be 1 (BatchNorm1d) or 2 (BatchNorm2d), got "
+                   << c.spatial_dims);
+  if (!(c.eps > 0)) SM_INPUT_ERROR("batchnorm: eps must be > 0 (got " << c.eps << ")");
+  if (!(c.momentum >= 0 && c.momentum <= 1))
+    SM_INPUT_ERROR("batchnorm: momentum must be in [0, 1] (got " << c.momentum << ")");
+  const Shape cs{c.num_features};
+  add_param("weight", cs, InitSpec::constant(1.0));
+  add_param("bias", cs, InitSpec::constant(0.0));
+  add_buffer("running_mean", cs, 0.0);
+  add_buffer("running_var", cs, 1.0);
+  add_buffer("num_batches_tracked", {}, 0.0, /*integer=*/true);
+  impl_ = std::make_shared<Impl>();
+}
+
+Shape BatchNorm::output_shape(const Shape& in) const {
+  const bool ok_rank = cfg_.spatial_dims == 1 ? (in.size() == 1 || in.size() == 2) : in.size() == 3;
+  if (!ok_rank)
+    SM_INPUT_ERROR(type() << " expects per-sample input "
+                          << (cfg_.spatial_dims == 1 ? "[C] or [C, L]" : "[C, H, W]") << ", got "
+                          << shape_str(in));
+  if (in[0] != cfg_.num_features)
+    SM_INPUT_ERROR(type() << " has " << cfg_.num_features << " channels but its input "
+                          << shape_str(in) << " has " << in[0]);
+  return in;
+}
+
+template <typename T>
+static Tensor bn_forward_typed(const Tensor& x, const cpu::BnShape& s, const std::vector<double>& mean,
+                               const std::vector<double>& scale, const std::vector<double>& offset) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  cpu::bn_normalize<T>(x.data<T>(), s, mean.data(), scale.data(), offset.data(), y.data<T>());
+  return y;
+}
+
+Tensor BatchNorm::forward_cpu(const Tensor& x, Ctx& ctx) {
+  SM_CHECK(x.ndim() >= 2, "batchnorm input needs [T, N, ...], got " << shape_str(x.shape()));
+  output_shape(Shape(x.shape().begin() + 2, x.shape().end()));
+  SM_CHECK(x.dtype() == DType::F32 || x.dtype() == DType::F64,
+           "batchnorm supports f32/f64, got " << dtype_name(x.dtype()));
+  const cpu::BnShape s = bn_shape(x);
+  const size_t C = static_cast<size_t>(s.channels);
+  Buffer& running_mean = buffer(0);
+  Buffer& running_var = buffer(1);
+  Buffer& tracked = buffer(2);
+
+  Saved& sv = impl_of(impl_).slots.fresh(ctx.slot);
+  sv.batch_stats = ctx.training;
+  sv.synced = ctx.training && ctx.bn_sync != nullptr;
+  std::vector<double> rm = as_doubles(running_mean.value);
+  std::vector<double> mean(C), var(C);
+  if (ctx.training) {
+    std::vector<double> sum(C), sumsq(C);
+    double count = static_cast<double>(s.count());
+    if (x.dtype() == DType::F64)
+      cpu::bn_shifted_moments<double>(x.data<double>(), s, rm.data(), sum.data(), sumsq.data());
+    else
+      cpu::bn_shifted_moments<float>(x.data<float>(), s, rm.data(), sum.data(), sumsq.data());
+    if (sv.synced) all_reduce_vectors(*ctx.bn_sync, {&sum, &sumsq}, &count);
+    SM_CHECK(count > 0, "batchnorm over an empty batch");
+    // n = 1: PyTorch raises; we skip Bessel's correction instead of dividing by zero.
+    const double bessel = count > 1 ? count / (count - 1) : 1.0;
+    std::vector<double> rv = as_doubles(running_var.value);
+    const double m = cfg_.momentum;
+    for (size_t c = 0; c < C; ++c) {
+      const double d = sum[c] / count;
+      mean[c] = rm[c] + d;
+      var[c] = std::max(0.0, sumsq[c] / count - d * d);
+      rm[c] = (1 - m) * rm[c] + m * mean[c];
+      rv[c] = (1 - m) * rv[c] + m * var[c] * bessel;
+    }
+    store_doubles(running_mean.value, rm);
+    store_doubles(running_var.value, rv);
+    tracked.value.data<int64_t>()[0] += 1;
+    sv.count = count;
+  } else {
+    mean = rm;
+    var = as_doubles(running_var.value);
+    sv.count = static_cast<double>(s.count());
+  }
+  const std::vector<double> gamma = as_doubles(param(0).value);
+  const std::vector<double> beta = as_doubles(param(1).value);
+  SM_CHECK(gamma.size() == C && beta.size() == C, "batchnorm params not bound to [C]");
+  std::vector<double> invstd(C), scale(C);
+  for (size_t c = 0; c < C; ++c) {
+    invstd[c] = 1.0 / std::sqrt(var[c] + cfg_.eps);
+    scale[c] = gamma[c] * invstd[c];
+  }
+  Tensor y = x.dtype() == DType::F64 ? bn_forward_typed<double>(x, s, mean, scale, beta)
+                                     : bn_forward_typed<float>(x, s, mean, scale, beta);
+  sv.x = x;
+  sv.mean = std::move(mean);
+  sv.invstd = std::move(invstd);
+  return y;
+}
+
+template <typename T>
+static Tensor bn_backward_typed(const Tensor& dy, const Tensor& x, const cpu::BnShape& s,
+                                const std::vector<double>& mean, const std::vector<double>& a,
+                                const std::vector<double>& b, const std::vector<double>& d) {
+  Tensor dx = Tensor::empty(dy.shape(), dy.dtype());
+  cpu::bn_backward_input<T>(dy.data<T>(), x.data<T>(), s, mean.data(), a.data(), b.data(),
+                            d.data(), dx.data<T>());
+  return dx;
+}
+
+Tensor BatchNorm::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
+  Impl& im = impl_of(impl_);
+  Saved& sv = im.slots.get(ctx.slot);
+  SM_CHECK(dy.shape() == sv.x.shape(), "batchnorm backward: dy " << shape_str(dy.shape())
+                                                                 << " vs input " << shape_str(sv.x.shape()));
+  SM_CHECK(dy.dtype() == sv.x.dtype(), "batchnorm backward: dtype mismatch");
+  SM_CHECK(sv.synced == (sv.batch_stats && ctx.bn_sync != nullptr),
+           "batchnorm backward: synced-BN setting differs from forward");
+  const cpu::BnShape s = bn_shape(dy);
+  const size_t C = static_cast<size_t>(s.channels);
+  std::vector<double> sum_dy(C), sum_dy_xc(C);
+  if (dy.dtype() == DType::F64)
+    cpu::bn_backward_moments<double>(dy.data<double>(), sv.x.data<double>(), s, sv.mean.data(),
+                                     sum_dy.data(), sum_dy_xc.data());
+  else
+    cpu::bn_backward_moments<float>(dy.data<float>(), sv.x.data<float>(), s, sv.mean.data(),
+                                    sum_dy.data(), sum_dy_xc.data());
+  // Parameter gradients are the LOCAL sums (the data-parallel reduction adds ranks).
+  sv.dbeta = sum_dy;
+  sv.dgamma.resize(C);
+  for (size_t c = 0; c < C; ++c) sv.dgamma[c] = sum_dy_xc[c] * sv.invstd[c];
+
+  const std::vector<double> gamma = as_doubles(param(0).value);
+  std::vector<double> a(C), b(C, 0.0), d(C, 0.0);
+  for (size_t c = 0; c < C; ++c) a[c] = gamma[c] * sv.invstd[c];
+  if (sv.batch_stats) {
+    if (sv.synced) all_reduce_vectors(*ctx.bn_sync, {&sum_dy, &sum_dy_xc}, nullptr);
+    for (size_t c = 0; c < C; ++c) {
+      const double is = sv.invstd[c];
+      b[c] = -a[c] * is * is * sum_dy_xc[c] / sv.count;
+      d[c] = -a[c] * sum_dy[c] / sv.count;
+    }
+  }
+  Tensor dx = dy.dtype() == DType::F64 ? bn_backward_typed<double>(dy, sv.x, s, sv.mean, a, b, d)
+                                       : bn_backward_typed<float>(dy, sv.x, s, sv.mean, a, b, d);
+  if (ctx.split_wgrad) {
+    sv.x = Tensor();  // W needs only the two [C] sums
+  } else {
+    backward_weight_cpu(ctx);
+  }
+  return dx;
+}
+
+void BatchNorm::backward_weight_cpu(Ctx& ctx) {
+  Impl& im = impl_of(impl_);
+  Saved& sv = im.slots.get(ctx.slot);
+  SM_CHECK(sv.dgamma.size() == static_cast<size_t>(cfg_.num_features),
+           "batchnorm backward_weight before backward_input");
+  add_doubles(param(0).grad, sv.dgamma);
+  add_doubles(param(1).grad, sv.dbeta);
+  im.slots.release(ctx.slot);
+}
+
+}  // namespace sm

@@ -1,0 +1,41 @@
+// flatten.cpp — Flatten: [T, N, d1, d2, ...] -> [T, N, d1·d2·...] as a view (no copy).
+// Keeps the binary flag (spikes stay spikes). Saves only the input shape per slot; backward
+// is the inverse view of dy. No parameters: B releases the slot.
+#include "spikemesh/layers/flatten.h"
+
+#include "spikemesh/layers/slot_store.h"
+
+namespace sm {
+namespace {
+
+struct Impl {
+  SlotStore<Shape> in_shapes;  // [T, N, ...per-sample...] of each slot's forward input
+};
+
+}  // namespace
+
+Shape Flatten::output_shape(const Shape& in) const {
+  if (in.empty()) SM_INPUT_ERROR("flatten expects a per-sample input with at least one dim, got []");
+  return {shape_numel(in)};
+}
+
+Tensor Flatten::forward_cpu(const Tensor& x, Ctx& ctx) {
+  SM_CHECK(x.ndim() >= 3, "flatten input must be [T, N, ...], got " << shape_str(x.shape()));
+  if (!impl_) impl_ = std::make_shared<Impl>();
+  static_cast<Impl*>(impl_.get())->in_shapes.fresh(ctx.slot) = x.shape();
+  Tensor y = x.view({x.dim(0), x.dim(1), -1});  // [T, N, C·H·W]
+  y.set_binary(x.is_binary());
+  return y;
+}
+
+Tensor Flatten::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
+  SM_CHECK(impl_, "flatten backward before forward");
+  auto& store = static_cast<Impl*>(impl_.get())->in_shapes;
+  const Shape in = store.get(ctx.slot);
+  store.release(ctx.slot);
+  SM_CHECK(dy.numel() == shape_numel(in), "flatten backward: dy " << shape_str(dy.shape())
+                                                                  << " does not match input " << shape_str(in));
+  return dy.view(in);  // [T, N, C, H, W]
+}
+
+}  // namespace sm

@@ -1,0 +1,166 @@
+// model.cpp — Model: finalisation, forward/backward over the unit list, parameter and
+// statistics collection, and the human-readable summary table.
+#include "spikemesh/models/model.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <sstream>
+
+namespace sm {
+
+namespace {
+
+std::string join_path(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  return a + "." + b;
+}
+
+int64_t logical_param_count(Layer& l) {
+  int64_t n = 0;
+  for (Param* p : l.params()) n += shape_numel(p->shape);
+  return n;
+}
+
+std::string with_commas(int64_t v) {
+  std::string s = std::to_string(v < 0 ? -v : v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return v < 0 ? "-" + s : s;
+}
+
+struct SummaryRow {
+  std::string unit, path, type, shape, params;
+};
+
+// Appends one row per leaf layer (and one per residual add) below `l`; returns l's output.
+Shape summarize(Layer& l, const std::string& parent_path, bool finalized, const Shape& in,
+                std::vector<SummaryRow>& rows) {
+  // Before finalize a layer's name is local; after, it is the full path (name_layers).
+  std::string path = finalized ? l.name() : join_path(parent_path, l.name());
+  std::vector<Layer*> kids = l.children();
+  if (kids.empty()) {
+    Shape out = l.output_shape(in);
+    rows.push_back({"", path.empty() ? "-" : path, l.type(), shape_str(out), with_commas(logical_param_count(l))});
+    return out;
+  }
+  Shape s = in;
+  for (Layer* c : kids) s = summarize(*c, path, finalized, s, rows);
+  if (l.type() == "residual") {
+    s = l.output_shape(in);
+    rows.push_back({"", path.empty() ? "-" : path, "residual add", shape_str(s), "0"});
+  }
+  return s;
+}
+
+}  // namespace
+
+void Model::finalize(DType dt, Device dev, uint64_t seed) {
+  SM_CHECK(!finalized_, "model '" << info.name << "' finalised twice");
+  SM_CHECK(dt == DType::F32 || dt == DType::F64, "model parameters are f32 or f64, got " << dtype_name(dt));
+  for (auto& u : units) u->finalize(dt, dev, seed);
+  dtype_ = dt;
+  device_ = dev;
+  finalized_ = true;
+}
+
+DType Model::dtype() const {
+  SM_CHECK(finalized_, "model '" << info.name << "' has no dtype before finalize()");
+  return dtype_;
+}
+
+Tensor Model::forward(const Tensor& x, Ctx& ctx) {
+  SM_CHECK(finalized_, "model '" << info.name << "' used before finalize()");
+  const Shape& s = x.shape();
+  Shape per_sample(s.begin() + std::min<size_t>(2, s.size()), s.end());
+  if (s.size() < 2 || per_sample != info.input_shape)
+    SM_INPUT_ERROR("model '" << info.name << "' expects input [T, N, " << shape_str(info.input_shape).substr(1)
+                             << ", got " << shape_str(s));
+  Tensor h = x;  // [T, N, ...]
+  for (auto& u : units) h = u->forward(h, ctx);
+  return h;  // [T, N, num_classes]
+}
+
+Tensor Model::backward(const Tensor& dy, Ctx& ctx) {
+  Tensor g = dy;  // [T, N, num_classes]
+  for (auto it = units.rbegin(); it != units.rend(); ++it) g = (*it)->backward_input(g, ctx);
+  return g;  // [T, N, ...input_shape]
+}
+
+void Model::reset_state() {
+  for (auto& u : units) u->reset_state();
+}
+
+void Model::zero_grad() {
+  for (auto& u : units) u->zero_grad();
+}
+
+std::vector<Param*> Model::params() {
+  std::vector<Param*> out;
+  for (auto& u : units)
+    for (Param* p : u->params()) out.push_back(p);
+  return out;
+}
+
+std::vector<Buffer*> Model::buffers() {
+  std::vector<Buffer*> out;
+  for (auto& u : units)
+    for (Buffer* b : u->buffers()) out.push_back(b);
+  return out;
+}
+
+std::vector<LayerStat> Model::stats() {
+  std::vector<LayerStat> out;
+  for (auto& u : units) u->collect_stats(out);
+  return out;
+}
+
+int64_t Model::num_parameters() const {
+  int64_t n = 0;
+  for (auto& u : units) n += logical_param_count(*u);
+  return n;
+}
+
+std::vector<Shape> Model::unit_output_shapes() const {
+  std::vector<Shape> out;
+  Shape s = info.input_shape;
+  for (auto& u : units) {
+    s = u->output_shape(s);
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::string Model::summary() {
+  std::vector<SummaryRow> rows;
+  Shape s = info.input_shape;
+  for (size_t i = 0; i < units.size(); ++i) {
+    size_t before = rows.size();
+    s = summarize(*units[i], "", finalized_, s, rows);
+    if (rows.size() > before) rows[before].unit = std::to_string(i);  // label the unit's first row
+  }
+  SummaryRow head{"unit", "layer", "type", "output [per sample]", "params"};
+  size_t w[5] = {head.unit.size(), head.path.size(), head.type.size(), head.shape.size(), head.params.size()};
+  for (auto& r : rows) {
+    w[0] = std::max(w[0], r.unit.size());
+    w[1] = std::max(w[1], r.path.size());
+    w[2] = std::max(w[2], r.type.size());
+    w[3] = std::max(w[3], r.shape.size());
+    w[4] = std::max(w[4], r.params.size());
+  }
+  std::ostringstream os;
+  os << "model " << info.name << " (" << info.source << "): input " << shape_str(info.input_shape) << " ("
+     << info.input_kind << "), T " << info.T << ", " << info.num_classes << " classes, loss " << info.loss << ", "
+     << units.size() << " units\n";
+  auto line = [&](const SummaryRow& r) {
+    os << std::right << std::setw(static_cast<int>(w[0])) << r.unit << "  " << std::left
+       << std::setw(static_cast<int>(w[1])) << r.path << "  " << std::setw(static_cast<int>(w[2])) << r.type << "  "
+       << std::setw(static_cast<int>(w[3])) << r.shape << "  " << std::right << std::setw(static_cast<int>(w[4]))
+       << r.params << "\n";
+  };
+  line(head);
+  for (auto& r : rows) line(r);
+  os << "total parameters: " << with_commas(num_parameters()) << "\n";
+  return os.str();
+}
+
+}  // namespace sm

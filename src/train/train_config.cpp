@@ -1,0 +1,227 @@
+// train_config.cpp — key registry shared by flags and TOML files, validation, serialisation.
+#include "spikemesh/train/train_config.h"
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "spikemesh/core/error.h"
+
+namespace sm {
+
+std::string TrainConfig::model_label() const { return model_spec.empty() ? model : model_spec; }
+
+struct TrainConfigResolver::Field {
+  enum class Kind { Int, Real, Str, Bool, StrList };
+  std::string key, help;
+  Kind kind;
+  void* target;
+  std::string cli_value;                // as given on the command line
+  std::vector<std::string> cli_values;  // StrList
+  bool cli_flag = false;                // Bool: value given by --key / --no-key
+  CLI::Option* opt = nullptr;
+  CLI::Option* neg = nullptr;
+};
+
+namespace {
+int64_t parse_int(const std::string& v, const std::string& what) {
+  errno = 0;
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (errno || end == v.c_str() || *end) SM_INPUT_ERROR(what << ": expected an integer, got '" << v << "'");
+  return x;
+}
+double parse_real(const std::string& v, const std::string& what) {
+  errno = 0;
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (errno || end == v.c_str() || *end) SM_INPUT_ERROR(what << ": expected a number, got '" << v << "'");
+  return x;
+}
+bool parse_bool(const std::string& v, const std::string& what) {
+  if (v == "true" || v == "1" || v == "yes" || v == "on") return true;
+  if (v == "false" || v == "0" || v == "no" || v == "off") return false;
+  SM_INPUT_ERROR(what << ": expected true or false, got '" << v << "'");
+}
+}  // namespace
+
+TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
+  using K = Field::Kind;
+  auto add = [&](const char* key, K kind, void* target, const char* help) {
+    auto f = std::make_unique<Field>();
+    f->key = key;
+    f->kind = kind;
+    f->target = target;
+    f->help = help;
+    fields_.push_back(std::move(f));
+  };
+  add("model", K::Str, &c.model, "built-in model name (see `spikemesh model --list`)");
+  add("model-spec", K::Str, &c.model_spec, "model spec file (TOML), instead of --model");
+  add("var", K::StrList, &c.vars, "spec variable override NAME=INT (repeatable, e.g. --var C=32)");
+  add("T", K::Int, &c.T, "time steps (default: the spec's for static images, the dataset's for events)");
+  add("dropout", K::Real, &c.dropout, "dropout probability of every dropout layer (default: the spec's)");
+  add("data", K::Str, &c.data, "dataset file (HDF5; `spikemesh data` makes one)");
+  add("encoding", K::Str, &c.encoding, "static-image encoding over T: direct | poisson");
+  add("shuffle", K::Bool, &c.shuffle, "reshuffle the training set every epoch (--no-shuffle: file order)");
+  add("epochs", K::Int, &c.epochs, "epochs to train");
+  add("batch-size", K::Int, &c.batch_size, "samples per step on each data-parallel rank");
+  add("max-steps", K::Int, &c.max_steps, "stop after this many optimizer steps in all (0: no limit)");
+  add("optimizer", K::Str, &c.optimizer, "sgd | adam | adamw");
+  add("lr", K::Real, &c.lr, "learning rate (peak, after warm-up)");
+  add("weight-decay", K::Real, &c.weight_decay, "weight decay (L2 for sgd/adam, decoupled for adamw)");
+  add("momentum", K::Real, &c.momentum, "SGD momentum");
+  add("nesterov", K::Bool, &c.nesterov, "SGD Nesterov momentum");
+  add("lr-schedule", K::Str, &c.lr_schedule, "constant | step | cosine");
+  add("warmup-steps", K::Int, &c.warmup_steps, "linear warm-up steps");
+  add("min-lr", K::Real, &c.min_lr, "cosine: final learning rate");
+  add("lr-step-size", K::Int, &c.lr_step_size, "step: decay every N steps");
+  add("lr-gamma", K::Real, &c.lr_gamma, "step: decay factor");
+  add("clip-grad-norm", K::Real, &c.clip_grad_norm, "clip gradients to this global L2 norm (0: off)");
+  add("seed", K::Int, &c.seed, "seed of initialisation, data order, dropout and encoding");
+  add("precision", K::Str, &c.precision, "fp32 | fp64 (CPU); bf16 | fp16 need --device cuda");
+  add("device", K::Str, &c.device, "cpu | cuda | auto");
+  add("threads", K::Int, &c.threads, "CPU threads per rank (0: cores / ranks on this node)");
+  add("output", K::Str, &c.output, "directory holding run directories");
+  add("run-name", K::Str, &c.run_name, "run directory name under --output (default: <model>-<date>-<time>)");
+  add("ckpt-every", K::Int, &c.ckpt_every, "checkpoint every N steps (0: at the end and on SIGTERM/SIGUSR1 only)");
+  add("keep", K::Int, &c.keep, "complete checkpoints to keep");
+  add("resume", K::Str, &c.resume, "resume from a checkpoint file, or 'auto': the newest complete one of the run");
+  add("log-every", K::Int, &c.log_every, "progress line every N steps");
+  add("eval-batch-size", K::Int, &c.eval_batch_size, "evaluation batch size (0: --batch-size)");
+}
+
+TrainConfigResolver::~TrainConfigResolver() = default;
+
+void TrainConfigResolver::add_options(CLI::App& cmd) {
+  cmd.add_option("--config", config_file_, "TOML file of settings (keys = flag names); flags override it");
+  for (auto& f : fields_) {
+    std::string flag = "--" + f->key;
+    switch (f->kind) {
+      case Field::Kind::Bool:
+        f->opt = cmd.add_flag(flag + ",!--no-" + f->key, f->cli_flag, f->help);
+        break;
+      case Field::Kind::StrList:
+        f->opt = cmd.add_option(flag, f->cli_values, f->help);
+        break;
+      default:
+        f->opt = cmd.add_option(flag, f->cli_value, f->help);
+    }
+  }
+}
+
+void TrainConfigResolver::set(const std::string& key, const std::string& v, const std::string& origin) {
+  for (auto& f : fields_) {
+    if (f->key != key) continue;
+    std::string what = origin + ": " + key;
+    switch (f->kind) {
+      case Field::Kind::Int: *static_cast<int64_t*>(f->target) = parse_int(v, what); return;
+      case Field::Kind::Real: *static_cast<double*>(f->target) = parse_real(v, what); return;
+      case Field::Kind::Str: *static_cast<std::string*>(f->target) = v; return;
+      case Field::Kind::Bool: *static_cast<bool*>(f->target) = parse_bool(v, what); return;
+      case Field::Kind::StrList: static_cast<std::vector<std::string>*>(f->target)->push_back(v); return;
+    }
+  }
+  SM_INPUT_ERROR(origin << ": unknown key '" << key << "' (keys are the flags of `spikemesh train --help`)");
+}
+
+void TrainConfigResolver::apply_toml_file(const std::string& path) {
+  toml::table tbl;
+  try {
+    tbl = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << path << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
+    SM_INPUT_ERROR(os.str());
+  } catch (const std::exception& e) {
+    SM_INPUT_ERROR(path << ": cannot read config: " << e.what());
+  }
+  for (auto&& [k, node] : tbl) {
+    std::string key(k.str());
+    auto scalar = [&](const toml::node& n) -> std::string {
+      if (auto s = n.value<std::string>(); s && n.is_string()) return *s;
+      if (n.is_integer()) return std::to_string(*n.value<int64_t>());
+      if (n.is_floating_point()) {
+        std::ostringstream os;
+        os.precision(17);
+        os << *n.value<double>();
+        return os.str();
+      }
+      if (n.is_boolean()) return *n.value<bool>() ? "true" : "false";
+      SM_INPUT_ERROR(path << ": key '" << key << "' must be a string, number or boolean");
+    };
+    if (auto* arr = node.as_array()) {
+      bool list_key = false;
+      for (auto& f : fields_) list_key |= f->key == key && f->kind == Field::Kind::StrList;
+      if (!list_key) SM_INPUT_ERROR(path << ": key '" << key << "' does not take a list");
+      for (auto& el : *arr) set(key, scalar(el), path);
+    } else {
+      set(key, scalar(node), path);
+    }
+  }
+}
+
+void TrainConfigResolver::resolve() {
+  if (!config_file_.empty()) apply_toml_file(config_file_);
+  for (auto& f : fields_) {
+    if (!f->opt || f->opt->count() == 0) continue;
+    std::string origin = "--" + f->key;
+    if (f->kind == Field::Kind::Bool) {
+      *static_cast<bool*>(f->target) = f->cli_flag;
+    } else if (f->kind == Field::Kind::StrList) {
+      auto* v = static_cast<std::vector<std::string>*>(f->target);
+      v->clear();
+      for (auto& s : f->cli_values) v->push_back(s);
+    } else {
+      set(f->key, f->cli_value, origin);
+    }
+  }
+  validate_train_config(cfg_);
+}
+
+std::string TrainConfigResolver::to_toml() const {
+  toml::table t;
+  for (auto& f : fields_) {
+    switch (f->kind) {
+      case Field::Kind::Int: t.insert(f->key, *static_cast<int64_t*>(f->target)); break;
+      case Field::Kind::Real: t.insert(f->key, *static_cast<double*>(f->target)); break;
+      case Field::Kind::Str: t.insert(f->key, *static_cast<std::string*>(f->target)); break;
+      case Field::Kind::Bool: t.insert(f->key, *static_cast<bool*>(f->target)); break;
+      case Field::Kind::StrList: {
+        toml::array a;
+        for (auto& s : *static_cast<std::vector<std::string>*>(f->target)) a.push_back(s);
+        t.insert(f->key, a);
+        break;
+      }
+    }
+  }
+  std::ostringstream os;
+  os << "# spikemesh resolved training configuration (defaults < --config < flags)\n" << t << "\n";
+  return os.str();
+}
+
+void validate_train_config(const TrainConfig& c) {
+  if (c.model.empty() && c.model_spec.empty()) SM_INPUT_ERROR("--model or --model-spec is required");
+  if (c.data.empty()) SM_INPUT_ERROR("--data FILE is required (make one with `spikemesh data`)");
+  if (c.batch_size <= 0) SM_INPUT_ERROR("--batch-size must be positive, got " << c.batch_size);
+  if (c.epochs < 0) SM_INPUT_ERROR("--epochs must be >= 0, got " << c.epochs);
+  if (c.max_steps < 0) SM_INPUT_ERROR("--max-steps must be >= 0, got " << c.max_steps);
+  if (c.T < 0) SM_INPUT_ERROR("--T must be positive, got " << c.T);
+  if (c.dropout >= 1.0) SM_INPUT_ERROR("--dropout must be in [0, 1), got " << c.dropout);
+  if (!(c.lr >= 0)) SM_INPUT_ERROR("--lr must be >= 0, got " << c.lr);
+  if (c.keep < 1) SM_INPUT_ERROR("--keep must be >= 1, got " << c.keep);
+  if (c.ckpt_every < 0) SM_INPUT_ERROR("--ckpt-every must be >= 0, got " << c.ckpt_every);
+  if (c.log_every <= 0) SM_INPUT_ERROR("--log-every must be positive, got " << c.log_every);
+  if (c.threads < 0) SM_INPUT_ERROR("--threads must be >= 0, got " << c.threads);
+  if (c.eval_batch_size < 0) SM_INPUT_ERROR("--eval-batch-size must be >= 0");
+  if (c.encoding != "direct" && c.encoding != "poisson")
+    SM_INPUT_ERROR("--encoding must be direct or poisson, got '" << c.encoding << "'");
+  if (c.precision != "fp32" && c.precision != "fp64" && c.precision != "bf16" && c.precision != "fp16")
+    SM_INPUT_ERROR("--precision must be fp32, fp64, bf16 or fp16, got '" << c.precision << "'");
+  if (c.device != "cpu" && c.device != "cuda" && c.device != "auto")
+    SM_INPUT_ERROR("--device must be cpu, cuda or auto, got '" << c.device << "'");
+  if (c.run_name.find('/') != std::string::npos) SM_INPUT_ERROR("--run-name must not contain '/'");
+}
+
+}  // namespace sm

@@ -1,0 +1,299 @@
+"""torch_models.py — plain-PyTorch twins of spikemesh's built-in models, for the parity test.
+
+SpikingJelly is not available here, so this file re-implements what the parity test needs the
+way SpikingJelly's "torch" backend does it: multi-step neurons as a per-time-step Python loop
+(charge, fire through a Heaviside with a surrogate gradient, reset), autograd doing BPTT.
+Nothing here shares code with spikemesh; only the state-dict names are shared, and they are
+chosen to equal the names in input/models/<name>.toml (whose header comments give the
+equivalent SpikingJelly module) so that `load_state_dict(strict=True)` fails loudly if the two
+ever disagree.
+
+Conventions (spec/spikingjelly.md §1, §3; DESIGN §3):
+  * activations are time-major [T, N, ...]; stateless layers see [T*N, ...] (multi-step);
+  * BatchNorm statistics per channel over T*N*H*W (a BatchNorm on the flattened batch);
+  * the classifier is applied per time step, so the model output is [T, N, K].
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+# ---------------------------------------------------------------------------- surrogates
+class _HeavisideATan(torch.autograd.Function):
+    """Forward: step(u) = (u >= 0). Backward: ATan(alpha) derivative alpha/2 / (1 + (pi/2 alpha u)^2)."""
+
+    @staticmethod
+    def forward(ctx, u, alpha):
+        ctx.save_for_backward(u)
+        ctx.alpha = alpha
+        return (u >= 0).to(u.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        (u,) = ctx.saved_tensors
+        a = ctx.alpha
+        sg = (a / 2) / (1 + (math.pi / 2 * a * u).square())
+        return grad_out * sg, None
+
+
+class _HeavisideSigmoid(torch.autograd.Function):
+    """Forward: step(u). Backward: Sigmoid(alpha) derivative alpha * s * (1 - s), s = sigmoid(alpha u)."""
+
+    @staticmethod
+    def forward(ctx, u, alpha):
+        ctx.save_for_backward(u)
+        ctx.alpha = alpha
+        return (u >= 0).to(u.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        (u,) = ctx.saved_tensors
+        a = ctx.alpha
+        s = torch.sigmoid(a * u)
+        return grad_out * (a * s * (1 - s)), None
+
+
+def heaviside(u, surrogate, alpha):
+    if surrogate == "atan":
+        return _HeavisideATan.apply(u, alpha)
+    if surrogate == "sigmoid":
+        return _HeavisideSigmoid.apply(u, alpha)
+    raise ValueError(f"unknown surrogate {surrogate!r}")
+
+
+# ---------------------------------------------------------------------------- neurons
+class MultiStepNeuron(nn.Module):
+    """Multi-step LIF / IF over x_seq [T, N, ...], returning spikes [T, N, ...].
+
+    charge (LIF, decay_input):     h = v + (x - (v - v_reset)) / tau
+    charge (LIF, not decay_input): h = v - (v - v_reset) / tau + x
+    charge (IF):                   h = v + x
+    fire:  s = step(h - v_th) (surrogate gradient)
+    reset: hard: v = s_r * v_reset + (1 - s_r) * h; soft: v = h - s_r * v_th,
+           s_r = s.detach() when detach_reset else s.
+    The membrane starts at v_reset (hard) or 0 (soft) for every forward (reset_state).
+    """
+
+    def __init__(self, kind="lif", tau=2.0, decay_input=True, v_threshold=1.0, v_reset=0.0,
+                 detach_reset=False, surrogate="sigmoid", alpha=4.0):
+        super().__init__()
+        assert kind in ("lif", "if"), kind
+        self.kind, self.tau, self.decay_input = kind, tau, decay_input
+        self.v_threshold, self.v_reset, self.detach_reset = v_threshold, v_reset, detach_reset
+        self.surrogate, self.alpha = surrogate, alpha
+
+    def charge(self, x, v):
+        if self.kind == "if":
+            return v + x
+        vr = 0.0 if self.v_reset is None else self.v_reset
+        if self.decay_input:
+            return v + (x - (v - vr)) / self.tau
+        return v - (v - vr) / self.tau + x
+
+    def forward(self, x_seq):
+        v = torch.full_like(x_seq[0], 0.0 if self.v_reset is None else self.v_reset)
+        spikes = []
+        for t in range(x_seq.shape[0]):
+            h = self.charge(x_seq[t], v)
+            s = heaviside(h - self.v_threshold, self.surrogate, self.alpha)
+            s_r = s.detach() if self.detach_reset else s
+            if self.v_reset is None:
+                v = h - s_r * self.v_threshold
+            else:
+                v = s_r * self.v_reset + (1 - s_r) * h
+            spikes.append(s)
+        return torch.stack(spikes)
+
+    def extra_repr(self):
+        return (f"{self.kind}, tau={self.tau}, decay_input={self.decay_input}, "
+                f"v_th={self.v_threshold}, v_reset={self.v_reset}, detach_reset={self.detach_reset}, "
+                f"surrogate={self.surrogate}({self.alpha})")
+
+
+def reference_neuron_loop(x_seq, n: MultiStepNeuron):
+    """Independent check of MultiStepNeuron: the spec §3 recurrence written with r = 1/tau,
+    forward and hand-written BPTT, for a given upstream gradient (used by self_test)."""
+    r = 1.0 / n.tau
+    vr = 0.0 if n.v_reset is None else n.v_reset
+
+    def sg(u):
+        a = n.alpha
+        if n.surrogate == "atan":
+            return (a / 2) / (1 + (math.pi / 2 * a * u) ** 2)
+        s = torch.sigmoid(a * u)
+        return a * s * (1 - s)
+
+    T = x_seq.shape[0]
+    v = torch.full_like(x_seq[0], vr)
+    hs, ss = [], []
+    for t in range(T):
+        if n.kind == "if":
+            h = v + x_seq[t]
+        elif n.decay_input:
+            h = v + r * (x_seq[t] - (v - vr))
+        else:
+            h = v - r * (v - vr) + x_seq[t]
+        s = (h >= n.v_threshold).to(x_seq.dtype)
+        v = s * vr + (1 - s) * h if n.v_reset is not None else h - s * n.v_threshold
+        hs.append(h)
+        ss.append(s)
+
+    def backward(grad_s):
+        leak = 0.0 if n.kind == "if" else r
+        gx = torch.zeros_like(x_seq)
+        gv = torch.zeros_like(x_seq[0])
+        for t in reversed(range(T)):
+            g = sg(hs[t] - n.v_threshold)
+            if n.v_reset is not None:
+                dv_dh = (1 - ss[t]) + (0 if n.detach_reset else (vr - hs[t]) * g)
+            else:
+                dv_dh = 1 - (0 if n.detach_reset else n.v_threshold * g)
+            gh = grad_s[t] * g + gv * dv_dh
+            gx[t] = gh * (r if (n.kind != "if" and n.decay_input) else 1.0)
+            gv = gh * (1 - leak)
+        return gx
+
+    return torch.stack(ss), backward
+
+
+# ---------------------------------------------------------------------------- layers
+class _MultiStep:
+    """Applies a stateless layer to [T, N, ...] by flattening to [T*N, ...] (SpikingJelly's
+    multi-step layer.Conv2d etc.); the module itself is the torch one, so names do not change."""
+
+    def forward(self, x_seq):
+        T, N = x_seq.shape[0], x_seq.shape[1]
+        y = super().forward(x_seq.flatten(0, 1))
+        return y.view(T, N, *y.shape[1:])
+
+
+class Conv2d(_MultiStep, nn.Conv2d):
+    pass
+
+
+class BatchNorm2d(_MultiStep, nn.BatchNorm2d):
+    """Statistics per channel over T*N*H*W (the flattened batch)."""
+
+
+class AvgPool2d(_MultiStep, nn.AvgPool2d):
+    pass
+
+
+class MaxPool2d(_MultiStep, nn.MaxPool2d):
+    pass
+
+
+class Flatten(nn.Module):
+    """[T, N, C, H, W] -> [T, N, C*H*W] (channel-major, torch.flatten(x, 2))."""
+
+    def forward(self, x_seq):
+        return x_seq.flatten(2)
+
+
+# nn.Linear acts on the last dim, so it is multi-step as it is.
+
+
+# ---------------------------------------------------------------------------- models
+class VGGBlock(nn.Module):
+    """[AvgPool2d(2)] -> Conv2d 3x3 pad 1 (bias) -> BatchNorm2d -> LIF (spec §1).
+    Names: proj_bn.{0: conv, 1: bn} or, pooled first, proj_bn.{0: pool, 1: conv, 2: bn}."""
+
+    def __init__(self, cin, cout, avg_pool_first):
+        super().__init__()
+        layers = [AvgPool2d(2)] if avg_pool_first else []
+        layers += [Conv2d(cin, cout, 3, 1, 1, bias=True), BatchNorm2d(cout, eps=1e-5, momentum=0.1)]
+        self.proj_bn = nn.Sequential(*layers)
+        self.neuron = MultiStepNeuron(kind="lif", tau=1.333, decay_input=False, v_threshold=1.0, v_reset=0.0,
+                                      detach_reset=True, surrogate="atan", alpha=2.0)
+
+    def forward(self, x_seq):
+        return self.neuron(self.proj_bn(x_seq))
+
+
+class CIFAR10DVSVGG(nn.Module):
+    """input [T, N, 2, 48, 48] -> [T, N, 10]; dropout 0 (parity) leaves the Linear at classifier.0."""
+
+    def __init__(self, dropout=0.0):
+        super().__init__()
+        assert dropout == 0.0, "the parity twin is deterministic: dropout 0"
+        plan = [(2, 64, False), (64, 128, False), (128, 256, True), (256, 256, False),
+                (256, 512, True), (512, 512, False), (512, 512, True), (512, 512, False)]
+        self.features = nn.Sequential(*[VGGBlock(i, o, p) for i, o, p in plan], AvgPool2d(2))
+        self.classifier = nn.Sequential(nn.Linear(512 * 3 * 3, 10))
+
+    def forward(self, x_seq):
+        x = self.features(x_seq)  # [T, N, 512, 3, 3]
+        x = x.flatten(2)          # [T, N, 4608]
+        return self.classifier(x)  # [T, N, 10]
+
+
+def _if_node():
+    return MultiStepNeuron(kind="if", v_threshold=1.0, v_reset=0.0, detach_reset=False,
+                           surrogate="atan", alpha=2.0)
+
+
+class CSNN(nn.Module):
+    """Fashion-MNIST CSNN: input [T, N, 1, 28, 28] (a static image repeated) -> spikes [T, N, 10]."""
+
+    def __init__(self, C=128):
+        super().__init__()
+        self.conv_fc = nn.Sequential(
+            Conv2d(1, C, 3, padding=1, bias=False), BatchNorm2d(C), _if_node(), MaxPool2d(2, 2),
+            Conv2d(C, C, 3, padding=1, bias=False), BatchNorm2d(C), _if_node(), MaxPool2d(2, 2),
+            Flatten(), nn.Linear(C * 7 * 7, C * 4 * 4, bias=False), _if_node(),
+            nn.Linear(C * 4 * 4, 10, bias=False), _if_node())
+
+    def forward(self, x_seq):
+        return self.conv_fc(x_seq)
+
+
+MODELS = {
+    "cifar10dvs_vgg": dict(build=CIFAR10DVSVGG, input_shape=(2, 48, 48), classes=10, loss="mean_ce"),
+    "fmnist_csnn": dict(build=CSNN, input_shape=(1, 28, 28), classes=10, loss="rate_mse"),
+}
+
+
+# ---------------------------------------------------------------------------- losses
+def model_loss(name, out, y):
+    """out: [T, N, K] -> scalar; mean_ce: CE of the mean over T; rate_mse: MSE of the rate vs one-hot."""
+    rate = out.mean(0)
+    if name == "mean_ce":
+        return F.cross_entropy(rate, y)
+    if name == "rate_mse":
+        return F.mse_loss(rate, F.one_hot(y, rate.shape[1]).to(rate.dtype))
+    raise ValueError(f"unknown loss {name!r}")
+
+
+# ---------------------------------------------------------------------------- self test
+def self_test():
+    """MultiStepNeuron (autograd through the per-step loop) against the spec §3 recurrence with
+    hand-written BPTT, for each neuron flavour the models use and a few they do not.
+    Returns {config: max relative error over spikes and input gradient}."""
+    configs = {
+        "lif atan tau1.333 no-decay-input detach": dict(kind="lif", tau=1.333, decay_input=False,
+                                                        detach_reset=True, surrogate="atan", alpha=2.0),
+        "lif sigmoid tau2 decay-input": dict(kind="lif", tau=2.0, decay_input=True, detach_reset=False,
+                                             surrogate="sigmoid", alpha=4.0),
+        "lif sigmoid tau2 decay-input detach": dict(kind="lif", tau=2.0, decay_input=True, detach_reset=True,
+                                                    surrogate="sigmoid", alpha=4.0),
+        "if atan": dict(kind="if", surrogate="atan", alpha=2.0),
+        "if atan detach": dict(kind="if", surrogate="atan", alpha=2.0, detach_reset=True),
+        "lif atan soft reset": dict(kind="lif", tau=2.0, v_reset=None, surrogate="atan", alpha=2.0),
+    }
+    g = torch.Generator().manual_seed(3)
+    errs = {}
+    for name, cfg in configs.items():
+        n = MultiStepNeuron(**cfg)
+        x = (torch.rand(6, 3, 7, generator=g, dtype=torch.float64) * 2.4 - 0.4).requires_grad_(True)
+        grad_s = torch.randn(6, 3, 7, generator=g, dtype=torch.float64)
+        s = n(x)
+        s.backward(grad_s)
+        s_ref, bptt = reference_neuron_loop(x.detach(), n)
+        gx_ref = bptt(grad_s)
+        assert 0 < float(s_ref.mean()) < 1, "self-test input should make some, not all, neurons fire"
+        err = max(float((s.detach() - s_ref).abs().max()),
+                  float((x.grad - gx_ref).abs().max() / gx_ref.abs().max()))
+        errs[name] = err
+    return errs

@@ -1,0 +1,238 @@
+// test_linear.cpp — the own GEMM and the oneDNN matmul (all operand transposes, accumulate,
+// odd and multi-block sizes) and the Linear kernels against the naive double reference
+// (tests/ref/linear_ref); GEMM determinism across thread counts; the Linear layer:
+// finite-difference gradients in f64 (fused and split B/W), f32 against the reference,
+// spike inputs saved as bits, parameter shapes and input errors.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "../ref/linear_ref.h"
+#include "gradient_check.h"
+#include "spikemesh/kernels/cpu/gemm.h"
+#include "spikemesh/layers/linear.h"
+
+namespace sm {
+namespace {
+
+std::vector<double> random_vec(int64_t n, uint64_t seed) {
+  CounterRng rng(seed, "test_linear");
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = 2.0 * rng.uniform(i) - 1.0;
+  return v;
+}
+
+std::vector<double> vec(const Tensor& t) {
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) v[i] = t.at(i);
+  return v;
+}
+
+Tensor tensor_of(const std::vector<double>& v, const Shape& shape, DType dt) {
+  Tensor t = Tensor::empty(shape, dt);
+  for (int64_t i = 0; i < t.numel(); ++i) test::detail::set(t, i, v[i]);
+  return t;
+}
+
+template <typename T>
+::testing::AssertionResult close(const std::vector<T>& got, const std::vector<double>& want, double rtol,
+                                 const std::string& what) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs " << want.size();
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    err += d * d;
+    norm += want[i] * want[i];
+  }
+  if (std::sqrt(err) <= rtol * std::sqrt(norm) + 1e-300) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": relative error " << std::sqrt(err / norm) << " > " << rtol;
+}
+
+// C = A·B (+ C0) with A and/or B stored transposed, through `fn` (gemm or matmul).
+template <typename T, class Fn>
+void check_product(Fn fn, int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool accumulate, double rtol) {
+  const auto a = random_vec(M * K, 1 + M), b = random_vec(K * N, 2 + N), c0 = random_vec(M * N, 3 + K);
+  // Stored buffers: A as [M, K] or transposed [K, M]; B as [K, N] or [N, K].
+  std::vector<T> as(M * K), bs(K * N), c(c0.begin(), c0.end());
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) as[ta ? k * M + i : i * K + k] = static_cast<T>(a[i * K + k]);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) bs[tb ? j * K + k : k * N + j] = static_cast<T>(b[k * N + j]);
+  const int64_t a_rs = ta ? 1 : K, a_cs = ta ? M : 1, b_rs = tb ? 1 : N, b_cs = tb ? K : 1;
+  fn(M, N, K, as.data(), a_rs, a_cs, bs.data(), b_rs, b_cs, c.data(), N, accumulate);
+  // The reference sees the values actually stored (rounded to T).
+  std::vector<double> ar(M * K), br(K * N);
+  for (int64_t i = 0; i < M * K; ++i) ar[i] = static_cast<T>(a[i]);
+  for (int64_t i = 0; i < K * N; ++i) br[i] = static_cast<T>(b[i]);
+  auto want = ref::matmul(M, N, K, ar, br);
+  if (accumulate)
+    for (int64_t i = 0; i < M * N; ++i) want[i] += static_cast<T>(c0[i]);
+  EXPECT_TRUE(close(c, want, rtol,
+                    "M" + std::to_string(M) + " N" + std::to_string(N) + " K" + std::to_string(K) + (ta ? " Aᵀ" : "") +
+                        (tb ? " Bᵀ" : "") + (accumulate ? " +=" : "")));
+}
+
+struct Mnk { int64_t m, n, k; };
+const std::vector<Mnk> kSizes = {{1, 1, 1},    {5, 3, 7},     {13, 29, 300}, {97, 17, 5},
+                                 {100, 2100, 9}, {6, 16, 256}, {130, 70, 513}};
+
+TEST(GemmKernel, OwnFloatAndDoubleMatchReference) {
+  for (const auto& s : kSizes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (bool acc : {false, true}) {
+          check_product<double>(cpu::gemm<double>, s.m, s.n, s.k, ta, tb, acc, 1e-13);
+          check_product<float>(cpu::gemm<float>, s.m, s.n, s.k, ta, tb, acc, 1e-5);
+        }
+}
+
+TEST(GemmKernel, MatmulFloatDnnlAndDoubleMatchReference) {
+  for (const auto& s : kSizes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (bool acc : {false, true}) {
+          check_product<float>(cpu::matmul<float>, s.m, s.n, s.k, ta, tb, acc, 1e-5);
+          check_product<double>(cpu::matmul<double>, s.m, s.n, s.k, ta, tb, acc, 1e-13);
+        }
+}
+
+TEST(GemmKernel, EmptyReductionZeroesOrKeeps) {
+  std::vector<double> c(6, 4.0);
+  cpu::gemm<double>(2, 3, 0, nullptr, 0, 1, nullptr, 3, 1, c.data(), 3, true);
+  for (double v : c) EXPECT_EQ(v, 4.0);
+  cpu::gemm<double>(2, 3, 0, nullptr, 0, 1, nullptr, 3, 1, c.data(), 3, false);
+  for (double v : c) EXPECT_EQ(v, 0.0);
+}
+
+TEST(GemmKernel, DoubleIsBitwiseIndependentOfThreads) {
+  const int64_t M = 150, N = 300, K = 700;
+  const auto a = random_vec(M * K, 5), b = random_vec(K * N, 6);
+  std::vector<std::vector<double>> out;
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    std::vector<double> c(M * N, 0.5);
+    cpu::gemm<double>(M, N, K, a.data(), K, 1, b.data(), N, 1, c.data(), N, true);
+    out.push_back(c);
+  }
+  omp_set_num_threads(saved);
+  for (size_t r = 1; r < out.size(); ++r)
+    for (size_t i = 0; i < out[0].size(); ++i) ASSERT_EQ(out[0][i], out[r][i]) << i;
+}
+
+template <typename T>
+void check_linear_kernels(int64_t M, int64_t fin, int64_t fout, double rtol) {
+  const auto x = random_vec(M * fin, 11), w = random_vec(fout * fin, 12), b = random_vec(fout, 13),
+             dy = random_vec(M * fout, 14), dw0 = random_vec(fout * fin, 15), db0 = random_vec(fout, 16);
+  std::vector<T> xt(x.begin(), x.end()), wt(w.begin(), w.end()), bt(b.begin(), b.end()), dyt(dy.begin(), dy.end());
+  std::vector<T> y(M * fout, T(9)), dx(M * fin, T(9)), dw(dw0.begin(), dw0.end()), db(db0.begin(), db0.end());
+  cpu::linear_forward<T>(M, fin, fout, xt.data(), wt.data(), bt.data(), y.data());
+  EXPECT_TRUE(close(y, ref::linear_forward(M, fin, fout, x, w, b), rtol, "linear forward"));
+  cpu::linear_forward<T>(M, fin, fout, xt.data(), wt.data(), nullptr, y.data());
+  EXPECT_TRUE(close(y, ref::linear_forward(M, fin, fout, x, w, {}), rtol, "linear forward (no bias)"));
+  cpu::linear_backward_data<T>(M, fin, fout, dyt.data(), wt.data(), dx.data());
+  EXPECT_TRUE(close(dx, ref::linear_backward_data(M, fin, fout, dy, w), rtol, "linear dx"));
+  cpu::linear_backward_weights<T>(M, fin, fout, xt.data(), dyt.data(), dw.data(), db.data());
+  auto want_dw = ref::linear_backward_weights(M, fin, fout, x, dy);
+  auto want_db = ref::linear_backward_bias(M, fout, dy);
+  for (size_t i = 0; i < want_dw.size(); ++i) want_dw[i] += static_cast<T>(dw0[i]);
+  for (size_t i = 0; i < want_db.size(); ++i) want_db[i] += static_cast<T>(db0[i]);
+  EXPECT_TRUE(close(dw, want_dw, rtol, "linear dW (accumulated)"));
+  EXPECT_TRUE(close(db, want_db, rtol, "linear db (accumulated)"));
+}
+
+TEST(LinearKernel, MatchesReference) {
+  for (const auto& s : std::vector<Mnk>{{1, 1, 1}, {7, 5, 3}, {40, 4608 / 16, 10}, {33, 70, 129}, {300, 31, 65}}) {
+    check_linear_kernels<float>(s.m, s.n, s.k, 1e-5);
+    check_linear_kernels<double>(s.m, s.n, s.k, 1e-13);
+  }
+}
+
+// ---- Linear layer ------------------------------------------------------------------------
+
+std::unique_ptr<Unit> linear_unit(const LinearConfig& c, DType dt = DType::F64) {
+  return test::wrap(std::make_unique<Linear>(c), dt);
+}
+
+TEST(LinearLayer, ParamShapesInitAndInputErrors) {
+  LinearConfig c{12, 5, true, WeightInit::Normal001};
+  auto u = linear_unit(c);
+  auto ps = u->params();
+  ASSERT_EQ(ps.size(), 2u);
+  EXPECT_EQ(ps[0]->local_name, "weight");
+  EXPECT_EQ(ps[0]->shape, (Shape{5, 12}));
+  EXPECT_EQ(ps[1]->shape, (Shape{5}));
+  Linear lin(c);
+  EXPECT_EQ(lin.output_shape({12}), (Shape{5}));
+  EXPECT_EQ(lin.output_shape({3, 12}), (Shape{3, 5}));
+  try {
+    lin.output_shape({11});
+    FAIL() << "expected an input error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Input);
+    EXPECT_NE(std::string(e.what()).find("linear expects 12 input features, got 11"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(lin.output_shape({}), Error);
+}
+
+TEST(LinearLayer, GradientCheckF64) {
+  auto u = linear_unit({7, 4, true, WeightInit::TorchDefault});
+  EXPECT_TRUE(test::check_layer_gradients(*u, test::random_tensor({2, 3, 7}, DType::F64, 71)));
+  auto tokens = linear_unit({5, 3, false, WeightInit::TorchDefault});  // [T, N, L, F] input
+  EXPECT_TRUE(test::check_layer_gradients(*tokens, test::random_tensor({2, 1, 4, 5}, DType::F64, 72)));
+}
+
+TEST(LinearLayer, MatchesReferenceF32AndF64) {
+  for (DType dt : {DType::F32, DType::F64}) {
+    auto u = linear_unit({37, 10, true, WeightInit::TorchDefault}, dt);
+    const Shape xs{4, 3, 37};
+    const int64_t M = 12;
+    const auto xv = random_vec(shape_numel(xs), 81);
+    auto ps = u->params();
+    const auto w = vec(ps[0]->value), b = vec(ps[1]->value);
+    Ctx ctx;
+    Tensor y = u->forward(tensor_of(xv, xs, dt), ctx);
+    EXPECT_EQ(y.shape(), (Shape{4, 3, 10}));
+    const double tol = dt == DType::F32 ? 1e-5 : 1e-12;
+    EXPECT_TRUE(close(vec(y), ref::linear_forward(M, 37, 10, xv, w, b), tol, "forward"));
+    const auto dyv = random_vec(y.numel(), 82);
+    u->zero_grad();
+    Tensor dx = u->backward_input(tensor_of(dyv, y.shape(), dt), ctx);
+    EXPECT_EQ(dx.shape(), xs);
+    EXPECT_TRUE(close(vec(dx), ref::linear_backward_data(M, 37, 10, dyv, w), tol, "dx"));
+    EXPECT_TRUE(close(vec(ps[0]->grad), ref::linear_backward_weights(M, 37, 10, xv, dyv), tol, "dW"));
+    EXPECT_TRUE(close(vec(ps[1]->grad), ref::linear_backward_bias(M, 10, dyv), tol, "db"));
+  }
+}
+
+TEST(LinearLayer, SpikeInputSavedAsBitsGivesSameWeightGrad) {
+  for (DType dt : {DType::F32, DType::F64}) {
+    auto packed = linear_unit({21, 6, true, WeightInit::TorchDefault}, dt);
+    auto plain = linear_unit({21, 6, true, WeightInit::TorchDefault}, dt);
+    Tensor spikes = Tensor::empty({3, 2, 21}, dt);
+    CounterRng rng(91, "spikes");
+    for (int64_t i = 0; i < spikes.numel(); ++i) test::detail::set(spikes, i, rng.uniform(i) < 0.4 ? 1.0 : 0.0);
+    Tensor flagged = spikes.clone();
+    flagged.set_binary(true);
+    Ctx ctx;
+    Tensor y1 = packed->forward(flagged, ctx);
+    Tensor y2 = plain->forward(spikes, ctx);
+    EXPECT_EQ(vec(y1), vec(y2));
+    Tensor dy = test::random_tensor(y1.shape(), dt, 92);
+    packed->zero_grad();
+    plain->zero_grad();
+    ctx.split_wgrad = true;
+    packed->backward_input(dy, ctx);
+    packed->backward_weight(ctx);
+    ctx.split_wgrad = false;
+    plain->backward_input(dy, ctx);
+    EXPECT_EQ(vec(packed->flat_grad()), vec(plain->flat_grad()));
+  }
+}
+
+}  // namespace
+}  // namespace sm

@@ -1,0 +1,394 @@
+// test_neuron.cpp — LIF / PLIF / IF layers against the naive reference (tests/ref/neuron_ref)
+// for every option combination (forward spikes, BPTT grad_x, PLIF grad w; f64 and f32),
+// finite differences in smooth-spike mode, firing-rate stat, membrane state and
+// reset_state, saved-memory accounting and name parsing.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <string>
+#include <tuple>
+
+#include "../ref/neuron_ref.h"
+#include "gradient_check.h"
+#include "spikemesh/core/allocator.h"
+#include "spikemesh/layers/neuron.h"
+
+using namespace sm;
+
+namespace {
+
+std::vector<double> to_vec(const Tensor& t) {
+  std::vector<double> v(t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i) v[i] = t.at(i);
+  return v;
+}
+
+// The decay rate the layer uses: 1/tau (LIF), sigmoid(w) (PLIF), unused for IF.
+double rate_of(Unit& u, const NeuronConfig& c) {
+  if (c.kind == NeuronKind::PLIF) return 1.0 / (1.0 + std::exp(-u.params()[0]->value.item()));
+  return 1.0 / c.tau;
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0.0;
+  for (double e : v) m = std::max(m, std::fabs(e));
+  return m;
+}
+
+enum ResetMode { kHardZero, kHardNeg, kSoft };
+
+NeuronConfig make_config(NeuronKind kind, bool decay_input, ResetMode reset, bool detach,
+                         SurrogateKind sur, double v_th) {
+  NeuronConfig c;
+  c.kind = kind;
+  c.tau = 3.0;  // LIF r = 1/3; PLIF w0 = -ln 2, r = 1/3
+  c.decay_input = decay_input;
+  c.v_threshold = v_th;
+  c.hard_reset = reset != kSoft;
+  c.v_reset = reset == kHardNeg ? -0.3 : 0.0;
+  c.detach_reset = detach;
+  c.surrogate = sur;
+  c.alpha = sur == SurrogateKind::Sigmoid ? 4.0 : 2.0;
+  return c;
+}
+
+std::string config_name(const NeuronConfig& c) {
+  std::string s = c.kind == NeuronKind::LIF ? "LIF" : c.kind == NeuronKind::PLIF ? "PLIF" : "IF";
+  s += c.decay_input ? "_decay" : "_nodecay";
+  s += !c.hard_reset ? "_soft" : c.v_reset == 0.0 ? "_hard0" : "_hardneg";
+  s += c.detach_reset ? "_detach" : "_attached";
+  s += c.surrogate == SurrogateKind::Sigmoid ? "_sigmoid" : "_atan";
+  return s;
+}
+
+// Runs layer forward + backward (fused B+W) on x with upstream gradient R and compares
+// with the reference. Returns the reference forward for further checks.
+void check_against_reference(const NeuronConfig& c, int64_t T, DType dt) {
+  const Shape shape{T, 3, 5, 7};  // M = 105 neurons: a full and a partial block
+  const int64_t M = 105;
+  auto unit = test::wrap(std::make_unique<Neuron>(c), dt);
+  // Inputs reach about 2.5 v_th per step whether or not the input is decayed by r = 1/3.
+  const double gain = c.v_threshold * (c.decay_input && c.kind != NeuronKind::IF ? 3.0 : 1.0);
+  Tensor x = test::random_tensor(shape, dt, 11, -1.0 * gain, 2.5 * gain);
+  Tensor R = test::random_tensor(shape, dt, 12, -1.0, 1.0);
+  std::vector<double> xv = to_vec(x), rv = to_vec(R);  // exactly the values the layer sees
+  const double r = rate_of(*unit, c);
+
+  ref::NeuronRefForward f = ref::neuron_forward_ref(c, r, xv, T, M);
+  ref::NeuronRefBackward b = ref::neuron_backward_ref(c, r, xv, f, rv, T, M);
+  double fired = 0;
+  for (double s : f.s) fired += s;
+  ASSERT_GT(fired, 0.05 * T * M) << "test input must make neurons fire";
+  ASSERT_LT(fired, 0.95 * T * M) << "test input must leave neurons silent sometimes";
+
+  Ctx ctx;
+  unit->reset_state();
+  Tensor y = unit->forward(x, ctx);
+  EXPECT_TRUE(y.is_binary());
+  ASSERT_EQ(y.shape(), shape);
+  for (int64_t i = 0; i < y.numel(); ++i) ASSERT_EQ(y.at(i), f.s[i]) << "spike " << i;
+
+  for (Param* p : unit->params()) p->grad.zero();
+  Tensor dx = unit->backward_input(R, ctx);
+  const double tol = dt == DType::F64 ? 1e-11 : 2e-5;
+  const double scale = std::max(1.0, max_abs(b.grad_x));
+  for (int64_t i = 0; i < dx.numel(); ++i)
+    ASSERT_NEAR(dx.at(i), b.grad_x[i], tol * scale) << "grad_x " << i;
+  if (c.kind == NeuronKind::PLIF) {
+    const double gw = unit->params()[0]->grad.item();
+    EXPECT_NEAR(gw, b.grad_w, tol * std::max(1.0, std::fabs(b.grad_w)));
+    // Without input decay dH/dr = V_r - v_{t-1} vanishes for T = 1 starting at rest.
+    if (T > 1 || c.decay_input) {
+      EXPECT_NE(b.grad_w, 0.0);
+    }
+  } else {
+    EXPECT_TRUE(unit->params().empty());
+  }
+}
+
+using ComboParam = std::tuple<NeuronKind, bool, ResetMode, bool, SurrogateKind, int>;
+// Variant index: 0 = (v_th 1.0, T 7), 1 = (v_th 0.5, T 7), 2 = (v_th 1.0, T 1).
+struct Variant {
+  double v_th;
+  int64_t T;
+};
+const Variant kVariants[] = {{1.0, 7}, {0.5, 7}, {1.0, 1}};
+
+class NeuronCombo : public ::testing::TestWithParam<ComboParam> {
+ protected:
+  NeuronConfig config() const {
+    auto [kind, decay, reset, detach, sur, var] = GetParam();
+    return make_config(kind, decay, reset, detach, sur, kVariants[var].v_th);
+  }
+  int64_t steps() const { return kVariants[std::get<5>(GetParam())].T; }
+};
+
+std::string combo_name(const ::testing::TestParamInfo<ComboParam>& info) {
+  auto [kind, decay, reset, detach, sur, var] = info.param;
+  NeuronConfig c = make_config(kind, decay, reset, detach, sur, kVariants[var].v_th);
+  return config_name(c) + (var == 0 ? "_T7" : var == 1 ? "_vth05_T7" : "_T1");
+}
+
+using SmoothParam = std::tuple<NeuronKind, bool, ResetMode, SurrogateKind>;
+std::string smooth_name(const ::testing::TestParamInfo<SmoothParam>& info) {
+  auto [kind, decay, reset, sur] = info.param;
+  return config_name(make_config(kind, decay, reset, false, sur, 1.0));
+}
+
+}  // namespace
+
+TEST_P(NeuronCombo, ForwardAndBpttMatchReferenceF64) { check_against_reference(config(), steps(), DType::F64); }
+TEST_P(NeuronCombo, ForwardAndBpttMatchReferenceF32) { check_against_reference(config(), steps(), DType::F32); }
+
+INSTANTIATE_TEST_SUITE_P(
+    AllOptions, NeuronCombo,
+    ::testing::Combine(::testing::Values(NeuronKind::LIF, NeuronKind::PLIF, NeuronKind::IF), ::testing::Bool(),
+                       ::testing::Values(kHardZero, kHardNeg, kSoft), ::testing::Bool(),
+                       ::testing::Values(SurrogateKind::Sigmoid, SurrogateKind::ATan), ::testing::Values(0, 1, 2)),
+    combo_name);
+
+// Finite differences through the layer with smooth spikes (surrogate primitive), reset
+// not detached: the surrogate BPTT is then the exact gradient, PLIF's w included.
+class NeuronSmoothGrad : public ::testing::TestWithParam<SmoothParam> {};
+
+TEST_P(NeuronSmoothGrad, FiniteDifferencesMatch) {
+  auto [kind, decay, reset, sur] = GetParam();
+  NeuronConfig c = make_config(kind, decay, reset, false, sur, 1.0);
+  auto unit = test::wrap(std::make_unique<Neuron>(c));
+  Tensor x = test::random_tensor({5, 2, 3, 3}, DType::F64, 21, -1.0, 2.5);
+  test::GradCheckOptions o;
+  o.smooth_spikes = true;
+  o.max_checks = 90;
+  EXPECT_TRUE(test::check_layer_gradients(*unit, x, o)) << config_name(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SmoothSpikes, NeuronSmoothGrad,
+    ::testing::Combine(::testing::Values(NeuronKind::LIF, NeuronKind::PLIF, NeuronKind::IF), ::testing::Bool(),
+                       ::testing::Values(kHardZero, kHardNeg, kSoft),
+                       ::testing::Values(SurrogateKind::Sigmoid, SurrogateKind::ATan)),
+    smooth_name);
+
+TEST(Neuron, SmoothModeOutputIsTheSurrogatePrimitiveAndNotBinary) {
+  NeuronConfig c = make_config(NeuronKind::LIF, true, kHardZero, false, SurrogateKind::ATan, 1.0);
+  auto unit = test::wrap(std::make_unique<Neuron>(c));
+  Tensor x = test::random_tensor({4, 2, 5}, DType::F64, 5, -1.0, 3.0);
+  Ctx ctx;
+  ctx.smooth_spikes = true;
+  Tensor y = unit->forward(x, ctx);
+  EXPECT_FALSE(y.is_binary());
+  ref::NeuronRefForward f = ref::neuron_forward_ref(c, 1.0 / c.tau, to_vec(x), 4, 10, {}, true);
+  for (int64_t i = 0; i < y.numel(); ++i) EXPECT_NEAR(y.at(i), f.s[i], 1e-14);
+}
+
+TEST(Neuron, FiringRateStatCountsSpikesOfLastForward) {
+  NeuronConfig c;  // plain LIF defaults
+  auto layer = std::make_unique<Neuron>(c);
+  Neuron* lif = layer.get();
+  auto unit = test::wrap(std::move(layer));
+  lif->set_name("features.0.2");
+  std::vector<LayerStat> stats;
+  lif->collect_stats(stats);
+  EXPECT_TRUE(stats.empty()) << "no stat before the first forward";
+
+  Ctx ctx;
+  for (uint64_t seed : {3u, 4u}) {
+    Tensor x = test::random_tensor({6, 3, 4}, DType::F64, seed, -0.5, 3.0);
+    unit->reset_state();
+    Tensor y = unit->forward(x, ctx);
+    ref::NeuronRefForward f = ref::neuron_forward_ref(c, 0.5, to_vec(x), 6, 12);
+    double fired = 0;
+    for (double s : f.s) fired += s;
+    stats.clear();
+    unit->collect_stats(stats);
+    ASSERT_EQ(stats.size(), 1u);
+    EXPECT_EQ(stats[0].layer, "features.0.2");
+    EXPECT_EQ(stats[0].key, "firing_rate");
+    EXPECT_DOUBLE_EQ(stats[0].value, fired / (6.0 * 3 * 4));
+    EXPECT_GT(stats[0].value, 0.0);
+  }
+}
+
+// The membrane carries over to the next forward until reset_state(); PLIF's backward of a
+// continued forward uses the carried initial membrane for the w gradient.
+TEST(Neuron, MembraneCarriesAcrossForwardsUntilReset) {
+  for (NeuronKind kind : {NeuronKind::LIF, NeuronKind::PLIF}) {
+    for (ResetMode reset : {kHardNeg, kSoft}) {
+      NeuronConfig c = make_config(kind, true, reset, false, SurrogateKind::Sigmoid, 1.0);
+      SCOPED_TRACE(config_name(c));
+      auto unit = test::wrap(std::make_unique<Neuron>(c));
+      const int64_t T = 4, M = 10;
+      Tensor x1 = test::random_tensor({T, 2, 5}, DType::F64, 31, -1.0, 2.5);
+      Tensor x2 = test::random_tensor({T, 2, 5}, DType::F64, 32, -1.0, 2.5);
+      Tensor R = test::random_tensor({T, 2, 5}, DType::F64, 33);
+      const double r = rate_of(*unit, c);
+      ref::NeuronRefForward f1 = ref::neuron_forward_ref(c, r, to_vec(x1), T, M);
+      std::vector<double> v_end(f1.v.end() - M, f1.v.end());
+      ref::NeuronRefForward f2 = ref::neuron_forward_ref(c, r, to_vec(x2), T, M, v_end);
+      ref::NeuronRefBackward b2 = ref::neuron_backward_ref(c, r, to_vec(x2), f2, to_vec(R), T, M, v_end);
+      ref::NeuronRefForward f2_rest = ref::neuron_forward_ref(c, r, to_vec(x2), T, M);
+      ASSERT_NE(f2.s, f2_rest.s) << "test input must make the carried state visible";
+
+      Ctx ctx;
+      unit->reset_state();
+      unit->forward(x1, ctx);
+      Tensor y2 = unit->forward(x2, ctx);
+      EXPECT_EQ(to_vec(y2), f2.s);
+      for (Param* p : unit->params()) p->grad.zero();
+      Tensor dx = unit->backward_input(R, ctx);
+      for (int64_t i = 0; i < dx.numel(); ++i) ASSERT_NEAR(dx.at(i), b2.grad_x[i], 1e-12);
+      if (kind == NeuronKind::PLIF) {
+        EXPECT_NEAR(unit->params()[0]->grad.item(), b2.grad_w, 1e-12);
+      }
+
+      unit->reset_state();
+      Tensor y2_rest = unit->forward(x2, ctx);
+      EXPECT_EQ(to_vec(y2_rest), f2_rest.s);
+      unit->reset_state();
+      EXPECT_NO_THROW(unit->forward(Tensor::zeros({T, 3, 5}, DType::F64), ctx));  // at rest: any shape
+    }
+  }
+}
+
+TEST(Neuron, ContinuingWithADifferentShapeIsRefused) {
+  auto unit = test::wrap(std::make_unique<Neuron>(NeuronConfig{}));
+  Ctx ctx;
+  unit->forward(Tensor::zeros({2, 2, 5}, DType::F64), ctx);
+  EXPECT_THROW(unit->forward(Tensor::zeros({2, 3, 5}, DType::F64), ctx), Error);
+  unit->reset_state();
+  EXPECT_NO_THROW(unit->forward(Tensor::zeros({2, 3, 5}, DType::F64), ctx));
+}
+
+// Pipelines keep several microbatches in flight: slots are independent, and the split
+// B/W path of PLIF gives the fused gradient.
+TEST(Neuron, SlotsAreIndependentAndSplitWgradMatches) {
+  NeuronConfig c = make_config(NeuronKind::PLIF, false, kHardZero, true, SurrogateKind::ATan, 1.0);
+  auto unit = test::wrap(std::make_unique<Neuron>(c));
+  Tensor xa = test::random_tensor({3, 2, 4}, DType::F64, 41, -1.0, 2.5);
+  Tensor xb = test::random_tensor({3, 2, 4}, DType::F64, 42, -1.0, 2.5);
+  Tensor R = test::random_tensor({3, 2, 4}, DType::F64, 43);
+  const double r = rate_of(*unit, c);
+  auto fa = ref::neuron_forward_ref(c, r, to_vec(xa), 3, 8);
+  auto fb = ref::neuron_forward_ref(c, r, to_vec(xb), 3, 8);
+  auto ba = ref::neuron_backward_ref(c, r, to_vec(xa), fa, to_vec(R), 3, 8);
+  auto bb = ref::neuron_backward_ref(c, r, to_vec(xb), fb, to_vec(R), 3, 8);
+
+  Ctx c0, c1;
+  c1.slot = 1;
+  unit->reset_state();
+  unit->forward(xa, c0);
+  unit->reset_state();
+  unit->forward(xb, c1);
+  Param& w = *unit->params()[0];
+  w.grad.zero();
+  c1.split_wgrad = true;
+  Tensor dxb = unit->backward_input(R, c1);
+  EXPECT_EQ(w.grad.item(), 0.0) << "split B must not touch the parameter gradient";
+  Tensor dxa = unit->backward_input(R, c0);  // fused
+  EXPECT_NEAR(w.grad.item(), ba.grad_w, 1e-12);
+  unit->backward_weight(c1);
+  EXPECT_NEAR(w.grad.item(), ba.grad_w + bb.grad_w, 1e-12);
+  for (int64_t i = 0; i < 24; ++i) {
+    EXPECT_NEAR(dxa.at(i), ba.grad_x[i], 1e-12);
+    EXPECT_NEAR(dxb.at(i), bb.grad_x[i], 1e-12);
+  }
+  EXPECT_THROW(unit->backward_input(R, c0), Error) << "the fused backward released slot 0";
+}
+
+// Per slot the layer keeps only h [T, M] (plus the membrane state [M] it carries).
+TEST(Neuron, SavesOnlyThePreSpikeMembrane) {
+  Allocator& a = cpu_allocator();
+  for (DType dt : {DType::F32, DType::F64}) {
+    auto unit = test::wrap(std::make_unique<Neuron>(NeuronConfig{}), dt);
+    Tensor x = test::random_tensor({10, 4, 64}, dt, 51, -1.0, 2.5);
+    Ctx ctx;
+    unit->reset_state();
+    const size_t before = a.current_bytes();
+    { Tensor y = unit->forward(x, ctx); }
+    const size_t kept = a.current_bytes() - before;
+    const size_t es = dtype_size(dt);
+    EXPECT_EQ(kept, CpuCachingAllocator::round_size(10 * 256 * es) + CpuCachingAllocator::round_size(256 * es));
+    Tensor dx = unit->backward_input(Tensor::zeros(x.shape(), dt), ctx);
+    dx = Tensor();
+    EXPECT_EQ(a.current_bytes() - before, CpuCachingAllocator::round_size(256 * es)) << "backward frees h";
+  }
+}
+
+TEST(Neuron, PlifInitialisesWFromTau) {
+  NeuronConfig c;
+  c.kind = NeuronKind::PLIF;
+  c.tau = 1.333;
+  auto unit = test::wrap(std::make_unique<Neuron>(c));
+  ASSERT_EQ(unit->params().size(), 1u);
+  Param& w = *unit->params()[0];
+  EXPECT_EQ(w.shape, Shape{});
+  EXPECT_EQ(w.value.numel(), 1);
+  EXPECT_NEAR(w.value.item(), -std::log(0.333), 1e-12);
+  EXPECT_EQ(w.local_name, "w");
+}
+
+TEST(Neuron, TypeNamesAndParsing) {
+  NeuronConfig c;
+  EXPECT_EQ(Neuron(c).type(), "lif");
+  c.kind = NeuronKind::PLIF;
+  EXPECT_EQ(Neuron(c).type(), "plif");
+  c.kind = NeuronKind::IF;
+  EXPECT_EQ(Neuron(c).type(), "if");
+  EXPECT_EQ(neuron_kind_from_name("lif"), NeuronKind::LIF);
+  EXPECT_EQ(neuron_kind_from_name("plif"), NeuronKind::PLIF);
+  EXPECT_EQ(neuron_kind_from_name("if"), NeuronKind::IF);
+  EXPECT_EQ(surrogate_from_name("sigmoid"), SurrogateKind::Sigmoid);
+  EXPECT_EQ(surrogate_from_name("atan"), SurrogateKind::ATan);
+  try {
+    neuron_kind_from_name("lfi");
+    FAIL() << "expected an input error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Input);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'lfi'"), std::string::npos) << m;
+    EXPECT_NE(m.find("lif, plif, if"), std::string::npos) << m;
+  }
+  try {
+    surrogate_from_name("tanh");
+    FAIL() << "expected an input error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Input);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'tanh'"), std::string::npos) << m;
+    EXPECT_NE(m.find("sigmoid, atan"), std::string::npos) << m;
+  }
+  c.kind = NeuronKind::LIF;
+  c.tau = 1.0;
+  EXPECT_THROW(Neuron{c}, Error);
+}
+
+// Big enough for the multi-threaded path: matches the reference, and PLIF's w gradient is
+// bitwise the same for any thread count (fixed-order block sums).
+TEST(Neuron, ParallelPathMatchesReferenceAndIsThreadCountIndependent) {
+  NeuronConfig c = make_config(NeuronKind::PLIF, true, kSoft, false, SurrogateKind::Sigmoid, 1.0);
+  const int64_t T = 4, M = 3 * 7001;
+  auto unit = test::wrap(std::make_unique<Neuron>(c));
+  Tensor x = test::random_tensor({T, 3, 7001}, DType::F64, 61, -3.0, 7.5);
+  Tensor R = test::random_tensor({T, 3, 7001}, DType::F64, 62);
+  const double r = rate_of(*unit, c);
+  auto f = ref::neuron_forward_ref(c, r, to_vec(x), T, M);
+  auto b = ref::neuron_backward_ref(c, r, to_vec(x), f, to_vec(R), T, M);
+  const int saved_threads = omp_get_max_threads();
+  std::vector<double> grad_w;
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    Ctx ctx;
+    unit->reset_state();
+    Tensor y = unit->forward(x, ctx);
+    unit->params()[0]->grad.zero();
+    Tensor dx = unit->backward_input(R, ctx);
+    for (int64_t i = 0; i < y.numel(); ++i) ASSERT_EQ(y.at(i), f.s[i]) << i;
+    for (int64_t i = 0; i < dx.numel(); ++i) ASSERT_NEAR(dx.at(i), b.grad_x[i], 1e-12) << i;
+    grad_w.push_back(unit->params()[0]->grad.item());
+    EXPECT_NEAR(grad_w.back(), b.grad_w, 1e-9 * std::fabs(b.grad_w));
+  }
+  omp_set_num_threads(saved_threads);
+  EXPECT_EQ(grad_w[0], grad_w[1]);
+  EXPECT_EQ(grad_w[0], grad_w[2]);
+}
