@@ -113,6 +113,11 @@ test: deps all $(TEST_BIN)
 	@echo "== PyTorch parity ==" && $(PY) tests/parity/torch_parity.py --bin $(BIN)
 	@echo "== all test suites passed =="
 
+run: deps all
+	@test -f input/fashion_mnist.h5 || $(BIN) data fashion-mnist --out input/fashion_mnist.h5
+	$(BIN) train --config input/configs/default.toml $(RUN_ARGS)
+	@echo "output: output/default (metrics.h5, log.txt, checkpoints); plots: $(PY) scripts/plot_metrics.py output/default"
+
 test-unit: $(TEST_BIN)
 	$(TEST_BIN) --gtest_color=no $(if $(FILTER),--gtest_filter=$(FILTER))
 

@@ -180,6 +180,11 @@ def train_step(model, opt, x, y, loss_name, autocast, clock):
     return loss.detach(), phases, (time.perf_counter() - t0) * 1e3
 
 
+def process_cpu_s():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
@@ -216,6 +221,7 @@ def run(args):
     warmup_s = time.perf_counter() - t_warm
 
     walls, fwd, bwd, optim, losses = [], [], [], [], []
+    cpu0 = process_cpu_s()
     for _ in range(args.steps):
         loss, (f, b, o), wall = train_step(runner, opt, x, y, spec["loss"], autocast, clock)
         walls.append(wall)
@@ -224,6 +230,7 @@ def run(args):
         optim.append(o)
         losses.append(float(loss))
 
+    cpu_ms_per_step = (process_cpu_s() - cpu0) * 1e3 / args.steps
     latency = statistics.median(walls)
     sps = args.batch_size / (latency / 1e3)
     rec = {
@@ -261,6 +268,10 @@ def run(args):
         "step_latency_min_ms": min(walls),
         "step_latency_max_ms": max(walls),
         "warmup_s": warmup_s,
+        # CPU time (user + system, all threads) per timed step: a busy-cores figure of
+        # cpu_ms_per_step / mean latency well below --threads means the machine was shared
+        "cpu_ms_per_step": cpu_ms_per_step,
+        "cores_busy": cpu_ms_per_step / statistics.mean(walls),
         "final_loss": losses[-1],
         "optimizer": args.optimizer,
         "dropout": args.dropout,
@@ -286,6 +297,8 @@ def print_summary(rec, out):
     p(f"    forward      {rec['forward_ms']:10.2f} ms")
     p(f"    backward     {rec['backward_ms']:10.2f} ms")
     p(f"    optimizer    {rec['optimizer_ms']:10.2f} ms")
+    p(f"  process CPU    {rec['cpu_ms_per_step']:10.2f} ms per step ({rec['cores_busy']:.2f} cores busy "
+      f"of {rec['threads']} threads)")
     p(f"  throughput     {rec['global_throughput_sps']:10.2f} samples/s")
     p(f"  peak RSS       {rec['peak_rss_mb']:10.1f} MB")
     if "peak_allocated_mb" in rec:

@@ -16,6 +16,7 @@ void register_all_commands(CLI::App& app, const AppEnv& env) {
   add_data_command(app, env);
   add_train_command(app, env);
   add_ckpt_command(app, env);
+  add_bench_command(app, env);
 }
 
 std::string version_string() {

@@ -29,7 +29,9 @@ const std::vector<std::string>& bench_config_fields() {
       "dp_mesh_dim", "memopt_compress_x", "pp_microbatches", "pp_memopt_stage_budget_ratio",
       "pp_schedule", "pp_virtual_stages", "pp_layout", "pp_delay_wgrad", "pp_memopt_stages",
       // ours: which implementation, where, at which precision and thread count
-      "backend", "device", "precision", "threads", "hostname"};
+      "backend", "device", "precision", "threads", "hostname",
+      // PyTorch only (bench/torch_bench.py): eager vs torch.compile; spikemesh leaves it unset
+      "compile"};
   return fields;
 }
 

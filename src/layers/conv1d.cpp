@@ -1,6 +1,6 @@
 // conv1d.cpp — the Conv1d layer (1×1 over channels of tokens): [T, N, Cin, L] -> [T, N, Cout, L].
-// Per sample y[b] = W[Cout, Cin] · x[b][Cin, L] + bias; computed as a 1×1 Conv2d on
-// [T·N, Cin, 1, L] (float: oneDNN convolution; double: the own GEMM on x directly, no im2col).
+// Per sample y[b] = W[Cout, Cin] · x[b][Cin, L] + bias, through the conv1x1 kernels of
+// kernels/cpu/conv.h (float: oneDNN batched matmul / 1×1 convolution; double: own GEMM).
 //
 // Saved per slot: the input as a SavedActivation (bits for spikes) and, for split B/W, a
 // reference to dy. Tensor parallelism as in Conv2d: colwise (weight dim 0) all-reduces dx,
@@ -33,19 +33,12 @@ TpMode tp_mode(const Param& weight, const Ctx& ctx) {
   return weight.shard.dim == 0 ? TpMode::Colwise : TpMode::Rowwise;
 }
 
-// Input [T, N, Cin, L] with this rank's weight [Cout, Cin, 1] as a 1×1 conv on [T·N, Cin, 1, L].
-cpu::Conv2dGeometry geometry(const Shape& x, const Tensor& weight) {
-  cpu::Conv2dGeometry g;
-  g.batch = x[0] * x[1];
-  g.in_channels = x[2];
-  g.height = 1;
-  g.width = x[3];
-  g.out_channels = weight.dim(0);
-  g.kernel = 1;
-  g.stride = 1;
-  g.padding = 0;
-  return g;
-}
+// Kernel dimensions of input [T, N, Cin, L] with this rank's weight [Cout, Cin, 1].
+struct Dims {
+  int64_t batch, cin, cout, len;
+  Dims(const Shape& x, const Tensor& weight)
+      : batch(x[0] * x[1]), cin(x[2]), cout(weight.dim(0)), len(x[3]) {}
+};
 
 template <typename T>
 void add_channel_bias(const T* bias, int64_t batch, int64_t channels, int64_t len, T* y) {
@@ -58,15 +51,20 @@ void add_channel_bias(const T* bias, int64_t batch, int64_t channels, int64_t le
 }
 
 template <typename T>
-void forward_typed(const cpu::Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* bias,
-                   Tensor& y) {
-  cpu::conv2d_forward<T>(g, x.data<T>(), w.data<T>(), bias ? bias->data<T>() : nullptr, y.data<T>());
+void forward_typed(const Dims& d, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
+  cpu::conv1x1_forward<T>(d.batch, d.cin, d.cout, d.len, x.data<T>(), w.data<T>(),
+                          bias ? bias->data<T>() : nullptr, y.data<T>());
 }
 
 template <typename T>
-void weight_grads(const cpu::Conv2dGeometry& g, const Tensor& x, const Tensor& dy, Param& w, Param* b) {
-  cpu::conv2d_backward_weights<T>(g, x.data<T>(), dy.data<T>(), w.grad.data<T>(),
-                                  b ? b->grad.data<T>() : nullptr);
+void backward_data_typed(const Dims& d, const Tensor& dy, const Tensor& w, Tensor& dx) {
+  cpu::conv1x1_backward_data<T>(d.batch, d.cin, d.cout, d.len, dy.data<T>(), w.data<T>(), dx.data<T>());
+}
+
+template <typename T>
+void weight_grads(const Dims& d, const Tensor& x, const Tensor& dy, Param& w, Param* b) {
+  cpu::conv1x1_backward_weights<T>(d.batch, d.cin, d.cout, d.len, x.data<T>(), dy.data<T>(),
+                                   w.grad.data<T>(), b ? b->grad.data<T>() : nullptr);
 }
 
 }  // namespace
@@ -98,21 +96,21 @@ Tensor Conv1d::forward_cpu(const Tensor& x, Ctx& ctx) {
            "conv1d supports f32/f64, got " << dtype_name(x.dtype()));
   SM_CHECK(w.dtype() == x.dtype(), "conv1d weight is " << dtype_name(w.dtype()) << ", input is "
                                                        << dtype_name(x.dtype()));
-  const cpu::Conv2dGeometry g = geometry(x.shape(), w);
+  const Dims d(x.shape(), w);
   const TpMode tp = tp_mode(param(0), ctx);
   const Tensor* bias = cfg_.bias && tp != TpMode::Rowwise ? &param(1).value : nullptr;
-  Tensor y = Tensor::empty({x.dim(0), x.dim(1), g.out_channels, g.width}, x.dtype());
+  Tensor y = Tensor::empty({x.dim(0), x.dim(1), d.cout, d.len}, x.dtype());
   if (x.dtype() == DType::F32)
-    forward_typed<float>(g, x, w, bias, y);
+    forward_typed<float>(d, x, w, bias, y);
   else
-    forward_typed<double>(g, x, w, bias, y);
+    forward_typed<double>(d, x, w, bias, y);
   if (tp == TpMode::Rowwise) {
     ctx.tp->all_reduce_sum(y);
     if (cfg_.bias) {
       if (x.dtype() == DType::F32)
-        add_channel_bias(param(1).value.data<float>(), g.batch, g.out_channels, g.width, y.data<float>());
+        add_channel_bias(param(1).value.data<float>(), d.batch, d.cout, d.len, y.data<float>());
       else
-        add_channel_bias(param(1).value.data<double>(), g.batch, g.out_channels, g.width, y.data<double>());
+        add_channel_bias(param(1).value.data<double>(), d.batch, d.cout, d.len, y.data<double>());
     }
   }
   Saved& sv = slots_of(impl_).fresh(ctx.slot);
@@ -123,14 +121,14 @@ Tensor Conv1d::forward_cpu(const Tensor& x, Ctx& ctx) {
 Tensor Conv1d::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
   Saved& sv = slots_of(impl_).get(ctx.slot);
   const Tensor& w = param(0).value;
-  const cpu::Conv2dGeometry g = geometry(sv.input.shape(), w);
-  SM_CHECK(dy.numel() == g.output_numel() && dy.dtype() == w.dtype(),
+  const Dims d(sv.input.shape(), w);
+  SM_CHECK(dy.numel() == d.batch * d.cout * d.len && dy.dtype() == w.dtype(),
            "conv1d backward got dy " << shape_str(dy.shape()) << " " << dtype_name(dy.dtype()));
   Tensor dx = Tensor::empty(sv.input.shape(), dy.dtype());
   if (dy.dtype() == DType::F32)
-    cpu::conv2d_backward_data<float>(g, dy.data<float>(), w.data<float>(), dx.data<float>());
+    backward_data_typed<float>(d, dy, w, dx);
   else
-    cpu::conv2d_backward_data<double>(g, dy.data<double>(), w.data<double>(), dx.data<double>());
+    backward_data_typed<double>(d, dy, w, dx);
   if (tp_mode(param(0), ctx) == TpMode::Colwise) ctx.tp->all_reduce_sum(dx);
   sv.dy = dy;  // a reference (no copy): W reads it, or we do it now
   if (!ctx.split_wgrad) backward_weight_cpu(ctx);
@@ -142,12 +140,12 @@ void Conv1d::backward_weight_cpu(Ctx& ctx) {
   Saved& sv = slots.get(ctx.slot);
   SM_CHECK(sv.dy.defined(), "conv1d backward_weight without a kept dy (B not run with split_wgrad?)");
   const Tensor x = sv.input.restore();  // [T, N, Cin, L]
-  const cpu::Conv2dGeometry g = geometry(x.shape(), param(0).value);
+  const Dims d(x.shape(), param(0).value);
   Param* b = cfg_.bias ? &param(1) : nullptr;
   if (x.dtype() == DType::F32)
-    weight_grads<float>(g, x, sv.dy, param(0), b);
+    weight_grads<float>(d, x, sv.dy, param(0), b);
   else
-    weight_grads<double>(g, x, sv.dy, param(0), b);
+    weight_grads<double>(d, x, sv.dy, param(0), b);
   slots.release(ctx.slot);
 }
 

@@ -68,7 +68,7 @@ TEST(BenchRecordFields, ConfigAndMetricListsAreDisjointAndComplete) {
   const auto& cfg = sm::bench_config_fields();
   const auto& met = sm::bench_metric_fields();
   for (const char* f : {"benchmark_regime", "model", "mode", "T", "pp_memopt_stages", "backend",
-                        "device", "precision", "threads", "hostname", "mesh_shape"})
+                        "device", "precision", "threads", "hostname", "mesh_shape", "compile"})
     EXPECT_NE(std::find(cfg.begin(), cfg.end(), f), cfg.end()) << f;
   for (const char* f : {"step_latency_ms", "global_throughput_sps", "peak_allocated_mb",
                         "peak_rss_mb", "forward_ms", "warning_count", "optimize_ms"})

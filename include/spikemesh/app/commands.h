@@ -42,5 +42,7 @@ void add_data_command(CLI::App& app, const AppEnv& env);
 void add_train_command(CLI::App& app, const AppEnv& env);
 // `spikemesh ckpt info`: what a checkpoint holds.
 void add_ckpt_command(CLI::App& app, const AppEnv& env);
+// `spikemesh bench`: timed steps on a fixed synthetic batch, JSON-lines records.
+void add_bench_command(CLI::App& app, const AppEnv& env);
 
 }  // namespace sm

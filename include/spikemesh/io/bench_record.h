@@ -1,9 +1,9 @@
 // bench_record.h — benchmark records: one JSON object per run, appended as one line to a
 // JSONL result log (spec/spikingjelly.md §4), found again by configuration, and compared.
 // A record's fields are either configuration (what was run: model, mode, batch, mesh, ...,
-// plus our backend/device/precision/threads/hostname), metrics (numbers compared between
-// runs: latency, throughput, memory, phase times, counters) or neither (timestamp,
-// recommendation {mode, rationale}). Both `spikemesh bench` and bench/torch_bench.py write
+// plus our backend/device/precision/threads/hostname, and "compile" which only PyTorch
+// records set), metrics (numbers compared between runs: latency, throughput, memory, phase
+// times, counters) or neither (timestamp, recommendation {mode, rationale}, notes). Both `spikemesh bench` and bench/torch_bench.py write
 // the same field names, so a log can hold both backends side by side.
 // Invariants: append is one write() of the whole line with O_APPEND, so concurrent appenders
 // (ranks, parallel jobs) never interleave; a field missing on both sides, or null on one side

@@ -12,6 +12,9 @@ class Flatten : public Layer {
  protected:
   Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
   Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
+  // A view on any device: the same code serves CUDA tensors.
+  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override { return forward_cpu(x, ctx); }
+  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override { return backward_input_cpu(dy, ctx); }
 
  private:
   std::shared_ptr<void> impl_;  // saved input shapes per slot

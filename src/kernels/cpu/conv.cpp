@@ -220,6 +220,44 @@ void conv2d_backward_weights(const Conv2dGeometry& g, const T* x, const T* dy, T
     conv2d_backward_weights_im2col<T>(g, x, dy, dw, dbias);
 }
 
+// ---- 1×1 convolution over channels -------------------------------------------------------
+
+namespace {
+Conv2dGeometry pointwise_geometry(int64_t batch, int64_t cin, int64_t cout, int64_t len) {
+  Conv2dGeometry g;
+  g.batch = batch;
+  g.in_channels = cin;
+  g.height = 1;
+  g.width = len;
+  g.out_channels = cout;
+  return g;  // kernel 1, stride 1, padding 0
+}
+}  // namespace
+
+template <typename T>
+void conv1x1_forward(int64_t batch, int64_t cin, int64_t cout, int64_t len, const T* x, const T* w,
+                     const T* bias, T* y) {
+  if constexpr (std::is_same_v<T, float>)
+    matmul_shared_left<float>(batch, cout, len, cin, w, cin, 1, x, bias, y);  // y[b] = w · x[b]
+  else
+    conv2d_forward<T>(pointwise_geometry(batch, cin, cout, len), x, w, bias, y);
+}
+
+template <typename T>
+void conv1x1_backward_data(int64_t batch, int64_t cin, int64_t cout, int64_t len, const T* dy,
+                           const T* w, T* dx) {
+  if constexpr (std::is_same_v<T, float>)
+    matmul_shared_left<float>(batch, cin, len, cout, w, 1, cin, dy, nullptr, dx);  // dx[b] = wᵀ · dy[b]
+  else
+    conv2d_backward_data<T>(pointwise_geometry(batch, cin, cout, len), dy, w, dx);
+}
+
+template <typename T>
+void conv1x1_backward_weights(int64_t batch, int64_t cin, int64_t cout, int64_t len, const T* x,
+                              const T* dy, T* dw, T* dbias) {
+  conv2d_backward_weights<T>(pointwise_geometry(batch, cin, cout, len), x, dy, dw, dbias);
+}
+
 #define SM_INSTANTIATE(T)                                                                        \
   template void conv2d_forward_im2col<T>(const Conv2dGeometry&, const T*, const T*, const T*,   \
                                          T*);                                                    \
@@ -228,7 +266,13 @@ void conv2d_backward_weights(const Conv2dGeometry& g, const T* x, const T* dy, T
                                                   T*);            \
   template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*);      \
   template void conv2d_backward_data<T>(const Conv2dGeometry&, const T*, const T*, T*);          \
-  template void conv2d_backward_weights<T>(const Conv2dGeometry&, const T*, const T*, T*, T*);
+  template void conv2d_backward_weights<T>(const Conv2dGeometry&, const T*, const T*, T*, T*);  \
+  template void conv1x1_forward<T>(int64_t, int64_t, int64_t, int64_t, const T*, const T*,       \
+                                   const T*, T*);                                                \
+  template void conv1x1_backward_data<T>(int64_t, int64_t, int64_t, int64_t, const T*, const T*, \
+                                         T*);                                                    \
+  template void conv1x1_backward_weights<T>(int64_t, int64_t, int64_t, int64_t, const T*,        \
+                                            const T*, T*, T*);
 SM_INSTANTIATE(float)
 SM_INSTANTIATE(double)
 #undef SM_INSTANTIATE

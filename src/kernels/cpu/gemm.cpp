@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "spikemesh/core/error.h"
@@ -216,6 +217,68 @@ void matmul(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a
   gemm<T>(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, accumulate);
 }
 
+namespace {
+
+struct DnnlBatchedMatmul {
+  dnnl::matmul prim;
+  dnnl::memory::desc a, b, c, bias;
+};
+
+DnnlCache<DnnlBatchedMatmul>& batched_cache() {
+  static DnnlCache<DnnlBatchedMatmul> cache;
+  return cache;
+}
+
+void dnnl_matmul_shared_left_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+                                 int64_t a_rs, int64_t a_cs, const float* B, const float* row_bias,
+                                 float* C) {
+  using dt = dnnl::memory::data_type;
+  const bool has_bias = row_bias != nullptr;
+  auto entry = batched_cache().get({batch, M, N, K, a_rs, a_cs, has_bias}, [&] {
+    DnnlBatchedMatmul m;
+    m.a = dnnl::memory::desc({1, M, K}, dt::f32, {M * K, a_rs, a_cs});
+    m.b = dnnl::memory::desc({batch, K, N}, dt::f32, {K * N, N, 1});
+    m.c = dnnl::memory::desc({batch, M, N}, dt::f32, {M * N, N, 1});
+    m.bias = dnnl::memory::desc({1, M, 1}, dt::f32, {M, 1, 1});
+    auto desc = has_bias ? dnnl::matmul::desc(m.a, m.b, m.bias, m.c) : dnnl::matmul::desc(m.a, m.b, m.c);
+    SM_DNNL_CHECK("batched matmul primitive creation",
+                  m.prim = dnnl::matmul(dnnl::matmul::primitive_desc(desc, dnnl_engine())));
+    return m;
+  });
+  auto& eng = dnnl_engine();
+  auto& s = dnnl_stream();
+  SM_DNNL_CHECK("batched matmul", {
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, dnnl::memory(entry->a, eng, const_cast<float*>(A))},
+        {DNNL_ARG_WEIGHTS, dnnl::memory(entry->b, eng, const_cast<float*>(B))},
+        {DNNL_ARG_DST, dnnl::memory(entry->c, eng, C)}};
+    if (has_bias) args[DNNL_ARG_BIAS] = dnnl::memory(entry->bias, eng, const_cast<float*>(row_bias));
+    entry->prim.execute(s, args);
+    s.wait();
+  });
+}
+
+}  // namespace
+
+template <typename T>
+void matmul_shared_left(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs,
+                        int64_t a_cs, const T* B, const T* row_bias, T* C) {
+  if (batch <= 0 || M <= 0 || N <= 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (K > 0) {
+      dnnl_matmul_shared_left_f32(batch, M, N, K, A, a_rs, a_cs, B, row_bias, C);
+      return;
+    }
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    T* c = C + b * M * N;
+    gemm<T>(M, N, K, A, a_rs, a_cs, B + b * K * N, N, 1, c, N, false);
+    if (row_bias)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) c[m * N + n] += row_bias[m];
+  }
+}
+
 template <typename T>
 void channel_bias_grad(int64_t batch, int64_t channels, int64_t plane, const T* dy, T* dbias) {
   using Acc = double;
@@ -269,6 +332,8 @@ void linear_backward_weights(int64_t M, int64_t Fin, int64_t Fout, const T* x, c
                         int64_t, T*, int64_t, bool);                                              \
   template void matmul<T>(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*,         \
                           int64_t, int64_t, T*, int64_t, bool);                                     \
+  template void matmul_shared_left<T>(int64_t, int64_t, int64_t, int64_t, const T*, int64_t,      \
+                                      int64_t, const T*, const T*, T*);                           \
   template void channel_bias_grad<T>(int64_t, int64_t, int64_t, const T*, T*);                    \
   template void linear_forward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*);   \
   template void linear_backward_data<T>(int64_t, int64_t, int64_t, const T*, const T*, T*);       \

@@ -53,6 +53,20 @@ template <typename T>
 void conv2d_backward_weights_im2col(const Conv2dGeometry& g, const T* x, const T* dy, T* dw,
                                     T* dbias);
 
+// 1×1 convolution over channels of tokens (Conv1d k=1): x [batch, Cin, L], w [Cout, Cin],
+// bias [Cout], y [batch, Cout, L]; same contracts as above. float: forward and backward data
+// as one oneDNN batched matmul (w broadcast over the batch), weights through the oneDNN 1×1
+// convolution (it reduces over the batch internally); double: the own im2col path.
+template <typename T>
+void conv1x1_forward(int64_t batch, int64_t cin, int64_t cout, int64_t len, const T* x, const T* w,
+                     const T* bias, T* y);
+template <typename T>
+void conv1x1_backward_data(int64_t batch, int64_t cin, int64_t cout, int64_t len, const T* dy,
+                           const T* w, T* dx);
+template <typename T>
+void conv1x1_backward_weights(int64_t batch, int64_t cin, int64_t cout, int64_t len, const T* x,
+                              const T* dy, T* dw, T* dbias);
+
 // oneDNN (float).
 void conv2d_forward_dnnl(const Conv2dGeometry& g, const float* x, const float* w,
                          const float* bias, float* y);

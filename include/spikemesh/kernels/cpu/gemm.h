@@ -26,6 +26,14 @@ template <typename T>
 void matmul(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B,
             int64_t b_rs, int64_t b_cs, T* C, int64_t ldc, bool accumulate);
 
+// Batched product with a shared left operand, for b < batch:
+//   C[b] [M, N] = A [M, K] · B[b] [K, N]  (+ row_bias[m] on row m when row_bias != nullptr)
+// A strided as above; B[b] = B + b·K·N and C[b] = C + b·M·N are row-major; C overwritten.
+// float -> one oneDNN batched matmul (A broadcast over the batch); double -> gemm per b.
+template <typename T>
+void matmul_shared_left(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs,
+                        int64_t a_cs, const T* B, const T* row_bias, T* C);
+
 // Linear on rows: x [M, Fin], w [Fout, Fin], bias [Fout] or nullptr, y [M, Fout].
 // y = x · wᵀ + bias (y overwritten).
 template <typename T>

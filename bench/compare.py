@@ -1,0 +1,190 @@
+#!/usr/bin/python3
+"""compare.py — spikemesh against PyTorch, per configuration, from a JSONL benchmark log.
+
+Reads the records that `spikemesh bench --result-log FILE` and bench/torch_bench.py
+--result-log FILE append, groups them by configuration ignoring the backend, and prints for
+each configuration the latest spikemesh record next to the latest pytorch record: samples/s,
+median step latency, peak memory, and the ratios spikemesh/pytorch.
+
+A configuration is the set of configuration fields (the list below mirrors
+bench_config_fields() in src/io/bench_record.cpp) except "backend" and "compile" (a PyTorch-only
+knob; eager and compiled PyTorch runs are shown as separate rows). A spikemesh and a pytorch
+configuration pair up when every configuration field that both records set is equal; a field
+only one side sets (torch_bench.py does not write pipeline or mesh fields) does not prevent a pair.
+
+Peak memory: torch.cuda.max_memory_allocated-style "peak_allocated_mb" on CUDA, "peak_rss_mb"
+(process peak resident set) on CPU, where PyTorch has no allocator statistics.
+
+    /usr/bin/python3 bench/compare.py results/bench.jsonl
+Exit status: 0 when at least one spikemesh/pytorch pair was printed, 1 otherwise.
+"""
+import argparse
+import json
+import sys
+
+CONFIG_FIELDS = [
+    "benchmark_regime", "model", "mode", "prefer", "world_size", "optimizer_sharding",
+    "memopt_level", "batch_size", "global_batch_size", "per_rank_batch_size", "data_replicas",
+    "num_classes", "T", "steps", "warmup", "image_size", "mesh_shape", "tp_mesh_dim",
+    "dp_mesh_dim", "memopt_compress_x", "pp_microbatches", "pp_memopt_stage_budget_ratio",
+    "pp_schedule", "pp_virtual_stages", "pp_layout", "pp_delay_wgrad", "pp_memopt_stages",
+    "backend", "device", "precision", "threads", "hostname",
+    "compile",  # torch_bench.py only
+]
+IGNORED_FOR_PAIRING = {"backend", "compile"}
+BACKENDS = ("spikemesh", "pytorch")
+
+
+def read_records(paths):
+    """All JSON-object lines of the logs, in file order; malformed lines are reported and skipped."""
+    records = []
+    for path in paths:
+        try:
+            f = open(path, encoding="utf-8", errors="replace")
+        except OSError as e:
+            print(f"compare.py: cannot read {path}: {e.strerror}", file=sys.stderr)
+            continue
+        with f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    rec = None
+                if not isinstance(rec, dict):
+                    print(f"compare.py: warning: {path}:{lineno}: not a JSON object record; skipped",
+                          file=sys.stderr)
+                    continue
+                records.append(rec)
+    return records
+
+
+def config_of(rec):
+    """The configuration fields rec sets (None counts as unset), backend and compile excluded."""
+    return {f: rec[f] for f in CONFIG_FIELDS
+            if f not in IGNORED_FOR_PAIRING and rec.get(f) is not None}
+
+
+def compatible(a, b):
+    return all(a[f] == b[f] for f in a.keys() & b.keys())
+
+
+def latest_by_config(records, backend):
+    """{(config json, compile): latest record} for one backend, in order of first appearance."""
+    out = {}
+    for rec in records:
+        if rec.get("backend") != backend:
+            continue
+        key = (json.dumps(config_of(rec), sort_keys=True), bool(rec.get("compile", False)))
+        out.pop(key, None)  # re-insert: keeps the latest, ordered by its last appearance
+        out[key] = rec
+    return out
+
+
+def memory_mb(rec):
+    if rec.get("device") == "cuda" and rec.get("peak_allocated_mb") is not None:
+        return rec["peak_allocated_mb"], "alloc"
+    if rec.get("peak_rss_mb") is not None:
+        return rec["peak_rss_mb"], "rss"
+    if rec.get("peak_allocated_mb") is not None:
+        return rec["peak_allocated_mb"], "alloc"
+    return None, ""
+
+
+def describe(cfg, torch_rec):
+    """Short configuration label: model, T, batch, device, precision, threads, and the
+    distribution settings that differ from a single plain rank."""
+    batch = cfg.get("global_batch_size", cfg.get("batch_size", "?"))
+    parts = [str(cfg.get("model", "?")), f"T{cfg.get('T', '?')}", f"b{batch}",
+             str(cfg.get("device", "?")), str(cfg.get("precision", "?"))]
+    if cfg.get("device") != "cuda" and "threads" in cfg:
+        parts.append(f"{cfg['threads']}thr")
+    if cfg.get("mode") not in (None, "none"):
+        parts.append(str(cfg["mode"]))
+    if cfg.get("world_size", 1) != 1:
+        parts.append(f"W{cfg['world_size']}")
+    if cfg.get("memopt_level"):
+        parts.append(f"memopt{cfg['memopt_level']}")
+    if torch_rec is not None and torch_rec.get("compile"):
+        parts.append("torch.compile")
+    return " ".join(parts)
+
+
+def fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def fmt_ratio(r):
+    return "-" if r is None else f"{r:.2f}x"
+
+
+def build_rows(records):
+    sm = latest_by_config(records, "spikemesh")
+    pt = latest_by_config(records, "pytorch")
+    rows, paired_pt = [], set()
+    for (sm_key, _), s in sm.items():
+        s_cfg = json.loads(sm_key)
+        matches = [(k, p) for k, p in pt.items() if compatible(s_cfg, json.loads(k[0]))]
+        for k, p in matches or [(None, None)]:
+            if k is not None:
+                paired_pt.add(k)
+            rows.append((s_cfg, s, p))
+    for k, p in pt.items():
+        if k not in paired_pt:
+            rows.append((json.loads(k[0]), None, p))
+    return rows
+
+
+def print_table(rows, out=sys.stdout):
+    head = (f"{'configuration':<44} {'samples/s':>27}   {'step latency ms':>29}   "
+            f"{'peak memory MB':>30}")
+    sub = (f"{'':<44} {'spikemesh':>9} {'pytorch':>9} {'ratio':>7}   {'spikemesh':>10} "
+           f"{'pytorch':>10} {'ratio':>7}   {'spikemesh':>10} {'pytorch':>10} {'ratio':>7}")
+    print(head, file=out)
+    print(sub, file=out)
+    print("-" * len(sub), file=out)
+    for cfg, s, p in rows:
+        label = describe(cfg, p)
+        s_sps = s.get("global_throughput_sps") if s else None
+        p_sps = p.get("global_throughput_sps") if p else None
+        s_lat = s.get("step_latency_ms") if s else None
+        p_lat = p.get("step_latency_ms") if p else None
+        s_mem, s_kind = memory_mb(s) if s else (None, "")
+        p_mem, p_kind = memory_mb(p) if p else (None, "")
+        mem_ratio = ratio(s_mem, p_mem) if s_kind == p_kind else None
+        print(f"{label:<44} {fmt(s_sps, '9.2f'):>9} {fmt(p_sps, '9.2f'):>9} {fmt_ratio(ratio(s_sps, p_sps)):>7}"
+              f"   {fmt(s_lat, '10.2f'):>10} {fmt(p_lat, '10.2f'):>10} {fmt_ratio(ratio(s_lat, p_lat)):>7}"
+              f"   {fmt(s_mem, '10.1f'):>10} {fmt(p_mem, '10.1f'):>10} {fmt_ratio(mem_ratio):>7}"
+              f" {s_kind or p_kind}", file=out)
+    print("ratio = spikemesh / pytorch: samples/s > 1, latency < 1 and memory < 1 favour spikemesh. "
+          "memory: rss = peak resident set (CPU), alloc = peak allocated (CUDA).", file=out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("logs", nargs="+", help="JSONL result log(s)")
+    ap.add_argument("--json", action="store_true",
+                    help="print the pairs as JSON lines {configuration, spikemesh, pytorch}")
+    args = ap.parse_args(argv)
+    records = read_records(args.logs)
+    rows = build_rows(records)
+    if not rows:
+        print(f"compare.py: no spikemesh or pytorch records in {', '.join(args.logs)}")
+        return 1
+    if args.json:
+        for cfg, s, p in rows:
+            print(json.dumps({"configuration": cfg, "spikemesh": s, "pytorch": p}))
+    else:
+        print_table(rows)
+    return 0 if any(s is not None and p is not None for _, s, p in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
