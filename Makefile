@@ -111,11 +111,12 @@ export OMP_NUM_THREADS ?= 2
 test: deps all $(TEST_BIN)
 	@echo "== unit tests ==" && $(TEST_BIN) --gtest_color=no --gtest_brief=1
 	@echo "== PyTorch parity ==" && $(PY) tests/parity/torch_parity.py --bin $(BIN)
+	@set -e; for t in tests/e2e/*.sh; do echo "== $$t ==" && BIN=$(BIN) PY=$(PY) bash $$t; done
 	@echo "== all test suites passed =="
 
 run: deps all
 	@test -f input/fashion_mnist.h5 || $(BIN) data fashion-mnist --out input/fashion_mnist.h5
-	$(BIN) train --config input/configs/default.toml $(RUN_ARGS)
+	$(BIN) train --config input/configs/default.toml --resume auto $(RUN_ARGS)
 	@echo "output: output/default (metrics.h5, log.txt, checkpoints); plots: $(PY) scripts/plot_metrics.py output/default"
 
 test-unit: $(TEST_BIN)

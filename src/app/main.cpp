@@ -119,6 +119,9 @@ int main(int argc, char** argv) {
   env.host.assign(host, static_cast<size_t>(host_len));
   sm::set_process_identity(env.rank, env.host);
   sm::log_set_rank(env.rank);
+  if (provided < MPI_THREAD_SERIALIZED)
+    SM_WARN("the MPI library provides thread level " << provided << " < MPI_THREAD_SERIALIZED; "
+            "keep data prefetch on the main thread");
   default_thread_count(env.world);
 
   int rc = run(argc, argv, env);

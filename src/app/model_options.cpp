@@ -22,7 +22,8 @@ void ModelSelection::add_options(CLI::App& cmd, bool require_T) {
   auto* t = cmd.add_option("--T", T, "time steps (default: the spec's T)")->check(CLI::PositiveNumber);
   if (require_T) t->required();
   cmd.add_option("--dropout", dropout, "dropout probability in [0, 1) (default: the spec's)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(CLI::Range(0.0, 1.0))
+      ->type_name("P");
 }
 
 std::pair<std::string, int64_t> parse_var_assignment(const std::string& text, const std::string& flag) {
@@ -46,6 +47,7 @@ ModelOverrides ModelSelection::overrides() const {
     o.vars[kv.first] = kv.second;
   }
   if (T > 0) o.T = T;
+  if (dropout >= 1.0) SM_INPUT_ERROR("--dropout " << dropout << ": must be in [0, 1)");
   if (dropout >= 0.0) o.dropout = dropout;
   return o;
 }

@@ -114,7 +114,8 @@ void TrainConfigResolver::add_options(CLI::App& cmd) {
 void TrainConfigResolver::set(const std::string& key, const std::string& v, const std::string& origin) {
   for (auto& f : fields_) {
     if (f->key != key) continue;
-    std::string what = origin + ": " + key;
+    // A flag ("--lr") already names the key; a file origin gets "file: key".
+    std::string what = origin.rfind("--", 0) == 0 ? origin : origin + ": " + key;
     switch (f->kind) {
       case Field::Kind::Int: *static_cast<int64_t*>(f->target) = parse_int(v, what); return;
       case Field::Kind::Real: *static_cast<double*>(f->target) = parse_real(v, what); return;

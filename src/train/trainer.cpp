@@ -122,6 +122,7 @@ Batch load_batch(const H5Dataset& ds, Split split, const std::vector<int64_t>& i
 }  // namespace
 
 void install_stop_signal_handlers() {
+  std::signal(SIGPIPE, SIG_IGN);  // `spikemesh train | head` must not kill the run mid-checkpoint
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
@@ -179,11 +180,6 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   const std::string run_dir = cfg.output + "/" + run_name;
   make_dirs(run_dir, "--output");
   RunLog log(run_dir + "/log.txt");
-  {
-    std::ofstream c(run_dir + "/config.toml");
-    c << config_toml;
-    if (!c) SM_INPUT_ERROR(run_dir << "/config.toml: cannot write");
-  }
 
   model->finalize(dt, Device::cpu(), static_cast<uint64_t>(cfg.seed));
   OptimizerConfig oc;
@@ -202,6 +198,7 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   lc.kind = cfg.lr_schedule;
   lc.base_lr = cfg.lr;
   lc.warmup_steps = cfg.warmup_steps;
+  lc.warmup_start_factor = 1.0 / (cfg.warmup_steps + 1);  // the first step already learns
   lc.total_steps = std::max<int64_t>(1, total_steps - cfg.warmup_steps);
   lc.step_size = cfg.lr_step_size;
   lc.gamma = cfg.lr_gamma;
@@ -217,6 +214,9 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   } else if (!cfg.resume.empty()) {
     resume_from = cfg.resume;
   }
+  if (resume_from.empty() && !find_latest_checkpoint(run_dir).empty())
+    SM_INPUT_ERROR(run_dir << " already holds checkpoints of an earlier run: continue it with --resume auto, "
+                              "or choose another --run-name");
   if (!resume_from.empty()) {
     CheckpointInfo ci = load_checkpoint(resume_from, *model, *opt);
     st = ci.state;
@@ -226,6 +226,12 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
     st.seed = cfg.seed;
     log.line("resumed from " + resume_from + " at step " + std::to_string(st.step) + " (epoch " +
              std::to_string(st.epoch + 1) + ", batch " + std::to_string(st.batch_in_epoch) + ")");
+  }
+  // Written only now: a resume that fails (bad or foreign checkpoint) leaves the run's files as they were.
+  {
+    std::ofstream c(run_dir + "/config.toml");
+    c << config_toml;
+    if (!c) SM_INPUT_ERROR(run_dir << "/config.toml: cannot write");
   }
   MetricsWriter metrics(run_dir + "/metrics.h5", resume_from.empty() ? -1 : st.step);
 

@@ -8,7 +8,9 @@ For each built-in model case below it
      that forward, and the loss of each of K optimizer steps on the same batch;
   3. loads the same initial state dict into the PyTorch twin (tests/parity/torch_models.py,
      strict name matching), repeats the computation with autograd and torch.optim, and
-     compares tensor by tensor:  rel = max|spikemesh - torch| / max|torch|.
+     compares tensor by tensor:  rel = max|spikemesh - torch| / max|torch|:
+     loss, output, parameter gradients, BN running stats after the first forward, the loss
+     trajectory of K steps, the last step's output and the parameters after K steps.
 fp64 must agree to TOL64 on everything (it reaches ~1e-12). In fp32 the loss must agree to
 TOL32; spikes are thresholds, so a rounding difference can flip a rare spike: fp32 gradients
 are reported and only fail beyond the loose GRAD32_SANITY bound.
@@ -34,9 +36,9 @@ import torch_models as tm  # noqa: E402
 TOL64 = 1e-4          # required; fp64 typically reaches 1e-12
 TOL32 = 1e-4          # fp32 loss
 GRAD32_SANITY = 5e-2  # fp32 gradients: a real bug gives O(1); a flipped spike far less
-# Gradients that are mathematically zero (a conv bias right before batch norm) are rounding
-# noise on both sides; their error is measured against this fraction of the model's largest
-# gradient instead of their own (noise-sized) maximum.
+# A gradient whose max is below this fraction of the model's largest gradient is mathematically
+# zero (a conv bias right before batch norm) and rounding noise on both sides: such tensors are
+# measured against the model's largest gradient (and parameter) instead of their own maximum.
 ZERO_GRAD_FLOOR = {"fp64": 1e-9, "fp32": 1e-4}
 
 CASES = [
