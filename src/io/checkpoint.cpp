@@ -7,7 +7,9 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <iomanip>
 #include <sstream>
@@ -39,6 +41,27 @@ void for_each_dataset(const H5Group& g, const std::string& prefix,
                       const std::function<void(const H5Group&, const std::string&, const std::string&)>& f) {
   for (const std::string& d : g.list_datasets()) f(g, d, prefix + d);
   for (const std::string& s : g.list_groups()) for_each_dataset(g.open_group(s), prefix + s + "/", f);
+}
+
+// Writes `n` bytes as the whole content of `path`, then fsyncs it. Every failure (full disk,
+// file-size limit, I/O error) is an Input error naming the file; nothing is left half-open.
+void write_file_synced(const std::string& path, const char* data, size_t n) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) SM_INPUT_ERROR(path << ": cannot create (" << std::strerror(errno) << ")");
+  while (n > 0) {
+    ssize_t w = ::write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;  // SIGTERM/SIGUSR1 handlers do not restart calls
+    if (w <= 0) {
+      int e = w < 0 ? errno : ENOSPC;
+      ::close(fd);
+      SM_INPUT_ERROR(path << ": write failed (" << std::strerror(e) << ")");
+    }
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  int rc = ::fsync(fd), e = errno;
+  if (::close(fd) != 0 && rc == 0) rc = -1, e = errno;
+  if (rc != 0) SM_INPUT_ERROR(path << ": fsync failed (" << std::strerror(e) << ")");
 }
 
 void fsync_path(const std::string& path, bool directory) {
@@ -74,8 +97,15 @@ std::string save_checkpoint(const std::string& dir, Model& model, Optimizer& opt
                             const std::string& config_toml, const std::string& precision, int keep) {
   const std::string final_path = checkpoint_path(dir, st.step), tmp = final_path + ".tmp";
   try {
+    // The file is built in memory (HDF5 core driver, no backing store) and written out below
+    // with plain POSIX calls: a disk-write failure inside HDF5 leaves an unclosable file that
+    // crashes the library at exit (HDF5 1.10), and ours are checked and reported cleanly.
+    std::vector<char> image;
     {
-      H5File f = H5File::create(tmp);
+      H5Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+      if (!fapl.valid() || H5Pset_fapl_core(fapl.get(), size_t(1) << 24, 0) < 0)
+        SM_INPUT_ERROR(tmp << ": cannot set up the in-memory HDF5 driver");
+      H5File f = H5File::create(tmp, fapl.get());
       save_state_dict(f.root(), model);
       H5Group og = f.require_group("/optim");
       int64_t nstate = 0;
@@ -102,21 +132,32 @@ std::string save_checkpoint(const std::string& dir, Model& model, Optimizer& opt
       m.set_attr("format_version", static_cast<int64_t>(kCheckpointFormatVersion));
       m.set_attr("complete", int64_t(1));  // last: a file without it is never loaded
       f.flush();
+      ssize_t size = H5Fget_file_image(f.file_id(), nullptr, 0);
+      if (size <= 0) SM_INPUT_ERROR(tmp << ": cannot get the HDF5 file image");
+      image.resize(static_cast<size_t>(size));
+      if (H5Fget_file_image(f.file_id(), image.data(), image.size()) != size)
+        SM_INPUT_ERROR(tmp << ": cannot get the HDF5 file image");
     }
-    fsync_path(tmp, false);
+    write_file_synced(tmp, image.data(), image.size());
     if (std::rename(tmp.c_str(), final_path.c_str()) != 0) SM_INPUT_ERROR(final_path << ": rename failed");
     fsync_path(dir, true);
   } catch (const Error& e) {
     std::remove(tmp.c_str());
     SM_INPUT_ERROR("checkpoint " << final_path << " not written (the previous checkpoint is intact): " << e.what());
   }
-  auto all = list_checkpoints(dir);
-  int64_t complete = static_cast<int64_t>(all.size());
-  for (size_t i = 0; i < all.size() && complete > keep; ++i) {
-    if (all[i].second == final_path) continue;
-    std::remove(all[i].second.c_str());
-    --complete;
+  // Prune the oldest complete checkpoints; damaged or incomplete files neither count towards
+  // `keep` nor get deleted here (find_latest_checkpoint skips them).
+  std::vector<std::string> complete;
+  for (const auto& c : list_checkpoints(dir)) {
+    if (c.second == final_path) continue;
+    try {
+      read_checkpoint_info(c.second);
+      complete.push_back(c.second);
+    } catch (const Error&) {
+    }
   }
+  for (size_t i = 0; i + static_cast<size_t>(std::max(keep - 1, 0)) < complete.size(); ++i)
+    std::remove(complete[i].c_str());
   return final_path;
 }
 

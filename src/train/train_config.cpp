@@ -216,6 +216,12 @@ void validate_train_config(const TrainConfig& c) {
   if (c.log_every <= 0) SM_INPUT_ERROR("--log-every must be positive, got " << c.log_every);
   if (c.threads < 0) SM_INPUT_ERROR("--threads must be >= 0, got " << c.threads);
   if (c.eval_batch_size < 0) SM_INPUT_ERROR("--eval-batch-size must be >= 0");
+  if (c.optimizer != "sgd" && c.optimizer != "adam" && c.optimizer != "adamw")
+    SM_INPUT_ERROR("--optimizer must be sgd, adam or adamw, got '" << c.optimizer << "'");
+  if (c.lr_schedule != "constant" && c.lr_schedule != "step" && c.lr_schedule != "cosine")
+    SM_INPUT_ERROR("--lr-schedule must be constant, step or cosine, got '" << c.lr_schedule << "'");
+  if (c.lr_schedule == "step" && c.lr_step_size <= 0)
+    SM_INPUT_ERROR("--lr-schedule step needs --lr-step-size > 0, got " << c.lr_step_size);
   if (c.encoding != "direct" && c.encoding != "poisson")
     SM_INPUT_ERROR("--encoding must be direct or poisson, got '" << c.encoding << "'");
   if (c.precision != "fp32" && c.precision != "fp64" && c.precision != "bf16" && c.precision != "fp16")

@@ -178,8 +178,6 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   // Run directory.
   const std::string run_name = cfg.run_name.empty() ? default_run_name(cfg, mi.name) : cfg.run_name;
   const std::string run_dir = cfg.output + "/" + run_name;
-  make_dirs(run_dir, "--output");
-  RunLog log(run_dir + "/log.txt");
 
   model->finalize(dt, Device::cpu(), static_cast<uint64_t>(cfg.seed));
   OptimizerConfig oc;
@@ -204,6 +202,9 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   lc.gamma = cfg.lr_gamma;
   lc.min_lr = cfg.min_lr;
   LrSchedule sched(lc);
+  // Only now, with every setting validated (optimizer, schedule): a bad one writes nothing.
+  make_dirs(run_dir, "--output");
+  RunLog log(run_dir + "/log.txt");
 
   TrainState st;
   st.seed = cfg.seed;

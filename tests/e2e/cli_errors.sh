@@ -4,14 +4,14 @@
 # "spikemesh: error:" that names the culprit (file, flag or key), and the checkpoint cases must
 # leave the good files of the run untouched. Also: SIGUSR1 during training checkpoints at a step
 # boundary, exits 0, and `--resume auto` finishes the run.
-# Usage: tests/e2e/cli_errors.sh [path/to/spikemesh]   (default: build/bin/spikemesh)
-# Needs /usr/bin/python3 with h5py and numpy (crafting bad HDF5 files). Exits non-zero on any
-# failure; last line: "cli_errors: N passed, M failed".
+# Usage: tests/e2e/cli_errors.sh [path/to/spikemesh]   (default: $BIN, else build/bin/spikemesh)
+# Needs python3 ($PY, default /usr/bin/python3) with h5py and numpy (crafting bad HDF5 files).
+# Exits non-zero on any failure; last line: "cli_errors: N passed, M failed".
 set -u
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BIN=$(realpath "${1:-$ROOT/build/bin/spikemesh}")
-PY=/usr/bin/python3
+BIN=$(realpath "${1:-${BIN:-$ROOT/build/bin/spikemesh}}")
+PY=${PY:-/usr/bin/python3}
 export OMP_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_ess_singleton_isolated=1  # single process: no orted, faster start-up
@@ -22,7 +22,13 @@ cd "$T" || exit 1  # core files, if any, would land here
 PASS=0
 FAIL=0
 pass() { PASS=$((PASS + 1)); echo "ok   $1"; }
-fail() { FAIL=$((FAIL + 1)); echo "FAIL $1: $2"; [ -f "$T/err" ] && sed 's/^/       stderr: /' "$T/err" | head -5; }
+fail() { FAIL=$((FAIL + 1)); echo "FAIL $1: $2"; }
+# check NAME DETAIL COMMAND...: passes when COMMAND succeeds; DETAIL says what went wrong.
+check() {
+  local name=$1 detail=$2
+  shift 2
+  if "$@"; then pass "$name"; else fail "$name" "$detail"; fi
+}
 
 if [ ! -x "$BIN" ]; then echo "cli_errors: $BIN not built"; echo "cli_errors: 0 passed, 1 failed"; exit 1; fi
 if ! "$PY" -c "import h5py, numpy" 2>/dev/null; then
@@ -52,7 +58,12 @@ expect_error() {
       [[ "$first" == *"$n"* ]] || { why="message does not name '$n'"; break; }
     done
   fi
-  if [ -z "$why" ]; then pass "$name"; else fail "$name" "$why (exit $rc)"; fi
+  if [ -z "$why" ]; then
+    pass "$name"
+  else
+    fail "$name" "$why (exit $rc)"
+    sed 's/^/       stderr: /' "$T/err" | head -n 5
+  fi
 }
 
 sums() { (cd "$1" && md5sum ckpt_*.h5 metrics.h5 config.toml 2>/dev/null); }
@@ -114,7 +125,7 @@ expect_error "truncated HDF5 dataset" "$T/truncated.h5" -- "${RUN[@]}" --data "$
 expect_error "classes differ from the model" "$T/classes3.h5" "fmnist_csnn" -- "${RUN[@]}" --data "$T/classes3.h5"
 expect_error "dataset shape differs from the model" "$T/good.h5" "cifar10dvs_vgg" -- \
   "$BIN" train --model cifar10dvs_vgg --data "$T/good.h5" "${OUT[@]}"
-[ -e "$T/out" ] && fail "bad inputs write nothing" "$T/out was created" || pass "bad inputs write nothing"
+check "bad inputs write nothing" "$T/out was created" [ ! -e "$T/out" ]
 
 # ---- flags and config ----------------------------------------------------------------------
 expect_error "unknown flag" "--bogus-flag" -- "${RUN[@]}" --data "$T/good.h5" --bogus-flag 3
@@ -128,6 +139,8 @@ expect_error "batch size negative" "--batch-size" -- "${TRAIN[@]}" "${OUT[@]}" -
 expect_error "batch size not a number" "--batch-size" -- "${TRAIN[@]}" "${OUT[@]}" --data "$T/good.h5" --batch-size eight
 expect_error "epochs negative" "--epochs" -- "${RUN[@]}" --data "$T/good.h5" --epochs -1
 expect_error "batch larger than the training set" "$T/good.h5" -- "${TRAIN[@]}" "${OUT[@]}" --data "$T/good.h5" --batch-size 64
+expect_error "unknown optimizer" "--optimizer" "lamb" -- "${RUN[@]}" --data "$T/good.h5" --optimizer lamb
+expect_error "negative momentum" "momentum" -- "${RUN[@]}" --data "$T/good.h5" --optimizer sgd --momentum -1
 expect_error "unknown model" "no_such_model" -- "$BIN" train --model no_such_model --data "$T/good.h5"
 expect_error "unwritable output (path under a file)" "/etc/hostname/x" -- \
   "${TRAIN[@]}" --batch-size 8 --data "$T/good.h5" --output /etc/hostname/x
@@ -156,8 +169,7 @@ with open(dst, "r+b") as f:
 EOF
 expect_error "resume from a corrupted checkpoint" "$T/corrupt.h5" "/params/conv_fc.0.weight" -- \
   "${RUN[@]}" --data "$T/good.h5" --epochs 3 --run-name good --resume "$T/corrupt.h5"
-[ "$(sums "$GOOD")" = "$BEFORE" ] && pass "corrupted resume leaves the run intact" ||
-  fail "corrupted resume leaves the run intact" "files changed"
+check "corrupted resume leaves the run intact" "files changed" [ "$(sums "$GOOD")" = "$BEFORE" ]
 
 # An incomplete checkpoint (no `complete` attribute) named explicitly.
 "$PY" - "$GOOD/ckpt_000000008.h5" "$T/incomplete.h5" <<'EOF'
@@ -197,8 +209,7 @@ else
 fi
 expect_error "checkpoint of a different model" "other" "fmnist_csnn" -- \
   "${RUN[@]}" --data "$T/good.h5" --epochs 3 --run-name good --resume "$T/out/other/ckpt_000000002.h5"
-[ "$(sums "$GOOD")" = "$BEFORE" ] && pass "foreign resume leaves the run intact" ||
-  fail "foreign resume leaves the run intact" "files changed"
+check "foreign resume leaves the run intact" "files changed" [ "$(sums "$GOOD")" = "$BEFORE" ]
 
 # Disk full while checkpointing: a file-size limit between metrics.h5 and one checkpoint (at C=8
 # a checkpoint is ~3x metrics.h5), SIGXFSZ ignored so a write fails with EFBIG as a full disk
@@ -213,13 +224,15 @@ BEFORE=$(sums "$FULL")
 if [ $((META_B + 65536)) -ge $((LIMIT_KB * 1024)) ]; then
   fail "disk full while checkpointing" "metrics.h5 ($META_B B) too close to the limit ($LIMIT_KB KiB); checkpoint $CKPT_B B"
 else
+  # shellcheck disable=SC2016  # $1/$@ expand in the inner shell
   expect_error "disk full while checkpointing" "ckpt_000000005.h5" -- \
     bash -c 'trap "" XFSZ; ulimit -f "$1"; shift; exec "$@"' _ "$LIMIT_KB" \
     "${DF[@]}" --epochs 2 --ckpt-every 1 --resume auto
 fi
-ls "$FULL"/*.tmp >/dev/null 2>&1 && fail "no .tmp after disk full" "$(ls "$FULL")" || pass "no .tmp after disk full"
-[ "$(cd "$FULL" && md5sum ckpt_*.h5)" = "$(echo "$BEFORE" | grep ckpt_)" ] && pass "checkpoints untouched by disk full" ||
-  fail "checkpoints untouched by disk full" "$(ls "$FULL")"
+no_tmp_files() { ! compgen -G "$1/*.tmp" >/dev/null; }
+check "no .tmp after disk full" "$(ls "$FULL")" no_tmp_files "$FULL"
+check "checkpoints untouched by disk full" "$(ls "$FULL")" \
+  [ "$(cd "$FULL" && md5sum ckpt_*.h5)" = "$(echo "$BEFORE" | grep ckpt_)" ]
 if "$BIN" ckpt info "$FULL/ckpt_000000004.h5" >"$T/info" 2>"$T/err" && grep -q "step 4," "$T/info"; then
   pass "previous checkpoint loadable after disk full"
 else
@@ -250,7 +263,8 @@ if [ "$RC" -eq 0 ] && [ -n "$CK" ] && grep -q "stop requested" "$T/out/sig/log.t
 else
   fail "SIGUSR1 checkpoints and exits 0" "exit $RC, checkpoint '${CK}', $(tail -2 "$T/sig.log")"
 fi
-STEP=$(basename "$CK" .h5 | sed 's/ckpt_0*//')
+STEP=$(basename "${CK:-ckpt_0.h5}" .h5 | sed 's/ckpt_0*//')
+STEP=${STEP:-0}
 if "${RUN[@]}" --data "$T/good.h5" --epochs $(((STEP + 7) / 4 + 1)) --run-name sig --resume auto \
   >"$T/sig2.log" 2>&1 && grep -q "resumed from $CK" "$T/out/sig/log.txt"; then
   pass "resume after SIGUSR1"

@@ -260,6 +260,13 @@ TEST(Checkpoint, KeepsOnlyTheNewestN) {
   std::ofstream(dir + "/notes.txt") << "x";
   save_steps(dir, *m, *opt, {7, 8}, /*keep=*/1);
   EXPECT_EQ(files_in(dir), (std::vector<std::string>{"ckpt_000000008.h5", "notes.txt"}));
+  // A damaged file does not count as one of the `keep` complete checkpoints.
+  std::remove((dir + "/notes.txt").c_str());
+  std::ofstream(checkpoint_path(dir, 9)) << "damaged\n";
+  save_steps(dir, *m, *opt, {10}, /*keep=*/2);
+  EXPECT_EQ(files_in(dir),
+            (std::vector<std::string>{"ckpt_000000008.h5", "ckpt_000000009.h5", "ckpt_000000010.h5"}));
+  EXPECT_EQ(find_latest_checkpoint(dir), checkpoint_path(dir, 10));
   remove_dir(dir);
 }
 
@@ -423,6 +430,8 @@ TEST(Checkpoint, DiskFullLeavesThePreviousCheckpointLoadable) {
     } catch (...) {
       code = 5;
     }
+    // Shut HDF5 down as exit() would: a file left half-closed by a failed write crashes here.
+    H5close();
     _exit(code);
   }
   int status = 0;

@@ -352,6 +352,9 @@ void check_spike_input(MakeUnit make_unit, const Shape& xs, DType dt) {
   Ctx ctx;
   Tensor y1 = packed->forward(flagged, ctx);
   Tensor y2 = plain->forward(spikes, ctx);
+  // The packed layer keeps its own bit copy: clobbering the caller's tensor after forward
+  // must not change its weight gradient (a layer that kept a reference would see zeros).
+  flagged.fill(0.0);
   Tensor dy = test::random_tensor(y1.shape(), dt, 42);
   packed->zero_grad();
   plain->zero_grad();

@@ -2,7 +2,9 @@
 // odd and multi-block sizes) and the Linear kernels against the naive double reference
 // (tests/ref/linear_ref); GEMM determinism across thread counts; the Linear layer:
 // finite-difference gradients in f64 (fused and split B/W), f32 against the reference,
-// spike inputs saved as bits, parameter shapes and input errors.
+// spike inputs saved as bits, parameter shapes and input errors. Last, the tensor-parallel
+// modes shared by Linear, Conv1d and Conv2d (colwise / rowwise over two simulated ranks:
+// two threads and a fake Collectives) against the unsharded layer.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -10,9 +12,16 @@
 #include <string>
 #include <vector>
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 #include "../ref/linear_ref.h"
 #include "gradient_check.h"
 #include "spikemesh/kernels/cpu/gemm.h"
+#include "spikemesh/layers/collectives.h"
+#include "spikemesh/layers/conv1d.h"
+#include "spikemesh/layers/conv2d.h"
 #include "spikemesh/layers/linear.h"
 
 namespace sm {
@@ -222,6 +231,7 @@ TEST(LinearLayer, SpikeInputSavedAsBitsGivesSameWeightGrad) {
     Tensor y1 = packed->forward(flagged, ctx);
     Tensor y2 = plain->forward(spikes, ctx);
     EXPECT_EQ(vec(y1), vec(y2));
+    flagged.fill(0.0);  // the packed layer keeps its own bits, not a reference
     Tensor dy = test::random_tensor(y1.shape(), dt, 92);
     packed->zero_grad();
     plain->zero_grad();
@@ -231,6 +241,150 @@ TEST(LinearLayer, SpikeInputSavedAsBitsGivesSameWeightGrad) {
     ctx.split_wgrad = false;
     plain->backward_input(dy, ctx);
     EXPECT_EQ(vec(packed->flat_grad()), vec(plain->flat_grad()));
+  }
+}
+
+// ---- tensor parallelism (Linear, Conv1d, Conv2d) -------------------------------------------
+
+// Two ranks in one process: all_reduce_sum waits for both and writes rank0 + rank1 to both.
+class TwoRankGroup {
+ public:
+  void all_reduce_sum(int rank, Tensor& t) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const int generation = generation_;
+    parts_[rank] = t;
+    if (++arrived_ == 2) {
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        const double sum = parts_[0].at(i) + parts_[1].at(i);
+        test::detail::set(parts_[0], i, sum);
+        test::detail::set(parts_[1], i, sum);
+      }
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return generation_ != generation; });
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  Tensor parts_[2];
+  int arrived_ = 0, generation_ = 0;
+};
+
+class FakeTpRank : public Collectives {
+ public:
+  FakeTpRank(TwoRankGroup& g, int rank) : group_(g), rank_(rank) {}
+  int size() const override { return 2; }
+  int rank() const override { return rank_; }
+  void all_reduce_sum(Tensor& t) override { group_.all_reduce_sum(rank_, t); }
+
+ private:
+  TwoRankGroup& group_;
+  int rank_;
+};
+
+// Part `part` of 2 of tensor t along `axis` (negative counts from the end).
+Tensor half_along(const Tensor& t, int axis, int part) {
+  if (axis < 0) axis += t.ndim();
+  Shape s = t.shape();
+  const int64_t full = s[axis], half = full / 2;
+  int64_t inner = 1;
+  for (int k = axis + 1; k < t.ndim(); ++k) inner *= s[k];
+  s[axis] = half;
+  Tensor out = Tensor::empty(s, t.dtype());
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const int64_t outer = i / (half * inner), a = (i / inner) % half, in = i % inner;
+    test::detail::set(out, i, t.at((outer * full + part * half + a) * inner + in));
+  }
+  return out;
+}
+
+// Marks a layer's weight (and, colwise, its bias) as split over 2 TP ranks on `dim`.
+void shard_for_tp(Layer& layer, int dim, int rank) {
+  auto ps = layer.params();
+  for (size_t k = 0; k < ps.size(); ++k) {
+    if (k == 1 && dim != 0) break;  // rowwise: bias replicated
+    const int d = k == 0 ? dim : 0;
+    ps[k]->shard.group = ShardSpec::Group::TP;
+    ps[k]->shard.dim = d;
+    ps[k]->shard.index = rank;
+    ps[k]->shard.count = 2;
+    ps[k]->local_shape[d] /= 2;
+  }
+}
+
+struct TpRun {
+  Tensor y, dx;
+  std::vector<Tensor> grads;
+};
+
+// `make(dim, rank)` builds the layer (dim < 0: unsharded). `axis` is the feature axis of the
+// layer's input and output. Colwise (dim 0): same input, output features split, dx
+// all-reduced. Rowwise (dim 1): input features split, output all-reduced.
+template <class Make>
+void check_tensor_parallel(Make make, const Shape& xs, int axis, int dim) {
+  auto full = make(-1, 0);
+  Tensor x = test::random_tensor(xs, DType::F64, 201);
+  Ctx ctx;
+  Tensor y = full->forward(x, ctx);
+  Tensor dy = test::random_tensor(y.shape(), DType::F64, 202);
+  full->zero_grad();
+  Tensor dx = full->backward_input(dy, ctx);
+  auto ps = full->params();
+
+  TwoRankGroup group;
+  TpRun runs[2];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      FakeTpRank coll(group, r);
+      auto unit = make(dim, r);
+      Ctx c;
+      c.tp = &coll;
+      unit->zero_grad();
+      runs[r].y = unit->forward(dim == 0 ? x : half_along(x, axis, r), c);
+      c.split_wgrad = r == 1;  // rank 1 exercises the B/W split
+      runs[r].dx = unit->backward_input(dim == 0 ? half_along(dy, axis, r) : dy, c);
+      if (c.split_wgrad) unit->backward_weight(c);
+      for (Param* p : unit->params()) runs[r].grads.push_back(p->grad.clone());
+    });
+  }
+  for (auto& t : threads) t.join();
+
+  auto expect_close = [](const Tensor& got, const Tensor& want, const std::string& what) {
+    ASSERT_EQ(got.shape(), want.shape()) << what;
+    for (int64_t i = 0; i < want.numel(); ++i)
+      ASSERT_NEAR(got.at(i), want.at(i), 1e-12 * (1 + std::fabs(want.at(i)))) << what << " element " << i;
+  };
+  for (int r = 0; r < 2; ++r) {
+    const std::string tag = std::string(dim == 0 ? "colwise" : "rowwise") + " rank " + std::to_string(r);
+    expect_close(runs[r].y, dim == 0 ? half_along(y, axis, r) : y, tag + " y");
+    expect_close(runs[r].dx, dim == 0 ? dx : half_along(dx, axis, r), tag + " dx");
+    ASSERT_EQ(runs[r].grads.size(), ps.size());
+    expect_close(runs[r].grads[0], half_along(ps[0]->grad, dim, r), tag + " d weight");
+    if (ps.size() > 1)
+      expect_close(runs[r].grads[1], dim == 0 ? half_along(ps[1]->grad, 0, r) : ps[1]->grad, tag + " d bias");
+  }
+}
+
+template <class L, class Cfg>
+auto tp_factory(const Cfg& cfg) {
+  return [cfg](int dim, int rank) {
+    auto layer = std::make_unique<L>(cfg);
+    if (dim >= 0) shard_for_tp(*layer, dim, rank);
+    return test::wrap(std::move(layer));
+  };
+}
+
+TEST(TensorParallelLayers, ColwiseAndRowwiseMatchUnsharded) {
+  for (int dim : {0, 1}) {
+    check_tensor_parallel(tp_factory<Linear>(LinearConfig{6, 4, true, WeightInit::TorchDefault}), {2, 3, 6}, -1, dim);
+    check_tensor_parallel(tp_factory<Conv1d>(Conv1dConfig{6, 4, true, WeightInit::TorchDefault}), {2, 2, 6, 5}, 2, dim);
+    check_tensor_parallel(tp_factory<Conv2d>(Conv2dConfig{4, 6, 3, 1, 1, true, WeightInit::TorchDefault}),
+                          {2, 1, 4, 5, 4}, 2, dim);
   }
 }
 

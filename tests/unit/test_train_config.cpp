@@ -181,7 +181,9 @@ TEST(TrainConfig, ValidationNamesTheFlag) {
                         Case{{"--epochs", "-1"}, "--epochs"}, Case{{"--max-steps", "-1"}, "--max-steps"},
                         Case{{"--keep", "0"}, "--keep"}, Case{{"--log-every", "0"}, "--log-every"},
                         Case{{"--lr", "-0.1"}, "--lr"}, Case{{"--encoding", "rate"}, "--encoding"},
-                        Case{{"--precision", "fp8"}, "--precision"}, Case{{"--run-name", "a/b"}, "--run-name"}}) {
+                        Case{{"--precision", "fp8"}, "--precision"}, Case{{"--run-name", "a/b"}, "--run-name"},
+                        Case{{"--optimizer", "lamb"}, "--optimizer"}, Case{{"--lr-schedule", "poly"}, "--lr-schedule"},
+                        Case{{"--lr-schedule", "step"}, "--lr-step-size"}}) {
     std::vector<std::string> args = {"--data", "x.h5"};
     args.insert(args.end(), k.args.begin(), k.args.end());
     std::string e = error_of([&] { resolve_args(args); });

@@ -326,6 +326,21 @@ TEST(Trainer, ExactResumeAfterMaxStepsWithAutoAndPath) {
   ASSERT_EQ(want.size(), 12u);
   // The losses must actually move, or "identical" would prove little.
   EXPECT_NE(want.front(), want.back());
+  // Starting over in a run directory that holds checkpoints needs --resume; nothing is touched.
+  {
+    TrainRun again(with({{"run-name", "full"}}));
+    std::string before = read_text(full.dir() + "/config.toml");
+    std::string e;
+    try {
+      again.go();
+    } catch (const Error& err) {
+      e = err.what();
+    }
+    EXPECT_NE(e.find(full.dir()), std::string::npos) << e;
+    EXPECT_NE(e.find("--resume"), std::string::npos) << e;
+    EXPECT_EQ(metric(full, "/step/loss"), want);
+    EXPECT_EQ(read_text(full.dir() + "/config.toml"), before);
+  }
 
   // Stopped by --max-steps 5 (mid-epoch 2), then resumed with --resume auto.
   TrainRun part(with({{"run-name", "auto"}, {"max-steps", "5"}}));
@@ -458,6 +473,10 @@ TEST(Trainer, BadInputsFailBeforeWritingAnything) {
   e = error_of(big);
   EXPECT_NE(e.find("64"), std::string::npos) << e;
   EXPECT_FALSE(exists(big.dir()));
+  // A bad optimizer hyper-parameter (checked when the optimizer is built).
+  TrainRun mom({{"run-name", "bad_momentum"}, {"optimizer", "sgd"}, {"momentum", "-1"}});
+  EXPECT_NE(error_of(mom).find("momentum"), std::string::npos);
+  EXPECT_FALSE(exists(mom.dir()));
   // Missing dataset.
   TrainRun missing({{"run-name", "missing"}, {"data", root_dir() + "/nope.h5"}});
   EXPECT_NE(error_of(missing).find("nope.h5"), std::string::npos);

@@ -7,8 +7,10 @@
 //   weights       dw   += dy[n][Cout, HoWo] · colᵀ            (samples in order 0..batch-1)
 // A 1x1 / stride 1 / pad 0 convolution skips im2col (col is x[n] itself).
 // Determinism: forward/data split samples between threads (or, for small batches, run the
-// samples in order with a parallel GEMM); the weight gradient runs samples in order with a
-// parallel GEMM. Both GEMM modes give identical bits, so results never depend on threads.
+// samples in order with a parallel GEMM — both give identical bits); the weight gradient
+// splits input channels (= disjoint dw columns) between threads, each running all samples
+// in order. No reduction is ever split, so results never depend on the thread count.
+// The 1×1 channel convolution (Conv1d) entry points are at the end.
 #include "spikemesh/kernels/cpu/conv.h"
 
 #include <omp.h>

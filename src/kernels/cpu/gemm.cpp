@@ -1,5 +1,6 @@
 // gemm.cpp — own blocked GEMM (BLIS-style packing + register micro-kernel), the oneDNN
-// float matmul, and the Linear kernels (see gemm.h for the contracts).
+// float matmul (plain and batched with a shared left operand), and the Linear kernels
+// (see gemm.h for the contracts).
 //
 // Own GEMM structure: for each column panel (kNc) and each reduction block (kGemmKc) the B
 // panel and all of A are packed into MR-row / NR-column slivers (zero padded), then C tiles
@@ -190,9 +191,11 @@ void dnnl_matmul_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_
       ops.append_sum(1.0f);
       attr.set_post_ops(ops);
     }
-    SM_DNNL_CHECK("matmul primitive creation", m.prim = dnnl::matmul(
-                      dnnl::matmul::primitive_desc(dnnl::matmul::desc(m.a, m.b, m.c), attr,
-                                                   dnnl_engine())));
+    SM_DNNL_CHECK("matmul primitive creation", {
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m.a, m.b, m.c), attr, dnnl_engine());
+      note_dnnl_implementation("matmul", pd.impl_info_str());
+      m.prim = dnnl::matmul(pd);
+    });
     return m;
   });
   auto& eng = dnnl_engine();
@@ -221,7 +224,7 @@ namespace {
 
 struct DnnlBatchedMatmul {
   dnnl::matmul prim;
-  dnnl::memory::desc a, b, c, bias;
+  dnnl::memory::desc a, b, c;
 };
 
 DnnlCache<DnnlBatchedMatmul>& batched_cache() {
@@ -229,31 +232,29 @@ DnnlCache<DnnlBatchedMatmul>& batched_cache() {
   return cache;
 }
 
+// (A per-row bias {1, M, 1} would make oneDNN 2.6 fall back to its reference matmul, so the
+// bias is added by the caller.)
 void dnnl_matmul_shared_left_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
-                                 int64_t a_rs, int64_t a_cs, const float* B, const float* row_bias,
-                                 float* C) {
+                                 int64_t a_rs, int64_t a_cs, const float* B, float* C) {
   using dt = dnnl::memory::data_type;
-  const bool has_bias = row_bias != nullptr;
-  auto entry = batched_cache().get({batch, M, N, K, a_rs, a_cs, has_bias}, [&] {
-    DnnlBatchedMatmul m;
-    m.a = dnnl::memory::desc({1, M, K}, dt::f32, {M * K, a_rs, a_cs});
-    m.b = dnnl::memory::desc({batch, K, N}, dt::f32, {K * N, N, 1});
-    m.c = dnnl::memory::desc({batch, M, N}, dt::f32, {M * N, N, 1});
-    m.bias = dnnl::memory::desc({1, M, 1}, dt::f32, {M, 1, 1});
-    auto desc = has_bias ? dnnl::matmul::desc(m.a, m.b, m.bias, m.c) : dnnl::matmul::desc(m.a, m.b, m.c);
-    SM_DNNL_CHECK("batched matmul primitive creation",
-                  m.prim = dnnl::matmul(dnnl::matmul::primitive_desc(desc, dnnl_engine())));
-    return m;
-  });
+  std::shared_ptr<const DnnlBatchedMatmul> entry;
+  SM_DNNL_CHECK("batched matmul primitive creation",
+                entry = batched_cache().get({batch, M, N, K, a_rs, a_cs}, [&] {
+                  DnnlBatchedMatmul m;
+                  m.a = dnnl::memory::desc({1, M, K}, dt::f32, {M * K, a_rs, a_cs});
+                  m.b = dnnl::memory::desc({batch, K, N}, dt::f32, {K * N, N, 1});
+                  m.c = dnnl::memory::desc({batch, M, N}, dt::f32, {M * N, N, 1});
+                  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m.a, m.b, m.c), dnnl_engine());
+                  note_dnnl_implementation("batched matmul", pd.impl_info_str());
+                  m.prim = dnnl::matmul(pd);
+                  return m;
+                }));
   auto& eng = dnnl_engine();
   auto& s = dnnl_stream();
   SM_DNNL_CHECK("batched matmul", {
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, dnnl::memory(entry->a, eng, const_cast<float*>(A))},
-        {DNNL_ARG_WEIGHTS, dnnl::memory(entry->b, eng, const_cast<float*>(B))},
-        {DNNL_ARG_DST, dnnl::memory(entry->c, eng, C)}};
-    if (has_bias) args[DNNL_ARG_BIAS] = dnnl::memory(entry->bias, eng, const_cast<float*>(row_bias));
-    entry->prim.execute(s, args);
+    entry->prim.execute(s, {{DNNL_ARG_SRC, dnnl::memory(entry->a, eng, const_cast<float*>(A))},
+                            {DNNL_ARG_WEIGHTS, dnnl::memory(entry->b, eng, const_cast<float*>(B))},
+                            {DNNL_ARG_DST, dnnl::memory(entry->c, eng, C)}});
     s.wait();
   });
 }
@@ -264,18 +265,22 @@ template <typename T>
 void matmul_shared_left(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs,
                         int64_t a_cs, const T* B, const T* row_bias, T* C) {
   if (batch <= 0 || M <= 0 || N <= 0) return;
+  bool done = false;
   if constexpr (std::is_same_v<T, float>) {
     if (K > 0) {
-      dnnl_matmul_shared_left_f32(batch, M, N, K, A, a_rs, a_cs, B, row_bias, C);
-      return;
+      dnnl_matmul_shared_left_f32(batch, M, N, K, A, a_rs, a_cs, B, C);
+      done = true;
     }
   }
-  for (int64_t b = 0; b < batch; ++b) {
-    T* c = C + b * M * N;
-    gemm<T>(M, N, K, A, a_rs, a_cs, B + b * K * N, N, 1, c, N, false);
-    if (row_bias)
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = 0; n < N; ++n) c[m * N + n] += row_bias[m];
+  if (!done)
+    for (int64_t b = 0; b < batch; ++b) gemm<T>(M, N, K, A, a_rs, a_cs, B + b * K * N, N, 1, C + b * M * N, N, false);
+  if (row_bias) {
+#pragma omp parallel for schedule(static) if (batch * M * N > 32768)
+    for (int64_t bm = 0; bm < batch * M; ++bm) {
+      const T r = row_bias[bm % M];
+      T* c = C + bm * N;
+      for (int64_t n = 0; n < N; ++n) c[n] += r;
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "spikemesh/core/error.h"
+#include "spikemesh/core/log.h"
 
 namespace sm::cpu {
 
@@ -15,6 +16,12 @@ dnnl::engine& dnnl_engine() {
 dnnl::stream& dnnl_stream() {
   thread_local dnnl::stream stream(dnnl_engine());
   return stream;
+}
+
+void note_dnnl_implementation(const char* what, const std::string& impl_info) {
+  SM_DEBUG("oneDNN " << what << ": " << impl_info);
+  if (impl_info.rfind("ref", 0) == 0)
+    SM_WARN("oneDNN picked its slow reference implementation (" << impl_info << ") for " << what);
 }
 
 void throw_dnnl_error(const dnnl::error& e, const char* what, const char* file, int line) {

@@ -161,6 +161,7 @@ void conv2d_forward_dnnl(const Conv2dGeometry& g, const float* x, const float* w
   SM_DNNL_CHECK("conv2d forward primitive creation", e = cache<ForwardEntry>().get(cache_key(kForward, g, has_bias), [&] {
     Dims d(g);
     auto pd = forward_pd(d, blocked_layout(kForward, g), has_bias);
+    note_dnnl_implementation("conv2d forward", pd.impl_info_str());
     return ForwardEntry{dnnl::convolution_forward(pd), make_input(d.user_src(), pd.src_desc()),
                         make_input(d.user_wei(), pd.weights_desc()),
                         make_output(d.user_dst(), pd.dst_desc()), d.user_bias()};
@@ -190,6 +191,7 @@ void conv2d_backward_data_dnnl(const Conv2dGeometry& g, const float* dy, const f
         d.pick(d.wei, blocked, tag::oihw), d.pick(d.dst, blocked, tag::nchw), d.strides, d.pad,
         d.pad);
     dnnl::convolution_backward_data::primitive_desc pd(desc, dnnl_engine(), hint);
+    note_dnnl_implementation("conv2d backward data", pd.impl_info_str());
     return BackwardDataEntry{dnnl::convolution_backward_data(pd),
                              make_input(d.user_dst(), pd.diff_dst_desc()),
                              make_input(d.user_wei(), pd.weights_desc()),
@@ -224,6 +226,7 @@ void conv2d_backward_weights_dnnl(const Conv2dGeometry& g, const float* x, const
                                dnnl::algorithm::convolution_direct, src, wei, dst, d.strides,
                                d.pad, d.pad);
     dnnl::convolution_backward_weights::primitive_desc pd(desc, dnnl_engine(), hint);
+    note_dnnl_implementation("conv2d backward weights", pd.impl_info_str());
     dnnl::post_ops sum;
     sum.append_sum(1.0f);
     dnnl::primitive_attr attr;

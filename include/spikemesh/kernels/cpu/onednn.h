@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <dnnl.hpp>
@@ -36,6 +37,10 @@ class DnnlCache {
   std::mutex mutex_;
   std::map<Key, std::shared_ptr<const Entry>> map_;
 };
+
+// Logs which implementation oneDNN picked for a new primitive (debug level); warns once per
+// primitive when it is a slow reference ("ref:") implementation.
+void note_dnnl_implementation(const char* what, const std::string& impl_info);
 
 // Wraps a dnnl::error as a spikemesh Library error naming the call.
 [[noreturn]] void throw_dnnl_error(const dnnl::error& e, const char* what, const char* file,
