@@ -121,6 +121,11 @@ struct TrainRun {
   std::string dir() const { return cfg.output + "/" + cfg.run_name; }
 };
 
+// Removes run directories of earlier runs (e.g. with --gtest_repeat) so each test starts fresh.
+void clear_runs(const std::vector<std::string>& names) {
+  for (auto& n : names) std::system(("rm -rf '" + root_dir() + "/" + n + "'").c_str());
+}
+
 std::vector<double> column(const std::string& file, const std::string& name) {
   H5File f = H5File::open(file);
   Tensor t = f.read(name, DType::F64);
@@ -215,6 +220,7 @@ std::vector<double> eval_at(const TrainRun& r, const std::string& col, const std
 
 TEST(Trainer, RunDirectoryMetricsSchemaAndConfig) {
   clear_stop_request();
+  clear_runs({"schema"});
   TrainRun r({{"run-name", "schema"}, {"epochs", "2"}, {"eval-batch-size", "5"}, {"seed", "3"}});
   TrainSummary s = r.go();
   EXPECT_EQ(s.run_dir, r.dir());
@@ -311,6 +317,7 @@ TEST(Trainer, RunDirectoryMetricsSchemaAndConfig) {
 
 TEST(Trainer, ExactResumeAfterMaxStepsWithAutoAndPath) {
   clear_stop_request();
+  clear_runs({"full", "auto", "path"});
   // 3 epochs x 4 steps, checkpoints every 3 steps, step-decay schedule with warm-up.
   std::vector<std::pair<std::string, std::string>> common = {
       {"epochs", "3"}, {"ckpt-every", "3"}, {"lr-schedule", "step"}, {"lr-step-size", "4"},
@@ -385,6 +392,7 @@ TEST(Trainer, StopRequestedBeforeTrainingCheckpointsAndResumesExactly) {
     return extra;
   };
   clear_stop_request();
+  clear_runs({"stop_full", "stop"});
   TrainRun full(with({{"run-name", "stop_full"}}));
   ASSERT_EQ(full.go().steps, 8);
 
@@ -416,6 +424,7 @@ TEST(Trainer, StopRequestedDuringTrainingCheckpointsAndResumesExactly) {
     return extra;
   };
   clear_stop_request();
+  clear_runs({"during_full", "during"});
   TrainRun full(with({{"run-name", "during_full"}}));
   ASSERT_EQ(full.go().steps, 24);
 
