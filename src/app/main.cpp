@@ -74,6 +74,10 @@ int run(int argc, char** argv, const sm::AppEnv& env) {
     return 0;
   } catch (const CLI::ParseError& e) {
     // --help / --version arrive here too (exit code 0); print on rank 0 only.
+    if (e.get_exit_code() != 0) {  // a real parse error: one line, named flag, non-zero exit
+      if (env.rank == 0) print_error(std::string(e.what()) + " (see --help)");
+      return e.get_exit_code();
+    }
     std::ostringstream out, err;
     int code = app.exit(e, out, err);
     if (env.rank == 0) {

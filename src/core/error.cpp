@@ -24,8 +24,11 @@ std::string where_am_i() {
 
 void throw_library_error(const char* lib, const char* call, const std::string& msg, const char* file,
                          int line) {
+  std::string one_line = msg;  // library messages may span lines; ours are one line
+  for (char& c : one_line)
+    if (c == '\n' || c == '\r') c = ' ';
   std::ostringstream os;
-  os << lib << " error in " << call << " (" << where_am_i() << ", " << file << ":" << line << "): " << msg;
+  os << lib << " error in " << call << " (" << where_am_i() << ", " << file << ":" << line << "): " << one_line;
   throw Error(ErrorKind::Library, os.str());
 }
 

@@ -187,26 +187,27 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   return ci;
 }
 
+void verify_checkpoint_checksums(const std::string& path) {
+  H5File f = H5File::open(path);
+  for_each_dataset(f.root(), "", [&](const H5Group& g, const std::string& name, const std::string& rel) {
+    Tensor t = g.read(name);
+    H5Handle ds(SM_H5_CHECK(H5Dopen2(g.id(), name.c_str(), H5P_DEFAULT)), H5Dclose);
+    int64_t want = -1;
+    if (SM_H5_CHECK(H5Aexists(ds.get(), "crc32")) > 0) {
+      H5Handle a(SM_H5_CHECK(H5Aopen(ds.get(), "crc32", H5P_DEFAULT)), H5Aclose);
+      SM_H5_CHECK(H5Aread(a.get(), H5T_NATIVE_INT64, &want));
+    }
+    if (want >= 0 && static_cast<uint32_t>(want) != crc_of(t))
+      SM_INPUT_ERROR(path << ": dataset /" << rel << " is corrupted (checksum mismatch)");
+  });
+}
+
 CheckpointInfo load_checkpoint(const std::string& path, Model& model, Optimizer& opt) {
   CheckpointInfo ci = read_checkpoint_info(path);
   if (ci.model != model.info.name)
     SM_INPUT_ERROR(path << ": checkpoint of model '" << ci.model << "', but this run builds '" << model.info.name << "'");
+  verify_checkpoint_checksums(path);
   H5File f = H5File::open(path);
-  for_each_dataset(f.root(), "", [&](const H5Group& g, const std::string& name, const std::string& rel) {
-    if (!g.has_dataset(name)) return;
-    Tensor t = g.read(name);
-    hid_t ds = H5Dopen2(g.id(), name.c_str(), H5P_DEFAULT);
-    if (ds < 0) SM_INPUT_ERROR(path << ": cannot open /" << rel);
-    int64_t want = -1;
-    if (H5Aexists(ds, "crc32") > 0) {
-      hid_t a = H5Aopen(ds, "crc32", H5P_DEFAULT);
-      H5Aread(a, H5T_NATIVE_INT64, &want);
-      H5Aclose(a);
-    }
-    H5Dclose(ds);
-    if (want >= 0 && static_cast<uint32_t>(want) != crc_of(t))
-      SM_INPUT_ERROR(path << ": dataset /" << rel << " is corrupted (checksum mismatch)");
-  });
   load_state_dict(f.root(), model, true);
   int64_t found = 0;
   for (const OptimState& s : opt.state()) {
@@ -229,6 +230,7 @@ std::string find_latest_checkpoint(const std::string& dir) {
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
       read_checkpoint_info(it->second);
+      verify_checkpoint_checksums(it->second);
       return it->second;
     } catch (const Error& e) {
       SM_WARN("skipping " << it->second << ": " << e.what());

@@ -388,11 +388,11 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
       }
     }  // prefetcher joined: no HDF5 reads run concurrently from here on
     if (tty) std::printf("\n");
-    if (stop) break;
-    if (epoch_done) {
+    if (epoch_done) {  // an epoch's evaluation belongs to it, even when a stop follows
       evaluate();
       last_eval_step = st.step;
     }
+    if (stop) break;
   }
   if (stop) {
     log.line("stop requested (signal " + std::to_string(g_stop.load()) + "): checkpointing at step " +

@@ -39,9 +39,11 @@ std::string save_checkpoint(const std::string& dir, Model& model, Optimizer& opt
                             const std::string& config_toml, const std::string& precision, int keep);
 // Reads /meta of a complete checkpoint (Input error naming the file otherwise).
 CheckpointInfo read_checkpoint_info(const std::string& path);
+// Reads every dataset and compares it with its crc32 attribute (Input error naming it).
+void verify_checkpoint_checksums(const std::string& path);
 // Verifies checksums, the model (name, parameter names and shapes) and loads everything.
 CheckpointInfo load_checkpoint(const std::string& path, Model& model, Optimizer& opt);
-// Newest complete, readable checkpoint in `dir`; "" when there is none. Incomplete or
+// Newest complete checkpoint in `dir` whose checksums verify; "" when there is none. Incomplete or
 // damaged files are skipped with a warning naming them.
 std::string find_latest_checkpoint(const std::string& dir);
 
