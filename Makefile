@@ -72,7 +72,7 @@ TEST_UNIT_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_UNIT_SRC))
 TEST_BIN      := $(BUILD)/bin/spikemesh_tests
 GTEST_LIBS    := -lgtest_main -lgtest -lpthread
 
-.PHONY: all deps test test-unit test-parity summary clean format run bench
+.PHONY: all deps test test-unit summary clean format run bench
 all: summary $(BIN)
 
 summary:
@@ -110,13 +110,19 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMP_NUM_THREADS ?= 2
 
-test: deps all $(TEST_BIN)
+test:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory -j$(NPROC) all $(TEST_BIN)
 	@echo "== unit tests ==" && $(TEST_BIN) --gtest_color=no --gtest_brief=1
 	@echo "== PyTorch parity ==" && $(PY) tests/parity/torch_parity.py --bin $(BIN)
 	@set -e; for t in tests/e2e/*.sh; do echo "== $$t ==" && BIN=$(BIN) PY=$(PY) bash $$t; done
 	@echo "== all test suites passed =="
 
-run: deps all
+NPROC := $(shell nproc)
+
+run:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@test -f input/fashion_mnist.h5 || $(BIN) data fashion-mnist --out input/fashion_mnist.h5
 	$(BIN) train --config input/configs/default.toml --resume auto $(RUN_ARGS)
 	@echo "output: output/default (metrics.h5, log.txt, checkpoints); plots: $(PY) scripts/plot_metrics.py output/default"
@@ -138,8 +144,17 @@ deps:
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$m; \
 	else echo "✗ missing Debian packages (run 'make deps' as root, or: sudo apt-get install $$m)"; exit 1; fi
 
-deps-check:
-	@m="$(MISSING)"; if [ -n "$$m" ]; then echo "✗ missing packages: $$m — run 'make deps'"; exit 1; fi
+# spikemesh and the same-model PyTorch script, side by side in one command (CPU, fp32).
+# Override: make bench BENCH_MODEL=fmnist_csnn BENCH_ARGS="--batch-size 64 --T 4"
+BENCH_MODEL ?= cifar10dvs_vgg
+BENCH_ARGS  ?= --batch-size 4 --T 10 --steps 5 --warmup 2
+BENCH_THREADS ?= $(NPROC)
+BENCH_LOG   ?= output/bench.jsonl
+bench:
+	@$(MAKE) --no-print-directory -j$(NPROC) all
+	$(BIN) bench --model $(BENCH_MODEL) $(BENCH_ARGS) --threads $(BENCH_THREADS) --result-log $(BENCH_LOG)
+	$(PY) bench/torch_bench.py --model $(BENCH_MODEL) $(BENCH_ARGS) --threads $(BENCH_THREADS) --result-log $(BENCH_LOG)
+	$(PY) bench/compare.py $(BENCH_LOG)
 
 format:
 	clang-format -i $$(find src include tests -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh')
