@@ -6,10 +6,26 @@
 // refuses to train; we do not divide by zero: the correction factor is taken as 1, so the
 // running variance moves towards the (zero) biased variance. Eval: running statistics.
 //
-// Saved per slot: a reference to the input x (a conv output: kept alive, no copy — as
-// large as a saved x̂ but costs no extra write), per-channel mean and 1/std, the global
-// count, and whether batch statistics were used. With split_wgrad, B releases x and keeps
-// only dγ = Σdy·x̂ and dβ = Σdy (local sums: the data-parallel reduction sums them later).
+// Saved per slot: a reference to ONE full-size tensor, per-channel mean and 1/std, the
+// global count, and whether batch statistics were used. With split_wgrad, B releases the
+// tensor and keeps only dγ = Σdy·x̂ and dβ = Σdy (local sums: the data-parallel reduction
+// sums them later).
+//
+// Which tensor: normally the OUTPUT y = (x - μ)·a + β' (a = float(γ·istd) and β' = float(β)
+// in the tensor's scalar), from which backward recovers x - μ = (y - β')/a per channel.
+// y is the next layer's input (a neuron keeps that same tensor), so the conv output x can
+// be freed right after this forward: a Conv → BN → LIF block holds one full-size tensor
+// instead of two (this relies on the contract that no layer writes its input in place).
+// Recovery costs accuracy only through the rounding of y: with y = (γ·x̂ + β)(1 + ε),
+// |ε| ≤ u (unit roundoff of the scalar), the recovered x̂ is off by u·(|x̂| + |β/γ|) — i.e.
+// it is the exact x̂ of an output perturbed by one rounding, the same size as the forward's
+// own error in y. The forward's x̂ (μ rounded to the scalar) is already off by about
+// u·(|x̂| + |μ|/σ), so while |β| ≤ kMaxBetaOverGamma·|γ| the recovery adds at most a few
+// units of rounding on x̂'s scale (f32, measured: dx within 1 ulp; dγ relative differences
+// ~1e-7 at |β/γ| = 1, ~8e-7 at |β/γ| = 8). Otherwise — γ = 0 (y carries no x at all),
+// |β/γ| larger (the low bits of γ·x̂ are lost to β), a non-finite γ or β, or a scale that is
+// not a normal number in the scalar — the forward saves the INPUT x as before. The choice
+// is made per forward call for the whole layer (one channel failing suffices).
 //
 // The sums use the running mean as a shift (identical on all ranks of a synced group) so
 // that the single-pass Σ(x-k), Σ(x-k)² stays accurate in one all-reduce.
@@ -17,6 +33,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "spikemesh/kernels/cpu/batchnorm.h"
@@ -26,10 +43,17 @@
 namespace sm {
 namespace {
 
+// Largest |β/γ| for which backward recovers x̂ from the saved output (see the top comment).
+constexpr double kMaxBetaOverGamma = 8.0;
+
 struct Saved {
-  Tensor x;                    // [T, N, C, ...] input (released by B when W is split)
+  Tensor act;                  // [T, N, C, ...] output y, or input x when !saved_output
+                               // (released by B when W is split)
+  bool saved_output = false;   // act is y: x - μ = (y - y_offset[c]) / y_scale[c]
+  std::vector<double> y_scale, y_offset;  // [C] a and β' exactly as the forward applied them
   std::vector<double> mean;    // [C] centre used in forward
   std::vector<double> invstd;  // [C]
+  std::vector<double> scale;   // [C] γ·istd (the a of the input gradient)
   double count = 0.0;          // elements per channel (whole group when synced)
   bool batch_stats = true;     // training mode (batch statistics) in forward
   bool synced = false;         // forward all-reduced its statistics
@@ -90,6 +114,27 @@ void all_reduce_vectors(Collectives& coll, std::vector<std::vector<double>*> vec
   for (auto* v : vecs)
     for (double& e : *v) e = p[o++];
   if (extra) *extra = p[o++];
+}
+
+// The per-channel scale and offset the forward kernel applies in scalar T, as doubles.
+// Returns false when x̂ cannot be recovered accurately from y for some channel.
+template <typename T>
+bool output_recoverable(const std::vector<double>& gamma, const std::vector<double>& beta,
+                        const std::vector<double>& scale, std::vector<double>& y_scale,
+                        std::vector<double>& y_offset) {
+  const size_t C = gamma.size();
+  y_scale.resize(C);
+  y_offset.resize(C);
+  for (size_t c = 0; c < C; ++c) {
+    y_scale[c] = static_cast<double>(static_cast<T>(scale[c]));
+    y_offset[c] = static_cast<double>(static_cast<T>(beta[c]));
+    const bool ok = std::isfinite(gamma[c]) && std::isfinite(y_offset[c]) && gamma[c] != 0.0 &&
+                    std::isfinite(y_scale[c]) &&
+                    std::fabs(y_scale[c]) >= static_cast<double>(std::numeric_limits<T>::min()) &&
+                    std::fabs(beta[c]) <= kMaxBetaOverGamma * std::fabs(gamma[c]);
+    if (!ok) return false;
+  }
+  return true;
 }
 
 cpu::BnShape bn_shape(const Tensor& x) {
@@ -196,9 +241,19 @@ Tensor BatchNorm::forward_cpu(const Tensor& x, Ctx& ctx) {
   }
   Tensor y = x.dtype() == DType::F64 ? bn_forward_typed<double>(x, s, mean, scale, beta)
                                      : bn_forward_typed<float>(x, s, mean, scale, beta);
-  sv.x = x;
+  sv.saved_output = x.dtype() == DType::F64
+                        ? output_recoverable<double>(gamma, beta, scale, sv.y_scale, sv.y_offset)
+                        : output_recoverable<float>(gamma, beta, scale, sv.y_scale, sv.y_offset);
+  if (sv.saved_output) {
+    sv.act = y;  // shared with the next layer; x is no longer referenced here
+  } else {
+    sv.act = x;
+    sv.y_scale.clear();
+    sv.y_offset.clear();
+  }
   sv.mean = std::move(mean);
   sv.invstd = std::move(invstd);
+  sv.scale = std::move(scale);
   return y;
 }
 
@@ -215,40 +270,45 @@ static Tensor bn_backward_typed(const Tensor& dy, const Tensor& x, const cpu::Bn
 Tensor BatchNorm::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
   Impl& im = impl_of(impl_);
   Saved& sv = im.slots.get(ctx.slot);
-  SM_CHECK(dy.shape() == sv.x.shape(), "batchnorm backward: dy " << shape_str(dy.shape())
-                                                                 << " vs input " << shape_str(sv.x.shape()));
-  SM_CHECK(dy.dtype() == sv.x.dtype(), "batchnorm backward: dtype mismatch");
+  SM_CHECK(sv.act.defined(), "batchnorm backward_input ran twice for slot " << ctx.slot);
+  SM_CHECK(dy.shape() == sv.act.shape(), "batchnorm backward: dy " << shape_str(dy.shape())
+                                                                   << " vs forward " << shape_str(sv.act.shape()));
+  SM_CHECK(dy.dtype() == sv.act.dtype(), "batchnorm backward: dtype mismatch");
   SM_CHECK(sv.synced == (sv.batch_stats && ctx.bn_sync != nullptr),
            "batchnorm backward: synced-BN setting differs from forward");
   const cpu::BnShape s = bn_shape(dy);
   const size_t C = static_cast<size_t>(s.channels);
+  // The kernels see act - center; x - μ = (act - center) / unscale per channel.
+  const std::vector<double>& center = sv.saved_output ? sv.y_offset : sv.mean;
+  const std::vector<double> unscale = sv.saved_output ? sv.y_scale : std::vector<double>(C, 1.0);
   std::vector<double> sum_dy(C), sum_dy_xc(C);
   if (dy.dtype() == DType::F64)
-    cpu::bn_backward_moments<double>(dy.data<double>(), sv.x.data<double>(), s, sv.mean.data(),
+    cpu::bn_backward_moments<double>(dy.data<double>(), sv.act.data<double>(), s, center.data(),
                                      sum_dy.data(), sum_dy_xc.data());
   else
-    cpu::bn_backward_moments<float>(dy.data<float>(), sv.x.data<float>(), s, sv.mean.data(),
+    cpu::bn_backward_moments<float>(dy.data<float>(), sv.act.data<float>(), s, center.data(),
                                     sum_dy.data(), sum_dy_xc.data());
+  if (sv.saved_output)
+    for (size_t c = 0; c < C; ++c) sum_dy_xc[c] /= unscale[c];  // Σ dy·(x - μ)
   // Parameter gradients are the LOCAL sums (the data-parallel reduction adds ranks).
   sv.dbeta = sum_dy;
   sv.dgamma.resize(C);
   for (size_t c = 0; c < C; ++c) sv.dgamma[c] = sum_dy_xc[c] * sv.invstd[c];
 
-  const std::vector<double> gamma = as_doubles(param(0).value);
-  std::vector<double> a(C), b(C, 0.0), d(C, 0.0);
-  for (size_t c = 0; c < C; ++c) a[c] = gamma[c] * sv.invstd[c];
+  const std::vector<double>& a = sv.scale;  // γ·istd
+  std::vector<double> b(C, 0.0), d(C, 0.0);
   if (sv.batch_stats) {
     if (sv.synced) all_reduce_vectors(*ctx.bn_sync, {&sum_dy, &sum_dy_xc}, nullptr);
     for (size_t c = 0; c < C; ++c) {
       const double is = sv.invstd[c];
-      b[c] = -a[c] * is * is * sum_dy_xc[c] / sv.count;
+      b[c] = -a[c] * is * is * sum_dy_xc[c] / sv.count / unscale[c];  // per unit of act - center
       d[c] = -a[c] * sum_dy[c] / sv.count;
     }
   }
-  Tensor dx = dy.dtype() == DType::F64 ? bn_backward_typed<double>(dy, sv.x, s, sv.mean, a, b, d)
-                                       : bn_backward_typed<float>(dy, sv.x, s, sv.mean, a, b, d);
+  Tensor dx = dy.dtype() == DType::F64 ? bn_backward_typed<double>(dy, sv.act, s, center, a, b, d)
+                                       : bn_backward_typed<float>(dy, sv.act, s, center, a, b, d);
   if (ctx.split_wgrad) {
-    sv.x = Tensor();  // W needs only the two [C] sums
+    sv.act = Tensor();  // W needs only the two [C] sums
   } else {
     backward_weight_cpu(ctx);
   }

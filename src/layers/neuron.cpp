@@ -1,18 +1,21 @@
 // neuron.cpp — the multi-step LIF / PLIF / IF layer (spec §3) over the fused CPU kernels.
 // Invariants:
-//  * per slot only the pre-spike membrane h [T, M] is saved (x's dtype), plus — PLIF only,
-//    and only when the forward did not start at rest — the initial membrane v_init [M];
+//  * per slot only the input x is saved — a reference, no copy (layers never write their
+//    inputs; after a BatchNorm that is the very tensor BN keeps, so the two share it), or
+//    bits when x is a spike tensor — plus, only when the forward did not start at rest, the
+//    initial membrane v_init [M]. Backward recomputes h_t from them (kernels/cpu/neuron.h);
 //  * the membrane after the last forward is kept as layer state (v_); reset_state() marks
 //    it at rest (v_reset for hard reset, 0 for soft) and the next forward starts there;
 //  * PLIF's rate r = sigmoid(w) is read at forward time and saved with the slot. Its
 //    gradient is computed by B in the same BPTT pass; with ctx.split_wgrad B keeps that
-//    scalar (and frees h) and W adds it to w's gradient. Other kinds have no W work.
+//    scalar (and releases x) and W adds it to w's gradient. Other kinds have no W work.
 #include "spikemesh/layers/neuron.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 
+#include "spikemesh/core/bitpack.h"
 #include "spikemesh/kernels/cpu/neuron.h"
 #include "spikemesh/layers/slot_store.h"
 
@@ -26,10 +29,11 @@ std::string lower(std::string s) {
 }
 
 struct NeuronSaved {
-  Tensor h;          // [T, M] pre-spike membrane
-  Tensor v_init;     // [M] PLIF only, when the forward started away from rest
-  Shape shape;       // shape of x (and y)
-  double r = 0.0;    // decay rate used by the forward
+  SavedActivation x;         // [T, N, ...] the forward's input (reference, or bits for spikes)
+  Tensor v_init;             // [M] when the forward started away from rest
+  Shape shape;               // shape of x (and y)
+  DType dtype = DType::F32;  // dtype of x (and y)
+  double r = 0.0;            // decay rate used by the forward
   bool smooth = false;
   bool has_grad_w = false;  // split: B computed d(loss)/dw, W adds it
   double grad_w = 0.0;
@@ -140,15 +144,16 @@ Tensor Neuron::forward_cpu(const Tensor& x, Ctx& ctx) {
   s.shape = x.shape();
   s.r = kc.r;
   s.smooth = kc.smooth;
-  if (cfg_.kind == NeuronKind::PLIF && !im.at_rest) s.v_init = im.v.clone();  // [M]
-  s.h = Tensor::empty(x.shape(), dt);                                         // [T, N, ...]
-  Tensor y = Tensor::empty(x.shape(), dt);                                    // [T, N, ...]
+  s.dtype = dt;
+  s.x = SavedActivation::save(x);
+  if (!im.at_rest) s.v_init = im.v.clone();  // [M]
+  Tensor y = Tensor::empty(x.shape(), dt);  // [T, N, ...]
   if (dt == DType::F32)
     im.fired = cpu::neuron_forward<float>(kc, x.data<float>(), steps, M, im.v.data<float>(),
-                                          y.data<float>(), s.h.data<float>());
+                                          y.data<float>());
   else
     im.fired = cpu::neuron_forward<double>(kc, x.data<double>(), steps, M, im.v.data<double>(),
-                                           y.data<double>(), s.h.data<double>());
+                                           y.data<double>());
   im.seen = x.numel();
   im.at_rest = false;
   y.set_binary(!kc.smooth);
@@ -158,11 +163,11 @@ Tensor Neuron::forward_cpu(const Tensor& x, Ctx& ctx) {
 Tensor Neuron::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
   NeuronImpl& im = impl_of(impl_);
   NeuronSaved& s = im.slots.get(ctx.slot);
-  SM_CHECK(s.h.defined(), type() << " '" << name() << "': backward_input ran twice for slot " << ctx.slot);
-  SM_CHECK(dy.shape() == s.shape && dy.dtype() == s.h.dtype(),
+  SM_CHECK(s.x.defined(), type() << " '" << name() << "': backward_input ran twice for slot " << ctx.slot);
+  SM_CHECK(dy.shape() == s.shape && dy.dtype() == s.dtype,
            type() << " '" << name() << "': gradient " << shape_str(dy.shape()) << " "
                   << dtype_name(dy.dtype()) << " does not match the forward output "
-                  << shape_str(s.shape) << " " << dtype_name(s.h.dtype()));
+                  << shape_str(s.shape) << " " << dtype_name(s.dtype));
   const int64_t steps = s.shape[0], M = steps > 0 ? dy.numel() / steps : 0;
 
   const cpu::NeuronKernelConfig kc = kernel_config(cfg_, s.r, s.smooth);
@@ -170,21 +175,24 @@ Tensor Neuron::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
   const bool plif = cfg_.kind == NeuronKind::PLIF;
   double grad_r = 0.0;
   Tensor dx = Tensor::empty(dy.shape(), dy.dtype());  // [T, N, ...]
-  if (dy.dtype() == DType::F32)
-    cpu::neuron_backward<float>(kc, dy.data<float>(), s.h.data<float>(),
-                                s.v_init.defined() ? s.v_init.data<float>() : nullptr, steps, M,
-                                dx.data<float>(), plif ? &grad_r : nullptr);
-  else
-    cpu::neuron_backward<double>(kc, dy.data<double>(), s.h.data<double>(),
-                                 s.v_init.defined() ? s.v_init.data<double>() : nullptr, steps, M,
-                                 dx.data<double>(), plif ? &grad_r : nullptr);
+  {
+    const Tensor x = s.x.restore();  // [T, N, ...] the forward's input (unpacked if bits)
+    if (dy.dtype() == DType::F32)
+      cpu::neuron_backward<float>(kc, dy.data<float>(), x.data<float>(),
+                                  s.v_init.defined() ? s.v_init.data<float>() : nullptr, steps, M,
+                                  dx.data<float>(), plif ? &grad_r : nullptr);
+    else
+      cpu::neuron_backward<double>(kc, dy.data<double>(), x.data<double>(),
+                                   s.v_init.defined() ? s.v_init.data<double>() : nullptr, steps, M,
+                                   dx.data<double>(), plif ? &grad_r : nullptr);
+  }
 
   if (plif) {
     const double grad_w = grad_r * s.r * (1.0 - s.r);  // dr/dw = r(1 - r)
     if (ctx.split_wgrad) {
       s.grad_w = grad_w;
       s.has_grad_w = true;
-      s.h = Tensor();  // W needs only the scalar
+      s.x = SavedActivation();  // W needs only the scalar
       s.v_init = Tensor();
       return dx;
     }

@@ -1,7 +1,9 @@
 // test_batchnorm.cpp — BatchNorm1d/2d against the naive reference (tests/ref/bn_ref),
 // running statistics, eval mode, finite-difference gradients, thread-count invariance,
-// the count-1 edge, and synced BN over two simulated ranks (two threads + a fake
-// Collectives) against BN of the whole batch.
+// the count-1 edge, synced BN over two simulated ranks (two threads + a fake Collectives)
+// against BN of the whole batch, and the saved tensor: the output y normally (x̂ recovered
+// from it) — equal to the saved-input path, which is kept for γ = 0 / large |β/γ| — and a
+// Conv → BN → LIF block holding one full-size tensor between BN and the neuron.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -12,8 +14,11 @@
 
 #include "../ref/bn_ref.h"
 #include "gradient_check.h"
+#include "spikemesh/core/allocator.h"
 #include "spikemesh/layers/batchnorm.h"
 #include "spikemesh/layers/collectives.h"
+#include "spikemesh/layers/conv2d.h"
+#include "spikemesh/layers/neuron.h"
 
 namespace sm {
 namespace {
@@ -384,6 +389,198 @@ TEST(BatchNorm, SyncedOverTwoRanksEqualsWholeBatch) {
       expect_near_vec(sum, vec(whole->params()[p]->grad), 1e-11, "synced param grad");
     }
   }
+}
+
+
+// ---- the saved tensor: output y (x̂ recovered) or input x (fallback) ----------------------
+
+size_t rounded(const Tensor& t) { return CpuCachingAllocator::round_size(t.nbytes()); }
+
+struct BnRun {
+  std::vector<double> y, dx, dgamma, dbeta;
+  bool kept_output = false;  // the slot kept y (else x: nothing beyond the caller's x)
+};
+
+// Forward (training) + backward of a fresh BN with the given γ, β on x = random(seed) in
+// [2, 6) (a mean far from 0) and dy = random(seed + 1).
+BnRun run_bn(const Shape& shape, const std::vector<double>& gamma, const std::vector<double>& beta,
+             DType dt, bool split_wgrad, uint64_t seed = 81) {
+  auto u = make_bn(static_cast<int>(shape[2]), shape.size() == 5 ? 2 : 1, dt);
+  set_values(u->params()[0]->value, gamma);
+  set_values(u->params()[1]->value, beta);
+  Tensor x = test::random_tensor(shape, dt, seed, 2.0, 6.0);
+  Tensor dy = test::random_tensor(shape, dt, seed + 1);
+  Allocator& a = cpu_allocator();
+  BnRun r;
+  Ctx ctx;
+  ctx.split_wgrad = split_wgrad;
+  const size_t before = a.current_bytes();
+  {
+    Tensor y = u->forward(x, ctx);
+    r.y = vec(y);
+  }
+  // The caller still holds x and dropped y: the slot holds y's bytes iff it kept y.
+  const size_t kept = a.current_bytes() - before;
+  EXPECT_TRUE(kept == 0 || kept == rounded(x)) << kept << " bytes kept";
+  r.kept_output = kept == rounded(x);
+  x = Tensor();  // no longer needed by anyone: backward must not depend on it
+  Tensor dx = u->backward_input(dy, ctx);
+  if (split_wgrad) u->backward_weight(ctx);
+  r.dx = vec(dx);
+  r.dgamma = vec(u->params()[0]->grad);
+  r.dbeta = vec(u->params()[1]->grad);
+  return r;
+}
+
+// Values of channel c of a [T, N, C, ...] tensor.
+std::vector<double> channel(const std::vector<double>& v, const Shape& shape, int64_t c) {
+  const int64_t C = shape[2], inner = inner_of(shape), outer = shape[0] * shape[1];
+  std::vector<double> out;
+  for (int64_t b = 0; b < outer; ++b)
+    for (int64_t i = 0; i < inner; ++i) out.push_back(v[(b * C + c) * inner + i]);
+  return out;
+}
+
+// Channels are independent: the same channel under the saved-output path (all channels
+// recoverable) and under the saved-input path (another channel has γ = 0) must agree to
+// rounding, gradients included, fused and split; a negative γ and |β/γ| just under the
+// limit 8 are exercised. Both also match the reference (computed from x).
+TEST(BatchNorm, SavedOutputPathEqualsSavedInputPath) {
+  for (bool split : {false, true}) {
+    for (const Case& k : kCases) {
+      const int64_t C = k.shape[2];
+      if (C < 2) continue;
+      std::vector<double> gamma = vec(test::random_tensor({C}, DType::F64, 91, 0.5, 1.5));
+      std::vector<double> beta = vec(test::random_tensor({C}, DType::F64, 92, -0.5, 0.5));
+      gamma[0] = -0.3;      // negative γ
+      beta[0] = 0.3 * 7.9;  // |β/γ| just under the limit
+      std::vector<double> gamma_fallback = gamma;
+      gamma_fallback[C - 1] = 0.0;
+      const BnRun out = run_bn(k.shape, gamma, beta, DType::F64, split);
+      const BnRun in = run_bn(k.shape, gamma_fallback, beta, DType::F64, split);
+      const std::string what = shape_str(k.shape) + (split ? " split" : " fused");
+      EXPECT_TRUE(out.kept_output) << what;
+      EXPECT_FALSE(in.kept_output) << what;
+      for (int64_t c = 0; c + 1 < C; ++c) {
+        expect_near_vec(channel(out.y, k.shape, c), channel(in.y, k.shape, c), 0, "y " + what);
+        expect_near_vec(channel(out.dx, k.shape, c), channel(in.dx, k.shape, c), 1e-12, "dx " + what);
+        EXPECT_NEAR(out.dgamma[c], in.dgamma[c], 1e-12 * (1 + std::fabs(in.dgamma[c]))) << what;
+        EXPECT_EQ(out.dbeta[c], in.dbeta[c]) << what;
+      }
+      Tensor x = test::random_tensor(k.shape, DType::F64, 81, 2.0, 6.0);
+      Tensor dy = test::random_tensor(k.shape, DType::F64, 82);
+      const int64_t B = k.shape[0] * k.shape[1], S = inner_of(k.shape);
+      auto ref_out = ref::bn_backward_train_ref(vec(x), vec(dy), B, C, S, gamma, 1e-5);
+      auto ref_in = ref::bn_backward_train_ref(vec(x), vec(dy), B, C, S, gamma_fallback, 1e-5);
+      expect_near_vec(out.dx, ref_out.dx, 1e-10, "dx vs ref " + what);
+      expect_near_vec(out.dgamma, ref_out.dgamma, 1e-10, "dgamma vs ref " + what);
+      expect_near_vec(in.dx, ref_in.dx, 1e-10, "fallback dx vs ref " + what);
+      expect_near_vec(in.dgamma, ref_in.dgamma, 1e-10, "fallback dgamma vs ref " + what);
+    }
+  }
+}
+
+// The slot keeps y only when every channel's x̂ is recoverable from it; otherwise x.
+// Gradients are right either way: γ = 0 leaves y = β with no trace of x, yet
+// dγ = Σ dy·x̂ is not zero — only the saved input can give it.
+TEST(BatchNorm, FallsBackToSavedInputWhenGammaCannotRecoverIt) {
+  const Shape shape{2, 3, 4, 5, 3};
+  const int64_t C = 4, B = 6, S = 15;
+  const std::vector<double> beta{0.2, -0.4, 0.1, 0.3};
+  struct Variant {
+    std::vector<double> gamma;
+    bool keeps_output;
+    const char* what;
+  };
+  const Variant variants[] = {
+      {{1.0, 0.7, -1.2, 0.05}, true, "|β/γ| = 6"},
+      {{1.0, 0.7, -1.2, -0.0375}, true, "|β/γ| = 8 (the limit)"},
+      {{1.0, 0.7, -1.2, 0.0}, false, "γ = 0"},
+      {{1.0, 0.7, -1.2, 0.03}, false, "|β/γ| = 10"},
+      {{1.0, 1e-30, -1.2, 1.0}, false, "|γ| ≈ 0"},
+      {{1.0, 0.7, NAN, 1.0}, false, "γ NaN"},
+  };
+  for (const Variant& v : variants) {
+    for (DType dt : {DType::F64, DType::F32}) {
+      SCOPED_TRACE(std::string(v.what) + " " + dtype_name(dt));
+      const BnRun r = run_bn(shape, v.gamma, beta, dt, false);
+      EXPECT_EQ(r.kept_output, v.keeps_output);
+      if (std::isnan(v.gamma[2])) continue;  // only the choice is checked
+      std::vector<double> g = v.gamma;
+      if (dt == DType::F32)
+        for (double& e : g) e = static_cast<float>(e);
+      auto ref_b = ref::bn_backward_train_ref(vec(test::random_tensor(shape, dt, 81, 2.0, 6.0)),
+                                              vec(test::random_tensor(shape, dt, 82)), B, C, S, g, 1e-5);
+      const double tol = dt == DType::F64 ? 1e-10 : 1e-4;
+      expect_near_vec(r.dgamma, ref_b.dgamma, tol, "dgamma");
+      expect_near_vec(r.dbeta, ref_b.dbeta, tol, "dbeta");
+      expect_near_vec(r.dx, ref_b.dx, tol, "dx");
+    }
+  }
+}
+
+// A Conv → BN → LIF block: BN keeps its output, which IS the neuron's input (the neuron
+// keeps a reference too, no copy), so the conv output is freed right after BN's forward and
+// the block holds one full-size tensor until BN's backward, not two.
+TEST(BatchNorm, ConvBnLifBlockHoldsOneFullSizeTensor) {
+  Unit unit("block");
+  auto conv_p = std::make_unique<Conv2d>(Conv2dConfig{3, 8, 3, 1, 1, false, WeightInit::TorchDefault});
+  BatchNormConfig bc;
+  bc.num_features = 8;
+  auto bn_p = std::make_unique<BatchNorm>(bc);
+  auto lif_p = std::make_unique<Neuron>(NeuronConfig{});
+  Layer& conv = *conv_p;
+  Layer& bn = *bn_p;
+  Layer& lif = *lif_p;
+  unit.add(std::move(conv_p));
+  unit.add(std::move(bn_p));
+  unit.add(std::move(lif_p));
+  unit.finalize(DType::F32, Device::cpu(), 3);
+
+  const Shape in_shape{4, 2, 3, 12, 10}, out_shape{4, 2, 8, 12, 10};
+  Tensor x = test::random_tensor(in_shape, DType::F32, 101, 0.0, 1.0);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = x.data<float>()[i] < 0.4f ? 1.0f : 0.0f;
+  x.set_binary(true);  // spikes: the conv keeps bits
+  Tensor dy = test::random_tensor(out_shape, DType::F32, 102);
+  const size_t full = CpuCachingAllocator::round_size(Tensor::empty(out_shape, DType::F32).nbytes());
+  Allocator& a = cpu_allocator();
+  Ctx ctx;
+  for (int warm = 0; warm < 2; ++warm) {  // primitive caches, neuron state
+    unit.reset_state();
+    unit.forward(x, ctx);
+    unit.backward_input(dy, ctx);
+  }
+
+  // Layer by layer.
+  unit.reset_state();
+  const size_t before = a.current_bytes();
+  Tensor c = conv.forward(x, ctx);  // [T, N, 8, 12, 10]
+  ASSERT_EQ(c.shape(), out_shape);
+  const size_t conv_kept = a.current_bytes() - before - full;  // what the conv saved
+  Tensor b = bn.forward(c, ctx);
+  c = Tensor();
+  EXPECT_EQ(a.current_bytes() - before, conv_kept + full) << "BN released the conv output";
+  Tensor s = lif.forward(b, ctx);
+  EXPECT_TRUE(s.is_binary());
+  b = Tensor();
+  s = Tensor();
+  EXPECT_EQ(a.current_bytes() - before, conv_kept + full)
+      << "BN and the neuron share BN's output; the neuron keeps no copy";
+  {
+    Tensor g = lif.backward_input(dy, ctx);
+    EXPECT_EQ(a.current_bytes() - before, conv_kept + 2 * full) << "only g was added";
+    g = bn.backward_input(g, ctx);
+    EXPECT_EQ(a.current_bytes() - before, conv_kept + full) << "BN's backward released its output";
+    conv.backward_input(g, ctx);
+  }
+  EXPECT_EQ(a.current_bytes(), before);
+
+  // The same through the unit.
+  unit.reset_state();
+  { Tensor y = unit.forward(x, ctx); }
+  EXPECT_EQ(a.current_bytes() - before, conv_kept + full);
+  unit.backward_input(dy, ctx);
+  EXPECT_EQ(a.current_bytes(), before);
 }
 
 }  // namespace

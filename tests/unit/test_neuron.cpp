@@ -1,7 +1,8 @@
 // test_neuron.cpp — LIF / PLIF / IF layers against the naive reference (tests/ref/neuron_ref)
 // for every option combination (forward spikes, BPTT grad_x, PLIF grad w; f64 and f32),
 // finite differences in smooth-spike mode, firing-rate stat, membrane state and
-// reset_state, saved-memory accounting and name parsing.
+// reset_state, saved-memory accounting (a reference to the input, h recomputed in
+// backward) and name parsing.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -210,12 +211,13 @@ TEST(Neuron, FiringRateStatCountsSpikesOfLastForward) {
   }
 }
 
-// The membrane carries over to the next forward until reset_state(); PLIF's backward of a
-// continued forward uses the carried initial membrane for the w gradient.
+// The membrane carries over to the next forward until reset_state(); the backward of a
+// continued forward recomputes h from the carried initial membrane (and PLIF's w gradient
+// uses it).
 TEST(Neuron, MembraneCarriesAcrossForwardsUntilReset) {
-  for (NeuronKind kind : {NeuronKind::LIF, NeuronKind::PLIF}) {
+  for (NeuronKind kind : {NeuronKind::LIF, NeuronKind::PLIF, NeuronKind::IF}) {
     for (ResetMode reset : {kHardNeg, kSoft}) {
-      NeuronConfig c = make_config(kind, true, reset, false, SurrogateKind::Sigmoid, 1.0);
+      NeuronConfig c = make_config(kind, kind != NeuronKind::IF, reset, false, SurrogateKind::Sigmoid, 1.0);
       SCOPED_TRACE(config_name(c));
       auto unit = test::wrap(std::make_unique<Neuron>(c));
       const int64_t T = 4, M = 10;
@@ -296,22 +298,92 @@ TEST(Neuron, SlotsAreIndependentAndSplitWgradMatches) {
   EXPECT_THROW(unit->backward_input(R, c0), Error) << "the fused backward released slot 0";
 }
 
-// Per slot the layer keeps only h [T, M] (plus the membrane state [M] it carries).
-TEST(Neuron, SavesOnlyThePreSpikeMembrane) {
+// Per slot the layer keeps only a reference to its input x (no copy; bits when x is
+// binary) — plus the initial membrane [M] when the forward continued a previous one — and
+// the layer carries its membrane state [M]. Backward (B; W for split PLIF) releases x.
+TEST(Neuron, KeepsOnlyAReferenceToItsInput) {
   Allocator& a = cpu_allocator();
   for (DType dt : {DType::F32, DType::F64}) {
-    auto unit = test::wrap(std::make_unique<Neuron>(NeuronConfig{}), dt);
-    Tensor x = test::random_tensor({10, 4, 64}, dt, 51, -1.0, 2.5);
-    Ctx ctx;
-    unit->reset_state();
-    const size_t before = a.current_bytes();
-    { Tensor y = unit->forward(x, ctx); }
-    const size_t kept = a.current_bytes() - before;
-    const size_t es = dtype_size(dt);
-    EXPECT_EQ(kept, CpuCachingAllocator::round_size(10 * 256 * es) + CpuCachingAllocator::round_size(256 * es));
-    Tensor dx = unit->backward_input(Tensor::zeros(x.shape(), dt), ctx);
-    dx = Tensor();
-    EXPECT_EQ(a.current_bytes() - before, CpuCachingAllocator::round_size(256 * es)) << "backward frees h";
+    for (NeuronKind kind : {NeuronKind::LIF, NeuronKind::PLIF}) {
+      for (bool split : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + (kind == NeuronKind::PLIF ? " plif" : " lif") +
+                     (split ? " split" : ""));
+        NeuronConfig c;
+        c.kind = kind;
+        auto unit = test::wrap(std::make_unique<Neuron>(c), dt);
+        const size_t es = dtype_size(dt);
+        const size_t full = CpuCachingAllocator::round_size(10 * 256 * es);
+        const size_t state = CpuCachingAllocator::round_size(256 * es);
+        Ctx ctx;
+        ctx.split_wgrad = split;
+        unit->reset_state();
+        const size_t before = a.current_bytes();
+        Tensor x = test::random_tensor({10, 4, 64}, dt, 51, -1.0, 2.5);
+        { Tensor y = unit->forward(x, ctx); }
+        EXPECT_EQ(a.current_bytes() - before, full + state) << "x itself and the membrane: no copy";
+        x = Tensor();
+        EXPECT_EQ(a.current_bytes() - before, full + state) << "the slot keeps x alive";
+        { Tensor dx = unit->backward_input(Tensor::zeros({10, 4, 64}, dt), ctx); }
+        EXPECT_EQ(a.current_bytes() - before, state) << "B releases x";
+        if (split) unit->backward_weight(ctx);
+
+        // Continuing from the last membrane: the slot also keeps the initial membrane.
+        x = test::random_tensor({10, 4, 64}, dt, 52, -1.0, 2.5);
+        { Tensor y = unit->forward(x, ctx); }
+        x = Tensor();
+        EXPECT_EQ(a.current_bytes() - before, full + 2 * state);
+        { Tensor dx = unit->backward_input(Tensor::zeros({10, 4, 64}, dt), ctx); }
+        if (split) unit->backward_weight(ctx);
+        EXPECT_EQ(a.current_bytes() - before, state);
+
+        // A spike input is kept as bits.
+        unit->reset_state();
+        x = test::random_tensor({10, 4, 64}, dt, 53, 0.0, 1.0);
+        for (int64_t i = 0; i < x.numel(); ++i) test::detail::set(x, i, x.at(i) < 0.5 ? 1.0 : 0.0);
+        x.set_binary(true);
+        { Tensor y = unit->forward(x, ctx); }
+        x = Tensor();
+        EXPECT_EQ(a.current_bytes() - before, CpuCachingAllocator::round_size(10 * 256 / 8) + state);
+        { Tensor dx = unit->backward_input(Tensor::zeros({10, 4, 64}, dt), ctx); }
+        if (split) unit->backward_weight(ctx);
+        EXPECT_EQ(a.current_bytes() - before, state);
+      }
+    }
+  }
+}
+
+// Backward recomputes h from the saved input; a spike input (kept as bits) and inputs that
+// put h exactly on the threshold (h = v_th fires) give the reference's gradients.
+TEST(Neuron, RecomputedMembraneMatchesForwardOnSpikeAndThresholdInputs) {
+  for (DType dt : {DType::F32, DType::F64}) {
+    for (bool binary : {true, false}) {
+      NeuronConfig c = make_config(NeuronKind::LIF, true, kHardZero, false, SurrogateKind::ATan, 1.0);
+      c.tau = 2.0;  // r = 1/2: from rest, x = 2 gives h = 1 = v_th exactly
+      auto unit = test::wrap(std::make_unique<Neuron>(c), dt);
+      const int64_t T = 6, M = 40;
+      Tensor x = test::random_tensor({T, 4, 10}, dt, 71, 0.0, 1.0);
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const double u = x.at(i);
+        test::detail::set(x, i, binary ? (u < 0.5 ? 1.0 : 0.0) : (u < 0.4 ? 2.0 : u < 0.7 ? 0.0 : 1.0));
+      }
+      x.set_binary(binary);
+      Tensor R = test::random_tensor({T, 4, 10}, dt, 72);
+      auto f = ref::neuron_forward_ref(c, 0.5, to_vec(x), T, M);
+      auto b = ref::neuron_backward_ref(c, 0.5, to_vec(x), f, to_vec(R), T, M);
+      double on_threshold = 0;
+      for (double h : f.h) on_threshold += h == 1.0;
+      if (!binary) {
+        ASSERT_GT(on_threshold, 10);
+      }
+      Ctx ctx;
+      unit->reset_state();
+      Tensor y = unit->forward(x, ctx);
+      EXPECT_EQ(to_vec(y), f.s);
+      x = Tensor();
+      Tensor dx = unit->backward_input(R, ctx);
+      const double tol = dt == DType::F64 ? 1e-12 : 2e-6;
+      for (int64_t i = 0; i < dx.numel(); ++i) ASSERT_NEAR(dx.at(i), b.grad_x[i], tol) << i;
+    }
   }
 }
 

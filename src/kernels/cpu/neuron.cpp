@@ -3,6 +3,9 @@
 // the time loop is outermost and the block's membranes live in a small local array, so
 // each neuron is visited once per step in one pass over T and the inner loop over
 // neighbouring neurons reads contiguous memory.
+// Backward recomputes a block's h_t from the saved input x into a per-thread [T, kBlock]
+// scratch (one forward sweep, same charge/fire/reset code as the forward: bitwise the
+// forward's h, the build does not contract to FMA) and then sweeps t = T-1 .. 0 over it.
 #include "spikemesh/kernels/cpu/neuron.h"
 
 #include <algorithm>
@@ -12,10 +15,16 @@
 
 #include "spikemesh/core/error.h"
 
-// Lets GCC if-convert and vectorise the comparisons in the inner loops (h >= v_th). Results
-// do not change: this only drops the assumption that FP exception flags are observed.
+// no-trapping-math lets GCC if-convert and vectorise the comparisons in the inner loops
+// (h >= v_th); results do not change, it only drops the assumption that FP exception flags
+// are observed. fp-contract=off: GCC contracts a·b + c into FMAs by default in C++ and may do
+// so differently in two loops; without contraction every operation rounds as written, so the
+// backward's recomputed h_t is bitwise the forward's (a spike decided at h ≈ v_th must not
+// flip between the two).
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")
+#pragma GCC optimize("no-trapping-math", "fp-contract=off")
+#elif defined(__clang__)
+#pragma clang fp contract(off)
 #endif
 
 namespace sm {
@@ -98,7 +107,7 @@ void with_neuron(const NeuronKernelConfig& c, F&& f) {
 }
 
 template <typename T, class K>
-int64_t forward_blocks(const K& shared_k, const T* x, int64_t steps, int64_t M, T* v, T* spikes, T* h) {
+int64_t forward_blocks(const K& shared_k, const T* x, int64_t steps, int64_t M, T* v, T* spikes) {
   const int64_t blocks = (M + kBlock - 1) / kBlock;
   int64_t fired = 0;
 #pragma omp parallel for schedule(static) reduction(+ : fired) if (steps * M >= kParallelMin)
@@ -110,13 +119,11 @@ int64_t forward_blocks(const K& shared_k, const T* x, int64_t steps, int64_t M, 
     T fired_b = 0;  // exact: at most kBlock·steps < 2^24
     for (int64_t t = 0; t < steps; ++t) {
       const T* xt = x + t * M + i0;
-      T* ht = h + t * M + i0;
       T* st = spikes + t * M + i0;
       for (int64_t j = 0; j < n; ++j) {
-        const T hj = k.charge(vb[j], xt[j]);
+        const T hj = k.charge(vb[j], xt[j]);  // the same three steps as recompute_block
         const T sj = k.fire(hj);
         fired_b += hj >= k.v_th ? T(1) : T(0);
-        ht[j] = hj;
         st[j] = sj;
         vb[j] = k.reset(hj, sj);
       }
@@ -128,43 +135,67 @@ int64_t forward_blocks(const K& shared_k, const T* x, int64_t steps, int64_t M, 
   return fired;
 }
 
+// h_t of neurons [i0, i0 + n) for every step into hb [steps, kBlock], from x [T, M] and
+// the initial membrane (v_init or rest). Must stay the forward's arithmetic exactly.
+template <typename T, class K>
+void recompute_block(const K& k, const T* x, const T* v_init, int64_t steps, int64_t M, int64_t i0,
+                     int64_t n, T* hb) {
+  T vb[kBlock];  // membranes of this block
+  for (int64_t j = 0; j < n; ++j) vb[j] = v_init ? v_init[i0 + j] : k.rest;
+  for (int64_t t = 0; t < steps; ++t) {
+    const T* xt = x + t * M + i0;
+    T* ht = hb + t * kBlock;
+    for (int64_t j = 0; j < n; ++j) {
+      const T hj = k.charge(vb[j], xt[j]);
+      ht[j] = hj;
+      vb[j] = k.reset(hj, k.fire(hj));
+    }
+  }
+}
+
 template <bool kRateGrad, typename T, class K>
-void backward_blocks(const K& shared_k, bool decay_input, const T* grad_s, const T* h, const T* v_init,
+void backward_blocks(const K& shared_k, bool decay_input, const T* grad_s, const T* x, const T* v_init,
                      int64_t steps, int64_t M, T* grad_x, double* grad_r) {
   const T x_scale = decay_input ? shared_k.r : T(1);
   const int64_t blocks = (M + kBlock - 1) / kBlock;
   std::vector<double> block_grad_r(kRateGrad ? blocks : 0, 0.0);
-#pragma omp parallel for schedule(static) if (steps * M >= kParallelMin)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const K k = shared_k;  // thread-local: keeps the constants in registers
-    const int64_t i0 = b * kBlock, n = std::min(kBlock, M - i0);
-    T g_v[kBlock];  // gradient flowing into v_t from step t+1
-    for (int64_t j = 0; j < n; ++j) g_v[j] = T(0);
-    double acc_r = 0.0;
-    for (int64_t t = steps - 1; t >= 0; --t) {
-      const T* gst = grad_s + t * M + i0;
-      const T* ht = h + t * M + i0;
-      T* gxt = grad_x + t * M + i0;
-      for (int64_t j = 0; j < n; ++j) {
-        const T hj = ht[j];
-        const T sg = k.surrogate_grad(hj);
-        const T grad_h = gst[j] * sg + g_v[j] * k.dv_dh(hj, k.fire(hj), sg);
-        gxt[j] = grad_h * x_scale;
-        g_v[j] = grad_h * k.one_minus_r;
-        if constexpr (kRateGrad) {
-          T v_prev;
-          if (t > 0) {
-            const T hp = ht[j - M];
-            v_prev = k.reset(hp, k.fire(hp));
-          } else {
-            v_prev = v_init ? v_init[i0 + j] : k.rest;
+#pragma omp parallel if (steps * M >= kParallelMin)
+  {
+    std::vector<T> h_scratch(static_cast<size_t>(steps * kBlock));  // [steps, kBlock] per thread
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const K k = shared_k;  // thread-local: keeps the constants in registers
+      const int64_t i0 = b * kBlock, n = std::min(kBlock, M - i0);
+      T* hb = h_scratch.data();
+      recompute_block<T>(k, x, v_init, steps, M, i0, n, hb);
+      T g_v[kBlock];  // gradient flowing into v_t from step t+1
+      for (int64_t j = 0; j < n; ++j) g_v[j] = T(0);
+      double acc_r = 0.0;
+      for (int64_t t = steps - 1; t >= 0; --t) {
+        const T* gst = grad_s + t * M + i0;
+        const T* ht = hb + t * kBlock;
+        T* gxt = grad_x + t * M + i0;
+        for (int64_t j = 0; j < n; ++j) {
+          const T hj = ht[j];
+          const T sg = k.surrogate_grad(hj);
+          const T grad_h = gst[j] * sg + g_v[j] * k.dv_dh(hj, k.fire(hj), sg);
+          gxt[j] = grad_h * x_scale;
+          g_v[j] = grad_h * k.one_minus_r;
+          if constexpr (kRateGrad) {
+            T v_prev;
+            if (t > 0) {
+              const T hp = ht[j - kBlock];  // h_{t-1}
+              v_prev = k.reset(hp, k.fire(hp));
+            } else {
+              v_prev = v_init ? v_init[i0 + j] : k.rest;
+            }
+            const T dh_dr = decay_input ? (hj - v_prev) / k.r : k.v_r_charge - v_prev;
+            acc_r += double(grad_h * dh_dr);
           }
-          const T dh_dr = decay_input ? (hj - v_prev) / k.r : k.v_r_charge - v_prev;
-          acc_r += double(grad_h * dh_dr);
         }
       }
+      if constexpr (kRateGrad) block_grad_r[b] = acc_r;
     }
-    if constexpr (kRateGrad) block_grad_r[b] = acc_r;
   }
   if constexpr (kRateGrad) {
     double sum = 0.0;
@@ -177,28 +208,28 @@ void backward_blocks(const K& shared_k, bool decay_input, const T* grad_s, const
 
 template <typename T>
 int64_t neuron_forward(const NeuronKernelConfig& c, const T* x, int64_t steps, int64_t M, T* v,
-                       T* spikes, T* h) {
+                       T* spikes) {
   int64_t fired = 0;
-  with_neuron<T>(c, [&](const auto& k) { fired = forward_blocks<T>(k, x, steps, M, v, spikes, h); });
+  with_neuron<T>(c, [&](const auto& k) { fired = forward_blocks<T>(k, x, steps, M, v, spikes); });
   return fired;
 }
 
 template <typename T>
-void neuron_backward(const NeuronKernelConfig& c, const T* grad_s, const T* h, const T* v_init,
+void neuron_backward(const NeuronKernelConfig& c, const T* grad_s, const T* x, const T* v_init,
                      int64_t steps, int64_t M, T* grad_x, double* grad_r) {
   SM_CHECK(!(grad_r && c.decay_input && c.r <= 0.0), "rate gradient needs r > 0, got " << c.r);
   with_neuron<T>(c, [&](const auto& k) {
     if (grad_r)
-      backward_blocks<true, T>(k, c.decay_input, grad_s, h, v_init, steps, M, grad_x, grad_r);
+      backward_blocks<true, T>(k, c.decay_input, grad_s, x, v_init, steps, M, grad_x, grad_r);
     else
-      backward_blocks<false, T>(k, c.decay_input, grad_s, h, v_init, steps, M, grad_x, nullptr);
+      backward_blocks<false, T>(k, c.decay_input, grad_s, x, v_init, steps, M, grad_x, nullptr);
   });
 }
 
 template int64_t neuron_forward<float>(const NeuronKernelConfig&, const float*, int64_t, int64_t,
-                                       float*, float*, float*);
+                                       float*, float*);
 template int64_t neuron_forward<double>(const NeuronKernelConfig&, const double*, int64_t,
-                                        int64_t, double*, double*, double*);
+                                        int64_t, double*, double*);
 template void neuron_backward<float>(const NeuronKernelConfig&, const float*, const float*,
                                      const float*, int64_t, int64_t, float*, double*);
 template void neuron_backward<double>(const NeuronKernelConfig&, const double*, const double*,

@@ -32,7 +32,8 @@ void bn_normalize(const T* x, const BnShape& s, const double* center, const doub
                   const double* offset, T* y);
 
 // Per channel: sum_dy[c] = Σ dy, sum_dy_xc[c] = Σ dy · (x - center[c]).
-// dy, x: [outer, C, inner]; outputs [C].
+// dy, x: [outer, C, inner]; outputs [C]. `x` is whichever tensor the layer saved: its input
+// (center = μ) or its output y (center = β, and the caller divides by the scale).
 template <typename T>
 void bn_backward_moments(const T* dy, const T* x, const BnShape& s, const double* center,
                          double* sum_dy, double* sum_dy_xc);
@@ -40,6 +41,8 @@ void bn_backward_moments(const T* dy, const T* x, const BnShape& s, const double
 // dx = a[c] · dy + b[c] · (x - center[c]) + d[c]. Training BN backward is
 //   a = γ·istd, b = -γ·istd³·Σdy(x-μ)/n, d = -γ·istd·Σdy/n, center = μ;
 // eval BN backward is a = γ·istd, b = d = 0. x may be null when b is all zero.
+// From the saved output y instead of x: pass y, center = β and b divided by the scale
+// γ·istd (x - μ = (y - β)/(γ·istd)).
 template <typename T>
 void bn_backward_input(const T* dy, const T* x, const BnShape& s, const double* center,
                        const double* a, const double* b, const double* d, T* dx);

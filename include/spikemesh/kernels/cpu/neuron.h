@@ -1,9 +1,12 @@
 // neuron.h (kernels/cpu) — fused multi-step LIF / PLIF / IF kernels over T (spec §3).
 //
-// Layout: x, spikes, h, grad_* are time-major [T, M] (M = neurons = N·features); the
-// membrane state is [M]. Forward makes ONE pass over T per neuron and saves only the
-// pre-spike membrane h_t; backward makes ONE pass from t = T-1 down to 0 and recomputes
-// s_t = fire(h_t) and v_t = reset(h_t, s_t) from h (v_{-1} = the initial membrane).
+// Layout: x, spikes, grad_* are time-major [T, M] (M = neurons = N·features); the
+// membrane state is [M]. Forward makes ONE pass over T per neuron and stores only the
+// spikes (and the final membrane). Backward needs only the forward's input x and initial
+// membrane: per block of neurons it first recomputes the pre-spike membranes h_t over T
+// into a small per-thread scratch — the forward's arithmetic, bitwise the same h — then
+// makes ONE pass from t = T-1 down to 0, recomputing s_t = fire(h_t) and
+// v_t = reset(h_t, s_t) from h (v_{-1} = the initial membrane).
 // IF is the LIF recurrence with r = 0 and decay_input = false (H = V + X).
 // Surrogate math runs in the kernel's scalar (f32 for float, f64 for double).
 // Determinism: the PLIF rate gradient is summed per fixed block of neurons and the block
@@ -31,19 +34,20 @@ struct NeuronKernelConfig {
 };
 
 // Forward over T steps. v: [M] membrane in/out (in: v_{-1}; out: v_{T-1}); nullptr means
-// "start at rest" (and the final membrane is not returned). x, spikes, h: [T, M].
+// "start at rest" (and the final membrane is not returned). x, spikes: [T, M].
 // Returns how many h_t ≥ v_th (step firings, also in smooth mode), for the firing rate.
 template <typename T>
 int64_t neuron_forward(const NeuronKernelConfig& c, const T* x, int64_t steps, int64_t M, T* v,
-                       T* spikes, T* h);
+                       T* spikes);
 
-// BPTT. grad_s, h: [T, M]; v_init: [M] membrane before step 0 or nullptr (= rest).
-// Writes grad_x [T, M]. When grad_r is non-null also returns d(loss)/dr summed over all
-// neurons and steps (PLIF; chain through sigmoid in the caller): per step
+// BPTT from the forward's input. grad_s, x: [T, M] (x exactly as given to neuron_forward);
+// v_init: [M] membrane the forward started from, or nullptr (= rest). Writes grad_x [T, M].
+// When grad_r is non-null also returns d(loss)/dr summed over all neurons and steps (PLIF;
+// chain through sigmoid in the caller): per step
 // grad_h · (x_t - (v_{t-1} - V_r)) = grad_h · (h_t - v_{t-1}) / r  (decay_input), or
 // grad_h · (V_r - v_{t-1}) (not decay_input). No gradient flows out through v_init.
 template <typename T>
-void neuron_backward(const NeuronKernelConfig& c, const T* grad_s, const T* h, const T* v_init,
+void neuron_backward(const NeuronKernelConfig& c, const T* grad_s, const T* x, const T* v_init,
                      int64_t steps, int64_t M, T* grad_x, double* grad_r);
 
 }  // namespace cpu
