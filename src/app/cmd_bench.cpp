@@ -3,6 +3,11 @@
 // latency with its forward/backward/optimizer/reset breakdown, throughput and peak memory,
 // append a JSON-lines record and compare it with the previous record of the same
 // configuration. One rank for now; MAX over ranks comes with the distributed modes.
+// --device cpu|cuda|auto picks the device (select_device); --precision fp32|bf16|fp16|fp64
+// (bf16/fp16 on a GPU: f32 master weights and optimizer state, fp16 with dynamic loss
+// scaling). On a GPU each phase ends with a stream synchronisation so that the breakdown
+// measures the GPU's work, and peak memory is the device allocator's.
+// `--kernel lif` runs the fused-neuron kernel microbenchmark instead (GPU only).
 #include <omp.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -13,15 +18,22 @@
 #include <memory>
 
 #include "spikemesh/app/commands.h"
+#include "spikemesh/layers/layer_profile.h"
 #include "spikemesh/app/model_options.h"
 #include "spikemesh/core/allocator.h"
+#include "spikemesh/core/cuda_allocator.h"
+#include "spikemesh/core/cuda_amp.h"
 #include "spikemesh/core/log.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/core/timer.h"
 #include "spikemesh/io/bench_record.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/train/optimizer.h"
+#include "spikemesh/train/optimizer_cuda.h"
 #include "spikemesh/train/train_step.h"
+#ifdef SPIKEMESH_HAVE_CUDA
+#include "spikemesh/kernels/cuda/neuron_bench.h"
+#endif
 
 namespace sm {
 
@@ -30,11 +42,33 @@ struct BenchOptions {
   ModelSelection sel;
   std::string regime = "throughput_weak_scaling";
   std::string mode = "none", prefer = "speed", precision = "fp32", device = "cpu", result_log, optimizer = "adam";
+  std::string kernel;            // "lif": the neuron kernel microbenchmark instead of training steps
+  int64_t kernel_neurons = 1 << 22;
   int64_t batch_size = 8, steps = 20, warmup = 5, image_size = 224, num_classes = 1000, threads = 0;
   double lr = 1e-3;
   uint64_t seed = 1;
-  bool print_json = false, tp_debug_comm = false;
+  bool print_json = false, tp_debug_comm = false, profile = false;
 };
+
+// Per-layer-type time per step of the timed steps (layer_profile.h). Matrix-product layers also
+// get their achieved rate; their backward does two products of the forward's size (data and
+// weights), so its rate is computed from 2× the forward FLOPs.
+void print_layer_profile(int64_t steps, double step_ms) {
+  std::printf("  per layer type (ms per step, leaf layers, CPU):\n"
+              "    %-12s %10s %10s %7s %12s %12s\n", "type", "forward", "backward", "share", "fwd GFLOP/s",
+              "bwd GFLOP/s");
+  double total = 0.0;
+  for (const LayerTypeTiming& r : layer_profile_report()) {
+    const double f = r.forward_ms / steps, b = r.backward_ms / steps;
+    total += f + b;
+    char fr[32] = "", br[32] = "";
+    if (r.forward_flops > 0 && f > 0) std::snprintf(fr, sizeof fr, "%.0f", r.forward_flops / steps / (f * 1e6));
+    if (r.forward_flops > 0 && b > 0) std::snprintf(br, sizeof br, "%.0f", 2 * r.forward_flops / steps / (b * 1e6));
+    std::printf("    %-12s %10.2f %10.2f %6.1f%% %12s %12s\n", r.type.c_str(), f, b, 100.0 * (f + b) / step_ms, fr, br);
+  }
+  std::printf("    %-12s %21.2f %6.1f%%  (rest: loss, optimizer, framework)\n", "all layers", total,
+              100.0 * total / step_ms);
+}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -49,25 +83,92 @@ double peak_rss_mb() {
   return ru.ru_maxrss / 1024.0;
 }
 
+// One training step on the GPU: like train_step, with dynamic loss scaling (fp16) and a
+// synchronisation after each phase so that the host clock measures the device's work.
+StepResult gpu_train_step(Model& model, Optimizer& opt, const Tensor& x, const Tensor& y, Ctx& ctx,
+                          LossScaler& scaler, const Device& dev) {
+  StepResult r;
+  Timer t;
+  model.reset_state();
+  model.zero_grad();
+  synchronize(dev);
+  r.reset_ms = t.ms();
+  t.reset();
+  ctx.training = true;
+  Tensor out = model.forward(x, ctx);                 // [T, N, K]
+  LossResult lr = model.loss->forward(out, y);        // synchronises (loss to the host)
+  r.forward_ms = t.ms();
+  t.reset();
+  Tensor dout = model.loss->backward(scaler.scale());  // scaled loss gradient (fp16)
+  model.backward(dout, ctx);
+  synchronize(dev);
+  r.backward_ms = t.ms();
+  t.reset();
+  std::vector<Tensor*> grads;
+  for (auto& u : model.units)
+    if (u->flat_grad().defined()) grads.push_back(&u->flat_grad());
+  const bool finite = scaler.unscale_and_check(grads);
+  if (finite) opt.step();  // a non-finite gradient skips the step (fp16 loss scaling)
+  scaler.update(finite);
+  synchronize(dev);
+  r.optimizer_ms = t.ms();
+  r.loss = lr.loss;
+  r.correct = lr.correct;
+  r.count = lr.count;
+  return r;
+}
+
+void run_kernel_bench(const BenchOptions& o, const AppEnv& env) {
+  if (o.kernel != "lif") SM_INPUT_ERROR("--kernel " << o.kernel << ": unknown kernel benchmark (valid: lif)");
+  const Device dev = select_device(device_request_from_name(o.device == "cpu" ? "cuda" : o.device), 0);
+  if (!dev.is_cuda()) SM_INPUT_ERROR("--kernel lif needs a GPU (" << cuda_unavailable_reason() << ")");
+#ifdef SPIKEMESH_HAVE_CUDA
+  const Precision p = precision_from_name(o.precision);
+  if (p != Precision::FP32 && p != Precision::BF16)
+    SM_INPUT_ERROR("--kernel lif runs --precision fp32 or bf16, got " << o.precision);
+  cuda::LifBenchOptions lo;
+  lo.steps = o.sel.T > 0 ? o.sel.T : lo.steps;
+  lo.neurons = o.kernel_neurons;
+  lo.iters = static_cast<int>(std::max<int64_t>(1, o.steps));
+  lo.warmup = static_cast<int>(o.warmup);
+  lo.bf16 = p == Precision::BF16;
+  const cuda::LifBenchResult r = cuda::bench_lif_cuda(lo);
+  if (env.rank == 0) std::printf("%s", r.summary().c_str());
+  std::fflush(stdout);
+#else
+  (void)env;
+#endif
+}
+
 void run_bench(BenchOptions& o, const AppEnv& env) {
   if (env.size > 1) SM_INPUT_ERROR("spikemesh bench runs on one rank in this version (got " << env.size << " ranks)");
+  if (!o.kernel.empty()) return run_kernel_bench(o, env);
   if (o.mode != "none")
     SM_INPUT_ERROR("--distributed-mode " << o.mode << " is not available yet in this version (use none)");
   if (o.batch_size <= 0) SM_INPUT_ERROR("--batch-size must be positive, got " << o.batch_size);
   if (o.steps <= 0 || o.warmup < 0) SM_INPUT_ERROR("--steps must be positive and --warmup >= 0");
-  if (o.precision != "fp32" && o.precision != "fp64")
-    SM_INPUT_ERROR("--precision " << o.precision << " needs --device cuda (the CPU path runs fp32 or fp64)");
-  if (o.device != "cpu") SM_INPUT_ERROR("--device " << o.device << ": this run has no GPU back end (use --device cpu)");
+  const Precision prec = precision_from_name(o.precision);
+  const DeviceRequest req = device_request_from_name(o.device);
+  const Device dev = select_device(req, /*local_rank=*/0);  // one rank: GPU 0
+  check_precision_for_device(prec, dev);
   if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
-  const DType dt = o.precision == "fp64" ? DType::F64 : DType::F32;
+  const DType dt = master_dtype(prec);       // parameters (and CPU activations)
+  const DType act = activation_dtype(prec);  // activations on the device
 
   if (o.sel.model.empty() && o.sel.spec.empty()) o.sel.model = "cifar10dvs_vgg";
   std::unique_ptr<Model> model = o.sel.build();
-  model->finalize(dt, Device::cpu(), o.seed);
+  model->finalize(dt, dev, o.seed);
   OptimizerConfig oc;
   oc.name = o.optimizer;
   oc.lr = o.lr;
-  auto opt = make_optimizer(oc, model->params());
+  std::unique_ptr<Optimizer> opt;
+  if (dev.is_cuda()) {
+    model->loss = with_cuda_support(std::move(model->loss));
+    opt = make_optimizer_cuda(oc, model->params());
+  } else {
+    opt = make_optimizer(oc, model->params());
+  }
+  LossScaler scaler = LossScaler::for_precision(prec);
   const ModelInfo& mi = model->info;
   const int T = mi.T;
   const int64_t N = o.batch_size;  // one rank: global = per-rank batch in every regime
@@ -83,19 +184,31 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
     else x.data<double>()[i] = v;
   }
   for (int64_t i = 0; i < N; ++i) y.data<int64_t>()[i] = static_cast<int64_t>(ry.uniform(i) * mi.num_classes) % mi.num_classes;
+  if (dev.is_cuda()) {
+    x = x.to(dev).to_dtype(act);  // [T, N, ...] in the activation dtype
+    y = y.to(dev);
+  }
 
   if (env.rank == 0)
-    std::printf("bench %s: batch %lld, T %d, %s, %d threads, %lld warm-up + %lld timed steps\n", mi.name.c_str(),
-                static_cast<long long>(N), T, o.precision.c_str(), omp_get_max_threads(),
+    std::printf("bench %s: batch %lld, T %d, %s on %s, %d threads, %lld warm-up + %lld timed steps\n", mi.name.c_str(),
+                static_cast<long long>(N), T, o.precision.c_str(), dev.str().c_str(), omp_get_max_threads(),
                 static_cast<long long>(o.warmup), static_cast<long long>(o.steps));
   std::vector<double> lat, fwd, bwd, optm, rst;
-  cpu_allocator().reset_peak();
+  Allocator& mem = allocator_for(dev);
+  mem.reset_peak();
+  int64_t mallocs_before_timed = 0;
   for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
+    if (s == o.warmup && dev.is_cuda()) mallocs_before_timed = cuda_allocator(dev.ordinal).malloc_calls();
+    if (s == o.warmup && o.profile) {
+      layer_profile_reset();
+      layer_profile_enable(true);
+    }
     Ctx ctx;
     ctx.seed = o.seed;
     ctx.step = s;
     Timer t;
-    StepResult r = train_step(*model, *opt, x, y, ctx);
+    StepResult r = dev.is_cuda() ? gpu_train_step(*model, *opt, x, y, ctx, scaler, dev)
+                                 : train_step(*model, *opt, x, y, ctx);
     double ms = t.ms();
     if (s >= o.warmup) {
       lat.push_back(ms);
@@ -111,12 +224,13 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
     }
   }
   if (env.rank == 0 && isatty(STDOUT_FILENO)) std::printf("\n");
+  layer_profile_enable(false);
   const double step_ms = median(lat);
   BenchRecord r;
   stamp_record(r);
   r["backend"] = "spikemesh";
-  r["device"] = o.device;
-  r["precision"] = o.precision;
+  r["device"] = dev.is_cuda() ? "cuda" : "cpu";
+  r["precision"] = precision_name(prec);
   r["threads"] = omp_get_max_threads();
   r["benchmark_regime"] = o.regime;
   r["model"] = mi.name;
@@ -149,7 +263,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   r["step_latency_ms"] = step_ms;
   r["global_throughput_sps"] = step_ms > 0 ? 1000.0 * N / step_ms : 0.0;
   r["per_device_throughput_sps"] = step_ms > 0 ? 1000.0 * N / step_ms : 0.0;
-  r["peak_allocated_mb"] = cpu_allocator().peak_bytes() / 1048576.0;
+  r["peak_allocated_mb"] = mem.peak_bytes() / 1048576.0;
   r["peak_rss_mb"] = peak_rss_mb();
   r["recommendation"] = {{"mode", "none"}, {"rationale", "one rank"}};
   r["tp_all_reduce_calls"] = 0;
@@ -160,12 +274,26 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   r["reset_ms"] = median(rst);
   r["data_ms"] = 0.0;
   r["warning_count"] = log_warning_count();
+  if (dev.is_cuda()) {
+    const CudaCachingAllocator& ca = cuda_allocator(dev.ordinal);
+    r["peak_reserved_mb"] = ca.reserved_bytes() / 1048576.0;
+    r["device_mallocs_timed"] = ca.malloc_calls() - mallocs_before_timed;  // 0 in the steady state
+    r["loss_scale"] = scaler.scale();
+    r["skipped_steps"] = scaler.skipped_steps();
+  }
   if (env.rank != 0) return;
   std::printf("  step latency %.2f ms (median of %lld; forward %.2f, backward %.2f, optimizer %.2f, reset %.3f)\n"
               "  throughput   %.2f samples/s\n  peak memory  %.1f MB allocated, %.1f MB RSS\n",
               step_ms, static_cast<long long>(o.steps), r["forward_ms"].get<double>(), r["backward_ms"].get<double>(),
               r["optimizer_ms"].get<double>(), r["reset_ms"].get<double>(), r["global_throughput_sps"].get<double>(),
               r["peak_allocated_mb"].get<double>(), r["peak_rss_mb"].get<double>());
+  if (dev.is_cuda())
+    std::printf("  device       %s: %.1f MB reserved, %lld cudaMalloc calls in the timed steps; loss scale %g, %lld "
+                "skipped steps\n",
+                dev.str().c_str(), r["peak_reserved_mb"].get<double>(),
+                static_cast<long long>(r["device_mallocs_timed"].get<int64_t>()), scaler.scale(),
+                static_cast<long long>(scaler.skipped_steps()));
+  if (o.profile) print_layer_profile(o.steps, step_ms);
   if (!o.result_log.empty()) {
     auto prev = find_previous_record(o.result_log, r);
     append_bench_record(o.result_log, r);
@@ -186,6 +314,7 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
   cmd->footer(
       "Examples:\n"
       "  spikemesh bench --model cifar10dvs_vgg --batch-size 4 --T 10 --result-log output/bench.jsonl\n"
+      "  spikemesh bench --model cifar10dvs_vgg --device cuda --precision bf16 --batch-size 32\n"
       "  make bench    # spikemesh and the same-model PyTorch script side by side\n"
       "Each record is compared with the most recent earlier record of the same configuration.");
   o->sel.add_options(*cmd);
@@ -200,14 +329,18 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--result-log", o->result_log, "append the JSON record to this file and compare with the previous one");
   cmd->add_option("--distributed-mode", o->mode, "none (distributed modes come with the mesh)")->capture_default_str();
   cmd->add_option("--prefer", o->prefer, "speed | memory | capacity (recorded)")->capture_default_str();
-  cmd->add_option("--precision", o->precision, "fp32 | fp64")->capture_default_str();
-  cmd->add_option("--device", o->device, "cpu")->capture_default_str();
+  cmd->add_option("--precision", o->precision, "fp32 | bf16 | fp16 (GPU) | fp64 (CPU)")->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu | cuda | auto (GPU when one is visible)")->capture_default_str();
+  cmd->add_option("--kernel", o->kernel, "lif: benchmark the fused neuron kernels (GPU) instead of training steps");
+  cmd->add_option("--kernel-neurons", o->kernel_neurons, "neurons M for --kernel lif")->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (0: OMP_NUM_THREADS or all cores)")->capture_default_str();
   cmd->add_option("--optimizer", o->optimizer, "sgd | adam | adamw")->capture_default_str();
   cmd->add_option("--lr", o->lr, "learning rate")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed of weights and the synthetic batch")->capture_default_str();
   cmd->add_flag("--tp-debug-comm", o->tp_debug_comm, "log tensor-parallel communication (no effect on one rank)");
   cmd->add_flag("--json", o->print_json, "print the record as JSON");
+  cmd->add_flag("--profile", o->profile,
+                "time every layer type in the timed steps (CPU) and print a table with GFLOP/s of conv/linear");
   cmd->callback([o, &env]() { run_bench(*o, env); });
 }
 

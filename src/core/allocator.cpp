@@ -1,10 +1,12 @@
 // allocator.cpp — host caching allocator: 64-byte aligned blocks cached by size class so a
-// training step's steady state performs no malloc/free.
+// training step's steady state performs no malloc/free; allocator_for() picks the host or
+// the device allocator (core/cuda_allocator.h).
 #include "spikemesh/core/allocator.h"
 
 #include <cstdlib>
 #include <new>
 
+#include "spikemesh/core/cuda_allocator.h"
 #include "spikemesh/core/error.h"
 
 namespace sm {
@@ -69,8 +71,9 @@ Allocator& cpu_allocator() {
 }
 
 Allocator& allocator_for(const Device& d) {
-  SM_CHECK(d.is_cpu(), "no allocator for " << d.str() << " in this build");
-  return cpu_allocator();
+  if (d.is_cpu()) return cpu_allocator();
+  SM_CHECK(built_with_cuda(), "no allocator for " << d.str() << " in this build (no CUDA support)");
+  return cuda_allocator(d.ordinal);
 }
 
 }  // namespace sm

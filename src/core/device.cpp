@@ -1,13 +1,73 @@
-// device.cpp — device naming; CUDA probing lives in device_cuda.cu when built with CUDA.
+// device.cpp — device naming, the --device request and the per-rank device choice.
+// CUDA probing lives in device_cuda.cu, streams in cuda_stream.cpp (CUDA builds only); a
+// CPU-only build gets the stubs at the bottom.
 #include "spikemesh/core/device.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "spikemesh/core/error.h"
+#include "spikemesh/core/log.h"
+#ifdef SPIKEMESH_HAVE_CUDA
+#include "spikemesh/core/cuda_stream.h"
+#endif
 
 namespace sm {
 
 std::string Device::str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(ordinal); }
 
+DeviceRequest device_request_from_name(const std::string& name) {
+  std::string l = name;
+  std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (l == "cpu") return DeviceRequest::Cpu;
+  if (l == "cuda" || l == "gpu") return DeviceRequest::Cuda;
+  if (l == "auto") return DeviceRequest::Auto;
+  SM_INPUT_ERROR("--device " << name << ": unknown device (valid: cpu, cuda, auto)");
+}
+
+const char* device_request_name(DeviceRequest r) {
+  switch (r) {
+    case DeviceRequest::Cpu: return "cpu";
+    case DeviceRequest::Cuda: return "cuda";
+    case DeviceRequest::Auto: return "auto";
+  }
+  return "?";
+}
+
+Device select_device(DeviceRequest req, int local_rank) {
+  if (req == DeviceRequest::Cpu) return Device::cpu();
+  const int visible = cuda_device_count();
+  if (visible == 0) {
+    if (req == DeviceRequest::Cuda)
+      SM_INPUT_ERROR("--device cuda: no usable GPU (" << where_am_i() << ": " << cuda_unavailable_reason()
+                                                      << "); use --device cpu or --device auto");
+    SM_INFO("--device auto: no usable GPU (" << cuda_unavailable_reason() << "); running on the CPU");
+    return Device::cpu();
+  }
+  SM_CHECK(local_rank >= 0, "negative local rank " << local_rank);
+  const Device d = Device::cuda(local_rank % visible);
+#ifdef SPIKEMESH_HAVE_CUDA
+  cuda::set_current_device(d.ordinal);
+  SM_INFO("device: " << d.str() << " (" << cuda::device_description(d.ordinal) << ") for local rank " << local_rank
+                     << ", " << visible << " GPU" << (visible > 1 ? "s" : "") << " visible");
+#endif
+  return d;
+}
+
 #ifndef SPIKEMESH_HAVE_CUDA
 int cuda_device_count() { return 0; }
 bool built_with_cuda() { return false; }
+std::string cuda_unavailable_reason() { return "this build has no CUDA support"; }
+Stream compute_stream(const Device& d) {
+  SM_CHECK(d.is_cpu(), "no stream for " << d.str() << ": this build has no CUDA support");
+  return Stream{};
+}
+void synchronize(const Stream& s) {
+  SM_CHECK(!s.valid(), "synchronize of a CUDA stream in a build without CUDA");
+}
+void synchronize(const Device& d) {
+  SM_CHECK(d.is_cpu(), "synchronize " << d.str() << " in a build without CUDA");
+}
 #endif
 
 }  // namespace sm

@@ -2,6 +2,8 @@
 // cudaErrorInsufficientDriver and leaves the count unwritten: start from 0, clear the error.
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "spikemesh/core/device.h"
 
 namespace sm {
@@ -17,5 +19,15 @@ int cuda_device_count() {
 }
 
 bool built_with_cuda() { return true; }
+
+std::string cuda_unavailable_reason() {
+  int n = 0;
+  cudaError_t rc = cudaGetDeviceCount(&n);
+  if (rc != cudaSuccess) {
+    cudaGetLastError();
+    return std::string(cudaGetErrorName(rc)) + ": " + cudaGetErrorString(rc);
+  }
+  return n > 0 ? std::string() : std::string("no CUDA device is visible (CUDA_VISIBLE_DEVICES?)");
+}
 
 }  // namespace sm

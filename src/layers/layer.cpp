@@ -1,22 +1,51 @@
 // layer.cpp — the non-virtual Layer entry points: device dispatch and parameter declaration.
 #include "spikemesh/layers/layer.h"
 
+#include <chrono>
+
+#include "spikemesh/layers/layer_profile.h"
+
 namespace sm {
+namespace {
+// True when this call should be timed: profiling on, a leaf layer, on the CPU.
+bool timed(Layer& l, const Device& d) { return layer_profile_enabled() && d.is_cpu() && l.children().empty(); }
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
 
 Tensor Layer::forward(const Tensor& x, Ctx& ctx) {
   last_device_ = x.device();
-  return x.device().is_cuda() ? forward_cuda(x, ctx) : forward_cpu(x, ctx);
+  if (x.device().is_cuda()) return forward_cuda(x, ctx);
+  if (!timed(*this, x.device())) return forward_cpu(x, ctx);
+  auto t0 = std::chrono::steady_clock::now();
+  Tensor y = forward_cpu(x, ctx);
+  const double ms = ms_since(t0);
+  double flops = 0.0;  // matrix-product layers: 2 · weight elements · output positions
+  const std::string t = type();
+  if ((t == "conv2d" || t == "conv1d" || t == "linear") && !own_params_.empty()) {
+    const Tensor& w = own_params_[0]->value;  // [Cout, ...]
+    if (w.defined() && w.dim(0) > 0) flops = 2.0 * double(w.numel()) * double(y.numel() / w.dim(0));
+  }
+  layer_profile_add(t, ms, 0.0, true, flops);
+  return y;
 }
 
 Tensor Layer::backward_input(const Tensor& dy, Ctx& ctx) {
-  return dy.device().is_cuda() ? backward_input_cuda(dy, ctx) : backward_input_cpu(dy, ctx);
+  if (dy.device().is_cuda()) return backward_input_cuda(dy, ctx);
+  if (!timed(*this, dy.device())) return backward_input_cpu(dy, ctx);
+  auto t0 = std::chrono::steady_clock::now();
+  Tensor dx = backward_input_cpu(dy, ctx);
+  layer_profile_add(type(), 0.0, ms_since(t0), false);
+  return dx;
 }
 
 void Layer::backward_weight(Ctx& ctx) {
-  if (last_device_.is_cuda())
-    backward_weight_cuda(ctx);
-  else
-    backward_weight_cpu(ctx);
+  if (last_device_.is_cuda()) return backward_weight_cuda(ctx);
+  if (!timed(*this, last_device_)) return backward_weight_cpu(ctx);
+  auto t0 = std::chrono::steady_clock::now();
+  backward_weight_cpu(ctx);
+  layer_profile_add(type(), 0.0, ms_since(t0), false);
 }
 
 Tensor Layer::forward_cuda(const Tensor&, Ctx&) {

@@ -45,15 +45,24 @@ void Unit::finalize(DType dt, Device dev, uint64_t seed) {
   std::vector<Param*> ps = params();
   int64_t total = 0;
   for (Param* p : ps) total += shape_numel(p->local_shape);
-  flat_value_ = Tensor::zeros({total}, dt, dev);
+  // init_param writes host memory: on a CUDA device the values are initialised on the host
+  // and copied over (the same numbers as a CPU run), then the views are bound again.
+  flat_value_ = Tensor::zeros({total}, dt);
   flat_grad_ = Tensor::zeros({total}, dt, dev);
-  int64_t off = 0;
-  for (Param* p : ps) {
-    int64_t n = shape_numel(p->local_shape);
-    p->value = flat_value_.slice0(off, off + n).view(p->local_shape);
-    p->grad = flat_grad_.slice0(off, off + n).view(p->local_shape);
-    off += n;
-    init_param(*p, seed);
+  auto bind = [&]() {
+    int64_t off = 0;
+    for (Param* p : ps) {
+      int64_t n = shape_numel(p->local_shape);
+      p->value = flat_value_.slice0(off, off + n).view(p->local_shape);
+      p->grad = flat_grad_.slice0(off, off + n).view(p->local_shape);
+      off += n;
+    }
+  };
+  bind();
+  for (Param* p : ps) init_param(*p, seed);
+  if (!dev.is_cpu()) {
+    flat_value_ = flat_value_.to(dev);
+    bind();
   }
   for (Buffer* b : buffers()) b->value = Tensor::full(b->shape, b->init, b->integer ? DType::I64 : dt, dev);
 }

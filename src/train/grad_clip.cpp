@@ -1,5 +1,6 @@
 // grad_clip.cpp — global L2 grad norm (deterministic blocked sums in double) and scaling.
 #include "spikemesh/train/grad_clip.h"
+#include "spikemesh/train/optimizer_cuda.h"
 
 #include <algorithm>
 #include <cmath>
@@ -48,6 +49,8 @@ void check_grad(const Param& p) {
 }  // namespace
 
 double clip_grad_norm(const std::vector<Param*>& params, double max_norm, Collectives* group) {
+  if (!params.empty() && params.front() != nullptr && params.front()->grad.device().is_cuda())
+    return clip_grad_norm_cuda(params, max_norm, group);
   double sum_sq = 0.0;
   for (const Param* p : params) {
     SM_CHECK(p != nullptr, "clip_grad_norm: null param");

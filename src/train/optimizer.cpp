@@ -1,5 +1,6 @@
 // optimizer.cpp — the Optimizer base (param checks, lr, step count) and the factory.
 #include "spikemesh/train/optimizer.h"
+#include "spikemesh/train/optimizer_cuda.h"
 
 #include <cmath>
 #include <unordered_set>
@@ -55,6 +56,8 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, std::vecto
   if (!(std::isfinite(cfg.weight_decay) && cfg.weight_decay >= 0.0))
     SM_INPUT_ERROR("optimizer '" << cfg.name << "': invalid weight_decay " << cfg.weight_decay
                                  << " (must be >= 0)");
+  if (!params.empty() && params.front() != nullptr && params.front()->value.device().is_cuda())
+    return make_optimizer_cuda(cfg, std::move(params));  // fused device kernels
   if (cfg.name == "sgd") return make_sgd(cfg, std::move(params));
   if (cfg.name == "adam") return make_adam(cfg, std::move(params), /*decoupled=*/false);
   if (cfg.name == "adamw") return make_adam(cfg, std::move(params), /*decoupled=*/true);

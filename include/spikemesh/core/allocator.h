@@ -42,6 +42,8 @@ class CpuCachingAllocator final : public Allocator {
   std::map<size_t, std::vector<void*>> free_;  // size class -> cached blocks
 };
 
+// The allocator of a device: cpu_allocator() or the device's CudaCachingAllocator
+// (core/cuda_allocator.h; page-locked host memory: pinned_host_allocator() there).
 Allocator& allocator_for(const Device& d);
 Allocator& cpu_allocator();
 

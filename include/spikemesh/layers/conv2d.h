@@ -24,11 +24,20 @@ class Conv2d : public Layer {
   Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
   Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
   void backward_weight_cpu(Ctx& ctx) override;
+#ifdef SPIKEMESH_HAVE_CUDA
+  // CUDA hooks (src/layers/conv2d_cuda.cpp).
+  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override;
+  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override;
+  void backward_weight_cuda(Ctx& ctx) override;
+#endif
 
  private:
   struct Saved;
   Conv2dConfig cfg_;
   std::shared_ptr<void> impl_;  // kernel-side state (primitive caches, saved slots)
+#ifdef SPIKEMESH_HAVE_CUDA
+  std::shared_ptr<void> cuda_impl_;  // CUDA-side saved state per slot (created on first use)
+#endif
 };
 
 }  // namespace sm

@@ -15,6 +15,7 @@ class Flatten : public Layer {
   // A view on any device: the same code serves CUDA tensors.
   Tensor forward_cuda(const Tensor& x, Ctx& ctx) override { return forward_cpu(x, ctx); }
   Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override { return backward_input_cpu(dy, ctx); }
+  void backward_weight_cuda(Ctx&) override {}  // no parameters
 
  private:
   std::shared_ptr<void> impl_;  // saved input shapes per slot

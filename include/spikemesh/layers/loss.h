@@ -30,4 +30,11 @@ class Loss {
 
 std::unique_ptr<Loss> make_loss(const std::string& name);  // "mean_ce" | "rate_mse"; throws Input
 
+// `inner` extended to CUDA outputs (src/layers/loss_cuda.cpp): a CUDA [T, N, K] output (f32,
+// bf16 or f16; labels on the host or the device) is reduced on the GPU with the same
+// double-precision math (kernels/cuda/loss.h) — one host synchronisation per forward for the
+// loss and the correct count — and backward returns the gradient on that device in the
+// output's dtype. Host outputs go to `inner` unchanged. Without CUDA: `inner` itself.
+std::unique_ptr<Loss> with_cuda_support(std::unique_ptr<Loss> inner);
+
 }  // namespace sm

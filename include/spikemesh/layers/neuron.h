@@ -38,15 +38,31 @@ class Neuron : public Layer {
   void reset_state() override;
   // firing_rate: spikes / (T·N·features) of the last training/eval forward.
   void collect_stats(std::vector<LayerStat>& out) const override;
+#ifdef SPIKEMESH_HAVE_CUDA
+  // The CUDA path keeps its own membrane and counters (src/layers/neuron_cuda.cpp); Unit's
+  // reset_state()/collect_stats() reach them through these (Neuron::reset_state and
+  // collect_stats see only the CPU state).
+  void reset_cuda_state();
+  void collect_cuda_stats(std::vector<LayerStat>& out) const;
+#endif
 
  protected:
   Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
   Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
   void backward_weight_cpu(Ctx& ctx) override;
+#ifdef SPIKEMESH_HAVE_CUDA
+  // CUDA hooks (src/layers/neuron_cuda.cpp).
+  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override;
+  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override;
+  void backward_weight_cuda(Ctx& ctx) override;
+#endif
 
  private:
   NeuronConfig cfg_;
   std::shared_ptr<void> impl_;
+#ifdef SPIKEMESH_HAVE_CUDA
+  std::shared_ptr<void> cuda_impl_;  // CUDA-side saved state per slot (created on first use)
+#endif
 };
 
 }  // namespace sm

@@ -20,10 +20,19 @@ class MaxPool2d : public Layer {
  protected:
   Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
   Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
+#ifdef SPIKEMESH_HAVE_CUDA
+  // CUDA hooks (src/layers/pool_cuda.cpp).
+  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override;
+  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override;
+  void backward_weight_cuda(Ctx&) override {}  // no parameters
+#endif
 
  private:
   PoolConfig cfg_;
   std::shared_ptr<void> impl_;
+#ifdef SPIKEMESH_HAVE_CUDA
+  std::shared_ptr<void> cuda_impl_;  // CUDA-side saved state per slot (created on first use)
+#endif
 };
 
 class AvgPool2d : public Layer {
@@ -36,10 +45,19 @@ class AvgPool2d : public Layer {
  protected:
   Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
   Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
+#ifdef SPIKEMESH_HAVE_CUDA
+  // CUDA hooks (src/layers/pool_cuda.cpp).
+  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override;
+  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override;
+  void backward_weight_cuda(Ctx&) override {}  // no parameters
+#endif
 
  private:
   PoolConfig cfg_;
   std::shared_ptr<void> impl_;
+#ifdef SPIKEMESH_HAVE_CUDA
+  std::shared_ptr<void> cuda_impl_;  // CUDA-side saved state per slot (created on first use)
+#endif
 };
 
 }  // namespace sm

@@ -40,6 +40,11 @@ class Residual : public Sequential {
  protected:
   Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
   Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
+#ifdef SPIKEMESH_HAVE_CUDA
+  // The children route by device; the residual add runs on the GPU (residual_cuda.cpp).
+  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override;
+  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override;
+#endif
 };
 
 }  // namespace sm

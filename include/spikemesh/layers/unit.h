@@ -15,12 +15,18 @@ class Unit : public Sequential {
   std::string type() const override { return "unit"; }
 
   // Names every child layer and parameter by path, allocates the flat buffers in `dt` on
-  // `dev` and binds the views; then initialises from (seed, param name).
+  // `dev` and binds the views; then initialises from (seed, param name). On a CUDA device
+  // the values are initialised on the host and copied (the same numbers as on the CPU).
   void finalize(DType dt, Device dev, uint64_t seed);
   Tensor& flat_value() { return flat_value_; }
   Tensor& flat_grad() { return flat_grad_; }
   int64_t num_params() const { return flat_value_.numel(); }
   void zero_grad() { if (flat_grad_.defined()) flat_grad_.zero(); }
+#ifdef SPIKEMESH_HAVE_CUDA
+  // Also reset / report the CUDA-side state of the neurons below (src/layers/unit_cuda.cpp).
+  void reset_state() override;
+  void collect_stats(std::vector<LayerStat>& out) const override;
+#endif
 
  private:
   Tensor flat_value_;  // [num_params]

@@ -1,0 +1,41 @@
+// check.h (kernels/cuda) — checking every CUDA runtime call and kernel launch.
+// Include only from code compiled when SPIKEMESH_HAVE_CUDA is defined.
+//
+//   SM_CUDA_CHECK(cudaMemcpyAsync(...));   // any call returning cudaError_t
+//   my_kernel<<<grid, block, 0, stream>>>(...);
+//   SM_CUDA_CHECK_LAUNCH();                // launch-configuration / sticky errors
+//
+// Invariant: a failure throws sm::Error(Library) whose message names the call, the rank and
+// host (where_am_i), file:line and cudaGetErrorString — one line, like every library error.
+// The (non-sticky) error state is cleared before throwing so a caller that catches can go on.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "spikemesh/core/error.h"
+
+namespace sm {
+
+[[noreturn]] inline void throw_cuda_error(cudaError_t rc, const char* call, const char* file,
+                                          int line) {
+  (void)cudaGetLastError();  // clear a non-sticky error so the next call starts clean
+  std::string msg = std::string(cudaGetErrorName(rc)) + ": " + cudaGetErrorString(rc);
+  throw_library_error("CUDA", call, msg, file, line);
+}
+
+}  // namespace sm
+
+#define SM_CUDA_CHECK(call)                                                        \
+  do {                                                                             \
+    cudaError_t sm_cuda_rc_ = (call);                                              \
+    if (sm_cuda_rc_ != cudaSuccess)                                                \
+      ::sm::throw_cuda_error(sm_cuda_rc_, #call, __FILE__, __LINE__);              \
+  } while (0)
+
+// After every <<<...>>> launch: reports a bad configuration (grid/block/shared memory) or an
+// earlier asynchronous fault that is already known.
+#define SM_CUDA_CHECK_LAUNCH()                                                     \
+  do {                                                                             \
+    cudaError_t sm_cuda_rc_ = cudaGetLastError();                                  \
+    if (sm_cuda_rc_ != cudaSuccess)                                                \
+      ::sm::throw_cuda_error(sm_cuda_rc_, "kernel launch", __FILE__, __LINE__);    \
+  } while (0)

@@ -1,0 +1,435 @@
+// conv_cudnn.cpp — cuDNN convolutions with per-shape plans and algorithm caching
+// (contracts and the algorithm policy in kernels/cuda/conv_cudnn.h).
+#if defined(SPIKEMESH_HAVE_CUDA)
+#include "spikemesh/kernels/cuda/conv_cudnn.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <climits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <tuple>
+
+#include "spikemesh/core/cuda_stream.h"
+#include "spikemesh/core/error.h"
+#include "spikemesh/core/log.h"
+#include "spikemesh/core/tensor.h"
+
+#ifdef SPIKEMESH_HAVE_CUDNN
+#include <cudnn.h>
+
+#include "spikemesh/kernels/cuda/cudnn_check.h"
+#endif
+
+namespace sm {
+namespace cuda {
+
+#ifdef SPIKEMESH_HAVE_CUDNN
+namespace {
+
+// ---- handles ---------------------------------------------------------------------------------
+
+cudnnHandle_t handle_for(int device) {
+  static std::array<std::atomic<cudnnHandle_t>, kMaxDevices> handles{};
+  static std::mutex mu;
+  SM_CHECK(device >= 0 && device < kMaxDevices, "CUDA device ordinal " << device);
+  cudnnHandle_t h = handles[device].load(std::memory_order_acquire);
+  if (h) return h;
+  std::lock_guard<std::mutex> lock(mu);
+  h = handles[device].load(std::memory_order_acquire);
+  if (h) return h;
+  DeviceGuard guard(device);
+  SM_CUDNN_CHECK(cudnnCreate(&h));  // never destroyed (process lifetime)
+  SM_CUDNN_CHECK(cudnnSetStream(h, stream_for(device)));
+  handles[device].store(h, std::memory_order_release);
+  return h;
+}
+
+// ---- plans -----------------------------------------------------------------------------------
+
+using PlanKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool,
+                           bool, size_t>;
+
+PlanKey key_of(int device, const cpu::Conv2dGeometry& g, DType dt, const ConvOptions& o) {
+  return PlanKey{device, static_cast<int>(dt), g.batch, g.in_channels, g.height, g.width, g.out_channels,
+                 g.kernel, g.stride, g.padding, o.allow_tf32, o.deterministic, o.max_workspace_bytes};
+}
+
+struct Choice {
+  int algo = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  size_t workspace = 0;
+};
+
+struct Direction {
+  bool chosen = false;        // candidates computed
+  std::vector<Choice> list;   // in preference order
+  size_t index = 0;           // the one in use
+  bool logged = false;        // the choice in use was recorded in the summary
+};
+
+struct Plan {
+  std::string what;  // "f32 [8, 3, 32, 32] -> 16 k3 s1 p1" for messages
+  DType dt = DType::F32;
+  bool strict_f32 = false;
+  bool deterministic = true;
+  size_t max_ws = 0;
+  cudnnMathType_t base_math = CUDNN_DEFAULT_MATH;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  Direction fwd, bwd_data, bwd_filter;
+};
+
+cudnnDataType_t cudnn_type(DType dt) {
+  switch (dt) {
+    case DType::F32: return CUDNN_DATA_FLOAT;
+    case DType::F64: return CUDNN_DATA_DOUBLE;
+    case DType::BF16: return CUDNN_DATA_BFLOAT16;
+    case DType::F16: return CUDNN_DATA_HALF;
+    default: SM_CHECK(false, "cuDNN convolution on " << dtype_name(dt) << " (f32, f64, bf16, f16 only)");
+  }
+  return CUDNN_DATA_FLOAT;
+}
+
+int as_int(int64_t v, const char* what) {
+  SM_CHECK(v >= 0 && v <= INT_MAX, "convolution " << what << " = " << v << " does not fit cuDNN's int");
+  return static_cast<int>(v);
+}
+
+std::string describe(const cpu::Conv2dGeometry& g, DType dt) {
+  std::ostringstream os;
+  os << dtype_name(dt) << " [" << g.batch << ", " << g.in_channels << ", " << g.height << ", " << g.width << "] -> "
+     << g.out_channels << " k" << g.kernel << " s" << g.stride << " p" << g.padding;
+  return os.str();
+}
+
+std::unique_ptr<Plan> make_plan(int device, const cpu::Conv2dGeometry& g, DType dt, const ConvOptions& o) {
+  auto p = std::make_unique<Plan>();
+  p->what = describe(g, dt);
+  p->dt = dt;
+  p->strict_f32 = dt == DType::F32 && !o.allow_tf32;
+  p->deterministic = o.deterministic;
+  p->max_ws = o.max_workspace_bytes;
+  // f32: FMA only unless TF32 is allowed (DEFAULT permits TF32 on sm_80+); f64: default;
+  // bf16/f16: tensor cores.
+  p->base_math = dt == DType::F32 ? (o.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH)
+                 : dt == DType::F64 ? CUDNN_DEFAULT_MATH
+                                    : CUDNN_TENSOR_OP_MATH;
+  SM_CHECK(g.input_numel() < (int64_t{1} << 31) && g.output_numel() < (int64_t{1} << 31),
+           "convolution " << p->what << ": tensors of 2^31 elements or more are not supported by cuDNN's "
+                                      "convolution API; use a smaller batch or more ranks");
+  const cudnnDataType_t t = cudnn_type(dt);
+  // Accumulation: f64 for f64, f32 otherwise (PSEUDO_HALF / PSEUDO_BFLOAT16 configs).
+  const cudnnDataType_t compute = dt == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  SM_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
+  SM_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y));
+  SM_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
+  SM_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv));
+  SM_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, t, as_int(g.batch, "batch"),
+                                            as_int(g.in_channels, "in_channels"), as_int(g.height, "height"),
+                                            as_int(g.width, "width")));
+  SM_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, t, CUDNN_TENSOR_NCHW, as_int(g.out_channels, "out_channels"),
+                                            as_int(g.in_channels, "in_channels"), as_int(g.kernel, "kernel"),
+                                            as_int(g.kernel, "kernel")));
+  SM_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, as_int(g.padding, "padding"), as_int(g.padding, "padding"),
+                                                 as_int(g.stride, "stride"), as_int(g.stride, "stride"), 1, 1,
+                                                 CUDNN_CROSS_CORRELATION, compute));
+  SM_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, p->base_math));
+  int n = 0, c = 0, h = 0, w = 0;
+  SM_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &n, &c, &h, &w));
+  SM_CHECK(n == g.batch && c == g.out_channels && h == g.out_height() && w == g.out_width(),
+           "cuDNN output dims [" << n << ", " << c << ", " << h << ", " << w << "] differ from the geometry's for "
+                                 << p->what);
+  SM_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, t, n, c, h, w));
+  (void)device;
+  return p;
+}
+
+Plan& plan_for(int device, const cpu::Conv2dGeometry& g, DType dt, const ConvOptions& o) {
+  static std::mutex mu;
+  static auto* plans = new std::map<PlanKey, std::unique_ptr<Plan>>();  // never destroyed
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = (*plans)[key_of(device, g, dt, o)];
+  if (!slot) slot = make_plan(device, g, dt, o);
+  return *slot;
+}
+
+std::vector<std::string>& summary_lines() {
+  static auto* lines = new std::vector<std::string>();
+  return *lines;
+}
+std::mutex& summary_mu() {
+  static std::mutex mu;
+  return mu;
+}
+
+bool not_supported(cudnnStatus_t rc) { return CUDNN_STATUS_CATEGORY(rc) == CUDNN_STATUS_NOT_SUPPORTED; }
+
+bool tensor_op_math(cudnnMathType_t m) {
+  return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
+// Algorithms whose f32 results are not within ~1e-6 of a direct sum (transform-based).
+bool imprecise_fwd(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool imprecise_bwd_data(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool imprecise_bwd_filter(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
+const char* fwd_name(int a) {
+  static const char* n[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
+                            "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  return a >= 0 && a < 8 ? n[a] : "?";
+}
+const char* bwd_data_name(int a) {
+  static const char* n[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  return a >= 0 && a < 6 ? n[a] : "?";
+}
+const char* bwd_filter_name(int a) {
+  static const char* n[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+  return a >= 0 && a < 7 ? n[a] : "?";
+}
+const char* math_name(cudnnMathType_t m) {
+  switch (m) {
+    case CUDNN_DEFAULT_MATH: return "default";
+    case CUDNN_TENSOR_OP_MATH: return "tensor-op";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor-op-conversion";
+    case CUDNN_FMA_MATH: return "fma";
+  }
+  return "?";
+}
+
+// Keeps a heuristic result if it passes the plan's policy; fills c.
+template <typename Perf, typename Algo>
+bool acceptable(const Plan& p, const Perf& r, bool (*imprecise)(Algo), Choice& c) {
+  if (r.status != CUDNN_STATUS_SUCCESS) return false;
+  if (p.deterministic && r.determinism != CUDNN_DETERMINISTIC) return false;
+  cudnnMathType_t math = r.mathType;
+  if (p.strict_f32) {
+    if (tensor_op_math(math) || imprecise(r.algo)) return false;
+    math = CUDNN_FMA_MATH;
+  }
+  c.algo = static_cast<int>(r.algo);
+  c.math = math;
+  return true;
+}
+
+// Workspace of one candidate (queried with its math type set); false when unusable.
+template <typename F>
+bool workspace_of(Plan& p, Choice& c, F query) {
+  if (cudnnSetConvolutionMathType(p.conv, c.math) != CUDNN_STATUS_SUCCESS) return false;
+  size_t ws = 0;
+  if (query(static_cast<int>(c.algo), &ws) != CUDNN_STATUS_SUCCESS) return false;
+  if (ws > p.max_ws) return false;
+  c.workspace = ws;
+  return true;
+}
+
+void add_unique(std::vector<Choice>& list, const Choice& c) {
+  for (const Choice& e : list)
+    if (e.algo == c.algo && e.math == c.math) return;
+  list.push_back(c);
+}
+
+// The math types of a zero-workspace fallback algorithm, in order: the plan's own, then (not
+// for strict f32, where only FMA is allowed) the default and plain FMA ones.
+std::vector<cudnnMathType_t> fallback_maths(const Plan& p) {
+  if (p.strict_f32) return {CUDNN_FMA_MATH};
+  return {p.base_math, CUDNN_DEFAULT_MATH, CUDNN_FMA_MATH};
+}
+
+void choose_fwd(cudnnHandle_t h, Plan& p) {
+  int max = 0;
+  SM_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(std::max(max, 1)));
+  int returned = 0;
+  SM_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.base_math));
+  SM_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y, max, &returned, perf.data()));
+  auto query = [&](int algo, size_t* ws) {
+    return cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y,
+                                                   static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws);
+  };
+  for (int i = 0; i < returned; ++i) {
+    Choice c;
+    if (acceptable(p, perf[i], imprecise_fwd, c) && workspace_of(p, c, query)) add_unique(p.fwd.list, c);
+  }
+  for (cudnnMathType_t m : fallback_maths(p)) {
+    Choice last{CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, m, 0};  // deterministic, no workspace
+    if (workspace_of(p, last, query)) add_unique(p.fwd.list, last);
+  }
+  p.fwd.chosen = true;
+}
+
+void choose_bwd_data(cudnnHandle_t h, Plan& p) {
+  int max = 0;
+  SM_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<size_t>(std::max(max, 1)));
+  int returned = 0;
+  SM_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.base_math));
+  SM_CUDNN_CHECK(
+      cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv, p.x, max, &returned, perf.data()));
+  auto query = [&](int algo, size_t* ws) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, p.conv, p.x,
+                                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws);
+  };
+  for (int i = 0; i < returned; ++i) {
+    Choice c;
+    if (acceptable(p, perf[i], imprecise_bwd_data, c) && workspace_of(p, c, query)) add_unique(p.bwd_data.list, c);
+  }
+  for (cudnnMathType_t m : fallback_maths(p)) {
+    Choice last{CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, m, 0};  // deterministic
+    if (workspace_of(p, last, query)) add_unique(p.bwd_data.list, last);
+  }
+  p.bwd_data.chosen = true;
+}
+
+void choose_bwd_filter(cudnnHandle_t h, Plan& p) {
+  int max = 0;
+  SM_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<size_t>(std::max(max, 1)));
+  int returned = 0;
+  SM_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.base_math));
+  SM_CUDNN_CHECK(
+      cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv, p.w, max, &returned, perf.data()));
+  auto query = [&](int algo, size_t* ws) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x, p.y, p.conv, p.w,
+                                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws);
+  };
+  for (int i = 0; i < returned; ++i) {
+    Choice c;
+    if (acceptable(p, perf[i], imprecise_bwd_filter, c) && workspace_of(p, c, query))
+      add_unique(p.bwd_filter.list, c);
+  }
+  for (cudnnMathType_t m : fallback_maths(p)) {
+    Choice last{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, m, 0};  // deterministic
+    if (workspace_of(p, last, query)) add_unique(p.bwd_filter.list, last);
+  }
+  p.bwd_filter.chosen = true;
+}
+
+// Runs `call(choice, workspace_ptr)` with the plan's current choice for a direction,
+// dropping choices the library refuses. Logs the first success.
+template <typename Call>
+void run(int device, Plan& p, Direction& d, const char* dir, const char* (*algo_name)(int), Call call) {
+  while (true) {
+    if (d.index >= d.list.size())
+      throw_library_error("cuDNN", dir, "no usable algorithm for convolution " + p.what, __FILE__, __LINE__);
+    const Choice& c = d.list[d.index];
+    SM_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, c.math));
+    Tensor ws;  // [workspace] u8 from the caching allocator (stream-ordered reuse)
+    if (c.workspace > 0) ws = Tensor::empty({static_cast<int64_t>(c.workspace)}, DType::U8, Device::cuda(device));
+    const cudnnStatus_t rc = call(c, ws.defined() ? ws.raw() : nullptr);
+    if (rc == CUDNN_STATUS_SUCCESS) {
+      if (!d.logged) {  // the first success of this direction: record the choice once
+        std::ostringstream os;
+        os << dir << " " << p.what << ": algo " << c.algo << " (" << algo_name(c.algo) << "), " << math_name(c.math)
+           << ", " << c.workspace << " B workspace";
+        {
+          std::lock_guard<std::mutex> lock(summary_mu());
+          summary_lines().push_back(os.str());
+        }
+        SM_DEBUG("cuDNN " << os.str());
+        d.logged = true;
+      }
+      return;
+    }
+    if (!not_supported(rc)) throw_cudnn_error(rc, dir, __FILE__, __LINE__);
+    SM_DEBUG("cuDNN " << dir << " " << p.what << ": algo " << c.algo << " (" << algo_name(c.algo)
+                      << ") not supported, trying the next one");
+    ++d.index;
+    d.logged = false;
+  }
+}
+
+}  // namespace
+
+void conv2d_forward_cudnn(int device, const cpu::Conv2dGeometry& g, DType dt, const void* x, const void* w, void* y,
+                          const ConvOptions& opt) {
+  if (g.output_numel() == 0) return;
+  DeviceGuard guard(device);
+  cudnnHandle_t h = handle_for(device);
+  Plan& p = plan_for(device, g, dt, opt);
+  if (!p.fwd.chosen) choose_fwd(h, p);
+  const double one_d = 1.0, zero_d = 0.0;
+  const float one_f = 1.0f, zero_f = 0.0f;
+  const void* alpha = dt == DType::F64 ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
+  const void* beta = dt == DType::F64 ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
+  run(device, p, p.fwd, "cudnnConvolutionForward", fwd_name, [&](const Choice& c, void* ws) {
+    return cudnnConvolutionForward(h, alpha, p.x, x, p.w, w, p.conv, static_cast<cudnnConvolutionFwdAlgo_t>(c.algo),
+                                   ws, c.workspace, beta, p.y, y);
+  });
+}
+
+void conv2d_backward_data_cudnn(int device, const cpu::Conv2dGeometry& g, DType dt, const void* dy, const void* w,
+                                void* dx, const ConvOptions& opt) {
+  if (g.input_numel() == 0) return;
+  DeviceGuard guard(device);
+  cudnnHandle_t h = handle_for(device);
+  Plan& p = plan_for(device, g, dt, opt);
+  if (!p.bwd_data.chosen) choose_bwd_data(h, p);
+  const double one_d = 1.0, zero_d = 0.0;
+  const float one_f = 1.0f, zero_f = 0.0f;
+  const void* alpha = dt == DType::F64 ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
+  const void* beta = dt == DType::F64 ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
+  run(device, p, p.bwd_data, "cudnnConvolutionBackwardData", bwd_data_name, [&](const Choice& c, void* ws) {
+    return cudnnConvolutionBackwardData(h, alpha, p.w, w, p.y, dy, p.conv,
+                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, c.workspace, beta,
+                                        p.x, dx);
+  });
+}
+
+void conv2d_backward_filter_cudnn(int device, const cpu::Conv2dGeometry& g, DType dt, const void* x, const void* dy,
+                                  void* dw, double dw_beta, const ConvOptions& opt) {
+  if (g.weight_numel() == 0) return;
+  DeviceGuard guard(device);
+  cudnnHandle_t h = handle_for(device);
+  Plan& p = plan_for(device, g, dt, opt);
+  if (!p.bwd_filter.chosen) choose_bwd_filter(h, p);
+  const double one_d = 1.0, beta_d = dw_beta;
+  const float one_f = 1.0f, beta_f = static_cast<float>(dw_beta);
+  const void* alpha = dt == DType::F64 ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
+  const void* beta = dt == DType::F64 ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
+  run(device, p, p.bwd_filter, "cudnnConvolutionBackwardFilter", bwd_filter_name, [&](const Choice& c, void* ws) {
+    return cudnnConvolutionBackwardFilter(h, alpha, p.x, x, p.y, dy, p.conv,
+                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, c.workspace,
+                                          beta, p.w, dw);
+  });
+}
+
+std::vector<std::string> conv_plan_summary() {
+  std::lock_guard<std::mutex> lock(summary_mu());
+  return summary_lines();
+}
+
+#else  // no cuDNN headers
+
+void conv2d_forward_cudnn(int, const cpu::Conv2dGeometry&, DType, const void*, const void*, void*,
+                          const ConvOptions&) {
+  SM_CHECK(false, "this build has no cuDNN (convolutions on CUDA need it)");
+}
+void conv2d_backward_data_cudnn(int, const cpu::Conv2dGeometry&, DType, const void*, const void*, void*,
+                                const ConvOptions&) {
+  SM_CHECK(false, "this build has no cuDNN (convolutions on CUDA need it)");
+}
+void conv2d_backward_filter_cudnn(int, const cpu::Conv2dGeometry&, DType, const void*, const void*, void*, double,
+                                  const ConvOptions&) {
+  SM_CHECK(false, "this build has no cuDNN (convolutions on CUDA need it)");
+}
+std::vector<std::string> conv_plan_summary() { return {}; }
+
+#endif  // SPIKEMESH_HAVE_CUDNN
+
+}  // namespace cuda
+}  // namespace sm
+#endif  // SPIKEMESH_HAVE_CUDA

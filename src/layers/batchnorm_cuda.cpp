@@ -1,0 +1,179 @@
+// batchnorm_cuda.cpp — BatchNorm1d/2d's CUDA hooks over helper kernels of
+// kernels/cuda/batchnorm.h, composed exactly as layers/batchnorm.cpp does on the CPU (same
+// shifted moments, running-statistics update, saved output-or-input choice, backward
+// coefficients; per-channel vectors in double on the device). Activations f32, bf16 or f16;
+// γ, β, running statistics and gradients f32.
+//
+// Host synchronisation: the forward reads one flag back (may the output be kept instead of
+// the input, decided per call as on the CPU) — one small device-to-host copy per BN layer
+// per forward. Synced BN (ctx.bn_sync) all-reduces the [C] sums through host memory.
+#ifdef SPIKEMESH_HAVE_CUDA
+#include "cuda_layer_util.h"
+#include "spikemesh/kernels/cuda/batchnorm.h"
+#include "spikemesh/layers/batchnorm.h"
+#include "spikemesh/layers/collectives.h"
+#include "spikemesh/layers/slot_store.h"
+
+namespace sm {
+namespace {
+
+// Rows of CudaSaved::stats (device double [kStatRows, C]).
+enum StatRow { kMean = 0, kInvstd, kScale, kYScale, kYOffset, kDGamma, kDBeta, kStatRows };
+
+struct CudaSaved {
+  Tensor act;                 // [T, N, C, ...] output y (saved_output) or input x; released by
+                              // a split B
+  bool saved_output = false;  // act is y: x - μ = (y - y_offset[c]) / y_scale[c]
+  Tensor stats;               // double [kStatRows, C]
+  double count = 0.0;         // elements per channel (whole group when synced)
+  bool batch_stats = true;
+  bool synced = false;
+  bool has_param_grads = false;  // B computed dγ, dβ
+};
+
+struct CudaImpl {
+  SlotStore<CudaSaved> slots;
+};
+
+CudaImpl& impl(std::shared_ptr<void>& p) {
+  if (!p) p = std::make_shared<CudaImpl>();
+  return *static_cast<CudaImpl*>(p.get());
+}
+
+double* row(const Tensor& t, int r, int64_t C) { return t.data<double>() + r * C; }
+
+cpu::BnShape bn_shape(const Tensor& x) {
+  cpu::BnShape s;
+  s.outer = x.dim(0) * x.dim(1);
+  s.channels = x.dim(2);
+  s.inner = 1;
+  for (int i = 3; i < x.ndim(); ++i) s.inner *= x.dim(i);
+  return s;
+}
+
+// All-reduces the first `n` doubles of the device tensor `dev` (plus *extra, if given)
+// through host memory, over coll's group.
+void all_reduce_through_host(Collectives& coll, const Tensor& dev, int64_t n, double* extra) {
+  Tensor host = Tensor::empty({n + (extra ? 1 : 0)}, DType::F64);  // [n (+1)]
+  Tensor dev_flat = dev.view({dev.numel()}).slice0(0, n);
+  host.slice0(0, n).copy_from(dev_flat);  // synchronous
+  if (extra) host.data<double>()[n] = *extra;
+  coll.all_reduce_sum(host);
+  dev_flat.copy_from(host.slice0(0, n));
+  if (extra) *extra = host.data<double>()[n];
+}
+
+}  // namespace
+
+Tensor BatchNorm::forward_cuda(const Tensor& x, Ctx& ctx) {
+  SM_CHECK(x.ndim() >= 2, "batchnorm input needs [T, N, ...], got " << shape_str(x.shape()));
+  output_shape(Shape(x.shape().begin() + 2, x.shape().end()));
+  cuda_layer::check_activation(x, "batchnorm", name());
+  cuda_layer::check_master(param(0).value, x, "batchnorm", name());
+  CudaAllocLabel label("batchnorm forward", &name_);
+  const cpu::BnShape s = bn_shape(x);
+  const int64_t C = s.channels;
+  const DType dt = x.dtype();
+  cudaStream_t st = cuda_layer::stream_of(x);
+  float* running_mean = buffer(0).value.data<float>();
+  float* running_var = buffer(1).value.data<float>();
+  int64_t* tracked = buffer(2).value.data<int64_t>();
+  const float* gamma = param(0).value.data<float>();
+  const float* beta = param(1).value.data<float>();
+
+  CudaSaved& sv = impl(cuda_impl_).slots.fresh(ctx.slot);
+  sv.batch_stats = ctx.training;
+  sv.synced = ctx.training && ctx.bn_sync != nullptr;
+  sv.stats = Tensor::empty({kStatRows, C}, DType::F64, x.device());
+  double* mean = row(sv.stats, kMean, C);
+  double* invstd = row(sv.stats, kInvstd, C);
+  double* scale = row(sv.stats, kScale, C);
+  if (ctx.training) {
+    Tensor sums = Tensor::empty({2, C}, DType::F64, x.device());  // Σ(x - rm), Σ(x - rm)²
+    double count = static_cast<double>(s.count());
+    cuda_layer::dispatch_activation(dt, "batchnorm", [&](auto t) {
+      using T = decltype(t);
+      cuda::bn_shifted_moments_cuda<T>(static_cast<const T*>(x.raw()), s, running_mean, row(sums, 0, C),
+                                       row(sums, 1, C), st);
+    });
+    if (sv.synced) all_reduce_through_host(*ctx.bn_sync, sums, 2 * C, &count);
+    SM_CHECK(count > 0, "batchnorm over an empty batch");
+    cuda::bn_train_stats_cuda(row(sums, 0, C), row(sums, 1, C), count, C, cfg_.eps, cfg_.momentum, running_mean,
+                              running_var, tracked, gamma, mean, invstd, scale, st);
+    sv.count = count;
+  } else {
+    cuda::bn_eval_stats_cuda(running_mean, running_var, gamma, C, cfg_.eps, mean, invstd, scale, st);
+    sv.count = static_cast<double>(s.count());
+  }
+  Tensor y = Tensor::empty(x.shape(), dt, x.device());  // [T, N, C, ...]
+  cuda_layer::dispatch_activation(dt, "batchnorm", [&](auto t) {
+    using T = decltype(t);
+    cuda::bn_normalize_cuda<T>(static_cast<const T*>(x.raw()), s, mean, scale, beta, static_cast<T*>(y.raw()), st);
+  });
+  Tensor recoverable = Tensor::empty({1}, DType::I32, x.device());
+  cuda::bn_output_recovery_cuda(gamma, beta, scale, C, row(sv.stats, kYScale, C), row(sv.stats, kYOffset, C),
+                                recoverable.data<int32_t>(), st);
+  sv.saved_output = recoverable.item() != 0.0;  // synchronises (see the top comment)
+  sv.act = sv.saved_output ? y : x;              // keep the output: x may be freed now
+  return y;
+}
+
+Tensor BatchNorm::backward_input_cuda(const Tensor& dy, Ctx& ctx) {
+  CudaSaved& sv = impl(cuda_impl_).slots.get(ctx.slot);
+  SM_CHECK(sv.act.defined(), "batchnorm backward_input ran twice for slot " << ctx.slot);
+  SM_CHECK(dy.shape() == sv.act.shape(), "batchnorm backward: dy " << shape_str(dy.shape()) << " vs forward "
+                                                                   << shape_str(sv.act.shape()));
+  SM_CHECK(dy.dtype() == sv.act.dtype() && dy.device() == sv.act.device(), "batchnorm backward: dtype/device mismatch");
+  SM_CHECK(sv.synced == (sv.batch_stats && ctx.bn_sync != nullptr),
+           "batchnorm backward: synced-BN setting differs from forward");
+  CudaAllocLabel label("batchnorm backward", &name_);
+  const cpu::BnShape s = bn_shape(dy);
+  const int64_t C = s.channels;
+  const DType dt = dy.dtype();
+  cudaStream_t st = cuda_layer::stream_of(dy);
+  const double* center = row(sv.stats, sv.saved_output ? kYOffset : kMean, C);
+  const double* unscale = sv.saved_output ? row(sv.stats, kYScale, C) : nullptr;
+  const double* invstd = row(sv.stats, kInvstd, C);
+  const double* scale = row(sv.stats, kScale, C);
+  Tensor work = Tensor::empty({4, C}, DType::F64, dy.device());  // Σdy, Σdy·(act-center), b, d
+  double* sum_dy = row(work, 0, C);
+  double* sum_dy_xc = row(work, 1, C);
+  cuda_layer::dispatch_activation(dt, "batchnorm", [&](auto t) {
+    using T = decltype(t);
+    cuda::bn_backward_moments_cuda<T>(static_cast<const T*>(dy.raw()), static_cast<const T*>(sv.act.raw()), s, center,
+                                      sum_dy, sum_dy_xc, st);
+  });
+  // Local parameter gradients (the data-parallel reduction sums them later); divides
+  // sum_dy_xc by unscale in place (it becomes Σ dy·(x - μ)).
+  cuda::bn_backward_local_cuda(sum_dy, sum_dy_xc, unscale, invstd, C, row(sv.stats, kDGamma, C),
+                               row(sv.stats, kDBeta, C), st);
+  sv.has_param_grads = true;
+  if (sv.batch_stats && sv.synced) all_reduce_through_host(*ctx.bn_sync, work, 2 * C, nullptr);
+  cuda::bn_backward_coefficients_cuda(sum_dy, sum_dy_xc, scale, invstd, unscale, sv.count, sv.batch_stats, C,
+                                      row(work, 2, C), row(work, 3, C), st);
+  Tensor dx = Tensor::empty(dy.shape(), dt, dy.device());  // [T, N, C, ...]
+  cuda_layer::dispatch_activation(dt, "batchnorm", [&](auto t) {
+    using T = decltype(t);
+    cuda::bn_backward_input_cuda<T>(static_cast<const T*>(dy.raw()), static_cast<const T*>(sv.act.raw()), s, center,
+                                    scale, row(work, 2, C), row(work, 3, C), static_cast<T*>(dx.raw()), st);
+  });
+  if (ctx.split_wgrad)
+    sv.act = Tensor();  // W needs only dγ, dβ
+  else
+    backward_weight_cuda(ctx);
+  return dx;
+}
+
+void BatchNorm::backward_weight_cuda(Ctx& ctx) {
+  CudaImpl& im = impl(cuda_impl_);
+  CudaSaved& sv = im.slots.get(ctx.slot);
+  SM_CHECK(sv.has_param_grads, "batchnorm backward_weight before backward_input");
+  const int64_t C = cfg_.num_features;
+  cuda::bn_accumulate_param_grads_cuda(row(sv.stats, kDGamma, C), row(sv.stats, kDBeta, C), C,
+                                       param(0).grad.data<float>(), param(1).grad.data<float>(),
+                                       cuda_layer::stream_of(sv.stats));
+  im.slots.release(ctx.slot);
+}
+
+}  // namespace sm
+#endif  // SPIKEMESH_HAVE_CUDA

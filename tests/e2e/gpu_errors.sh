@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# gpu_errors.sh — the real `spikemesh` binary's device and precision choices (spikemesh bench):
+#  * without a usable GPU (CPU-only build, no driver, no device): --device cuda fails with one
+#    line "spikemesh: error: --device cuda: no usable GPU (rank 0 on HOST: reason)" and a
+#    non-zero exit; --device auto runs on the CPU after a one-line notice;
+#  * anywhere: an unknown --device or --precision, and bf16/fp16 on the CPU, are one-line errors;
+#  * with a GPU: --device cuda/auto run on it (bf16 and fp16 too), fp64 there is refused.
+#    (The out-of-memory message is checked by the unit test GpuAllocator.OutOfMemoryIsOneClearMessage:
+#    no built-in model fills an 80 GB GPU within cuDNN's 2^31-element tensor limit.)
+# Every error must exit non-zero (not by a signal, no core dump) with exactly one stderr line
+# starting "spikemesh: error:". Usage: tests/e2e/gpu_errors.sh [path/to/spikemesh]
+# Exits non-zero on any failure; last line: "gpu_errors: N passed, M failed".
+set -u
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=$(realpath "${1:-${BIN:-$ROOT/build/bin/spikemesh}}")
+export OMP_NUM_THREADS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_ess_singleton_isolated=1
+export SPIKEMESH_MODELS=${SPIKEMESH_MODELS:-$ROOT/input/models}  # any build directory finds the built-in models
+T=$(mktemp -d /tmp/spikemesh_gpu_errors.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+
+PASS=0
+FAIL=0
+pass() { PASS=$((PASS + 1)); echo "ok   $1"; }
+fail() { FAIL=$((FAIL + 1)); echo "FAIL $1: $2"; }
+
+if [ ! -x "$BIN" ]; then echo "gpu_errors: $BIN not built"; echo "gpu_errors: 0 passed, 1 failed"; exit 1; fi
+
+# expect_error NAME NEEDLE... -- COMMAND...
+expect_error() {
+  local name=$1 needles=() rc why=""
+  shift
+  while [ "$1" != "--" ]; do needles+=("$1"); shift; done
+  shift
+  rm -f "$T"/core*
+  "$@" >"$T/stdout" 2>"$T/err" </dev/null
+  rc=$?
+  local lines first
+  lines=$(grep -c '' "$T/err")
+  first=$(head -n 1 "$T/err")
+  if [ "$rc" -eq 0 ]; then why="exit code 0"
+  elif [ "$rc" -ge 128 ]; then why="killed by signal $((rc - 128))"
+  elif ls "$T"/core* >/dev/null 2>&1; then why="core dumped"
+  elif [ "$lines" -ne 1 ]; then why="$lines stderr lines (want 1)"
+  elif [[ "$first" != "spikemesh: error:"* ]]; then why="stderr does not start with 'spikemesh: error:'"
+  else
+    for n in "${needles[@]}"; do
+      [[ "$first" == *"$n"* ]] || { why="message does not name '$n'"; break; }
+    done
+  fi
+  if [ -z "$why" ]; then pass "$name"; else fail "$name" "$why (exit $rc)"; sed 's/^/       stderr: /' "$T/err" | head -n 5; fi
+}
+
+# expect_ok NAME NEEDLE... -- COMMAND...: exit 0 and stdout+stderr contain every NEEDLE.
+expect_ok() {
+  local name=$1 needles=() rc why=""
+  shift
+  while [ "$1" != "--" ]; do needles+=("$1"); shift; done
+  shift
+  "$@" >"$T/out" 2>&1 </dev/null
+  rc=$?
+  if [ "$rc" -ne 0 ]; then why="exit code $rc"
+  else
+    for n in "${needles[@]}"; do grep -qF -- "$n" "$T/out" || { why="output does not contain '$n'"; break; }; done
+  fi
+  if [ -z "$why" ]; then pass "$name"; else fail "$name" "$why"; sed 's/^/       output: /' "$T/out" | tail -n 5; fi
+}
+
+TINY=("$BIN" bench --model fmnist_csnn --var C=4 --T 2 --batch-size 2 --steps 1 --warmup 0)
+
+expect_error "unknown device" "--device tpu" "cpu, cuda, auto" -- "${TINY[@]}" --device tpu
+expect_error "unsupported precision" "--precision fp8" "fp32, bf16, fp16, fp64" -- "${TINY[@]}" --precision fp8
+expect_error "bf16 on the CPU" "--precision bf16" "GPU only" -- "${TINY[@]}" --device cpu --precision bf16
+expect_error "fp16 on the CPU" "--precision fp16" "GPU only" -- "${TINY[@]}" --device cpu --precision fp16
+
+if nvidia-smi -L >/dev/null 2>&1; then
+  echo "(a GPU is visible: checking the GPU paths)"
+  expect_ok "--device cuda runs on the GPU" "on cuda:0" "cudaMalloc calls in the timed steps" -- "${TINY[@]}" --device cuda
+  expect_ok "--device auto picks the GPU" "device: cuda:0" "on cuda:0" -- "${TINY[@]}" --device auto
+  expect_ok "bf16 on the GPU" "bf16 on cuda:0" -- "${TINY[@]}" --device cuda --precision bf16
+  expect_ok "fp16 on the GPU (loss scaling)" "loss scale" -- "${TINY[@]}" --device cuda --precision fp16
+  expect_error "fp64 on the GPU" "--precision fp64" "CPU only" -- "${TINY[@]}" --device cuda --precision fp64
+else
+  echo "(no GPU visible: checking the no-GPU paths)"
+  expect_error "--device cuda without a GPU" "--device cuda: no usable GPU" "rank 0" -- "${TINY[@]}" --device cuda
+  expect_ok "--device auto falls back to the CPU" "--device auto: no usable GPU" "running on the CPU" "on cpu" -- \
+    "${TINY[@]}" --device auto
+fi
+
+echo "gpu_errors: $PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
