@@ -46,7 +46,7 @@ ifneq ($(HAVE_CUDA),)
   ifneq ($(HAVE_CUBLAS),)
     CPPFLAGS += -DSPIKEMESH_HAVE_CUBLAS
     NVFLAGS  += -DSPIKEMESH_HAVE_CUBLAS
-    CUDA_LIBS += -lcublas -lcublasLt
+    CUDA_LIBS += -ldl   # cuBLAS is dlopen'ed on first use (src/kernels/cuda/cublas_lazy.cpp)
   endif
   ifneq ($(HAVE_CUDNN),)
     CPPFLAGS += -DSPIKEMESH_HAVE_CUDNN
@@ -72,7 +72,7 @@ TEST_UNIT_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_UNIT_SRC))
 TEST_BIN      := $(BUILD)/bin/spikemesh_tests
 GTEST_LIBS    := -lgtest_main -lgtest -lpthread
 
-.PHONY: all deps test test-unit summary clean format run bench
+.PHONY: all deps test test-unit test-mpi summary clean format run bench
 all: summary $(BIN)
 
 summary:
@@ -106,6 +106,18 @@ $(TEST_BIN): $(TEST_UNIT_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) $(GTEST_LIBS)
 
+# ---- MPI tests: every tests/mpi/*.cpp (own MPI-aware main, no gtest_main) --------------
+TEST_MPI_SRC := $(sort $(wildcard tests/mpi/*.cpp tests/ref/*.cpp))
+TEST_MPI_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_MPI_SRC))
+TEST_MPI_BIN := $(BUILD)/bin/spikemesh_mpi_tests
+MPIRUN       := timeout 300 mpirun --bind-to none
+MPI_TEST_RUN  = OMP_NUM_THREADS=1 $(MPIRUN) -np 2 $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 $(if $(FILTER),--gtest_filter=$(FILTER)) && \
+                OMP_NUM_THREADS=1 $(MPIRUN) -np 4 --oversubscribe $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 $(if $(FILTER),--gtest_filter=$(FILTER))
+
+$(TEST_MPI_BIN): $(TEST_MPI_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS) -lgtest -lpthread
+
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMP_NUM_THREADS ?= 2
@@ -114,6 +126,8 @@ test:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all $(TEST_BIN)
 	@echo "== unit tests ==" && $(TEST_BIN) --gtest_color=no --gtest_brief=1
+	@$(MAKE) --no-print-directory -j$(NPROC) $(TEST_MPI_BIN)
+	@echo "== MPI tests (np 2, np 4) ==" && $(MPI_TEST_RUN)
 	@echo "== PyTorch parity ==" && $(PY) tests/parity/torch_parity.py --bin $(BIN)
 	@set -e; for t in tests/e2e/*.sh; do echo "== $$t ==" && BIN=$(BIN) PY=$(PY) bash $$t; done
 	@echo "== all test suites passed =="
@@ -130,10 +144,14 @@ run:
 test-unit: $(TEST_BIN)
 	$(TEST_BIN) --gtest_color=no $(if $(FILTER),--gtest_filter=$(FILTER))
 
+# make test-mpi [FILTER='Comm*']: the MPI tests under mpirun -np 2 and -np 4 --oversubscribe.
+test-mpi: $(TEST_MPI_BIN)
+	$(MPI_TEST_RUN)
+
 # ---- dependencies ----------------------------------------------------------------------
 DEB_PKGS := openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libdnnl-dev libcli11-dev \
             nlohmann-json3-dev libtomlplusplus-dev libgtest-dev dataset-fashion-mnist \
-            python3-torch python3-h5py python3-numpy python3-matplotlib
+            python3-torch python3-h5py python3-numpy python3-matplotlib slurm-wlm munge
 MISSING = $(shell for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done)
 
 deps:

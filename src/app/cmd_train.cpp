@@ -1,10 +1,17 @@
-// cmd_train.cpp — `spikemesh train`: resolve the configuration (defaults < --config <
-// flags), then run the trainer. One rank for now (data parallelism builds on this).
+// cmd_train.cpp — `spikemesh train`: resolve the configuration (defaults < --config < flags),
+// agree on it over the ranks, build the process mesh, then run the trainer.
+// With several ranks every step below is collective over the world: the configuration is
+// resolved under collective_check (one message, every rank fails) and its hash compared
+// over the world before any other work, so ranks started with different flags or files stop
+// with a clear message instead of hanging in the first mismatched collective.
 #include <CLI/CLI.hpp>
 #include <memory>
 
 #include "spikemesh/app/commands.h"
+#include "spikemesh/comm/comm.h"
+#include "spikemesh/comm/mesh.h"
 #include "spikemesh/core/error.h"
+#include "spikemesh/parallel/dist_run.h"
 #include "spikemesh/train/train_config.h"
 #include "spikemesh/train/trainer.h"
 
@@ -15,6 +22,16 @@ struct TrainCommand {
   TrainConfig cfg;
   TrainConfigResolver resolver{cfg};
 };
+
+MeshFlags mesh_flags_of(const TrainConfig& c) {
+  MeshFlags f;
+  for (int64_t d : c.mesh_shape) f.mesh_shape.push_back(static_cast<int>(d));
+  f.tp_mesh_dim = static_cast<int>(c.tp_mesh_dim);
+  f.dp_mesh_dim = static_cast<int>(c.dp_mesh_dim);
+  f.comm = c.comm;
+  f.comm_timeout = c.comm_timeout;
+  return f;
+}
 }  // namespace
 
 void add_train_command(CLI::App& app, const AppEnv& env) {
@@ -22,21 +39,41 @@ void add_train_command(CLI::App& app, const AppEnv& env) {
   CLI::App* cmd = app.add_subcommand("train", "train a model on an HDF5 dataset (progress, metrics, checkpoints)");
   cmd->footer(
       "Settings resolve as: built-in defaults < --config FILE.toml < flags. A config file uses the\n"
-      "flag names as keys (e.g. `batch-size = 64`, `var = [\"C=32\"]`).\n"
+      "flag names as keys (e.g. `batch-size = 64`, `var = [\"C=32\"]`, `mesh-shape = [4, 1, 1]`).\n"
+      "Several ranks (mpirun -np N spikemesh train ...): --distributed-mode dp (optionally\n"
+      "--optimizer-sharding zero|zero2) or fsdp; --batch-size is per rank and micro-step, so the\n"
+      "global batch is batch-size x dp x grad-accum (or set --global-batch-size).\n"
       "Examples:\n"
       "  spikemesh train --config input/configs/default.toml\n"
       "  spikemesh train --model cifar10dvs_vgg --data input/synth_dvs.h5 --batch-size 4 --epochs 2\n"
       "  spikemesh train --config run.toml --run-name exp1 --resume auto   # continue exp1\n"
+      "  mpirun -np 4 spikemesh train --config run.toml --distributed-mode dp --sync-bn\n"
       "Output: <output>/<run-name>/{log.txt, config.toml, metrics.h5, ckpt_*.h5} (see output/README.md).\n"
-      "SIGTERM or SIGUSR1: finish the current step, write a checkpoint, exit 0.");
+      "SIGTERM or SIGUSR1 (to any rank): every rank finishes the same step, a checkpoint is written, exit 0.");
   tc->resolver.add_options(*cmd);
   cmd->callback([tc, &env]() {
-    if (env.size > 1)
-      SM_INPUT_ERROR("spikemesh train runs on one rank in this version (got " << env.size
-                                                                              << " ranks); data parallelism is not built yet");
-    tc->resolver.resolve();
+    std::unique_ptr<Mesh> mesh;
+    if (env.size > 1) {
+      Comm world(env.world, "world");  // collective over the world
+      collective_check(world, [&] { tc->resolver.resolve(); });
+      check_same_text(world, tc->resolver.to_toml(), "the resolved configuration (flags and --config file)");
+    } else {
+      tc->resolver.resolve();
+    }
+    const TrainConfig& c = tc->cfg;
+    if (env.size > 1 || c.distributed_mode != "none") {
+      const MeshFlags flags = mesh_flags_of(c);
+      const MeshShape shape = resolve_mesh_shape(flags, env.size);  // identical on every rank
+      if (shape.tp > 1 || shape.pp > 1)
+        SM_INPUT_ERROR("--mesh-shape " << shape.str()
+                                       << ": tensor and pipeline parallelism are not implemented yet (use tp = pp = 1)");
+      if (c.distributed_mode == "none")
+        SM_INPUT_ERROR("--distributed-mode none runs on one rank; with " << env.size
+                                                                         << " ranks use --distributed-mode dp or fsdp");
+      mesh = Mesh::create(env.world, flags);  // collective over the world
+    }
     install_stop_signal_handlers();
-    TrainSummary s = run_training(tc->cfg, tc->resolver.to_toml());
+    TrainSummary s = run_training(c, tc->resolver.to_toml(), mesh.get());
     (void)s;
   });
 }

@@ -17,6 +17,8 @@ void register_all_commands(CLI::App& app, const AppEnv& env) {
   add_train_command(app, env);
   add_ckpt_command(app, env);
   add_bench_command(app, env);
+  add_plan_command(app, env);
+  add_commtest_command(app, env);
 }
 
 std::string version_string() {

@@ -1,11 +1,15 @@
-// h5_dataset.cpp — schema validation, gathered hyperslab reads, chunked writes.
+// h5_dataset.cpp — schema validation (serial and collective open), gathered hyperslab reads
+// (independent on a sec2 handle, collective on an MPI-IO handle), chunked writes.
 #include "spikemesh/data/h5_dataset.h"
-
-#include "spikemesh/io/h5_lock.h"
+#include "spikemesh/io/byte_pack.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
+
+#include "spikemesh/io/h5_lock.h"
+#include "spikemesh/io/mpi_agree.h"
 
 namespace sm {
 
@@ -82,6 +86,8 @@ H5Dataset H5Dataset::open(const std::string& path, hid_t fapl) {
       if (py[i] < 0 || py[i] >= in.num_classes)
         SM_INPUT_ERROR(path << ": " << g << "/y[" << i << "] = " << py[i] << " is out of range [0, "
                             << in.num_classes << ")");
+    auto labels = std::make_shared<const std::vector<int64_t>>(py, py + y.numel());
+    (s == Split::Train ? d.train_labels_ : d.test_labels_) = labels;
   }
   if (in.is_events() && in.T == 0) in.T = static_cast<int>(in.sample_shape[0]);
   if (in.is_events() && in.T != in.sample_shape[0])
@@ -89,8 +95,94 @@ H5Dataset H5Dataset::open(const std::string& path, hid_t fapl) {
   return d;
 }
 
+namespace {
+// DatasetInfo as bytes for a broadcast (fields in declaration order).
+void put_i(std::string& b, int64_t v) { bytes::put(b, v); }
+void put_s(std::string& b, const std::string& s) { bytes::put(b, s); }
+using bytes::get_i;
+using bytes::get_s;
+std::string pack_info(const DatasetInfo& in) {
+  std::string b;
+  for (const std::string* s : {&in.path, &in.layout, &in.encoding, &in.source}) put_s(b, *s);
+  int64_t scale_bits = 0;
+  std::memcpy(&scale_bits, &in.x_scale, sizeof scale_bits);
+  for (int64_t v : {int64_t(in.num_classes), int64_t(in.T), scale_bits, int64_t(in.stored), in.train_size,
+                    in.test_size, int64_t(in.sample_shape.size())})
+    put_i(b, v);
+  for (int64_t d : in.sample_shape) put_i(b, d);
+  return b;
+}
+DatasetInfo unpack_info(const std::string& b) {
+  DatasetInfo in;
+  size_t at = 0;
+  for (std::string* s : {&in.path, &in.layout, &in.encoding, &in.source}) *s = get_s(b, at);
+  in.num_classes = static_cast<int>(get_i(b, at));
+  in.T = static_cast<int>(get_i(b, at));
+  int64_t scale_bits = get_i(b, at);
+  std::memcpy(&in.x_scale, &scale_bits, sizeof scale_bits);
+  in.stored = static_cast<DType>(get_i(b, at));
+  in.train_size = get_i(b, at);
+  in.test_size = get_i(b, at);
+  in.sample_shape.resize(static_cast<size_t>(get_i(b, at)));
+  for (int64_t& d : in.sample_shape) d = get_i(b, at);
+  return in;
+}
+}  // namespace
+
+H5Dataset H5Dataset::open(const std::string& path, MPI_Comm comm, bool collective_handle) {
+  const int rank = comm_rank(comm);
+  H5Dataset d;
+  // 1. Rank 0 validates (schema and every label); its error, if any, is every rank's error.
+  agree_on_error(comm, [&] {
+    if (rank == 0) d = open(path);
+  });
+  // 2. Everyone learns the info and the labels.
+  std::string blob = rank == 0 ? pack_info(d.info_) : std::string();
+  bcast_string(comm, blob);
+  std::vector<int64_t> train = rank == 0 ? *d.train_labels_ : std::vector<int64_t>();
+  std::vector<int64_t> test = rank == 0 ? *d.test_labels_ : std::vector<int64_t>();
+  bcast_i64s(comm, train);
+  bcast_i64s(comm, test);
+  if (rank != 0) {
+    d.info_ = unpack_info(blob);
+    d.train_labels_ = std::make_shared<const std::vector<int64_t>>(std::move(train));
+    d.test_labels_ = std::make_shared<const std::vector<int64_t>>(std::move(test));
+  }
+  // 3. Every other rank opens its own sec2 handle (a rank that cannot see the file names itself).
+  agree_on_error(comm, [&] {
+    if (rank == 0) return;
+    try {
+      d.file_ = H5File::open(path);
+    } catch (const Error& e) {
+      SM_INPUT_ERROR(e.what() << " (" << where_am_i() << "; rank 0 could open it: is the path on a shared file system?)");
+    }
+  });
+  // 4. The MPI-IO handle for collective reads (collective H5Fopen).
+  if (collective_handle) {
+    agree_on_error(comm, [&] {
+      H5Handle fapl(SM_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose);
+      SM_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL));
+      d.mpio_file_ = H5File::open(path, false, fapl.get());
+    });
+  }
+  return d;
+}
+
 void H5Dataset::read(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const {
   std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex());
+  read_from(file_, false, s, indices, x, y);
+}
+
+void H5Dataset::read_collective(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const {
+  std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex());
+  if (has_collective_handle())
+    read_from(mpio_file_, true, s, indices, x, y);
+  else
+    read_from(file_, false, s, indices, x, y);
+}
+
+void H5Dataset::read_from(const H5File& f, bool collective, Split s, const std::vector<int64_t>& indices, Tensor& x,
+                          Tensor& y) const {
   const int64_t n = static_cast<int64_t>(indices.size());
   const int64_t limit = size(s);
   for (int64_t i : indices) SM_CHECK(i >= 0 && i < limit, "sample " << i << " of " << limit);
@@ -102,16 +194,21 @@ void H5Dataset::read(Split s, const std::vector<int64_t>& indices, Tensor& x, Te
   full.insert(full.end(), info_.sample_shape.begin(), info_.sample_shape.end());
 
   std::string g = std::string("/") + split_name(s);
-  H5Handle dx(SM_H5_CHECK(H5Dopen2(file_.id(), (g + "/x").c_str(), H5P_DEFAULT)), H5Dclose);
+  H5Handle dx(SM_H5_CHECK(H5Dopen2(f.id(), (g + "/x").c_str(), H5P_DEFAULT)), H5Dclose);
   H5Handle fspace(SM_H5_CHECK(H5Dget_space(dx.get())), H5Sclose);
   select_rows(fspace.get(), sorted, full);
   hsize_t mdim = static_cast<hsize_t>(sorted.size() * row);
-  H5Handle mspace(SM_H5_CHECK(H5Screate_simple(1, &mdim, nullptr)), H5Sclose);
+  hsize_t mdim_space = std::max<hsize_t>(mdim, 1);
+  H5Handle mspace(SM_H5_CHECK(H5Screate_simple(1, &mdim_space, nullptr)), H5Sclose);
+  if (mdim == 0) SM_H5_CHECK(H5Sselect_none(mspace.get()));
   H5Handle dxpl(SM_H5_CHECK(H5Pcreate(H5P_DATASET_XFER)), H5Pclose);
-  Tensor raw = Tensor::empty({static_cast<int64_t>(mdim)}, info_.stored);
-  if (mdim) SM_H5_CHECK(H5Dread(dx.get(), h5_native_type(info_.stored), mspace.get(), fspace.get(), dxpl.get(), raw.raw()));
+  if (collective) SM_H5_CHECK(H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE));
+  Tensor raw = Tensor::empty({std::max<int64_t>(static_cast<int64_t>(mdim), 1)}, info_.stored);
+  // A collective read is entered by every rank, also one with nothing to read.
+  if (mdim || collective)
+    SM_H5_CHECK(H5Dread(dx.get(), h5_native_type(info_.stored), mspace.get(), fspace.get(), dxpl.get(), raw.raw()));
 
-  Tensor yall = file_.read(g + "/y", DType::I64);  // small: labels of the split
+  const std::vector<int64_t>& yall = s == Split::Train ? *train_labels_ : *test_labels_;
   Shape xs = {n};
   xs.insert(xs.end(), info_.sample_shape.begin(), info_.sample_shape.end());
   x = Tensor::empty(xs, DType::F32);
@@ -128,7 +225,7 @@ void H5Dataset::read(Split s, const std::vector<int64_t>& indices, Tensor& x, Te
       const float* src = raw.data<float>() + pos * row;
       for (int64_t f = 0; f < row; ++f) dst[f] = src[f] * scale;
     }
-    y.data<int64_t>()[k] = yall.data<int64_t>()[indices[k]];
+    y.data<int64_t>()[k] = yall[static_cast<size_t>(indices[k])];
   }
 }
 

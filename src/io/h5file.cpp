@@ -89,6 +89,13 @@ H5Handle& H5Handle::operator=(H5Handle&& o) noexcept {
   return *this;
 }
 
+herr_t H5Handle::close_checked() {
+  herr_t rc = 0;
+  if (id_ >= 0 && close_) rc = close_(id_);
+  id_ = H5I_INVALID_HID;
+  return rc;
+}
+
 void H5Handle::reset() {
   if (id_ >= 0 && close_) close_(id_);  // destructor path: never throws
   id_ = H5I_INVALID_HID;
@@ -105,6 +112,65 @@ hid_t h5_native_type(DType dt) {
   }
   SM_CHECK(false, "no HDF5 element type for " << dtype_name(dt));
   return H5I_INVALID_HID;
+}
+
+namespace {
+// Adds to `space` the blocks covering flat range [a, b) of dims[d..] (0 <= a < b <=
+// prod(dims[d..])); start/count[0..d) are already fixed by the caller's outer rows.
+void select_flat_blocks(hid_t space, const Shape& dims, size_t d, int64_t a, int64_t b, std::vector<hsize_t>& start,
+                        std::vector<hsize_t>& count) {
+  const size_t n = dims.size();
+  if (d + 1 == n) {
+    start[d] = static_cast<hsize_t>(a);
+    count[d] = static_cast<hsize_t>(b - a);
+    SM_H5_CHECK(H5Sselect_hyperslab(space, H5S_SELECT_OR, start.data(), nullptr, count.data(), nullptr));
+    return;
+  }
+  int64_t inner = 1;
+  for (size_t k = d + 1; k < n; ++k) inner *= dims[k];
+  int64_t row_a = a / inner;
+  const int64_t row_b = b / inner;  // rows [row_a, row_b) end before b
+  if (row_a == row_b) {             // a and b inside one row
+    start[d] = static_cast<hsize_t>(row_a);
+    count[d] = 1;
+    select_flat_blocks(space, dims, d + 1, a - row_a * inner, b - row_a * inner, start, count);
+    return;
+  }
+  if (a % inner) {  // head: the rest of row_a
+    start[d] = static_cast<hsize_t>(row_a);
+    count[d] = 1;
+    select_flat_blocks(space, dims, d + 1, a % inner, inner, start, count);
+    ++row_a;
+  }
+  if (row_b > row_a) {  // whole rows
+    start[d] = static_cast<hsize_t>(row_a);
+    count[d] = static_cast<hsize_t>(row_b - row_a);
+    for (size_t k = d + 1; k < n; ++k) {
+      start[k] = 0;
+      count[k] = static_cast<hsize_t>(dims[k]);
+    }
+    SM_H5_CHECK(H5Sselect_hyperslab(space, H5S_SELECT_OR, start.data(), nullptr, count.data(), nullptr));
+  }
+  if (b % inner) {  // tail: the start of row_b
+    start[d] = static_cast<hsize_t>(row_b);
+    count[d] = 1;
+    select_flat_blocks(space, dims, d + 1, 0, b % inner, start, count);
+  }
+}
+}  // namespace
+
+void h5_select_flat_range(hid_t space, const Shape& shape, int64_t offset, int64_t count) {
+  const int64_t numel = shape_numel(shape);
+  SM_CHECK(offset >= 0 && count >= 0 && offset + count <= numel,
+           "flat range [" << offset << ", " << offset + count << ") of " << shape_str(shape));
+  SM_H5_CHECK(H5Sselect_none(space));
+  if (count == 0) return;
+  if (shape.empty()) {  // scalar
+    SM_H5_CHECK(H5Sselect_all(space));
+    return;
+  }
+  std::vector<hsize_t> start(shape.size(), 0), cnt(shape.size(), 1);
+  select_flat_blocks(space, shape, 0, offset, offset + count, start, cnt);
 }
 
 // ---- files ------------------------------------------------------------------------------
@@ -138,6 +204,21 @@ H5File H5File::open(const std::string& path, bool writable, hid_t fapl) {
   f.file_ = path;
   f.path_ = "/";
   return f;
+}
+
+void H5File::close() {
+  if (!file_h_) return;
+  SM_CHECK(file_h_.use_count() == 1, describe() << ": closed while " << file_h_.use_count() - 1
+                                                << " group handles still use it");
+  id_.reset();  // the root group
+  std::shared_ptr<H5Handle> fh = std::move(file_h_);
+  if (fh->close_checked() < 0) {
+    try {
+      throw_hdf5_error("H5Fclose", __FILE__, __LINE__);
+    } catch (const Error& e) {
+      throw Error(e.kind(), "cannot close HDF5 file '" + file_ + "' (data may not have reached the disk): " + e.what());
+    }
+  }
 }
 
 void H5File::flush() const { H5_CALL(H5Fflush(file_id(), H5F_SCOPE_GLOBAL), describe()); }

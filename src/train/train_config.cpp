@@ -14,12 +14,12 @@ namespace sm {
 std::string TrainConfig::model_label() const { return model_spec.empty() ? model : model_spec; }
 
 struct TrainConfigResolver::Field {
-  enum class Kind { Int, Real, Str, Bool, StrList };
+  enum class Kind { Int, Real, Str, Bool, StrList, IntList };
   std::string key, help;
   Kind kind;
   void* target;
   std::string cli_value;                // as given on the command line
-  std::vector<std::string> cli_values;  // StrList
+  std::vector<std::string> cli_values;  // StrList, IntList
   bool cli_flag = false;                // Bool: value given by --key / --no-key
   CLI::Option* opt = nullptr;
   CLI::Option* neg = nullptr;
@@ -90,6 +90,26 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
   add("resume", K::Str, &c.resume, "resume from a checkpoint file, or 'auto': the newest complete one of the run");
   add("log-every", K::Int, &c.log_every, "progress line every N steps");
   add("eval-batch-size", K::Int, &c.eval_batch_size, "evaluation batch size (0: --batch-size)");
+  add("distributed-mode", K::Str, &c.distributed_mode,
+      "none (one rank) | dp (data parallel, see --optimizer-sharding) | fsdp (fully sharded)");
+  add("mesh-shape", K::IntList, &c.mesh_shape, "process mesh DP [TP [PP]] (default: dp = number of ranks)");
+  add("tp-mesh-dim", K::Int, &c.tp_mesh_dim, "which --mesh-shape dimension is tp (SpikingJelly style; -1: DP TP PP order)");
+  add("dp-mesh-dim", K::Int, &c.dp_mesh_dim, "which --mesh-shape dimension is dp (-1: DP TP PP order)");
+  add("comm", K::Str, &c.comm, "device-tensor communication: auto | mpi | nccl");
+  add("comm-timeout", K::Real, &c.comm_timeout, "abort when a collective waits longer than this (seconds, 0: never)");
+  add("optimizer-sharding", K::Str, &c.optimizer_sharding,
+      "dp: none | zero (ZeRO-1: optimizer state sharded) | zero2 (also gradients)");
+  add("bucket-mb", K::Real, &c.bucket_mb, "dp: gradient all-reduce bucket size in MiB");
+  add("grad-accum", K::Int, &c.grad_accum, "micro-steps per optimizer step (gradient accumulation)");
+  add("global-batch-size", K::Int, &c.global_batch_size,
+      "samples per optimizer step over all ranks (0: batch-size x dp x grad-accum); sets --batch-size");
+  add("sync-bn", K::Bool, &c.sync_bn, "batch-norm statistics over the whole data-parallel batch");
+  add("fsdp-reshard-after-forward", K::Bool, &c.fsdp_reshard_after_forward,
+      "fsdp: free gathered parameters after each unit's forward (gather again in backward)");
+  add("fsdp-param-dtype", K::Str, &c.fsdp_param_dtype, "fsdp: dtype parameters are gathered in: fp32 | fp64 | bf16");
+  add("fsdp-reduce-dtype", K::Str, &c.fsdp_reduce_dtype, "fsdp: dtype gradients are reduce-scattered in: fp32 | fp64 | bf16");
+  add("check-replicas", K::Int, &c.check_replicas,
+      "dp: verify every N steps that all replicas are bitwise identical (0: at the start only)");
 }
 
 TrainConfigResolver::~TrainConfigResolver() = default;
@@ -103,6 +123,7 @@ void TrainConfigResolver::add_options(CLI::App& cmd) {
         f->opt = cmd.add_flag(flag + ",!--no-" + f->key, f->cli_flag, f->help);
         break;
       case Field::Kind::StrList:
+      case Field::Kind::IntList:
         f->opt = cmd.add_option(flag, f->cli_values, f->help);
         break;
       default:
@@ -122,6 +143,7 @@ void TrainConfigResolver::set(const std::string& key, const std::string& v, cons
       case Field::Kind::Str: *static_cast<std::string*>(f->target) = v; return;
       case Field::Kind::Bool: *static_cast<bool*>(f->target) = parse_bool(v, what); return;
       case Field::Kind::StrList: static_cast<std::vector<std::string>*>(f->target)->push_back(v); return;
+      case Field::Kind::IntList: static_cast<std::vector<int64_t>*>(f->target)->push_back(parse_int(v, what)); return;
     }
   }
   SM_INPUT_ERROR(origin << ": unknown key '" << key << "' (keys are the flags of `spikemesh train --help`)");
@@ -154,7 +176,11 @@ void TrainConfigResolver::apply_toml_file(const std::string& path) {
     };
     if (auto* arr = node.as_array()) {
       bool list_key = false;
-      for (auto& f : fields_) list_key |= f->key == key && f->kind == Field::Kind::StrList;
+      for (auto& f : fields_)
+        if (f->key == key && (f->kind == Field::Kind::StrList || f->kind == Field::Kind::IntList)) {
+          list_key = true;
+          if (f->kind == Field::Kind::IntList) static_cast<std::vector<int64_t>*>(f->target)->clear();
+        }
       if (!list_key) SM_INPUT_ERROR(path << ": key '" << key << "' does not take a list");
       for (auto& el : *arr) set(key, scalar(el), path);
     } else {
@@ -174,6 +200,9 @@ void TrainConfigResolver::resolve() {
       auto* v = static_cast<std::vector<std::string>*>(f->target);
       v->clear();
       for (auto& s : f->cli_values) v->push_back(s);
+    } else if (f->kind == Field::Kind::IntList) {
+      static_cast<std::vector<int64_t>*>(f->target)->clear();
+      for (auto& s : f->cli_values) set(f->key, s, origin);
     } else {
       set(f->key, f->cli_value, origin);
     }
@@ -192,6 +221,12 @@ std::string TrainConfigResolver::to_toml() const {
       case Field::Kind::StrList: {
         toml::array a;
         for (auto& s : *static_cast<std::vector<std::string>*>(f->target)) a.push_back(s);
+        t.insert(f->key, a);
+        break;
+      }
+      case Field::Kind::IntList: {
+        toml::array a;
+        for (int64_t v : *static_cast<std::vector<int64_t>*>(f->target)) a.push_back(v);
         t.insert(f->key, a);
         break;
       }
@@ -229,6 +264,31 @@ void validate_train_config(const TrainConfig& c) {
   if (c.device != "cpu" && c.device != "cuda" && c.device != "auto")
     SM_INPUT_ERROR("--device must be cpu, cuda or auto, got '" << c.device << "'");
   if (c.run_name.find('/') != std::string::npos) SM_INPUT_ERROR("--run-name must not contain '/'");
+  // Parallelism.
+  const std::string& m = c.distributed_mode;
+  if (m == "tp" || m == "fsdp_tp" || m == "pp" || m == "auto")
+    SM_INPUT_ERROR("--distributed-mode " << m << " is not implemented yet (available: none, dp, fsdp)");
+  if (m != "none" && m != "dp" && m != "fsdp")
+    SM_INPUT_ERROR("--distributed-mode must be none, dp or fsdp, got '" << m << "'");
+  if (c.optimizer_sharding != "none" && c.optimizer_sharding != "zero" && c.optimizer_sharding != "zero2")
+    SM_INPUT_ERROR("--optimizer-sharding must be none, zero or zero2, got '" << c.optimizer_sharding << "'");
+  if (c.optimizer_sharding != "none" && m != "dp")
+    SM_INPUT_ERROR("--optimizer-sharding " << c.optimizer_sharding << " needs --distributed-mode dp"
+                                           << (m == "fsdp" ? " (fsdp always shards the optimizer state)" : ""));
+  if (c.mesh_shape.size() > 3) SM_INPUT_ERROR("--mesh-shape takes at most 3 dimensions (DP TP PP)");
+  for (int64_t d : c.mesh_shape)
+    if (d < 1) SM_INPUT_ERROR("--mesh-shape dimensions must be >= 1, got " << d);
+  if (!(c.bucket_mb > 0)) SM_INPUT_ERROR("--bucket-mb must be positive, got " << c.bucket_mb);
+  if (c.grad_accum < 1) SM_INPUT_ERROR("--grad-accum must be >= 1, got " << c.grad_accum);
+  if (c.global_batch_size < 0) SM_INPUT_ERROR("--global-batch-size must be >= 0, got " << c.global_batch_size);
+  if (!(c.comm_timeout >= 0)) SM_INPUT_ERROR("--comm-timeout must be >= 0 seconds, got " << c.comm_timeout);
+  if (c.comm != "auto" && c.comm != "mpi" && c.comm != "nccl")
+    SM_INPUT_ERROR("--comm must be auto, mpi or nccl, got '" << c.comm << "'");
+  if (c.check_replicas < 0) SM_INPUT_ERROR("--check-replicas must be >= 0, got " << c.check_replicas);
+  for (const std::string* d : {&c.fsdp_param_dtype, &c.fsdp_reduce_dtype})
+    if (!d->empty() && *d != "fp32" && *d != "fp64" && *d != "bf16")
+      SM_INPUT_ERROR("--" << (d == &c.fsdp_param_dtype ? "fsdp-param-dtype" : "fsdp-reduce-dtype")
+                          << " must be fp32, fp64 or bf16, got '" << *d << "'");
 }
 
 }  // namespace sm

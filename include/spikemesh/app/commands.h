@@ -16,6 +16,8 @@ class App;
 
 namespace sm {
 
+struct MeshFlags;  // comm/mesh.h
+
 // Process-wide facts every subcommand may need; filled by main.cpp after MPI_Init_thread.
 struct AppEnv {
   MPI_Comm world = MPI_COMM_NULL;  // the world communicator (a copy owned by main)
@@ -44,5 +46,12 @@ void add_train_command(CLI::App& app, const AppEnv& env);
 void add_ckpt_command(CLI::App& app, const AppEnv& env);
 // `spikemesh bench`: timed steps on a fixed synthetic batch, JSON-lines records.
 void add_bench_command(CLI::App& app, const AppEnv& env);
+// `spikemesh plan`: print the process mesh (groups, hosts, node locality).
+void add_plan_command(CLI::App& app, const AppEnv& env);
+// `spikemesh commtest`: self-checking bandwidth test of every collective (nccl-tests style).
+void add_commtest_command(CLI::App& app, const AppEnv& env);
+// Adds --mesh-shape, --tp-mesh-dim, --dp-mesh-dim, --comm and --comm-timeout, filling
+// `flags` (which must outlive parsing); Mesh::create(env.world, flags) applies them.
+void add_mesh_flags(CLI::App& cmd, MeshFlags& flags);
 
 }  // namespace sm

@@ -3,7 +3,32 @@
 // source, x_scale (multiplied into x on load; e.g. 1/255 for u8 images). x is u8 or f32,
 // chunked by sample; y is an integer vector. open() validates the whole schema and every
 // label up front so a bad file fails before any training with one message naming it.
+// Labels are read once at open and kept in memory (8 bytes a sample).
+//
+// Distributed reads (DESIGN §2, §7). open(path, comm) is collective: rank 0 validates and
+// broadcasts the outcome (info and labels, or its error message, which every rank then
+// throws as the same Input error: rank 0 prints it once, every rank exits non-zero, nobody
+// hangs). Every rank then holds TWO read-only handles on the file:
+//  * an MPI-IO handle (H5Pset_fapl_mpio over comm, opened collectively) used by
+//    read_collective(): one H5Dread with H5FD_MPIO_COLLECTIVE transfer in which every rank
+//    selects its own rows (a union of hyperslabs; none for a rank with nothing to read — it
+//    still takes part). It makes MPI calls, so it runs on the thread that owns this rank's
+//    MPI traffic (the main thread), in the same order on every rank.
+//  * a sec2 (POSIX) handle used by read(): independent, no MPI call at all. This is the
+//    path for the Prefetcher's background thread. Why not collective (or even independent
+//    MPI-IO) reads there: the process runs MPI_THREAD_SERIALIZED (MPI calls from the prefetch
+//    thread would race the main thread's gradient all-reduces; MPI_THREAD_MULTIPLE is slow
+//    or absent in many MPI builds), HDF5 is not thread-safe so every call holds
+//    hdf5_mutex() (io/h5_lock.h), and a collective read inside that mutex on a background
+//    thread can deadlock against a main thread that holds the mutex inside another
+//    collective (a sharded checkpoint) on a different rank. Reads on the sec2 handle never
+//    wait for another rank, so holding the mutex there is always safe. A read-only file
+//    read by many processes with POSIX I/O is safe on every file system; a dp rank reads
+//    only its own disjoint slice of each global batch, so the aggregate I/O is the same.
 #pragma once
+#include <mpi.h>
+
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,17 +56,36 @@ struct DatasetInfo {
 
 class H5Dataset {
  public:
-  // Opens and validates. `fapl` may be an MPI-IO access list (collective reads).
+  // Opens and validates on this process alone (no communication). `fapl` defaults to sec2.
   static H5Dataset open(const std::string& path, hid_t fapl = H5P_DEFAULT);
+  // Collective over `comm` (see the header comment): validation on rank 0, the outcome
+  // broadcast, then the sec2 handle and (when `collective_handle`) the MPI-IO handle opened
+  // on every rank. HDF5 duplicates `comm`; the caller may free its own afterwards. Like the
+  // serial open it takes no lock: call it before a prefetch thread runs, or hold hdf5_mutex().
+  // Copies share the handles; destroying the last copy closes the MPI-IO handle, which is
+  // collective too (every rank drops its last copy at the same point of the program).
+  static H5Dataset open(const std::string& path, MPI_Comm comm, bool collective_handle = true);
+
   const DatasetInfo& info() const { return info_; }
   int64_t size(Split s) const { return s == Split::Train ? info_.train_size : info_.test_size; }
   // Samples `indices` (any order, duplicates allowed) of split `s`:
   // x f32 [n, ...sample_shape] scaled by x_scale, y i64 [n].
+  // Independent: no MPI call, holds hdf5_mutex(); safe on a prefetch thread.
   void read(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const;
+  // The same result as read(), through one collective MPI-IO read. Collective over the
+  // communicator given to open(): every rank calls it with the same split and its own
+  // indices (possibly none). Holds hdf5_mutex(). Must not run on a prefetch thread. On a
+  // dataset without an MPI-IO handle (serial open) it is read().
+  void read_collective(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const;
+  bool has_collective_handle() const { return mpio_file_.file_id() >= 0; }
 
  private:
-  H5File file_;
+  H5File file_;       // sec2 (or the caller's fapl): read()
+  H5File mpio_file_;  // MPI-IO over the open() communicator: read_collective(); may be closed
   DatasetInfo info_;
+  std::shared_ptr<const std::vector<int64_t>> train_labels_, test_labels_;
+  void read_from(const H5File& f, bool collective, Split s, const std::vector<int64_t>& indices, Tensor& x,
+                 Tensor& y) const;
 };
 
 // Writes a dataset file split by split. Creates the file under a temporary name; commit()

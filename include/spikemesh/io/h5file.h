@@ -30,6 +30,8 @@ class H5Handle {
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
   void reset();
+  // Closes now and returns the close call's status (reset() ignores it).
+  herr_t close_checked();
 
  private:
   hid_t id_ = H5I_INVALID_HID;
@@ -106,9 +108,18 @@ class H5File : public H5Group {
   static H5File open(const std::string& path, bool writable = false, hid_t fapl = H5P_DEFAULT);
   H5Group root() const { return *this; }
   void flush() const;
+  // Closes the file now, checking the result (a parallel file: collective). Every group
+  // obtained from this file must be gone; afterwards this object is empty.
+  void close();
   hid_t file_id() const { return file_h_ ? file_h_->get() : H5I_INVALID_HID; }
 };
 
 hid_t h5_native_type(DType dt);  // H5T_NATIVE_* for a dtype (throws for BF16/F16)
+
+// Sets the selection of `space` (a simple dataspace of `shape`, or scalar for shape {}) to the
+// elements [offset, offset + count) of its row-major flattening: a union of at most
+// 2*ndims-1 hyperslab blocks (none selected when count == 0). The selection's row-major
+// order is the flat order, so a 1-d memory space of `count` elements maps onto it in order.
+void h5_select_flat_range(hid_t space, const Shape& shape, int64_t offset, int64_t count);
 
 }  // namespace sm

@@ -5,7 +5,8 @@
 // Names are PyTorch state_dict names ("features.0.proj_bn.0.weight"), so
 // `{k: f["params"][k][()] for k in f["params"]}` (plus buffers) loads into the equivalent
 // torch module. Loading checks every name and shape before it writes anything.
-// Sharded parameters are not handled here (the checkpoint writer gathers them).
+// Sharded parameters are not handled here: checkpoints of sharded state are written and read
+// by save_checkpoint_sharded / load_checkpoint_sharded (io/checkpoint.h) in the same layout.
 #pragma once
 #include <string>
 

@@ -55,6 +55,22 @@ struct TrainConfig {
   std::string resume;             // "", PATH or "auto"
   int64_t log_every = 50;
   int64_t eval_batch_size = 0;    // 0: batch-size
+  // parallelism (the data-parallel family; docs: README "Multi-rank training")
+  std::string distributed_mode = "none";  // none | dp | fsdp (tp, fsdp_tp, pp, auto: not yet)
+  std::vector<int64_t> mesh_shape;        // DP TP PP (empty: dp = world size)
+  int64_t tp_mesh_dim = -1;
+  int64_t dp_mesh_dim = -1;
+  std::string comm = "auto";              // auto | mpi | nccl
+  double comm_timeout = 600.0;            // seconds; 0 = no watchdog
+  std::string optimizer_sharding = "none";  // none | zero | zero2 (dp)
+  double bucket_mb = 25.0;                // dp gradient bucket size
+  int64_t grad_accum = 1;                 // micro-steps per optimizer step
+  int64_t global_batch_size = 0;          // 0: batch-size x dp x grad-accum; else sets batch-size
+  bool sync_bn = false;                   // batch-norm statistics over the dp group
+  bool fsdp_reshard_after_forward = true;
+  std::string fsdp_param_dtype;           // "": the --precision dtype
+  std::string fsdp_reduce_dtype;          // "": the --precision dtype
+  int64_t check_replicas = 0;             // verify dp replicas every N steps (0: at start only)
 
   std::string model_label() const;  // model name or spec path
 };

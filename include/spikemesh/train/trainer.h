@@ -1,13 +1,25 @@
-// trainer.h — a training run on one rank: dataset -> sampler -> prefetch -> train_step ->
-// metrics -> checkpoints, with evaluation every epoch, resume, and SIGTERM/SIGUSR1 handling
-// (finish the step, checkpoint, exit 0). Output in <output>/<run-name>/: log.txt,
-// config.toml, metrics.h5, ckpt_*.h5 (formats: output/README.md).
+// trainer.h — a training run: dataset -> sampler -> prefetch -> train_step -> metrics ->
+// checkpoints, with evaluation every epoch, resume, and SIGTERM/SIGUSR1 handling (finish the
+// step, checkpoint, exit 0). Output in <output>/<run-name>/: log.txt, config.toml,
+// metrics.h5, ckpt_*.h5 (formats: output/README.md).
+//
+// One rank (mesh == nullptr): no communication at all. Several ranks (a Mesh, tp = pp = 1):
+// the data-parallel family of parallel/strategy.h. --batch-size is PER RANK and PER
+// MICRO-STEP (as SpikingJelly's): global batch = batch-size x dp x grad-accum, unless
+// --global-batch-size fixes it. One seeded permutation per epoch; dp rank r takes its slice of
+// each global batch. Every run_training call with a mesh is collective over mesh->world():
+// configuration checks agree (one message, every rank fails), the stop flag of a signal is
+// all-reduced every step, metrics are all-reduced and written by world rank 0 (log.txt,
+// metrics.h5, config.toml on rank 0 only), evaluation is split over dp and all-reduced, and
+// checkpoints are written collectively in full logical shape (any layout resumes any other).
 #pragma once
 #include <string>
 
 #include "spikemesh/train/train_config.h"
 
 namespace sm {
+
+class Mesh;
 
 struct TrainSummary {
   std::string run_dir;
@@ -19,7 +31,8 @@ struct TrainSummary {
 };
 
 // `config_toml`: the resolved configuration (written to config.toml and checkpoints).
-TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml);
+// `mesh`: null for a one-rank run; otherwise collective over mesh->world() (see above).
+TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml, Mesh* mesh = nullptr);
 
 // Installs SIGTERM/SIGUSR1 handlers that request a stop at the next step boundary.
 void install_stop_signal_handlers();

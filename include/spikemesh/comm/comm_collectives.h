@@ -1,0 +1,24 @@
+// comm_collectives.h — the layers' Collectives interface (layers/collectives.h) implemented
+// over a Comm, for synced batch norm and tensor-parallel layers. Layers never include
+// comm/; parallel/ and train/ create this adapter and hand it to the layers.
+// Every method is collective over the wrapped Comm; the Comm must outlive the adapter.
+#pragma once
+#include "spikemesh/comm/comm.h"
+#include "spikemesh/layers/collectives.h"
+
+namespace sm {
+
+class CommCollectives final : public Collectives {
+ public:
+  explicit CommCollectives(Comm& comm) : comm_(comm) {}
+  int size() const override { return comm_.size(); }
+  int rank() const override { return comm_.rank(); }
+  // Bitwise identical on every rank (Comm::all_reduce).
+  void all_reduce_sum(Tensor& t) override { comm_.all_reduce(t, ReduceOp::Sum); }
+  Comm& comm() { return comm_; }
+
+ private:
+  Comm& comm_;
+};
+
+}  // namespace sm

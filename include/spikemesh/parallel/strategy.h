@@ -1,0 +1,104 @@
+// strategy.h — the data-parallel family (DESIGN §6: DP, ZeRO-1/2, FSDP) behind one small
+// interface the training step drives around every unit. Each strategy reaches the model only
+// through its units' flat buffers and Params, and the dp Comm it is given.
+//
+// Protocol of one optimizer step (train_step.cpp follows it; every call below is COLLECTIVE
+// OVER THE DP COMM except optimizer_params/stats):
+//   begin_step()                                   zero every gradient this rank keeps
+//   for micro-step m = 0 .. M-1 (last = m == M-1):
+//     begin_micro(last)
+//     for units u = 0 .. U-1:   before_forward(u, true);  unit forward;  after_forward(u, true)
+//     for units u = U-1 .. 0:   before_backward(u);       unit backward; after_backward(u)
+//     end_backward()     this micro-step's reductions finished; after the last micro-step
+//                        the grads of optimizer_params() are final
+//   optimizer.step()     on optimizer_params()
+//   after_optimizer_step()   ZeRO/FSDP: parameters consistent again (all-gathered / resharded)
+// Evaluation forward: before_forward(u, false); unit forward; after_forward(u, false).
+//
+// Gradient semantics: the loss gradient of every micro-step is scaled by 1/M
+// (train_step_micro does it), gradients are averaged over the dp group (ReduceOp::Avg), so the optimizer sees
+// the gradient of the mean loss over the global batch (per-rank batch × dp × M samples).
+//
+// Invariants: after after_optimizer_step() every rank of the group holds bitwise identical
+// replicas (DP, ZeRO) or its exact shard (FSDP); Comm::all_reduce is bitwise identical on
+// every rank, and every rank steps identical inputs.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spikemesh/core/dtype.h"
+#include "spikemesh/io/tensor_shard.h"
+#include "spikemesh/layers/collectives.h"
+#include "spikemesh/layers/param.h"
+
+namespace sm {
+
+class Comm;
+class Model;
+class Optimizer;
+
+struct StrategyStats {
+  int64_t grad_reductions = 0;    // async reductions started (buckets / unit shards)
+  double param_peak_mb = 0;       // FSDP: peak bytes of parameter storage on this rank
+  double param_full_mb = 0;       // every parameter, unsharded, in the model dtype
+  double param_shard_mb = 0;      // this rank's parameter shards (ZeRO/FSDP)
+  double largest_units_mb = 0;    // FSDP: the two largest units, gathered, in the compute dtype
+};
+
+class ParallelStrategy {
+ public:
+  virtual ~ParallelStrategy() = default;
+  virtual std::string name() const = 0;  // "dp" | "zero" | "zero2" | "fsdp"
+
+  // The Params the optimizer updates on this rank: the model's own (DP) or views into this
+  // rank's shards (ZeRO/FSDP; names are the full parameter names, shapes 1-d).
+  virtual std::vector<Param*> optimizer_params() = 0;
+  // Non-null when optimizer_params() are disjoint shards over the dp group (global-norm
+  // gradient clipping all-reduces its squared sum over it).
+  virtual Collectives* shard_group() { return nullptr; }
+  // The checkpoint's tensors as this rank holds them (io/tensor_shard.h): params, buffers,
+  // then the state of `opt` (built over optimizer_params()). saving: a replicated tensor is
+  // written by dp rank 0 alone; loading: every rank reads it whole. The data are views of
+  // this rank's storage, so a load fills them in place; call after_load() afterwards.
+  virtual std::vector<TensorShard> checkpoint_shards(Optimizer& opt, bool saving) = 0;
+  // After a load into checkpoint_shards(): ZeRO all-gathers the loaded shards into the
+  // replicas. Collective over dp.
+  virtual void after_load() {}
+
+  virtual void begin_step() = 0;
+  virtual void begin_micro(bool last) { last_micro_ = last; }
+  virtual void before_forward(size_t unit, bool training) {}
+  virtual void after_forward(size_t unit, bool training) {}
+  virtual void before_backward(size_t unit) {}
+  virtual void after_backward(size_t unit) = 0;
+  virtual void end_backward() = 0;
+  virtual void after_optimizer_step() {}
+
+  // FSDP: gathers every unit so that the model's Params hold their full values (collective
+  // over dp) until release_full_params(); the others always hold full values (no-ops).
+  virtual void gather_full_params() {}
+  virtual void release_full_params() {}
+
+  virtual StrategyStats stats() const { return {}; }
+
+ protected:
+  bool last_micro_ = true;
+};
+
+// How the dp family is configured (train flags).
+struct StrategyOptions {
+  std::string mode = "dp";          // --distributed-mode: dp | fsdp
+  std::string sharding = "none";    // --optimizer-sharding (dp only): none | zero | zero2
+  double bucket_mb = 25.0;          // --bucket-mb (dp)
+  bool reshard_after_forward = true;  // --fsdp-reshard-after-forward
+  DType param_dtype = DType::F32;     // --fsdp-param-dtype (compute copy of gathered params)
+  DType reduce_dtype = DType::F32;    // --fsdp-reduce-dtype (gradient reduce-scatter)
+};
+
+// Builds the strategy for a finalised model. Collective over `dp` (checks that the initial
+// replicas are identical; ZeRO/FSDP shard the flat buffers). The model must outlive it.
+std::unique_ptr<ParallelStrategy> make_strategy(Model& model, Comm& dp, const StrategyOptions& opts);
+
+}  // namespace sm

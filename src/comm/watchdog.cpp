@@ -1,0 +1,54 @@
+// watchdog.cpp — the poll loop behind every blocking comm call: spin briefly, then yield,
+// then sleep between polls (oversubscribed ranks must not starve each other), and abort the
+// job with one clear line when comm_timeout_seconds() passes.
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "pending_op.h"
+#include "spikemesh/comm/comm.h"
+#include "spikemesh/core/error.h"
+
+namespace sm::comm_detail {
+namespace {
+MPI_Comm g_abort_comm = MPI_COMM_NULL;
+}
+
+void set_abort_comm(MPI_Comm comm) { g_abort_comm = comm; }
+MPI_Comm abort_comm_or(MPI_Comm fallback) { return g_abort_comm != MPI_COMM_NULL ? g_abort_comm : fallback; }
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? "," : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+double wait_or_abort(PendingOp& op, const OpLabel& label) {
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  if (op.progress()) return std::chrono::duration<double>(clock::now() - t0).count();
+  const double timeout = comm_timeout_seconds();
+  long polls = 0;
+  for (;;) {
+    if (op.progress()) break;
+    ++polls;
+    double waited = std::chrono::duration<double>(clock::now() - t0).count();
+    if (timeout > 0 && waited > timeout) {
+      std::fprintf(stderr,
+                   "spikemesh: error: comm timeout: %s did not complete within %g s (--comm-timeout) on %s; "
+                   "waiting for %s. Aborting the job.\n",
+                   label.what.c_str(), timeout, where_am_i().c_str(), op.pending_peers().c_str());
+      std::fflush(stderr);
+      MPI_Abort(abort_comm_or(label.abort_comm), 3);
+      std::abort();  // MPI_Abort does not return; belt and braces
+    }
+    if (polls < 2000) continue;  // spin: latency of short collectives
+    if (waited < 0.05)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return std::chrono::duration<double>(clock::now() - t0).count();
+}
+
+}  // namespace sm::comm_detail

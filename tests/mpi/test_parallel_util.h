@@ -1,0 +1,194 @@
+// test_parallel_util.h — shared pieces of the data-parallel MPI tests (test_parallel_*.cpp):
+// small models (fmnist_csnn at C=4, a tiny CIFAR10-DVS-like VGG, a BN-free variant), a
+// deterministic synthetic batch generator keyed by (step, global sample index) so any dp
+// slice of a global batch is generated directly, and the single-rank reference trajectory
+// (train_step on the whole global batch, no communication at all) every layout is compared
+// with.
+#pragma once
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "mpi_test_env.h"
+#include "spikemesh/app/model_options.h"
+#include "spikemesh/core/rng.h"
+#include "spikemesh/models/model.h"
+#include "spikemesh/train/optimizer.h"
+#include "spikemesh/train/train_step.h"
+
+namespace sm::test {
+
+// A scratch directory with the same path on every rank (made by rank 0). Collective.
+inline const std::string& scratch_dir() {
+  static std::string dir = [] {
+    char buf[256] = {0};
+    if (world_rank() == 0) {
+      std::snprintf(buf, sizeof buf, "/tmp/sm_partest_%d", static_cast<int>(getpid()));
+      std::system((std::string("rm -rf ") + buf + " && mkdir -p " + buf).c_str());
+    }
+    MPI_Bcast(buf, sizeof buf, MPI_CHAR, 0, world());
+    return std::string(buf);
+  }();
+  return dir;
+}
+
+// Model specs written into the scratch dir (rank 0) once per name, returned as paths.
+// Collective on the first call for a name (never rewritten: other ranks may be reading it).
+inline std::string write_spec(const std::string& name, const std::string& text) {
+  static std::set<std::string> written;
+  const std::string path = scratch_dir() + "/" + name + ".toml";
+  if (written.insert(name).second) {
+    if (world_rank() == 0) std::ofstream(path) << text;
+    MPI_Barrier(world());
+  }
+  return path;
+}
+
+// A CIFAR10-DVS-shaped VGG at toy size: events [2, 16, 16], T 3, conv-BN-LIF blocks, an
+// avg-pool unit without parameters, dropout and a linear classifier (mean_ce). The convs have
+// no bias when followed by BN: BN cancels a conv bias, so its gradient is pure rounding noise
+// (~1e-17) which Adam normalises into full-size steps of random sign — such a parameter has
+// no effect on the loss but differs between any two summation orders.
+inline std::string tiny_dvs_spec(bool batchnorm) {
+  std::string bn1 = batchnorm ? "  { type = \"batchnorm2d\", name = \"proj_bn.1\", num_features = 8 },\n" : "";
+  std::string bn2 = batchnorm ? "  { type = \"batchnorm2d\", name = \"proj_bn.2\", num_features = 8 },\n" : "";
+  std::string name = batchnorm ? "tiny_dvs" : "tiny_dvs_nobn";
+  return write_spec(name,
+                    "[model]\nname = \"" + name +
+                        "\"\ninput = [2, 16, 16]\nnum_classes = 10\nT = 3\nloss = \"mean_ce\"\n"
+                        "input_kind = \"events\"\n\n"
+                        "[neurons.lif]\ntype = \"lif\"\ntau = 1.333\ndecay_input = false\nv_threshold = 1.0\n"
+                        "v_reset = 0.0\ndetach_reset = true\nsurrogate = \"atan\"\n\n"
+                        "[[unit]]\nname = \"features.0\"\nlayers = [\n"
+                        "  { type = \"conv2d\", name = \"proj_bn.0\", in_channels = 2, out_channels = 8, kernel_size = 3, "
+                        "padding = 1, init = \"kaiming_normal_fan_out\"" + std::string(batchnorm ? ", bias = false" : "") + " },\n" +
+                        bn1 +
+                        "  { type = \"neuron\", name = \"neuron\", neuron = \"lif\" },\n]\n\n"
+                        "[[unit]]\nname = \"features.1\"\nlayers = [\n"
+                        "  { type = \"avgpool2d\", name = \"proj_bn.0\", kernel_size = 2 },\n"
+                        "  { type = \"conv2d\", name = \"proj_bn.1\", in_channels = 8, out_channels = 8, kernel_size = 3, "
+                        "padding = 1, init = \"kaiming_normal_fan_out\"" + std::string(batchnorm ? ", bias = false" : "") + " },\n" +
+                        bn2 +
+                        "  { type = \"neuron\", name = \"neuron\", neuron = \"lif\" },\n]\n\n"
+                        "[[unit]]\nname = \"features.2\"\nlayers = [\n"
+                        "  { type = \"avgpool2d\", name = \"\", kernel_size = 2 },\n]\n\n"
+                        "[[unit]]\nname = \"classifier\"\nlayers = [\n"
+                        "  { type = \"flatten\", name = \"flatten\" },\n"
+                        "  { type = \"dropout\", p = 0.25 },\n"
+                        "  { type = \"linear\", in_features = 128, out_features = 10 },\n]\n");
+}
+
+// "csnn": fmnist_csnn at C=4 (static [1, 28, 28], T 4, rate_mse); "dvs": tiny_dvs_spec(true);
+// "nobn": tiny_dvs_spec(false). Finalised in `dt` from `seed`.
+inline std::unique_ptr<Model> build_model(const std::string& which, DType dt, uint64_t seed = 7,
+                                          double dropout = 0.0) {
+  ModelSelection sel;
+  if (which == "csnn") {
+    sel.model = "fmnist_csnn";
+    sel.vars = {"C=4"};
+  } else {
+    sel.spec = tiny_dvs_spec(which == "dvs");
+  }
+  sel.dropout = dropout;
+  auto m = sel.build();
+  m->finalize(dt, Device::cpu(), seed);
+  return m;
+}
+
+// Samples [first, first + n) of the global batch of `step`: x [T, n, ...input], y [n].
+// Element values depend only on (step, global sample, element): any slicing agrees.
+inline MicroBatch synth_batch(const Model& m, int64_t step, int64_t first, int64_t n, DType dt) {
+  const int T = m.info.T;
+  const bool events = m.info.input_kind == "events";
+  int64_t per = 1;
+  for (int64_t d : m.info.input_shape) per *= d;
+  Shape xs{T, n};
+  for (int64_t d : m.info.input_shape) xs.push_back(d);
+  MicroBatch b;
+  b.x = Tensor::empty(xs, dt);
+  b.y = Tensor::empty({n}, DType::I64);
+  b.sample_offset = first;
+  const CounterRng rng(1234, "parallel-test-data");
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t g = static_cast<uint64_t>(first + i);
+    b.y.data<int64_t>()[i] = static_cast<int64_t>(rng.uniform(g, static_cast<uint32_t>(step), 99) * 10) % 10;
+    for (int t = 0; t < T; ++t)
+      for (int64_t e = 0; e < per; ++e) {
+        const uint64_t key = static_cast<uint64_t>(e) * 8 + (events ? static_cast<uint64_t>(t) : 0);
+        double v = rng.uniform(key, static_cast<uint32_t>(step), static_cast<uint32_t>(g));
+        if (events) v = v < 0.3 ? 1.0 : 0.0;
+        const int64_t at = (static_cast<int64_t>(t) * n + i) * per + e;
+        if (dt == DType::F64)
+          b.x.data<double>()[at] = v;
+        else
+          b.x.data<float>()[at] = static_cast<float>(v);
+      }
+  }
+  return b;
+}
+
+inline OptimizerConfig test_optimizer(const std::string& name = "adam") {
+  OptimizerConfig oc;
+  oc.name = name;
+  oc.lr = name == "sgd" ? 0.05 : 0.01;
+  oc.momentum = 0.9;
+  oc.weight_decay = 1e-4;
+  return oc;
+}
+
+// Every parameter value, in order, flattened to doubles.
+inline std::vector<double> flat_params(Model& m) {
+  std::vector<double> out;
+  for (Param* p : m.params())
+    for (int64_t i = 0; i < p->value.numel(); ++i) out.push_back(p->value.at(i));
+  return out;
+}
+
+struct Trajectory {
+  std::vector<double> losses;   // per optimizer step (mean over the global batch)
+  std::vector<double> params;   // final parameter values
+};
+
+// The single-rank trajectory: `steps` optimizer steps on global batches of `global` samples
+// (split into `accum` micro-batches when accum > 1), no communication.
+inline Trajectory reference_run(const std::string& which, DType dt, int steps, int64_t global,
+                                const OptimizerConfig& oc, int accum = 1, double dropout = 0.0,
+                                double clip_norm = 0.0) {
+  auto m = build_model(which, dt, 7, dropout);
+  auto opt = make_optimizer(oc, m->params());
+  Trajectory tr;
+  for (int s = 0; s < steps; ++s) {
+    Ctx ctx;
+    ctx.seed = 11;
+    ctx.step = s;
+    std::vector<MicroBatch> micro;
+    for (int k = 0; k < accum; ++k) micro.push_back(synth_batch(*m, s, k * global / accum, global / accum, dt));
+    StepOptions so;
+    so.clip_norm = clip_norm;
+    tr.losses.push_back(train_step_micro(*m, *opt, micro, ctx, so).loss);
+  }
+  tr.params = flat_params(*m);
+  return tr;
+}
+
+inline double rel_diff(double a, double b) { return std::fabs(a - b) / std::max(1e-30, std::max(std::fabs(a), std::fabs(b))); }
+
+inline double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return 1e300;
+  double scale = 0, d = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    scale = std::max(scale, std::fabs(b[i]));
+    d = std::max(d, std::fabs(a[i] - b[i]));
+  }
+  return d / std::max(scale, 1e-30);
+}
+
+}  // namespace sm::test
