@@ -454,6 +454,7 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   CommCounters comm_before = dist ? dp->counters() : CommCounters{};
   bool stop = false;
   auto limit_reached = [&] { return cfg.max_steps > 0 && st.step >= cfg.max_steps; };
+  const int64_t first_step = st.step;  // > 0 when resumed
   while (!stop && st.epoch < cfg.epochs && !limit_reached()) {
     const int64_t epoch = st.epoch, first = st.batch_in_epoch;
     int64_t n_batches = per_epoch - first;
@@ -593,8 +594,13 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
     const int sig = g_stop.load();
     log.line(sig ? "stop requested (signal " + std::to_string(sig) + "): checkpointing at step " + std::to_string(st.step)
                  : "stop requested (signal on another rank): checkpointing at step " + std::to_string(st.step));
+    if (st.step == total_steps && last_eval_step != st.step) evaluate();  // the run is complete anyway
     save();
     sum.interrupted = true;
+  } else if (st.step == first_step && first_step > 0 && st.step == total_steps) {
+    // Resumed from the final checkpoint of a finished run: it already holds the final
+    // evaluation (every checkpoint at the last step is written after one), so add nothing.
+    log.line("nothing to do: the run is already complete at step " + std::to_string(st.step));
   } else {
     if (last_eval_step != st.step) evaluate();
     save();

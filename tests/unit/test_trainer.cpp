@@ -496,3 +496,29 @@ TEST(Trainer, BadInputsFailBeforeWritingAnything) {
 }
 
 }  // namespace sm
+
+namespace sm {
+
+// `--resume auto` of a run that already finished adds nothing: no training step, no second
+// evaluation row at the final step, no new checkpoint.
+TEST(Trainer, ResumingAFinishedRunAddsNoRows) {
+  clear_stop_request();
+  clear_runs({"finished"});
+  TrainRun a({{"run-name", "finished"}, {"epochs", "1"}});
+  TrainSummary s1 = a.go();
+  ASSERT_EQ(s1.steps, 4);
+  const std::vector<double> evals = metric(a, "/eval/step"), steps = metric(a, "/step/step");
+  ASSERT_EQ(evals, (std::vector<double>{4}));
+  TrainRun b({{"run-name", "finished"}, {"epochs", "1"}, {"resume", "auto"}});
+  TrainSummary s2 = b.go();
+  EXPECT_EQ(s2.steps, 4);
+  EXPECT_EQ(metric(b, "/eval/step"), evals);
+  EXPECT_EQ(metric(b, "/step/step"), steps);
+  // A longer schedule on the same run still continues and evaluates.
+  TrainRun c({{"run-name", "finished"}, {"epochs", "2"}, {"resume", "auto"}});
+  TrainSummary s3 = c.go();
+  EXPECT_EQ(s3.steps, 8);
+  EXPECT_EQ(metric(c, "/eval/step"), (std::vector<double>{4, 8}));
+}
+
+}  // namespace sm
