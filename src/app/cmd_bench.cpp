@@ -18,6 +18,10 @@
 #include <memory>
 
 #include "spikemesh/app/commands.h"
+#include "spikemesh/comm/comm_collectives.h"
+#include "spikemesh/comm/mesh.h"
+#include "spikemesh/parallel/dist_run.h"
+#include "spikemesh/parallel/strategy.h"
 #include "spikemesh/layers/layer_profile.h"
 #include "spikemesh/app/model_options.h"
 #include "spikemesh/core/allocator.h"
@@ -48,6 +52,8 @@ struct BenchOptions {
   double lr = 1e-3;
   uint64_t seed = 1;
   bool print_json = false, tp_debug_comm = false, profile = false;
+  std::string optimizer_sharding = "none";
+  MeshFlags mesh;
 };
 
 // Per-layer-type time per step of the timed steps (layer_profile.h). Matrix-product layers also
@@ -141,10 +147,27 @@ void run_kernel_bench(const BenchOptions& o, const AppEnv& env) {
 }
 
 void run_bench(BenchOptions& o, const AppEnv& env) {
-  if (env.size > 1) SM_INPUT_ERROR("spikemesh bench runs on one rank in this version (got " << env.size << " ranks)");
-  if (!o.kernel.empty()) return run_kernel_bench(o, env);
-  if (o.mode != "none")
-    SM_INPUT_ERROR("--distributed-mode " << o.mode << " is not available yet in this version (use none)");
+  if (!o.kernel.empty()) {
+    if (env.size > 1) SM_INPUT_ERROR("--kernel benchmarks run on one rank (got " << env.size << " ranks)");
+    return run_kernel_bench(o, env);
+  }
+  // Several ranks: data parallel over the whole world (weak scaling: --batch-size per rank).
+  std::unique_ptr<Mesh> mesh;
+  if (env.size > 1 || o.mode != "none") {
+    if (o.mode != "dp" && o.mode != "fsdp")
+      SM_INPUT_ERROR("--distributed-mode " << o.mode << ": with " << env.size
+                                           << " ranks bench runs dp or fsdp (none is one rank)");
+    const MeshShape shape = resolve_mesh_shape(o.mesh, env.size);
+    if (shape.tp > 1 || shape.pp > 1)
+      SM_INPUT_ERROR("--mesh-shape " << shape.str() << ": bench runs data parallelism only (tp = pp = 1)");
+    if (o.device == "cuda")
+      SM_INPUT_ERROR("--device cuda with --distributed-mode " << o.mode
+                                                              << ": the data-parallel strategies run on CPU tensors in this version");
+    o.device = "cpu";
+    mesh = Mesh::create(env.world, o.mesh);  // collective over the world
+  }
+  if (o.mode == "fsdp" && o.optimizer_sharding != "none")
+    SM_INPUT_ERROR("--optimizer-sharding applies to --distributed-mode dp (fsdp shards everything)");
   if (o.batch_size <= 0) SM_INPUT_ERROR("--batch-size must be positive, got " << o.batch_size);
   if (o.steps <= 0 || o.warmup < 0) SM_INPUT_ERROR("--steps must be positive and --warmup >= 0");
   const Precision prec = precision_from_name(o.precision);
@@ -158,6 +181,14 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   if (o.sel.model.empty() && o.sel.spec.empty()) o.sel.model = "cifar10dvs_vgg";
   std::unique_ptr<Model> model = o.sel.build();
   model->finalize(dt, dev, o.seed);
+  std::unique_ptr<ParallelStrategy> strategy;
+  if (mesh) {
+    StrategyOptions so;
+    so.mode = o.mode;
+    so.sharding = o.optimizer_sharding;
+    so.param_dtype = so.reduce_dtype = dt;
+    strategy = make_strategy(*model, mesh->dp(), so);  // collective over dp
+  }
   OptimizerConfig oc;
   oc.name = o.optimizer;
   oc.lr = o.lr;
@@ -166,12 +197,14 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
     model->loss = with_cuda_support(std::move(model->loss));
     opt = make_optimizer_cuda(oc, model->params());
   } else {
-    opt = make_optimizer(oc, model->params());
+    opt = make_optimizer(oc, strategy ? strategy->optimizer_params() : model->params());
   }
   LossScaler scaler = LossScaler::for_precision(prec);
   const ModelInfo& mi = model->info;
   const int T = mi.T;
-  const int64_t N = o.batch_size;  // one rank: global = per-rank batch in every regime
+  const int64_t N = o.batch_size;  // per rank (weak scaling); one rank: global = per-rank batch
+  const int dp_size = mesh ? mesh->dp().size() : 1, dp_rank = mesh ? mesh->dp().rank() : 0;
+  const int64_t global_N = N * dp_size;
 
   // One fixed synthetic batch: x ~ N(0, 1) [T, N, ...], y ~ U{0..K-1}.
   Shape xs = {T, N};
@@ -179,11 +212,12 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   Tensor x = Tensor::empty(xs, dt), y = Tensor::empty({N}, DType::I64);
   CounterRng rx(o.seed, "bench/x"), ry(o.seed, "bench/y");
   for (int64_t i = 0; i < x.numel(); ++i) {
-    double v = rx.normal(i);
+    double v = rx.normal(static_cast<uint64_t>(dp_rank) * static_cast<uint64_t>(x.numel()) + i);
     if (dt == DType::F32) x.data<float>()[i] = static_cast<float>(v);
     else x.data<double>()[i] = v;
   }
-  for (int64_t i = 0; i < N; ++i) y.data<int64_t>()[i] = static_cast<int64_t>(ry.uniform(i) * mi.num_classes) % mi.num_classes;
+  for (int64_t i = 0; i < N; ++i)
+    y.data<int64_t>()[i] = static_cast<int64_t>(ry.uniform(dp_rank * N + i) * mi.num_classes) % mi.num_classes;
   if (dev.is_cuda()) {
     x = x.to(dev).to_dtype(act);  // [T, N, ...] in the activation dtype
     y = y.to(dev);
@@ -197,6 +231,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   Allocator& mem = allocator_for(dev);
   mem.reset_peak();
   int64_t mallocs_before_timed = 0;
+  CommCounters comm_at_timed{};
   for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
     if (s == o.warmup && dev.is_cuda()) mallocs_before_timed = cuda_allocator(dev.ordinal).malloc_calls();
     if (s == o.warmup && o.profile) {
@@ -207,8 +242,17 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
     ctx.seed = o.seed;
     ctx.step = s;
     Timer t;
-    StepResult r = dev.is_cuda() ? gpu_train_step(*model, *opt, x, y, ctx, scaler, dev)
-                                 : train_step(*model, *opt, x, y, ctx);
+    if (s == o.warmup && mesh) comm_at_timed = mesh->dp().counters();
+    StepResult r;
+    if (dev.is_cuda()) {
+      r = gpu_train_step(*model, *opt, x, y, ctx, scaler, dev);
+    } else if (strategy) {
+      StepOptions so;
+      so.strategy = strategy.get();
+      r = train_step_micro(*model, *opt, {MicroBatch{x, y, dp_rank * N}}, ctx, so);
+    } else {
+      r = train_step(*model, *opt, x, y, ctx);
+    }
     double ms = t.ms();
     if (s >= o.warmup) {
       lat.push_back(ms);
@@ -225,7 +269,19 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   }
   if (env.rank == 0 && isatty(STDOUT_FILENO)) std::printf("\n");
   layer_profile_enable(false);
-  const double step_ms = median(lat);
+  double step_ms = median(lat);
+  double rss = peak_rss_mb(), peak_alloc = mem.peak_bytes() / 1048576.0, comm_mb = 0, comm_ms = 0;
+  int64_t comm_calls = 0;
+  if (mesh) {  // the slowest rank sets the pace; memory is the largest rank's
+    const CommCounters now = mesh->dp().counters();
+    comm_mb = (now.total_bus_bytes() - comm_at_timed.total_bus_bytes()) / 1048576.0 / o.steps;
+    comm_ms = 1000.0 * (now.total_wait_seconds() - comm_at_timed.total_wait_seconds()) / o.steps;
+    std::vector<double> m{step_ms, median(fwd), median(bwd), median(optm), rss, peak_alloc, comm_mb, comm_ms};
+    all_reduce_doubles(mesh->world(), m, ReduceOp::Max);
+    step_ms = m[0], fwd = {m[1]}, bwd = {m[2]}, optm = {m[3]}, rss = m[4], peak_alloc = m[5], comm_mb = m[6],
+    comm_ms = m[7];
+    comm_calls = static_cast<int64_t>(now.total_calls() - comm_at_timed.total_calls());
+  }
   BenchRecord r;
   stamp_record(r);
   r["backend"] = "spikemesh";
@@ -237,19 +293,20 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   r["mode"] = o.mode;
   r["prefer"] = o.prefer;
   r["world_size"] = env.size;
-  r["optimizer_sharding"] = "none";
+  r["optimizer_sharding"] = o.optimizer_sharding;
   r["memopt_level"] = 0;
   r["optimize_ms"] = 0.0;
   r["batch_size"] = o.batch_size;
-  r["global_batch_size"] = N;
+  r["global_batch_size"] = global_N;
   r["per_rank_batch_size"] = N;
-  r["data_replicas"] = 1;
+  r["data_replicas"] = dp_size;
   r["num_classes"] = mi.num_classes;
   r["T"] = T;
   r["steps"] = o.steps;
   r["warmup"] = o.warmup;
   r["image_size"] = mi.input_shape.size() == 3 ? mi.input_shape[1] : o.image_size;
-  r["mesh_shape"] = nlohmann::json::array({1});
+  r["mesh_shape"] = mesh ? nlohmann::json::array({mesh->shape().dp, mesh->shape().tp, mesh->shape().pp})
+                         : nlohmann::json::array({1});
   r["tp_mesh_dim"] = nullptr;
   r["dp_mesh_dim"] = nullptr;
   r["memopt_compress_x"] = false;
@@ -261,11 +318,15 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   r["pp_delay_wgrad"] = false;
   r["pp_memopt_stages"] = nlohmann::json::array();
   r["step_latency_ms"] = step_ms;
-  r["global_throughput_sps"] = step_ms > 0 ? 1000.0 * N / step_ms : 0.0;
+  r["global_throughput_sps"] = step_ms > 0 ? 1000.0 * global_N / step_ms : 0.0;
   r["per_device_throughput_sps"] = step_ms > 0 ? 1000.0 * N / step_ms : 0.0;
-  r["peak_allocated_mb"] = mem.peak_bytes() / 1048576.0;
-  r["peak_rss_mb"] = peak_rss_mb();
-  r["recommendation"] = {{"mode", "none"}, {"rationale", "one rank"}};
+  r["peak_allocated_mb"] = peak_alloc;
+  r["peak_rss_mb"] = rss;
+  r["recommendation"] = mesh ? nlohmann::json{{"mode", o.mode}, {"rationale", "as requested"}}
+                             : nlohmann::json{{"mode", "none"}, {"rationale", "one rank"}};
+  r["dp_comm_mb_per_step"] = comm_mb;
+  r["dp_comm_wait_ms_per_step"] = comm_ms;
+  r["dp_comm_calls_per_step"] = mesh ? double(comm_calls) / o.steps : 0.0;
   r["tp_all_reduce_calls"] = 0;
   r["tp_all_reduce_mb"] = 0.0;
   r["forward_ms"] = median(fwd);
@@ -287,6 +348,11 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
               step_ms, static_cast<long long>(o.steps), r["forward_ms"].get<double>(), r["backward_ms"].get<double>(),
               r["optimizer_ms"].get<double>(), r["reset_ms"].get<double>(), r["global_throughput_sps"].get<double>(),
               r["peak_allocated_mb"].get<double>(), r["peak_rss_mb"].get<double>());
+  if (mesh)
+    std::printf("  data parallel %s over %d ranks (global batch %lld): %.2f MiB/step on the wire per rank, "
+                "%.1f collective calls/step, %.2f ms/step exposed wait\n",
+                o.mode.c_str(), dp_size, static_cast<long long>(global_N), comm_mb,
+                r["dp_comm_calls_per_step"].get<double>(), comm_ms);
   if (dev.is_cuda())
     std::printf("  device       %s: %.1f MB reserved, %lld cudaMalloc calls in the timed steps; loss scale %g, %lld "
                 "skipped steps\n",
@@ -327,7 +393,10 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--image-size", o->image_size, "image size for spikformer models (recorded)")->capture_default_str();
   cmd->add_option("--num-classes", o->num_classes, "classes for spikformer models (recorded)")->capture_default_str();
   cmd->add_option("--result-log", o->result_log, "append the JSON record to this file and compare with the previous one");
-  cmd->add_option("--distributed-mode", o->mode, "none (distributed modes come with the mesh)")->capture_default_str();
+  cmd->add_option("--distributed-mode", o->mode, "none (one rank) | dp | fsdp (several ranks, weak scaling)")
+      ->capture_default_str();
+  cmd->add_option("--optimizer-sharding", o->optimizer_sharding, "dp: none | zero | zero2")->capture_default_str();
+  add_mesh_flags(*cmd, o->mesh);
   cmd->add_option("--prefer", o->prefer, "speed | memory | capacity (recorded)")->capture_default_str();
   cmd->add_option("--precision", o->precision, "fp32 | bf16 | fp16 (GPU) | fp64 (CPU)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu | cuda | auto (GPU when one is visible)")->capture_default_str();
