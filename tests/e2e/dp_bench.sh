@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# dp_bench.sh — `spikemesh bench` data parallel at np 2 (fmnist_csnn C=4, 13,380 f32
+# parameters): each mode writes a JSON record with world_size 2, the global batch = 2 x the
+# per-rank batch, and the bytes per step on the wire equal to the theoretical volume:
+# dp ring all-reduce 2(p-1)/p·|grads| = |grads| at p = 2 (exact); zero: reduce-scatter +
+# all-gather of the padded flat buffers, (p-1)/p·2·|padded| = |grads| + padding; fsdp also
+# gathers again in backward (between |grads| and 2|grads|). A tp mesh is refused. ~20 s.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BIN="${BIN:-$ROOT/build/bin/spikemesh}"
+PY="${PY:-/usr/bin/python3}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+pass=0; fail=0
+ok() { pass=$((pass + 1)); echo "  ok   $1"; }
+bad() { fail=$((fail + 1)); echo "  FAIL $1"; }
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/dp_bench.XXXXXX")"; trap 'rm -rf "$TMP"' EXIT
+GRAD_BYTES=$((13380 * 4))
+run() {  # run NAME EXPECTED_CALLS_MIN ARGS...
+  local name=$1; shift
+  if timeout 120 mpirun --bind-to none -np 2 "$BIN" bench --model fmnist_csnn --var C=4 --batch-size 8 --steps 3 \
+       --warmup 1 --threads 1 --result-log "$TMP/$name.jsonl" "$@" >"$TMP/$name.log" 2>&1; then
+    if "$PY" - "$TMP/$name.jsonl" "$GRAD_BYTES" "$name" <<'PYEOF'
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+grad = int(sys.argv[2]); name = sys.argv[3]
+assert r["world_size"] == 2 and r["data_replicas"] == 2, r
+assert r["global_batch_size"] == 16 and r["per_rank_batch_size"] == 8, r
+wire = r["dp_comm_mb_per_step"] * 1048576
+if name == "dp":
+    assert abs(wire - grad) < 1e-6, (wire, grad)          # ring all-reduce at p=2: exactly |grads|
+elif name == "zero":
+    assert grad <= wire <= grad + 1024, (wire, grad)       # RS grads + AG params, each (p-1)/p of the padded size
+else:
+    assert grad <= wire <= 2 * grad + 1024, (wire, grad)   # fsdp: AG in forward and again in backward, RS grads
+assert r["global_throughput_sps"] > 0 and r["step_latency_ms"] > 0
+PYEOF
+    then ok "bench $* (record: 2 ranks, global batch 16, bytes on the wire as theory)"
+    else bad "bench $* record"; fi
+  else bad "bench $* exits 0"; tail -5 "$TMP/$name.log"; fi
+}
+run dp --distributed-mode dp
+run zero --distributed-mode dp --optimizer-sharding zero
+run fsdp --distributed-mode fsdp
+# one rank asking for tp: a clear message, non-zero exit, no hang
+if timeout 60 mpirun --bind-to none -np 2 "$BIN" bench --model fmnist_csnn --var C=4 --distributed-mode dp --mesh-shape 1 2 1 \
+     >"$TMP/bad.log" 2>&1; then bad "tp mesh refused"
+elif grep -q "data parallelism only" "$TMP/bad.log"; then ok "bench --mesh-shape 1 2 1 refused with a message"
+else bad "tp mesh message"; cat "$TMP/bad.log"; fi
+echo "dp_bench: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
