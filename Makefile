@@ -170,7 +170,7 @@ BENCH_THREADS ?= $(NPROC)
 BENCH_LOG   ?= output/bench.jsonl
 bench:
 	@$(MAKE) --no-print-directory -j$(NPROC) all
-	$(BIN) bench --model $(BENCH_MODEL) $(BENCH_ARGS) --threads $(BENCH_THREADS) --result-log $(BENCH_LOG)
+	$(BIN) bench --model $(BENCH_MODEL) $(BENCH_ARGS) --device cpu --threads $(BENCH_THREADS) --result-log $(BENCH_LOG)
 	$(PY) bench/torch_bench.py --model $(BENCH_MODEL) $(BENCH_ARGS) --threads $(BENCH_THREADS) --result-log $(BENCH_LOG)
 	$(PY) bench/compare.py $(BENCH_LOG)
 

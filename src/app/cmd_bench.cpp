@@ -33,7 +33,6 @@
 #include "spikemesh/io/bench_record.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/train/optimizer.h"
-#include "spikemesh/train/optimizer_cuda.h"
 #include "spikemesh/train/train_step.h"
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "spikemesh/kernels/cuda/neuron_bench.h"
@@ -45,7 +44,7 @@ namespace {
 struct BenchOptions {
   ModelSelection sel;
   std::string regime = "throughput_weak_scaling";
-  std::string mode = "none", prefer = "speed", precision = "fp32", device = "cpu", result_log, optimizer = "adam";
+  std::string mode = "none", prefer = "speed", precision = "fp32", device = "auto", result_log, optimizer = "adam";
   std::string kernel;            // "lif": the neuron kernel microbenchmark instead of training steps
   int64_t kernel_neurons = 1 << 22;
   int64_t batch_size = 8, steps = 20, warmup = 5, image_size = 224, num_classes = 1000, threads = 0;
@@ -89,41 +88,6 @@ double peak_rss_mb() {
   return ru.ru_maxrss / 1024.0;
 }
 
-// One training step on the GPU: like train_step, with dynamic loss scaling (fp16) and a
-// synchronisation after each phase so that the host clock measures the device's work.
-StepResult gpu_train_step(Model& model, Optimizer& opt, const Tensor& x, const Tensor& y, Ctx& ctx,
-                          LossScaler& scaler, const Device& dev) {
-  StepResult r;
-  Timer t;
-  model.reset_state();
-  model.zero_grad();
-  synchronize(dev);
-  r.reset_ms = t.ms();
-  t.reset();
-  ctx.training = true;
-  Tensor out = model.forward(x, ctx);                 // [T, N, K]
-  LossResult lr = model.loss->forward(out, y);        // synchronises (loss to the host)
-  r.forward_ms = t.ms();
-  t.reset();
-  Tensor dout = model.loss->backward(scaler.scale());  // scaled loss gradient (fp16)
-  model.backward(dout, ctx);
-  synchronize(dev);
-  r.backward_ms = t.ms();
-  t.reset();
-  std::vector<Tensor*> grads;
-  for (auto& u : model.units)
-    if (u->flat_grad().defined()) grads.push_back(&u->flat_grad());
-  const bool finite = scaler.unscale_and_check(grads);
-  if (finite) opt.step();  // a non-finite gradient skips the step (fp16 loss scaling)
-  scaler.update(finite);
-  synchronize(dev);
-  r.optimizer_ms = t.ms();
-  r.loss = lr.loss;
-  r.correct = lr.correct;
-  r.count = lr.count;
-  return r;
-}
-
 void run_kernel_bench(const BenchOptions& o, const AppEnv& env) {
   if (o.kernel != "lif") SM_INPUT_ERROR("--kernel " << o.kernel << ": unknown kernel benchmark (valid: lif)");
   const Device dev = select_device(device_request_from_name(o.device == "cpu" ? "cuda" : o.device), 0);
@@ -160,10 +124,6 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
     const MeshShape shape = resolve_mesh_shape(o.mesh, env.size);
     if (shape.tp > 1 || shape.pp > 1)
       SM_INPUT_ERROR("--mesh-shape " << shape.str() << ": bench runs data parallelism only (tp = pp = 1)");
-    if (o.device == "cuda")
-      SM_INPUT_ERROR("--device cuda with --distributed-mode " << o.mode
-                                                              << ": the data-parallel strategies run on CPU tensors in this version");
-    o.device = "cpu";
     mesh = Mesh::create(env.world, o.mesh);  // collective over the world
   }
   if (o.mode == "fsdp" && o.optimizer_sharding != "none")
@@ -171,8 +131,9 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   if (o.batch_size <= 0) SM_INPUT_ERROR("--batch-size must be positive, got " << o.batch_size);
   if (o.steps <= 0 || o.warmup < 0) SM_INPUT_ERROR("--steps must be positive and --warmup >= 0");
   const Precision prec = precision_from_name(o.precision);
-  const DeviceRequest req = device_request_from_name(o.device);
-  const Device dev = select_device(req, /*local_rank=*/0);  // one rank: GPU 0
+  DeviceRequest req = device_request_from_name(o.device);
+  if (req == DeviceRequest::Auto && prec == Precision::FP64) req = DeviceRequest::Cpu;  // fp64 is the CPU reference
+  const Device dev = select_device(req, mesh ? mesh->local_rank() : 0);  // GPU local_rank % visible
   check_precision_for_device(prec, dev);
   if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
   const DType dt = master_dtype(prec);       // parameters (and CPU activations)
@@ -192,13 +153,9 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   OptimizerConfig oc;
   oc.name = o.optimizer;
   oc.lr = o.lr;
-  std::unique_ptr<Optimizer> opt;
-  if (dev.is_cuda()) {
-    model->loss = with_cuda_support(std::move(model->loss));
-    opt = make_optimizer_cuda(oc, model->params());
-  } else {
-    opt = make_optimizer(oc, strategy ? strategy->optimizer_params() : model->params());
-  }
+  if (dev.is_cuda()) model->loss = with_cuda_support(std::move(model->loss));
+  // CUDA params (the model's or the strategy's device shards) get the fused device optimizers.
+  std::unique_ptr<Optimizer> opt = make_optimizer(oc, strategy ? strategy->optimizer_params() : model->params());
   LossScaler scaler = LossScaler::for_precision(prec);
   const ModelInfo& mi = model->info;
   const int T = mi.T;
@@ -243,16 +200,10 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
     ctx.step = s;
     Timer t;
     if (s == o.warmup && mesh) comm_at_timed = mesh->dp().counters();
-    StepResult r;
-    if (dev.is_cuda()) {
-      r = gpu_train_step(*model, *opt, x, y, ctx, scaler, dev);
-    } else if (strategy) {
-      StepOptions so;
-      so.strategy = strategy.get();
-      r = train_step_micro(*model, *opt, {MicroBatch{x, y, dp_rank * N}}, ctx, so);
-    } else {
-      r = train_step(*model, *opt, x, y, ctx);
-    }
+    StepOptions so;
+    so.strategy = strategy.get();
+    so.scaler = &scaler;  // fp16: dynamic loss scaling; on a GPU the phase times are the device's
+    StepResult r = train_step_micro(*model, *opt, {MicroBatch{x, y, dp_rank * N}}, ctx, so);
     double ms = t.ms();
     if (s >= o.warmup) {
       lat.push_back(ms);

@@ -91,6 +91,11 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   ci.state.epoch = m.attr_int("epoch");
   ci.state.batch_in_epoch = m.attr_int("batch_in_epoch");
   ci.state.seed = m.attr_int("seed");
+  if (m.has_attr("loss_scale")) {
+    ci.state.loss_scale = m.attr_double("loss_scale");
+    ci.state.loss_scale_finite_in_row = m.attr_int("loss_scale_finite_in_row");
+    ci.state.skipped_steps = m.attr_int("skipped_steps");
+  }
   ci.optimizer_step = m.attr_int("optimizer_step");
   ci.model = m.attr_string("model");
   ci.optimizer = m.has_attr("optimizer") ? m.attr_string("optimizer") : "";

@@ -100,6 +100,11 @@ void write_meta(const H5Group& m, const CheckpointMeta& cm, int64_t num_optim_st
   m.set_attr("epoch", cm.state.epoch);
   m.set_attr("batch_in_epoch", cm.state.batch_in_epoch);
   m.set_attr("seed", cm.state.seed);
+  if (cm.state.loss_scale > 0) {
+    m.set_attr("loss_scale", cm.state.loss_scale);
+    m.set_attr("loss_scale_finite_in_row", cm.state.loss_scale_finite_in_row);
+    m.set_attr("skipped_steps", cm.state.skipped_steps);
+  }
   m.set_attr("optimizer_step", cm.optimizer_step);
   m.set_attr("optimizer", cm.optimizer);
   m.set_attr("model", cm.model);

@@ -207,8 +207,11 @@ void bcast_info(MPI_Comm comm, CheckpointInfo& ci) {
   if (comm_rank(comm) == 0) {
     for (const std::string* s : {&ci.path, &ci.model, &ci.precision, &ci.mesh, &ci.config_toml, &ci.optimizer})
       put(b, *s);
+    int64_t scale_bits = 0;
+    std::memcpy(&scale_bits, &ci.state.loss_scale, sizeof scale_bits);
     for (int64_t v : {ci.state.step, ci.state.epoch, ci.state.batch_in_epoch, ci.state.seed, ci.optimizer_step,
-                      ci.format_version, ci.num_params, ci.num_optim_states})
+                      ci.format_version, ci.num_params, ci.num_optim_states, scale_bits,
+                      ci.state.loss_scale_finite_in_row, ci.state.skipped_steps})
       put(b, v);
   }
   bcast_string(comm, b);
@@ -216,9 +219,12 @@ void bcast_info(MPI_Comm comm, CheckpointInfo& ci) {
   size_t at = 0;
   for (std::string* s : {&ci.path, &ci.model, &ci.precision, &ci.mesh, &ci.config_toml, &ci.optimizer})
     *s = get_s(b, at);
+  int64_t scale_bits = 0;
   for (int64_t* v : {&ci.state.step, &ci.state.epoch, &ci.state.batch_in_epoch, &ci.state.seed, &ci.optimizer_step,
-                     &ci.format_version, &ci.num_params, &ci.num_optim_states})
+                     &ci.format_version, &ci.num_params, &ci.num_optim_states, &scale_bits,
+                     &ci.state.loss_scale_finite_in_row, &ci.state.skipped_steps})
     *v = get_i(b, at);
+  std::memcpy(&ci.state.loss_scale, &scale_bits, sizeof scale_bits);
 }
 
 // ---- load validation (rank 0, serial open) -------------------------------------------------

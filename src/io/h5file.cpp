@@ -361,7 +361,13 @@ Tensor H5Group::read(const std::string& name, DType as) const {
 }
 
 void H5Group::read_into(const std::string& name, Tensor& out) const {
-  SM_CHECK(out.defined() && out.device().is_cpu(), "read_into needs a defined CPU tensor (" << describe(name) << ")");
+  SM_CHECK(out.defined(), "read_into needs a defined tensor (" << describe(name) << ")");
+  if (!out.device().is_cpu()) {  // a device tensor: read into host memory, then one copy
+    Tensor host = Tensor::empty(out.shape(), out.dtype());
+    read_into(name, host);
+    out.copy_from(host);
+    return;
+  }
   Shape s = dataset_shape(name);
   if (s != out.shape())
     SM_INPUT_ERROR(describe(name) << ": shape " << shape_str(s) << " in the file, expected " << shape_str(out.shape()));

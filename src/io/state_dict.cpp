@@ -101,13 +101,7 @@ void load_state_dict(const H5Group& group, Model& model, bool strict) {
   // 2. Fill values (converting the file's element type to the model's).
   for (const Entry& e : entries) {
     std::string path = e.group + "/" + e.name;
-    if (e.value->device().is_cpu()) {
-      group.read_into(path, *e.value);
-    } else {
-      Tensor host = Tensor::empty(e.shape, e.value->dtype());
-      group.read_into(path, host);
-      e.value->copy_from(host);
-    }
+    group.read_into(path, *e.value);  // device tensors are staged through the host
   }
 }
 

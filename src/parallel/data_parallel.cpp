@@ -69,7 +69,7 @@ void DataParallel::launch(Bucket& b) {
     b.buffer = model_.units[s.unit]->flat_grad().slice0(s.begin, s.end);  // in place
   } else {
     if (!b.buffer.defined() || b.buffer.numel() != b.numel || b.buffer.dtype() != model_.dtype())
-      b.buffer = Tensor::empty({b.numel}, model_.dtype());  // [numel]
+      b.buffer = Tensor::empty({b.numel}, model_.dtype(), model_.device());  // [numel]
     int64_t at = 0;
     for (const Segment& s : b.segments) {
       Tensor dst = b.buffer.slice0(at, at + (s.end - s.begin));

@@ -80,13 +80,20 @@ void broadcast_buffers(Model& model, Comm& comm, int root) {
   char* p = static_cast<char*>(packed.raw());
   if (comm.rank() == root)
     for (Buffer* b : bufs) {
-      std::memcpy(p, b->value.raw(), b->value.nbytes());
-      p += b->value.nbytes();
+      const Tensor host = b->value.to(Device::cpu());  // a device buffer: one copy down
+      std::memcpy(p, host.raw(), host.nbytes());
+      p += host.nbytes();
     }
   comm.broadcast(packed, root);
   p = static_cast<char*>(packed.raw());
   for (Buffer* b : bufs) {
-    std::memcpy(b->value.raw(), p, b->value.nbytes());
+    if (b->value.device().is_cpu()) {
+      std::memcpy(b->value.raw(), p, b->value.nbytes());
+    } else {
+      Tensor host = Tensor::empty(b->value.shape(), b->value.dtype());
+      std::memcpy(host.raw(), p, host.nbytes());
+      b->value.copy_from(host);
+    }
     p += b->value.nbytes();
   }
 }

@@ -7,6 +7,10 @@
 #include <cstring>
 
 #include "spikemesh/layers/unit.h"
+#ifdef SPIKEMESH_HAVE_CUDA
+#include "spikemesh/core/cuda_stream.h"
+#include "spikemesh/kernels/cuda/elementwise.h"
+#endif
 
 namespace sm {
 
@@ -111,7 +115,11 @@ double get(const Tensor& t, int64_t i) {
 
 void cast_copy(const Tensor& src, Tensor& dst) {
   SM_CHECK(src.numel() == dst.numel(), "cast_copy: " << src.numel() << " vs " << dst.numel() << " elements");
-  SM_CHECK(src.device().is_cpu() && dst.device().is_cpu(), "cast_copy runs on host tensors");
+  SM_CHECK(src.device() == dst.device(), "cast_copy from " << src.device().str() << " to " << dst.device().str());
+  if (src.device().is_cuda()) {  // the device conversion rounds to nearest even like the host's
+    dst.copy_from(src.dtype() == dst.dtype() ? src : src.to_dtype(dst.dtype()));
+    return;
+  }
   const int64_t n = src.numel();
   if (src.dtype() == dst.dtype()) {
     if (n) std::memcpy(dst.raw(), src.raw(), src.nbytes());
@@ -142,7 +150,17 @@ void cast_copy(const Tensor& src, Tensor& dst) {
 
 void add_into(Tensor& dst, const Tensor& src) {
   SM_CHECK(src.numel() == dst.numel(), "add_into: " << src.numel() << " vs " << dst.numel() << " elements");
+  SM_CHECK(src.device() == dst.device(), "add_into from " << src.device().str() << " to " << dst.device().str());
   const int64_t n = src.numel();
+  if (dst.device().is_cuda()) {  // f32 master gradients on the GPU (fp64 runs on the CPU only)
+#ifdef SPIKEMESH_HAVE_CUDA
+    SM_CHECK(dst.dtype() == DType::F32, "add_into on CUDA needs an f32 dst, got " << dtype_name(dst.dtype()));
+    const Tensor s32 = src.dtype() == DType::F32 ? src : src.to_dtype(DType::F32);
+    cuda::add_inplace_cuda<float>(static_cast<float*>(dst.raw()), static_cast<const float*>(s32.raw()), n,
+                                  cuda::stream_for(dst.device().ordinal));
+#endif
+    return;
+  }
   if (dst.dtype() == DType::F64) {
     double* d = static_cast<double*>(dst.raw());
     if (src.dtype() == DType::F64) {

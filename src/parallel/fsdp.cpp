@@ -44,10 +44,10 @@ Fsdp::Fsdp(Model& model, Comm& dp, bool reshard_after_forward, DType param_dtype
     if (n == 0) continue;
     s.has_params = true;
     s.layout = unit_shard_layout(n, dp.rank(), dp.size());
-    s.shard_value = Tensor::zeros({s.layout.chunk}, model_dtype_);  // [chunk]
+    s.shard_value = Tensor::zeros({s.layout.chunk}, model_dtype_, model_.device());  // [chunk]
     const int64_t a = std::min(n, s.layout.begin), b = std::min(n, s.layout.begin + s.layout.chunk);
     if (b > a) s.shard_value.slice0(0, b - a).copy_from(u.flat_value().slice0(a, b));
-    s.shard_grad = Tensor::zeros({s.layout.chunk}, model_dtype_);
+    s.shard_grad = Tensor::zeros({s.layout.chunk}, model_dtype_, model_.device());
     shards_.add_unit(u, s.layout, s.shard_value, s.shard_grad);
     bind_unit_flat(u, Tensor(), Tensor());  // the full copy made by finalize() is freed here
     full += static_cast<double>(n * es);
@@ -95,13 +95,13 @@ void Fsdp::start_gather(size_t k) {
   SM_CHECK(!s.gather && !s.gathered.defined(), "unit " << k << " gathered twice");
   const int64_t es = static_cast<int64_t>(dtype_size(model_dtype_));
   if (param_dtype_ == model_dtype_) {
-    s.gathered = Tensor::empty({s.layout.padded}, model_dtype_);  // [padded]
+    s.gathered = Tensor::empty({s.layout.padded}, model_dtype_, model_.device());  // [padded]
     account(s.layout.padded * es);
     s.gather = dp_.all_gather_async(s.shard_value, s.gathered);  // collective over dp
   } else {
-    s.send = Tensor::empty({s.layout.chunk}, param_dtype_);  // [chunk]
+    s.send = Tensor::empty({s.layout.chunk}, param_dtype_, model_.device());  // [chunk]
     cast_copy(s.shard_value, s.send);
-    s.recv = Tensor::empty({s.layout.padded}, param_dtype_);  // [padded]
+    s.recv = Tensor::empty({s.layout.padded}, param_dtype_, model_.device());  // [padded]
     account(s.layout.padded * static_cast<int64_t>(dtype_size(param_dtype_)));
     s.gather = dp_.all_gather_async(s.send, s.recv);  // collective over dp
   }
@@ -114,7 +114,7 @@ void Fsdp::ensure_gathered(size_t k) {
     s.gather->wait();
     s.gather.reset();
     if (param_dtype_ != model_dtype_) {
-      s.gathered = Tensor::empty({s.layout.padded}, model_dtype_);
+      s.gathered = Tensor::empty({s.layout.padded}, model_dtype_, model_.device());
       account(s.layout.padded * static_cast<int64_t>(dtype_size(model_dtype_)));
       cast_copy(s.recv, s.gathered);
       account(-s.layout.padded * static_cast<int64_t>(dtype_size(param_dtype_)));
@@ -168,7 +168,7 @@ void Fsdp::after_forward(size_t k, bool training) {
 void Fsdp::before_backward(size_t k) {
   UnitState& s = units_[k];
   if (!s.has_params) return;
-  s.full_grad = Tensor::zeros({s.layout.padded}, model_dtype_);  // [padded], this backward only
+  s.full_grad = Tensor::zeros({s.layout.padded}, model_dtype_, model_.device());  // [padded], this backward only
   ensure_gathered(k);  // binds the gathered values and the full gradient
   const size_t j = next_with_params(k, -1);
   if (j < units_.size() && !units_[j].gather && !units_[j].gathered.defined()) start_gather(j);
@@ -180,10 +180,10 @@ void Fsdp::after_backward(size_t k) {
     if (reduce_dtype_ == model_dtype_) {
       s.reduce_in = s.full_grad;
     } else {
-      s.reduce_in = Tensor::empty({s.layout.padded}, reduce_dtype_);  // [padded]
+      s.reduce_in = Tensor::empty({s.layout.padded}, reduce_dtype_, model_.device());  // [padded]
       cast_copy(s.full_grad, s.reduce_in);
     }
-    s.reduce_out = Tensor::empty({s.layout.chunk}, reduce_dtype_);  // [chunk]
+    s.reduce_out = Tensor::empty({s.layout.chunk}, reduce_dtype_, model_.device());  // [chunk]
     s.reduce = dp_.reduce_scatter_async(s.reduce_in, s.reduce_out, ReduceOp::Avg);  // collective over dp
     ++stats_.grad_reductions;
     s.full_grad = Tensor();

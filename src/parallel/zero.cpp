@@ -23,13 +23,13 @@ ZeroSharding::ZeroSharding(Model& model, Comm& dp, int stage)
     s.has_params = true;
     s.layout = unit_shard_layout(n, dp.rank(), dp.size());
     // Padded full buffers: the old ones' values copied in, the padding zero.
-    Tensor value = Tensor::zeros({s.layout.padded}, dt);  // [padded]
+    Tensor value = Tensor::zeros({s.layout.padded}, dt, model_.device());  // [padded]
     value.slice0(0, n).copy_from(u.flat_value().slice0(0, n));
-    Tensor grad = stage_ == 1 ? Tensor::zeros({s.layout.padded}, dt) : Tensor();
+    Tensor grad = stage_ == 1 ? Tensor::zeros({s.layout.padded}, dt, model_.device()) : Tensor();
     bind_unit_flat(u, value, grad);
     s.shard_value = value.slice0(s.layout.begin, s.layout.begin + s.layout.chunk).clone();  // [chunk]
-    s.shard_grad = Tensor::zeros({s.layout.chunk}, dt);
-    if (stage_ == 2) s.recv = Tensor::empty({s.layout.chunk}, dt);
+    s.shard_grad = Tensor::zeros({s.layout.chunk}, dt, model_.device());
+    if (stage_ == 2) s.recv = Tensor::empty({s.layout.chunk}, dt, model_.device());
     shards_.add_unit(u, s.layout, s.shard_value, s.shard_grad);
     full += static_cast<double>(n) * dtype_size(dt);
     shard += static_cast<double>(s.layout.chunk) * dtype_size(dt);
@@ -53,7 +53,7 @@ void ZeroSharding::before_backward(size_t unit) {
   UnitState& s = units_[unit];
   if (stage_ != 2 || !s.has_params) return;
   Unit& u = *model_.units[unit];
-  s.full_grad = Tensor::zeros({s.layout.padded}, model_.dtype());  // [padded], this backward only
+  s.full_grad = Tensor::zeros({s.layout.padded}, model_.dtype(), model_.device());  // [padded], this backward only
   bind_unit_flat(u, u.flat_value(), s.full_grad);
 }
 

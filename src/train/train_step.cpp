@@ -2,6 +2,8 @@
 // data-parallel forms (hooks of parallel/strategy.h around every unit).
 #include "spikemesh/train/train_step.h"
 
+#include "spikemesh/core/cuda_amp.h"
+#include "spikemesh/core/device.h"
 #include "spikemesh/core/timer.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/strategy.h"
@@ -25,10 +27,12 @@ StepResult train_step(Model& model, Optimizer& opt, const Tensor& x, const Tenso
   t.reset();
   Tensor dout = model.loss->backward(grad_scale);
   model.backward(dout, ctx);
+  synchronize(model.device());  // CUDA: the phase time is the device's
   r.backward_ms = t.ms();
   t.reset();
   if (clip_norm > 0) r.grad_norm = clip_grad_norm(model.params(), clip_norm);
   opt.step();
+  synchronize(model.device());
   r.optimizer_ms = t.ms();
   r.loss = lr.loss;
   r.correct = lr.correct;
@@ -82,7 +86,8 @@ void backward_units(Model& model, const Tensor& dy, Ctx& ctx, ParallelStrategy& 
 StepResult train_step_micro(Model& model, Optimizer& opt, const std::vector<MicroBatch>& micro, Ctx& ctx,
                             const StepOptions& o) {
   SM_CHECK(!micro.empty(), "a training step needs at least one micro-batch");
-  if (!o.strategy && micro.size() == 1) {
+  const bool scaling = o.scaler != nullptr && o.scaler->enabled();
+  if (!o.strategy && micro.size() == 1 && !scaling) {
     ctx.sample_offset = micro[0].sample_offset;
     return train_step(model, opt, micro[0].x, micro[0].y, ctx, o.clip_norm);
   }
@@ -109,13 +114,14 @@ StepResult train_step_micro(Model& model, Optimizer& opt, const std::vector<Micr
     LossResult lr = model.loss->forward(out, micro[m].y);
     r.forward_ms += t.ms();
     t.reset();
-    Tensor dout = model.loss->backward(scale);
+    Tensor dout = model.loss->backward(scale * (scaling ? o.scaler->scale() : 1.0));
     if (s) {
       backward_units(model, dout, ctx, *s);
       s->end_backward();
     } else {
       model.backward(dout, ctx);
     }
+    synchronize(model.device());
     r.backward_ms += t.ms();
     loss_sum += lr.loss;
     r.correct += lr.correct;
@@ -123,9 +129,26 @@ StepResult train_step_micro(Model& model, Optimizer& opt, const std::vector<Micr
   }
   t.reset();
   std::vector<Param*> params = s ? s->optimizer_params() : model.params();
-  if (o.clip_norm > 0) r.grad_norm = clip_grad_norm(params, o.clip_norm, s ? s->shard_group() : nullptr);
-  opt.step();
+  Collectives* shard_group = s ? s->shard_group() : nullptr;
+  bool finite = true;
+  if (scaling) {
+    std::vector<Tensor*> grads;
+    for (Param* p : params) grads.push_back(&p->grad);
+    finite = o.scaler->unscale_and_check(grads);
+    if (shard_group) {  // shards differ: skip on every rank when any rank saw a non-finite value
+      Tensor bad = Tensor::full({1}, finite ? 0.0 : 1.0, DType::F64);  // [1], host
+      shard_group->all_reduce_sum(bad);                                // collective over the shard group
+      finite = bad.data<double>()[0] == 0.0;
+    }
+    o.scaler->update(finite);
+  }
+  if (finite) {
+    if (o.clip_norm > 0) r.grad_norm = clip_grad_norm(params, o.clip_norm, shard_group);
+    opt.step();
+  }
+  r.skipped = !finite;
   if (s) s->after_optimizer_step();
+  synchronize(model.device());
   r.optimizer_ms = t.ms();
   r.loss = loss_sum / static_cast<double>(M);
   return r;

@@ -26,6 +26,7 @@
 #include "spikemesh/comm/comm_collectives.h"
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/core/allocator.h"
+#include "spikemesh/core/cuda_amp.h"
 #include "spikemesh/core/device.h"
 #include "spikemesh/core/log.h"
 #include "spikemesh/core/timer.h"
@@ -126,14 +127,36 @@ Tensor encode(const H5Dataset& ds, const Tensor& raw, const std::vector<int64_t>
   return encode_static(raw, T, enc, dt, seed, epoch, idx);
 }
 
-// Reads (independently: safe on the prefetch thread) and encodes samples `idx`.
+// Reads (independently: safe on the prefetch thread) and encodes samples `idx`. For a GPU
+// run (`pinned`) the batch lands in page-locked memory, so that its copy to the device is
+// asynchronous.
 MicroBatch load_micro(const H5Dataset& ds, Split split, const std::vector<int64_t>& idx, int T, Encoding enc,
-                      DType dt, uint64_t seed, int64_t epoch) {
+                      DType dt, uint64_t seed, int64_t epoch, bool pinned = false) {
   MicroBatch b;
   Tensor raw;
   ds.read(split, idx, raw, b.y);
   b.x = encode(ds, raw, idx, T, enc, dt, seed, epoch);
+  if (pinned) {
+    Tensor px = Tensor::empty_pinned(b.x.shape(), b.x.dtype()), py = Tensor::empty_pinned(b.y.shape(), b.y.dtype());
+    px.copy_from(b.x);
+    py.copy_from(b.y);
+    b.x = px;
+    b.y = py;
+  }
   return b;
+}
+
+// A host micro-batch on the model's device: x [T, n, ...] in the activation dtype, y [n] i64.
+// Enqueued on the device's compute stream (asynchronous from pinned memory); a no-op on the CPU.
+MicroBatch to_device(const MicroBatch& b, const Device& dev, DType act) {
+  if (dev.is_cpu()) return b;
+  MicroBatch d;
+  const Stream s = compute_stream(dev);
+  d.x = b.x.to(dev, s);
+  if (d.x.dtype() != act) d.x = d.x.to_dtype(act);
+  d.y = b.y.to(dev, s);
+  d.sample_offset = b.sample_offset;
+  return d;
 }
 
 DType fsdp_dtype(const std::string& name, DType model) {
@@ -175,21 +198,25 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
     if (dist && cfg.distributed_mode == "none")
       SM_INPUT_ERROR("--distributed-mode none runs on one rank; with " << world->size()
                                                                        << " ranks use --distributed-mode dp or fsdp");
-    if (cfg.device == "cuda" && cuda_device_count() == 0)
-      SM_INPUT_ERROR("--device cuda: no CUDA device is visible"
-                     << (built_with_cuda() ? "" : " (this spikemesh was built without CUDA)"));
-    if (cfg.device == "cuda")  // the CUDA layers, optimizers and `bench --device cuda` exist; the trainer's
-                               // device data path and device checkpoints do not yet
-      SM_INPUT_ERROR("--device cuda: `spikemesh train` runs on the CPU in this version "
-                     "(GPU training steps are available in `spikemesh bench --device cuda`); use --device cpu");
-    if (cfg.precision == "bf16" || cfg.precision == "fp16")
-      SM_INPUT_ERROR("--precision " << cfg.precision << " needs --device cuda (the CPU path runs fp32 or fp64)");
+  });
+  // The device: rank r of a node takes GPU local_rank % visible (--device cuda, or auto when
+  // one is visible); fp64, the exact reference, runs on the CPU. Any rank's failure (no GPU,
+  // a precision the device cannot run) is every rank's, before any GPU or checkpoint work.
+  const Precision prec = precision_from_name(cfg.precision);
+  Device dev = Device::cpu();
+  agreed([&] {
+    DeviceRequest req = device_request_from_name(cfg.device);
+    if (req == DeviceRequest::Auto && prec == Precision::FP64) req = DeviceRequest::Cpu;
+    if (req == DeviceRequest::Auto && (prec == Precision::BF16 || prec == Precision::FP16) && cuda_device_count() == 0)
+      SM_INPUT_ERROR("--precision " << cfg.precision << " needs a GPU (" << cuda_unavailable_reason()
+                                    << "); the CPU runs fp32 or fp64");
+    dev = select_device(req, dist ? mesh->local_rank() : 0);
+    check_precision_for_device(prec, dev);
   });
   configure_threads(cfg, dist);
-  if (root && cfg.device == "auto" && built_with_cuda())
-    SM_INFO((cuda_device_count() == 0 ? "no GPU visible: running on the CPU"
-                                      : "--device auto: `spikemesh train` runs on the CPU in this version"));
-  const DType dt = cfg.precision == "fp64" ? DType::F64 : DType::F32;
+  const DType dt = master_dtype(prec);        // parameters, gradients, optimizer state
+  const DType act = activation_dtype(prec);   // activations (= dt on the CPU)
+  const bool gpu = dev.is_cuda();
 
   // Data first: a bad file fails before anything is written (collective open: rank 0 checks).
   H5Dataset ds = dist ? H5Dataset::open(cfg.data, world->mpi_comm()) : H5Dataset::open(cfg.data);
@@ -268,7 +295,9 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   if (dist) run_name = broadcast_string(*world, run_name, 0);
   const std::string run_dir = cfg.output + "/" + run_name;
 
-  model->finalize(dt, Device::cpu(), static_cast<uint64_t>(cfg.seed));
+  model->finalize(dt, dev, static_cast<uint64_t>(cfg.seed));
+  if (gpu) model->loss = with_cuda_support(std::move(model->loss));
+  LossScaler scaler = LossScaler::for_precision(prec);  // dynamic for fp16 only
   std::unique_ptr<ParallelStrategy> strategy;
   std::unique_ptr<CommCollectives> bn_sync;
   if (dist) {
@@ -318,6 +347,8 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
       ci = load_checkpoint(resume_from, *model, *opt);
     }
     st = ci.state;
+    if (scaler.enabled() && st.loss_scale > 0)  // fp16: continue with the saved loss scale
+      scaler.set_state(st.loss_scale, st.loss_scale_finite_in_row, st.skipped_steps);
     if (st.seed != cfg.seed && root)
       SM_WARN("resuming with --seed " << cfg.seed << " but " << resume_from << " was written with seed " << st.seed
                                       << ": data order and dropout now differ from the original run");
@@ -349,7 +380,9 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
       << ds.size(Split::Test) << " test), batch " << batch;
   if (dist || accum > 1)
     hdr << " per rank (global " << global_batch << " = " << batch << " x dp " << dp_size << " x accum " << accum << ")";
-  hdr << ", " << per_epoch << " steps/epoch, " << omp_get_max_threads() << " threads";
+  hdr << ", " << per_epoch << " steps/epoch, ";
+  if (gpu) hdr << dev.str() << (act != dt ? std::string(" (") + dtype_name(act) + " activations)" : "");
+  else hdr << omp_get_max_threads() << " threads";
   if (dist) hdr << " per rank, " << world->size() << " ranks (" << mesh_text << ")";
   hdr << ", output " << run_dir;
   log.line(hdr.str());
@@ -367,6 +400,11 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   };
 
   auto save = [&]() {
+    if (scaler.enabled()) {
+      st.loss_scale = scaler.scale();
+      st.loss_scale_finite_in_row = scaler.finite_in_row();
+      st.skipped_steps = scaler.skipped_steps();
+    }
     std::lock_guard<std::mutex> l(hdf5_mutex());
     if (metrics) metrics->flush();
     if (dist) {
@@ -404,11 +442,15 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
       if (dist) {  // collective read (possibly of nothing), then this rank's part of the batch
         Tensor raw, y, x;
         ds.read_collective(Split::Test, idx, raw, y);
-        if (!idx.empty()) x = encode(ds, raw, idx, T, enc, dt, cfg.seed, 0);
+        if (!idx.empty()) {
+          MicroBatch d = to_device(MicroBatch{encode(ds, raw, idx, T, enc, dt, cfg.seed, 0), y, 0}, dev, act);
+          x = d.x;
+          y = d.y;
+        }
         r = eval_step_micro(*model, x, y, ctx, strategy.get());
         if (r.count == 0) continue;
       } else {
-        MicroBatch bt = load_micro(ds, Split::Test, idx, T, enc, dt, cfg.seed, 0);
+        MicroBatch bt = to_device(load_micro(ds, Split::Test, idx, T, enc, dt, cfg.seed, 0, gpu), dev, act);
         r = eval_step(*model, bt.x, bt.y, ctx);
       }
       loss_sum += r.loss * r.count;
@@ -450,7 +492,8 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   Timer run_timer;
   double window_samples = 0, window_ms = 0, window_loss = 0;
   int64_t window_correct = 0, window_count = 0, window_steps = 0, last_eval_step = -1;
-  cpu_allocator().reset_peak();
+  Allocator& mem = allocator_for(dev);  // the device's (CPU: the host allocator)
+  mem.reset_peak();
   CommCounters comm_before = dist ? dp->counters() : CommCounters{};
   bool stop = false;
   auto limit_reached = [&] { return cfg.max_steps > 0 && st.step >= cfg.max_steps; };
@@ -469,7 +512,8 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
               // Micro-step m of dp rank r holds part m·dp + r of the global batch.
               const int part = static_cast<int>(m * dp_size + dp_rank), parts = static_cast<int>(accum * dp_size);
               auto idx = sampler.batch_indices(epoch, first + k, part, parts);
-              b.micro.push_back(load_micro(ds, Split::Train, idx, T, enc, dt, static_cast<uint64_t>(cfg.seed), epoch));
+              b.micro.push_back(
+                  load_micro(ds, Split::Train, idx, T, enc, dt, static_cast<uint64_t>(cfg.seed), epoch, gpu));
               b.micro.back().sample_offset = part * batch;
             }
             b.data_ms = t.ms();
@@ -490,7 +534,10 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
         StepOptions so;
         so.clip_norm = cfg.clip_grad_norm;
         so.strategy = strategy.get();
-        StepResult r = train_step_micro(*model, *opt, bt->micro, ctx, so);
+        so.scaler = &scaler;
+        std::vector<MicroBatch> micro;
+        for (const MicroBatch& m : bt->micro) micro.push_back(to_device(m, dev, act));
+        StepResult r = train_step_micro(*model, *opt, micro, ctx, so);
         double step_ms = step_t.ms() + wait_ms;
         ++st.step;
         ++st.batch_in_epoch;
@@ -505,7 +552,7 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
           fr.push_back(s.value);
           names.push_back(s.layer);
         }
-        double peak_mb = cpu_allocator().peak_bytes() / 1048576.0, rss_mb = peak_rss_mb(), load_ms = bt->data_ms;
+        double peak_mb = mem.peak_bytes() / 1048576.0, rss_mb = peak_rss_mb(), load_ms = bt->data_ms;
         double comm_ms = 0, comm_mb = 0;
         bool local_stop = stop_requested();
         if (dist) {  // metrics over the ranks: sums (loss, counts, firing rates) and maxima (times, memory)
@@ -552,6 +599,10 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
                                             {"samples_per_s", step_ms > 0 ? 1000.0 * r.count / step_ms : 0.0},
                                             {"peak_mem_mb", peak_mb},
                                             {"peak_rss_mb", rss_mb}};
+          if (scaler.enabled()) {  // fp16: the loss scale after this step and the steps skipped so far
+            row["loss_scale"] = scaler.scale();
+            row["skipped_steps"] = static_cast<double>(scaler.skipped_steps());
+          }
           if (dist) {
             row["comm_ms"] = comm_ms;
             row["comm_mb"] = comm_mb;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# gpu_errors.sh — the real `spikemesh` binary's device and precision choices (spikemesh bench):
+# gpu_errors.sh — the real `spikemesh` binary's device and precision choices (spikemesh bench,
+# and spikemesh train on a tiny synthetic DVS dataset):
 #  * without a usable GPU (CPU-only build, no driver, no device): --device cuda fails with one
 #    line "spikemesh: error: --device cuda: no usable GPU (rank 0 on HOST: reason)" and a
 #    non-zero exit; --device auto runs on the CPU after a one-line notice;
@@ -76,6 +77,13 @@ expect_error "unsupported precision" "--precision fp8" "fp32, bf16, fp16, fp64" 
 expect_error "bf16 on the CPU" "--precision bf16" "GPU only" -- "${TINY[@]}" --device cpu --precision bf16
 expect_error "fp16 on the CPU" "--precision fp16" "GPU only" -- "${TINY[@]}" --device cpu --precision fp16
 
+# spikemesh train: the same choices; --device defaults to auto.
+"$BIN" data synth-dvs --out "$T/dvs.h5" --T 2 --train 8 --test 4 >/dev/null 2>&1 || fail "synth-dvs" "could not make data"
+TRAIN=("$BIN" train --model cifar10dvs_vgg --data "$T/dvs.h5" --batch-size 2 --max-steps 1 --output "$T/runs")
+expect_error "train: bf16 on the CPU" "--precision bf16" "GPU only" -- "${TRAIN[@]}" --run-name a --device cpu --precision bf16
+expect_ok "train: fp64 with the default device runs on the CPU" "fp64" "test accuracy" -- \
+  "${TRAIN[@]}" --run-name b --precision fp64
+
 if nvidia-smi -L >/dev/null 2>&1; then
   echo "(a GPU is visible: checking the GPU paths)"
   expect_ok "--device cuda runs on the GPU" "on cuda:0" "cudaMalloc calls in the timed steps" -- "${TINY[@]}" --device cuda
@@ -83,11 +91,19 @@ if nvidia-smi -L >/dev/null 2>&1; then
   expect_ok "bf16 on the GPU" "bf16 on cuda:0" -- "${TINY[@]}" --device cuda --precision bf16
   expect_ok "fp16 on the GPU (loss scaling)" "loss scale" -- "${TINY[@]}" --device cuda --precision fp16
   expect_error "fp64 on the GPU" "--precision fp64" "CPU only" -- "${TINY[@]}" --device cuda --precision fp64
+  expect_ok "train on the GPU" "cuda:0" "test accuracy" -- "${TRAIN[@]}" --run-name c --device cuda
+  expect_ok "train: the default device is the GPU" "device: cuda:0" "test accuracy" -- "${TRAIN[@]}" --run-name d
+  expect_ok "train: bf16 on the GPU" "bf16 activations" "test accuracy" -- "${TRAIN[@]}" --run-name e --precision bf16
+  expect_error "train: fp64 on the GPU" "--precision fp64" "CPU only" -- "${TRAIN[@]}" --run-name f --device cuda --precision fp64
 else
   echo "(no GPU visible: checking the no-GPU paths)"
   expect_error "--device cuda without a GPU" "--device cuda: no usable GPU" "rank 0" -- "${TINY[@]}" --device cuda
   expect_ok "--device auto falls back to the CPU" "--device auto: no usable GPU" "running on the CPU" "on cpu" -- \
     "${TINY[@]}" --device auto
+  expect_error "train --device cuda without a GPU" "--device cuda: no usable GPU" "rank 0" -- "${TRAIN[@]}" --run-name g --device cuda
+  expect_error "train: bf16 without a GPU" "--precision bf16" "needs a GPU" -- "${TRAIN[@]}" --run-name h --precision bf16
+  expect_ok "train: the default device falls back to the CPU" "no usable GPU" "running on the CPU" "test accuracy" -- \
+    "${TRAIN[@]}" --run-name i
 fi
 
 echo "gpu_errors: $PASS passed, $FAIL failed"

@@ -62,8 +62,9 @@ class H5Group {
   // Reads the whole dataset; `as` converts (float <-> double, integers); default: file type.
   Tensor read(const std::string& name) const;
   Tensor read(const std::string& name, DType as) const;
-  // Reads into an existing CPU tensor whose shape must equal the dataset's (converting
-  // to the tensor's dtype); the message of a mismatch names file, dataset and both shapes.
+  // Reads into an existing tensor whose shape must equal the dataset's (converting to the
+  // tensor's dtype; a CUDA tensor is filled through a host copy); the message of a mismatch
+  // names file, dataset and both shapes.
   void read_into(const std::string& name, Tensor& out) const;
 
   // Scalar attributes on this group; the *_on variants address an object below it.

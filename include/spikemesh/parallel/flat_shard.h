@@ -66,10 +66,11 @@ class ShardParams {
 std::vector<TensorShard> sharded_checkpoint_shards(Model& model, const ShardParams& shards, Optimizer& opt,
                                                    bool saving, int dp_rank);
 
-// Element-wise casts between CPU tensors of equal numel: f32, f64 and bf16 (round to nearest
-// even; NaN stays NaN). Same dtype: a plain copy.
+// Element-wise casts between tensors of equal numel on one device: f32, f64 and bf16 (round
+// to nearest even; NaN stays NaN; CUDA: f32, bf16, f16). Same dtype: a plain copy.
 void cast_copy(const Tensor& src, Tensor& dst);
-// dst += src (f32/f64 dst; src f32, f64 or bf16), element-wise in dst's type.
+// dst += src (f32/f64 dst; src f32, f64 or bf16), element-wise in dst's type; on CUDA an f32
+// dst, enqueued on the device's compute stream.
 void add_into(Tensor& dst, const Tensor& src);
 // Rounds every element of an f32/f64 tensor to bf16 precision and back (in place).
 void round_through_bf16(Tensor& t);

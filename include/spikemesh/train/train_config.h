@@ -46,7 +46,7 @@ struct TrainConfig {
   // run
   int64_t seed = 1;
   std::string precision = "fp32";
-  std::string device = "cpu";
+  std::string device = "auto";  // the GPU when one is visible, else the CPU with a notice
   int64_t threads = 0;            // 0: cores / ranks on this node
   std::string output = "output";
   std::string run_name;           // default: <model>-<date>-<time>
