@@ -223,14 +223,20 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   double step_ms = median(lat);
   double rss = peak_rss_mb(), peak_alloc = mem.peak_bytes() / 1048576.0, comm_mb = 0, comm_ms = 0;
   int64_t comm_calls = 0;
+  // Memory of the model state on this rank: optimizer state (ZeRO: this rank's shards) and,
+  // from the strategy, parameters (full replicas, shards, FSDP's peak of gathered units).
+  double optim_state_mb = 0;
+  for (const OptimState& st : opt->state()) optim_state_mb += static_cast<double>(st.value->nbytes()) / 1048576.0;
+  StrategyStats ss = strategy ? strategy->stats() : StrategyStats{};
   if (mesh) {  // the slowest rank sets the pace; memory is the largest rank's
     const CommCounters now = mesh->dp().counters();
     comm_mb = (now.total_bus_bytes() - comm_at_timed.total_bus_bytes()) / 1048576.0 / o.steps;
     comm_ms = 1000.0 * (now.total_wait_seconds() - comm_at_timed.total_wait_seconds()) / o.steps;
-    std::vector<double> m{step_ms, median(fwd), median(bwd), median(optm), rss, peak_alloc, comm_mb, comm_ms};
+    std::vector<double> m{step_ms, median(fwd), median(bwd), median(optm), rss, peak_alloc, comm_mb, comm_ms,
+                          optim_state_mb, ss.param_peak_mb, ss.param_shard_mb};
     all_reduce_doubles(mesh->world(), m, ReduceOp::Max);
     step_ms = m[0], fwd = {m[1]}, bwd = {m[2]}, optm = {m[3]}, rss = m[4], peak_alloc = m[5], comm_mb = m[6],
-    comm_ms = m[7];
+    comm_ms = m[7], optim_state_mb = m[8], ss.param_peak_mb = m[9], ss.param_shard_mb = m[10];
     comm_calls = static_cast<int64_t>(now.total_calls() - comm_at_timed.total_calls());
   }
   BenchRecord r;
@@ -276,6 +282,13 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   r["recommendation"] = mesh ? nlohmann::json{{"mode", o.mode}, {"rationale", "as requested"}}
                              : nlohmann::json{{"mode", "none"}, {"rationale", "one rank"}};
   r["dp_comm_mb_per_step"] = comm_mb;
+  r["optimizer_state_mb_per_rank"] = optim_state_mb;  // max over ranks
+  if (strategy) {
+    r["param_full_mb"] = ss.param_full_mb;              // every parameter, unsharded
+    r["param_shard_mb_per_rank"] = ss.param_shard_mb;   // ZeRO/FSDP: this rank's shards (max over ranks)
+    r["param_peak_mb_per_rank"] = ss.param_peak_mb;     // parameter storage high-water mark (max over ranks)
+    r["largest_two_units_mb"] = ss.largest_units_mb;    // FSDP: the bound's gathered units
+  }
   r["dp_comm_wait_ms_per_step"] = comm_ms;
   r["dp_comm_calls_per_step"] = mesh ? double(comm_calls) / o.steps : 0.0;
   r["tp_all_reduce_calls"] = 0;
@@ -299,11 +312,14 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
               step_ms, static_cast<long long>(o.steps), r["forward_ms"].get<double>(), r["backward_ms"].get<double>(),
               r["optimizer_ms"].get<double>(), r["reset_ms"].get<double>(), r["global_throughput_sps"].get<double>(),
               r["peak_allocated_mb"].get<double>(), r["peak_rss_mb"].get<double>());
-  if (mesh)
+  if (mesh) {
     std::printf("  data parallel %s over %d ranks (global batch %lld): %.2f MiB/step on the wire per rank, "
                 "%.1f collective calls/step, %.2f ms/step exposed wait\n",
                 o.mode.c_str(), dp_size, static_cast<long long>(global_N), comm_mb,
                 r["dp_comm_calls_per_step"].get<double>(), comm_ms);
+    std::printf("  model state  parameters %.2f MiB full, %.2f MiB peak per rank; optimizer state %.2f MiB per rank\n",
+                ss.param_full_mb, ss.param_peak_mb, optim_state_mb);
+  }
   if (dev.is_cuda())
     std::printf("  device       %s: %.1f MB reserved, %lld cudaMalloc calls in the timed steps; loss scale %g, %lld "
                 "skipped steps\n",

@@ -4,7 +4,9 @@
 # per-rank batch, and the bytes per step on the wire equal to the theoretical volume:
 # dp ring all-reduce 2(p-1)/p·|grads| = |grads| at p = 2 (exact); zero: reduce-scatter +
 # all-gather of the padded flat buffers, (p-1)/p·2·|padded| = |grads| + padding; fsdp also
-# gathers again in backward (between |grads| and 2|grads|). A tp mesh is refused. ~20 s.
+# gathers again in backward (between |grads| and 2|grads|). Model state per rank: Adam's state
+# is the single-rank size under dp and half of it under ZeRO-1 (+ padding); FSDP's parameter
+# peak stays within full/dp + the two largest units. A tp mesh is refused. ~20 s.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BIN="${BIN:-$ROOT/build/bin/spikemesh}"
@@ -33,6 +35,15 @@ elif name == "zero":
 else:
     assert grad <= wire <= 2 * grad + 1024, (wire, grad)   # fsdp: AG in forward and again in backward, RS grads
 assert r["global_throughput_sps"] > 0 and r["step_latency_ms"] > 0
+state = r["optimizer_state_mb_per_rank"] * 1048576                 # Adam: exp_avg + exp_avg_sq
+if name == "dp":
+    assert abs(state - 2 * grad) < 1e-6, (state, grad)           # replicated: the single-rank size
+elif name == "zero":
+    assert grad <= state <= grad + 1024, (state, grad)          # ZeRO-1: 1/dp of it (+ padding of the last chunks)
+else:
+    full, peak, two = (r[k] * 1048576 for k in ("param_full_mb", "param_peak_mb_per_rank", "largest_two_units_mb"))
+    assert abs(full - grad) < 1e-6, (full, grad)
+    assert peak <= full / 2 + two + 1024, (peak, full, two)     # FSDP bound: full/dp + the two largest units
 PYEOF
     then ok "bench $* (record: 2 ranks, global batch 16, bytes on the wire as theory)"
     else bad "bench $* record"; fi
