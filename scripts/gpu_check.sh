@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu_check.sh — the whole GPU procedure in one call on a GPU machine (issue "CUDA backend"):
 #   1. unpack .device/spikemesh.tar.xz (made by scripts/gpu_bundle.sh) and source its env.sh;
-#   2. every *Gpu* unit test (kernels vs the CPU reference, whole steps GPU vs CPU, bf16);
+#   2. every *Gpu* unit test (kernels vs the CPU reference, whole steps GPU vs CPU, bf16,
+#      spikemesh train on the GPU), then tests/e2e/gpu_errors.sh with the bundled binary;
 #   3. the fused LIF kernel benchmark (CUDA events; GB/s vs a device-to-device copy);
 #   4. cifar10dvs_vgg, T 10, batch 2 and 32, fp32 and bf16: spikemesh bench beside
 #      bench/torch_bench.py (torch.compile) on the same GPU, appended to $OUT/bench.jsonl;
@@ -20,6 +21,8 @@ status=0
 echo "== GPU unit tests =="
 "$B/bin/spikemesh_tests" --gtest_filter='*Gpu*' --gtest_color=no --gtest_brief=1 > "$OUT/gpu_tests.log" 2>&1 || status=1
 tail -25 "$OUT/gpu_tests.log"
+echo "== device paths of the real binary (bench and train: cuda, auto, bf16, fp16, errors) =="
+BIN=$SM bash tests/e2e/gpu_errors.sh > "$OUT/gpu_errors.log" 2>&1 || status=1; tail -14 "$OUT/gpu_errors.log"
 echo "== LIF kernel =="
 "$SM" bench --kernel lif --device cuda 2>&1 | tee "$OUT/lif.log" | tail -12
 LOG=$OUT/bench.jsonl
