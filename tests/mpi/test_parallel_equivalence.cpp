@@ -37,8 +37,8 @@ struct ParallelResult {
 // k·p + r of each of the `accum` micro-batches of the global batch.
 ParallelResult parallel_run(Comm& dp, const std::string& which, DType dt, int steps, int64_t global,
                             const OptimizerConfig& oc, const StrategyOptions& so, bool sync_bn, int accum = 1,
-                            double dropout = 0.0, double clip_norm = 0.0) {
-  auto m = build_model(which, dt, 7, dropout);
+                            double dropout = 0.0, double clip_norm = 0.0, Device dev = Device::cpu()) {
+  auto m = build_model(which, dt, 7, dropout, dev);
   auto strat = make_strategy(*m, dp, so);
   auto opt = make_optimizer(oc, strat->optimizer_params());
   CommCollectives bn(dp);
@@ -51,7 +51,7 @@ ParallelResult parallel_run(Comm& dp, const std::string& which, DType dt, int st
     ctx.step = s;
     ctx.bn_sync = sync_bn ? &bn : nullptr;
     std::vector<MicroBatch> micro;
-    for (int k = 0; k < accum; ++k) micro.push_back(synth_batch(*m, s, (k * p + r) * b, b, dt));
+    for (int k = 0; k < accum; ++k) micro.push_back(on_device(synth_batch(*m, s, (k * p + r) * b, b, dt), dev));
     StepOptions opts;
     opts.strategy = strat.get();
     opts.clip_norm = clip_norm;
@@ -90,13 +90,14 @@ StrategyOptions mode(const std::string& name, DType dt) {
 }
 
 void expect_same_trajectory(const std::string& which, const std::string& layout, DType dt, double tol,
-                            const std::string& optimizer = "adam", double clip_norm = 0.0) {
+                            const std::string& optimizer = "adam", double clip_norm = 0.0,
+                            Device dev = Device::cpu()) {
   if (!world_fits()) GTEST_SKIP() << "global batch " << kGlobal << " not divisible by " << world_size();
   Comm dp(world(), "dp");
   const OptimizerConfig oc = test_optimizer(optimizer);
-  Trajectory ref = reference_run(which, dt, kSteps, kGlobal, oc, 1, 0.0, clip_norm);
-  ParallelResult par =
-      parallel_run(dp, which, dt, kSteps, kGlobal, oc, mode(layout, dt), /*sync_bn=*/true, 1, 0.0, clip_norm);
+  Trajectory ref = reference_run(which, dt, kSteps, kGlobal, oc, 1, 0.0, clip_norm, dev);
+  ParallelResult par = parallel_run(dp, which, dt, kSteps, kGlobal, oc, mode(layout, dt), /*sync_bn=*/true, 1, 0.0,
+                                    clip_norm, dev);
   ASSERT_EQ(par.tr.losses.size(), ref.losses.size());
   EXPECT_NE(ref.losses.front(), ref.losses.back()) << "the reference did not train";
   if (clip_norm > 0)
@@ -110,8 +111,14 @@ void expect_same_trajectory(const std::string& which, const std::string& layout,
   EXPECT_LE(max_rel_diff(par.tr.params, ref.params), tol) << layout << ": final parameters";
   EXPECT_EQ(par.replica_mismatch_step, -1) << layout << ": replicas differ after step " << par.replica_mismatch_step + 1;
   if (world_rank() == 0)
-    std::printf("[ info     ] %s %s %s dp=%d: worst loss rel diff %.3g, params %.3g\n", which.c_str(), layout.c_str(),
-                dtype_name(dt), world_size(), worst, max_rel_diff(par.tr.params, ref.params));
+    std::printf("[ info     ] %s %s %s dp=%d on %s: worst loss rel diff %.3g, params %.3g\n", which.c_str(),
+                layout.c_str(), dtype_name(dt), world_size(), dev.str().c_str(), worst,
+                max_rel_diff(par.tr.params, ref.params));
+}
+
+// This rank's GPU (GPU world rank % visible: the tests run on one node), or the CPU when none.
+Device test_gpu() {
+  return cuda_device_count() > 0 ? select_device(DeviceRequest::Cuda, world_rank()) : Device::cpu();
 }
 
 }  // namespace
@@ -135,6 +142,14 @@ TEST(ParallelEquivalence, ClippedDpDvsFp64) { expect_same_trajectory("dvs", "dp"
 TEST(ParallelEquivalence, DpDvsF32) { expect_same_trajectory("dvs", "dp", DType::F32, 1e-3); }
 TEST(ParallelEquivalence, Zero2DvsF32) { expect_same_trajectory("dvs", "zero2", DType::F32, 1e-3); }
 TEST(ParallelEquivalence, FsdpDvsF32) { expect_same_trajectory("dvs", "fsdp", DType::F32, 1e-3); }
+// The GPU path: flat buffers, shards and optimizer state on the device; NCCL when every rank
+// has its own GPU, the staged MPI back end when ranks share one. Reference: one rank on a GPU.
+TEST(ParallelEquivalenceGpu, DpZero2AndFsdpDvsF32OnTheDevice) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU";
+  const Device g = test_gpu();
+  for (const char* layout : {"dp", "zero2", "fsdp"}) expect_same_trajectory("dvs", layout, DType::F32, 1e-3, "adam", 0.0, g);
+  expect_same_trajectory("dvs", "zero", DType::F32, 1e-3, "sgd", 0.05, g);  // clipping over device shards
+}
 
 // Dropout masks are keyed by the global sample index: a dp layout draws the single rank's masks.
 TEST(ParallelEquivalence, DropoutMasksDoNotDependOnTheLayout) {

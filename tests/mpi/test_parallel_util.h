@@ -19,7 +19,9 @@
 
 #include "mpi_test_env.h"
 #include "spikemesh/app/model_options.h"
+#include "spikemesh/core/device.h"
 #include "spikemesh/core/rng.h"
+#include "spikemesh/layers/loss.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/train/optimizer.h"
 #include "spikemesh/train/train_step.h"
@@ -87,9 +89,10 @@ inline std::string tiny_dvs_spec(bool batchnorm) {
 }
 
 // "csnn": fmnist_csnn at C=4 (static [1, 28, 28], T 4, rate_mse); "dvs": tiny_dvs_spec(true);
-// "nobn": tiny_dvs_spec(false). Finalised in `dt` from `seed`.
+// "nobn": tiny_dvs_spec(false). Finalised in `dt` from `seed` on `dev` (a GPU: f32 masters,
+// the loss on the device).
 inline std::unique_ptr<Model> build_model(const std::string& which, DType dt, uint64_t seed = 7,
-                                          double dropout = 0.0) {
+                                          double dropout = 0.0, Device dev = Device::cpu()) {
   ModelSelection sel;
   if (which == "csnn") {
     sel.model = "fmnist_csnn";
@@ -99,8 +102,17 @@ inline std::unique_ptr<Model> build_model(const std::string& which, DType dt, ui
   }
   sel.dropout = dropout;
   auto m = sel.build();
-  m->finalize(dt, Device::cpu(), seed);
+  m->finalize(dt, dev, seed);
+  if (dev.is_cuda()) m->loss = with_cuda_support(std::move(m->loss));
   return m;
+}
+
+// A host micro-batch on `dev` (no-op for the CPU).
+inline MicroBatch on_device(MicroBatch b, const Device& dev) {
+  if (dev.is_cpu()) return b;
+  b.x = b.x.to(dev);
+  b.y = b.y.to(dev);
+  return b;
 }
 
 // Samples [first, first + n) of the global batch of `step`: x [T, n, ...input], y [n].
@@ -147,8 +159,10 @@ inline OptimizerConfig test_optimizer(const std::string& name = "adam") {
 // Every parameter value, in order, flattened to doubles.
 inline std::vector<double> flat_params(Model& m) {
   std::vector<double> out;
-  for (Param* p : m.params())
-    for (int64_t i = 0; i < p->value.numel(); ++i) out.push_back(p->value.at(i));
+  for (Param* p : m.params()) {
+    const Tensor v = p->value.to(Device::cpu());
+    for (int64_t i = 0; i < v.numel(); ++i) out.push_back(v.at(i));
+  }
   return out;
 }
 
@@ -161,8 +175,8 @@ struct Trajectory {
 // (split into `accum` micro-batches when accum > 1), no communication.
 inline Trajectory reference_run(const std::string& which, DType dt, int steps, int64_t global,
                                 const OptimizerConfig& oc, int accum = 1, double dropout = 0.0,
-                                double clip_norm = 0.0) {
-  auto m = build_model(which, dt, 7, dropout);
+                                double clip_norm = 0.0, Device dev = Device::cpu()) {
+  auto m = build_model(which, dt, 7, dropout, dev);
   auto opt = make_optimizer(oc, m->params());
   Trajectory tr;
   for (int s = 0; s < steps; ++s) {
@@ -170,7 +184,8 @@ inline Trajectory reference_run(const std::string& which, DType dt, int steps, i
     ctx.seed = 11;
     ctx.step = s;
     std::vector<MicroBatch> micro;
-    for (int k = 0; k < accum; ++k) micro.push_back(synth_batch(*m, s, k * global / accum, global / accum, dt));
+    for (int k = 0; k < accum; ++k)
+      micro.push_back(on_device(synth_batch(*m, s, k * global / accum, global / accum, dt), dev));
     StepOptions so;
     so.clip_norm = clip_norm;
     tr.losses.push_back(train_step_micro(*m, *opt, micro, ctx, so).loss);
