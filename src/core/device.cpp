@@ -16,6 +16,15 @@ namespace sm {
 
 std::string Device::str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(ordinal); }
 
+void make_device_current(const Device& d) {
+  if (d.is_cpu()) return;
+#ifdef SPIKEMESH_HAVE_CUDA
+  cuda::set_current_device(d.ordinal);
+#else
+  SM_CHECK(false, "make " << d.str() << " current: this build has no CUDA support");
+#endif
+}
+
 DeviceRequest device_request_from_name(const std::string& name) {
   std::string l = name;
   std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });

@@ -156,6 +156,7 @@ void add_into(Tensor& dst, const Tensor& src) {
 #ifdef SPIKEMESH_HAVE_CUDA
     SM_CHECK(dst.dtype() == DType::F32, "add_into on CUDA needs an f32 dst, got " << dtype_name(dst.dtype()));
     const Tensor s32 = src.dtype() == DType::F32 ? src : src.to_dtype(DType::F32);
+    cuda::DeviceGuard guard(dst.device().ordinal);
     cuda::add_inplace_cuda<float>(static_cast<float*>(dst.raw()), static_cast<const float*>(s32.raw()), n,
                                   cuda::stream_for(dst.device().ordinal));
 #endif

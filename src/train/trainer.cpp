@@ -140,7 +140,7 @@ MicroBatch load_micro(const H5Dataset& ds, Split split, const std::vector<int64_
     Tensor px = Tensor::empty_pinned(b.x.shape(), b.x.dtype()), py = Tensor::empty_pinned(b.y.shape(), b.y.dtype());
     px.copy_from(b.x);
     py.copy_from(b.y);
-    b.x = px;
+    b.x = px.set_binary(b.x.is_binary());  // Poisson spikes stay marked: saved as bits on the device
     b.y = py;
   }
   return b;
@@ -152,9 +152,11 @@ MicroBatch to_device(const MicroBatch& b, const Device& dev, DType act) {
   if (dev.is_cpu()) return b;
   MicroBatch d;
   const Stream s = compute_stream(dev);
-  d.x = b.x.to(dev, s);
-  if (d.x.dtype() != act) d.x = d.x.to_dtype(act);
-  d.y = b.y.to(dev, s);
+  // Asynchronous only from pinned memory (which the allocator keeps until the copy is done);
+  // a pageable source may be freed on return, so it is copied synchronously.
+  d.x = b.x.is_pinned() ? b.x.to(dev, s) : b.x.to(dev);
+  if (d.x.dtype() != act) d.x = d.x.to_dtype(act).set_binary(b.x.is_binary());
+  d.y = b.y.is_pinned() ? b.y.to(dev, s) : b.y.to(dev);
   d.sample_offset = b.sample_offset;
   return d;
 }
@@ -347,6 +349,7 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
       ci = load_checkpoint(resume_from, *model, *opt);
     }
     st = ci.state;
+    if (!scaler.enabled()) st.loss_scale = 0;  // an fp16 run resumed in another precision drops the scale
     if (scaler.enabled() && st.loss_scale > 0)  // fp16: continue with the saved loss scale
       scaler.set_state(st.loss_scale, st.loss_scale_finite_in_row, st.skipped_steps);
     if (st.seed != cfg.seed && root)
@@ -508,6 +511,7 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
           [&, epoch, first](int64_t k) {
             Timer t;
             Batch b;
+            make_device_current(dev);  // this thread pins memory for `dev`, not for GPU 0
             for (int64_t m = 0; m < accum; ++m) {
               // Micro-step m of dp rank r holds part m·dp + r of the global batch.
               const int part = static_cast<int>(m * dp_size + dp_rank), parts = static_cast<int>(accum * dp_size);

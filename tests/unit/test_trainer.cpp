@@ -115,7 +115,7 @@ struct TrainRun {
   static std::vector<std::pair<std::string, std::string>> base() {
     return {{"model", "fmnist_csnn"}, {"var", "C=4"},        {"data", dataset()},
             {"batch-size", "8"},       {"lr", "0.01"},       {"output", root_dir()},
-            {"log-every", "1"},        {"keep", "10"}};
+            {"log-every", "1"},        {"keep", "10"},       {"device", "cpu"}};
   }
   TrainSummary go() { return run_training(cfg, resolver.to_toml()); }
   std::string dir() const { return cfg.output + "/" + cfg.run_name; }

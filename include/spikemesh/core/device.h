@@ -48,6 +48,11 @@ void synchronize(const Stream& s);
 // Blocks until the compute stream of `d` is idle (no-op for the CPU).
 void synchronize(const Device& d);
 
+// Makes `d` the calling thread's current CUDA device (no-op for the CPU). Every thread that
+// allocates pinned memory or touches a GPU must call it first (e.g. a prefetch thread), or
+// the CUDA runtime puts a context on GPU 0 for it.
+void make_device_current(const Device& d);
+
 // What `--device` asked for.
 enum class DeviceRequest { Cpu, Cuda, Auto };
 // "cpu" | "cuda" | "auto"; anything else is an Input error naming --device.
