@@ -2,7 +2,8 @@
 // one fixed synthetic batch (inputs normal, labels uniform), report the median step
 // latency with its forward/backward/optimizer/reset breakdown, throughput and peak memory,
 // append a JSON-lines record and compare it with the previous record of the same
-// configuration. One rank for now; MAX over ranks comes with the distributed modes.
+// configuration. Several ranks run data parallel (weak scaling: --batch-size per rank); times
+// and memory are maxima over ranks.
 // --device cpu|cuda|auto picks the device (select_device); --precision fp32|bf16|fp16|fp64
 // (bf16/fp16 on a GPU: f32 master weights and optimizer state, fp16 with dynamic loss
 // scaling). On a GPU each phase ends with a stream synchronisation so that the breakdown
