@@ -2,6 +2,8 @@
 // Invariants: with no mesh the run makes no MPI call; with a mesh every rank executes the
 // same sequence of collectives (checks, strategy hooks, metric reductions, stop agreement,
 // evaluation, checkpoints), so a failure or a signal on one rank never leaves another waiting.
+// Devices: each rank runs on its --device (a GPU: local_rank % visible); batches are prefetched
+// on the host (pinned for a GPU) and moved to the device by the main thread (batch_io.h).
 #include "spikemesh/train/trainer.h"
 
 #include <omp.h>
@@ -45,6 +47,7 @@
 #include "spikemesh/train/lr_schedule.h"
 #include "spikemesh/train/optimizer.h"
 #include "spikemesh/train/train_step.h"
+#include "batch_io.h"
 
 namespace sm {
 
@@ -118,47 +121,6 @@ void configure_threads(const TrainConfig& c, bool multi_rank) {
   // Several ranks: main.cpp already divided the node's cores among its ranks.
   if (threads == 0 && std::getenv("OMP_NUM_THREADS") == nullptr && !multi_rank) threads = omp_get_num_procs();
   if (threads > 0) omp_set_num_threads(threads);
-}
-
-// Encodes raw samples `idx` of a split into the model's input layout.
-Tensor encode(const H5Dataset& ds, const Tensor& raw, const std::vector<int64_t>& idx, int T, Encoding enc, DType dt,
-              uint64_t seed, int64_t epoch) {
-  if (ds.info().is_events()) return events_to_time_major(raw, dt);
-  return encode_static(raw, T, enc, dt, seed, epoch, idx);
-}
-
-// Reads (independently: safe on the prefetch thread) and encodes samples `idx`. For a GPU
-// run (`pinned`) the batch lands in page-locked memory, so that its copy to the device is
-// asynchronous.
-MicroBatch load_micro(const H5Dataset& ds, Split split, const std::vector<int64_t>& idx, int T, Encoding enc,
-                      DType dt, uint64_t seed, int64_t epoch, bool pinned = false) {
-  MicroBatch b;
-  Tensor raw;
-  ds.read(split, idx, raw, b.y);
-  b.x = encode(ds, raw, idx, T, enc, dt, seed, epoch);
-  if (pinned) {
-    Tensor px = Tensor::empty_pinned(b.x.shape(), b.x.dtype()), py = Tensor::empty_pinned(b.y.shape(), b.y.dtype());
-    px.copy_from(b.x);
-    py.copy_from(b.y);
-    b.x = px.set_binary(b.x.is_binary());  // Poisson spikes stay marked: saved as bits on the device
-    b.y = py;
-  }
-  return b;
-}
-
-// A host micro-batch on the model's device: x [T, n, ...] in the activation dtype, y [n] i64.
-// Enqueued on the device's compute stream (asynchronous from pinned memory); a no-op on the CPU.
-MicroBatch to_device(const MicroBatch& b, const Device& dev, DType act) {
-  if (dev.is_cpu()) return b;
-  MicroBatch d;
-  const Stream s = compute_stream(dev);
-  // Asynchronous only from pinned memory (which the allocator keeps until the copy is done);
-  // a pageable source may be freed on return, so it is copied synchronously.
-  d.x = b.x.is_pinned() ? b.x.to(dev, s) : b.x.to(dev);
-  if (d.x.dtype() != act) d.x = d.x.to_dtype(act).set_binary(b.x.is_binary());
-  d.y = b.y.is_pinned() ? b.y.to(dev, s) : b.y.to(dev);
-  d.sample_offset = b.sample_offset;
-  return d;
 }
 
 DType fsdp_dtype(const std::string& name, DType model) {
