@@ -154,7 +154,6 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   OptimizerConfig oc;
   oc.name = o.optimizer;
   oc.lr = o.lr;
-  if (dev.is_cuda()) model->loss = with_cuda_support(std::move(model->loss));
   // CUDA params (the model's or the strategy's device shards) get the fused device optimizers.
   std::unique_ptr<Optimizer> opt = make_optimizer(oc, strategy ? strategy->optimizer_params() : model->params());
   LossScaler scaler = LossScaler::for_precision(prec);

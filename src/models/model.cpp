@@ -58,6 +58,7 @@ void Model::finalize(DType dt, Device dev, uint64_t seed) {
   SM_CHECK(!finalized_, "model '" << info.name << "' finalised twice");
   SM_CHECK(dt == DType::F32 || dt == DType::F64, "model parameters are f32 or f64, got " << dtype_name(dt));
   for (auto& u : units) u->finalize(dt, dev, seed);
+  if (dev.is_cuda() && loss) loss = with_cuda_support(std::move(loss));  // the loss runs where the outputs are
   dtype_ = dt;
   device_ = dev;
   finalized_ = true;

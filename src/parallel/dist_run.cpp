@@ -86,15 +86,11 @@ void broadcast_buffers(Model& model, Comm& comm, int root) {
     }
   comm.broadcast(packed, root);
   p = static_cast<char*>(packed.raw());
-  for (Buffer* b : bufs) {
-    if (b->value.device().is_cpu()) {
-      std::memcpy(b->value.raw(), p, b->value.nbytes());
-    } else {
-      Tensor host = Tensor::empty(b->value.shape(), b->value.dtype());
-      std::memcpy(host.raw(), p, host.nbytes());
-      b->value.copy_from(host);
-    }
-    p += b->value.nbytes();
+  for (Buffer* b : bufs) {  // through a host tensor, so that a device buffer gets one copy up
+    Tensor host = Tensor::empty(b->value.shape(), b->value.dtype());
+    std::memcpy(host.raw(), p, host.nbytes());
+    b->value.copy_from(host);
+    p += host.nbytes();
   }
 }
 

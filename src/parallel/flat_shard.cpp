@@ -159,6 +159,8 @@ void add_into(Tensor& dst, const Tensor& src) {
     cuda::DeviceGuard guard(dst.device().ordinal);
     cuda::add_inplace_cuda<float>(static_cast<float*>(dst.raw()), static_cast<const float*>(s32.raw()), n,
                                   cuda::stream_for(dst.device().ordinal));
+#else
+    SM_CHECK(false, "add_into on " << dst.device().str() << ": this build has no CUDA support");
 #endif
     return;
   }

@@ -146,7 +146,6 @@ StepResult train_step_micro(Model& model, Optimizer& opt, const std::vector<Micr
     if (o.clip_norm > 0) r.grad_norm = clip_grad_norm(params, o.clip_norm, shard_group);
     opt.step();
   }
-  r.skipped = !finite;
   if (s) s->after_optimizer_step();
   synchronize(model.device());
   r.optimizer_ms = t.ms();

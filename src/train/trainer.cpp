@@ -260,7 +260,6 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   const std::string run_dir = cfg.output + "/" + run_name;
 
   model->finalize(dt, dev, static_cast<uint64_t>(cfg.seed));
-  if (gpu) model->loss = with_cuda_support(std::move(model->loss));
   LossScaler scaler = LossScaler::for_precision(prec);  // dynamic for fp16 only
   std::unique_ptr<ParallelStrategy> strategy;
   std::unique_ptr<CommCollectives> bn_sync;

@@ -21,7 +21,6 @@
 #include "spikemesh/app/model_options.h"
 #include "spikemesh/core/device.h"
 #include "spikemesh/core/rng.h"
-#include "spikemesh/layers/loss.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/train/optimizer.h"
 #include "spikemesh/train/train_step.h"
@@ -89,8 +88,7 @@ inline std::string tiny_dvs_spec(bool batchnorm) {
 }
 
 // "csnn": fmnist_csnn at C=4 (static [1, 28, 28], T 4, rate_mse); "dvs": tiny_dvs_spec(true);
-// "nobn": tiny_dvs_spec(false). Finalised in `dt` from `seed` on `dev` (a GPU: f32 masters,
-// the loss on the device).
+// "nobn": tiny_dvs_spec(false). Finalised in `dt` from `seed` on `dev`.
 inline std::unique_ptr<Model> build_model(const std::string& which, DType dt, uint64_t seed = 7,
                                           double dropout = 0.0, Device dev = Device::cpu()) {
   ModelSelection sel;
@@ -103,7 +101,6 @@ inline std::unique_ptr<Model> build_model(const std::string& which, DType dt, ui
   sel.dropout = dropout;
   auto m = sel.build();
   m->finalize(dt, dev, seed);
-  if (dev.is_cuda()) m->loss = with_cuda_support(std::move(m->loss));
   return m;
 }
 

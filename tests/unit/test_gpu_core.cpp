@@ -317,8 +317,7 @@ TEST(GpuAllocator, NoCudaMallocInTheSteadyStateOfATrainingStep) {
   ov.T = 2;
   auto m = load_builtin_model("fmnist_csnn", ov);
   (void)kTinyCsnnVars;
-  m->finalize(DType::F32, gpu, 3);
-  m->loss = with_cuda_support(std::move(m->loss));
+  m->finalize(DType::F32, gpu, 3);  // the loss runs on the device
   OptimizerConfig oc;
   oc.name = "adam";
   auto opt = make_optimizer_cuda(oc, m->params());

@@ -165,8 +165,7 @@ void compare_whole_step(const std::function<std::unique_ptr<Model>()>& build, co
                         double grad_tol, const std::string& what) {
   auto mc = build(), mg = build();
   mc->finalize(DType::F32, Device::cpu(), 17);
-  mg->finalize(DType::F32, gpu(), 17);
-  mg->loss = with_cuda_support(std::move(mg->loss));
+  mg->finalize(DType::F32, gpu(), 17);  // the loss runs on the device
   const StepOut c = run_step(*mc, x, y);
   const StepOut g = run_step(*mg, x.to(gpu()), y.to(gpu()));
   EXPECT_NEAR(g.loss.loss, c.loss.loss, 1e-5 * (1 + std::fabs(c.loss.loss))) << what;
@@ -271,7 +270,6 @@ std::vector<double> train_losses(const SynthData& d, const Device& dev, Precisio
   oc.lr = 2e-2;
   std::unique_ptr<Optimizer> opt;
   if (dev.is_cuda()) {
-    m->loss = with_cuda_support(std::move(m->loss));
     opt = make_optimizer_cuda(oc, m->params());
   } else {
     opt = make_optimizer(oc, m->params());

@@ -29,7 +29,8 @@ class Model {
   std::vector<std::unique_ptr<Unit>> units;  // the pipeline units, in order
   std::unique_ptr<Loss> loss;
 
-  // Finalises every unit (names, flat buffers, init from (seed, parameter name)).
+  // Finalises every unit (names, flat buffers, init from (seed, parameter name)) on `dev`; on
+  // a GPU the loss is wrapped so that it runs on the device (layers/loss.h with_cuda_support).
   void finalize(DType dt, Device dev, uint64_t seed);
   bool finalized() const { return finalized_; }
   DType dtype() const;

@@ -24,7 +24,6 @@ struct StepResult {
   int64_t correct = 0, count = 0;
   double reset_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
   double grad_norm = 0.0;  // before clipping; 0 when clipping is off
-  bool skipped = false;    // fp16 loss scaling found a non-finite gradient: no update
 };
 
 // x: [T, N, ...] in the model dtype, y: [N] i64. `ctx` carries seed, step, sample_offset.
@@ -54,8 +53,8 @@ struct StepOptions {
 // then clipping (over the strategy's shard group when sharded) and the optimizer step.
 // With an enabled scaler the loss gradient is also multiplied by scaler->scale(); the
 // optimizer's gradients are unscaled and checked, and a non-finite one (on any rank of the
-// shard group) skips clipping and the update on every rank (result.skipped) before
-// scaler->update(). On a CUDA model the host waits for the device after backward and after
+// shard group) skips clipping and the update on every rank before scaler->update() (which
+// counts the skip). On a CUDA model the host waits for the device after backward and after
 // the update, so the phase times are the device's.
 // Collective over the strategy's dp comm when a strategy is given (and over ctx.bn_sync's
 // group when set). Result: loss = mean of the micro-batch losses, correct/count summed.
