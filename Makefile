@@ -1,7 +1,8 @@
 # spikemesh — build, test, run, deps, bench, format.
 #   make deps   install missing Debian packages (as root) or list what is missing
 #   make        build build/bin/spikemesh (CUDA auto-detected; CPU-only build otherwise)
-#   make test   build and run every test (unit, parity, MPI, e2e) — CI runs this
+#   make test   check module includes, build and run every test (unit, parity, MPI, e2e) — CI runs this
+#   make check-includes   the module dependency check alone (scripts/check_includes.sh)
 #   make run    (Foundation II) import Fashion-MNIST, train the default config
 # Variables: CUDA=0 forces a CPU-only build; CUDA_ARCH="80 90"; MARCH=x86-64-v3; OPT=-O3.
 SHELL := /bin/bash
@@ -72,7 +73,7 @@ TEST_UNIT_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_UNIT_SRC))
 TEST_BIN      := $(BUILD)/bin/spikemesh_tests
 GTEST_LIBS    := -lgtest_main -lgtest -lpthread
 
-.PHONY: all deps test test-unit test-mpi summary clean format run bench
+.PHONY: all deps test test-unit test-mpi summary clean format run bench check-includes
 all: summary $(BIN)
 
 summary:
@@ -123,6 +124,7 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMP_NUM_THREADS ?= 2
 
 test:
+	@echo "== include / module dependency check ==" && scripts/check_includes.sh $(CHECK_INCLUDES_FLAGS)
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all $(TEST_BIN)
 	@echo "== unit tests ==" && $(TEST_BIN) --gtest_color=no --gtest_brief=1
@@ -132,7 +134,14 @@ test:
 	@set -e; for t in tests/e2e/*.sh; do echo "== $$t ==" && BIN=$(BIN) PY=$(PY) bash $$t; done
 	@echo "== all test suites passed =="
 
-NPROC := $(shell nproc)
+# CPUs of this machine: nproc alone honours OMP_NUM_THREADS / OMP_THREAD_LIMIT.
+NPROC := $(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+
+# Module dependencies (DESIGN §1/§4; README "Module map"): a lower module never includes a
+# higher one, and only main.cpp and comm/mesh name MPI_COMM_WORLD. `make test` runs it first;
+# CHECK_INCLUDES_FLAGS=--report lists the findings without failing.
+check-includes:
+	scripts/check_includes.sh $(CHECK_INCLUDES_FLAGS)
 
 run:
 	@$(MAKE) --no-print-directory deps

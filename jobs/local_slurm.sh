@@ -17,7 +17,9 @@ alive() { [[ -f $DIR/$1.pid ]] && kill -0 "$(cat "$DIR/$1.pid")" 2>/dev/null; }
 
 write_conf() {
   local cpus sockets cores mem
-  cpus=$(nproc); sockets=1; cores=$cpus
+  # The CPUs this process may run on: plain `nproc` honours OMP_NUM_THREADS / OMP_THREAD_LIMIT
+  # (OMP_NUM_THREADS=1 would make a 1-CPU node on which a 2-task job pends forever).
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc); sockets=1; cores=$cpus
   mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024 ))
   mkdir -p "$DIR"/{spool/ctld,spool/d,log}
   cat > "$CONF" <<CONF
@@ -55,7 +57,12 @@ start() {
   [[ $(id -u) == 0 ]] || die "needs root (slurmd and munged); run as root or use a real cluster"
   command -v slurmctld >/dev/null || die "slurm-wlm is not installed (make deps installs it)"
   command -v munged >/dev/null || die "munge is not installed (make deps installs it)"
-  if alive slurmctld && alive slurmd; then echo "local Slurm already running; export SLURM_CONF=$CONF"; return; fi
+  if alive slurmctld && alive slurmd; then
+    local have; have=$(sed -n 's/^NodeName=.* CPUs=\([0-9]*\) .*/\1/p' "$CONF" 2>/dev/null)
+    [[ $have == "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)" ]] ||
+      echo "local_slurm: warning: running with CPUs=$have from $CONF; '$0 stop' and start again to resize" >&2
+    echo "local Slurm already running; export SLURM_CONF=$CONF"; return
+  fi
   write_conf
   # munge: key once, daemon as user munge with its own socket directory
   if [[ ! -s /etc/munge/munge.key ]]; then

@@ -10,7 +10,6 @@
 // measures the GPU's work, and peak memory is the device allocator's.
 // `--kernel lif` runs the fused-neuron kernel microbenchmark instead (GPU only).
 #include <omp.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -19,10 +18,8 @@
 #include <memory>
 
 #include "spikemesh/app/commands.h"
-#include "spikemesh/comm/comm_collectives.h"
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/parallel/dist_run.h"
-#include "spikemesh/parallel/strategy.h"
 #include "spikemesh/layers/layer_profile.h"
 #include "spikemesh/app/model_options.h"
 #include "spikemesh/core/allocator.h"
@@ -33,7 +30,7 @@
 #include "spikemesh/core/timer.h"
 #include "spikemesh/io/bench_record.h"
 #include "spikemesh/models/model.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/train/run_setup.h"
 #include "spikemesh/train/train_step.h"
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "spikemesh/kernels/cuda/neuron_bench.h"
@@ -83,12 +80,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double peak_rss_mb() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_maxrss / 1024.0;
-}
-
 void run_kernel_bench(const BenchOptions& o, const AppEnv& env) {
   if (o.kernel != "lif") SM_INPUT_ERROR("--kernel " << o.kernel << ": unknown kernel benchmark (valid: lif)");
   const Device dev = select_device(device_request_from_name(o.device == "cpu" ? "cuda" : o.device), 0);
@@ -116,51 +107,34 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
     if (env.size > 1) SM_INPUT_ERROR("--kernel benchmarks run on one rank (got " << env.size << " ranks)");
     return run_kernel_bench(o, env);
   }
-  // Several ranks: data parallel over the whole world (weak scaling: --batch-size per rank).
+  // Several ranks (or an explicit mode): a mesh over the world; the layout checks the mode.
   std::unique_ptr<Mesh> mesh;
-  if (env.size > 1 || o.mode != "none") {
-    if (o.mode != "dp" && o.mode != "fsdp")
-      SM_INPUT_ERROR("--distributed-mode " << o.mode << ": with " << env.size
-                                           << " ranks bench runs dp or fsdp (none is one rank)");
-    const MeshShape shape = resolve_mesh_shape(o.mesh, env.size);
-    if (shape.tp > 1 || shape.pp > 1)
-      SM_INPUT_ERROR("--mesh-shape " << shape.str() << ": bench runs data parallelism only (tp = pp = 1)");
-    mesh = Mesh::create(env.world, o.mesh);  // collective over the world
-  }
-  if (o.mode == "fsdp" && o.optimizer_sharding != "none")
-    SM_INPUT_ERROR("--optimizer-sharding applies to --distributed-mode dp (fsdp shards everything)");
+  if (env.size > 1 || o.mode != "none") mesh = Mesh::create(env.world, o.mesh);  // collective over the world
   if (o.batch_size <= 0) SM_INPUT_ERROR("--batch-size must be positive, got " << o.batch_size);
   if (o.steps <= 0 || o.warmup < 0) SM_INPUT_ERROR("--steps must be positive and --warmup >= 0");
-  const Precision prec = precision_from_name(o.precision);
-  DeviceRequest req = device_request_from_name(o.device);
-  if (req == DeviceRequest::Auto && prec == Precision::FP64) req = DeviceRequest::Cpu;  // fp64 is the CPU reference
-  const Device dev = select_device(req, mesh ? mesh->local_rank() : 0);  // GPU local_rank % visible
-  check_precision_for_device(prec, dev);
-  if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
-  const DType dt = master_dtype(prec);       // parameters (and CPU activations)
-  const DType act = activation_dtype(prec);  // activations on the device
-
   if (o.sel.model.empty() && o.sel.spec.empty()) o.sel.model = "cifar10dvs_vgg";
-  std::unique_ptr<Model> model = o.sel.build();
-  model->finalize(dt, dev, o.seed);
-  std::unique_ptr<ParallelStrategy> strategy;
-  if (mesh) {
-    StrategyOptions so;
-    so.mode = o.mode;
-    so.sharding = o.optimizer_sharding;
-    so.param_dtype = so.reduce_dtype = dt;
-    strategy = make_strategy(*model, mesh->dp(), so);  // collective over dp
-  }
-  OptimizerConfig oc;
-  oc.name = o.optimizer;
-  oc.lr = o.lr;
-  // CUDA params (the model's or the strategy's device shards) get the fused device optimizers.
-  std::unique_ptr<Optimizer> opt = make_optimizer(oc, strategy ? strategy->optimizer_params() : model->params());
-  LossScaler scaler = LossScaler::for_precision(prec);
-  const ModelInfo& mi = model->info;
+  RunRequest req;
+  req.model = o.sel;
+  req.precision = o.precision;
+  req.device = o.device;
+  req.threads = o.threads;
+  req.seed = o.seed;
+  req.layout.mode = o.mode;
+  req.layout.strategy.sharding = o.optimizer_sharding;
+  req.layout.strategy.param_dtype = req.layout.strategy.reduce_dtype = master_dtype(precision_from_name(o.precision));
+  req.optimizer.name = o.optimizer;
+  req.optimizer.lr = o.lr;
+  RunParts parts = setup_run(req, mesh.get());  // the same set-up as `train`
+  Layout& layout = *parts.layout;
+  Optimizer& opt = *parts.optimizer;
+  LossScaler& scaler = parts.scaler;
+  const Device dev = parts.device;
+  const DType dt = parts.dtype, act = parts.activations;
+  const Precision prec = parts.precision;
+  const ModelInfo& mi = parts.model->info;
   const int T = mi.T;
   const int64_t N = o.batch_size;  // per rank (weak scaling); one rank: global = per-rank batch
-  const int dp_size = mesh ? mesh->dp().size() : 1, dp_rank = mesh ? mesh->dp().rank() : 0;
+  const int dp_size = layout.data_size(), dp_rank = layout.data_rank();
   const int64_t global_N = N * dp_size;
 
   // One fixed synthetic batch: x ~ N(0, 1) [T, N, ...], y ~ U{0..K-1}.
@@ -199,11 +173,9 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
     ctx.seed = o.seed;
     ctx.step = s;
     Timer t;
-    if (s == o.warmup && mesh) comm_at_timed = mesh->dp().counters();
-    StepOptions so;
-    so.strategy = strategy.get();
-    so.scaler = &scaler;  // fp16: dynamic loss scaling; on a GPU the phase times are the device's
-    StepResult r = train_step_micro(*model, *opt, {MicroBatch{x, y, dp_rank * N}}, ctx, so);
+    if (s == o.warmup) comm_at_timed = layout.comm_counters();
+    // fp16: dynamic loss scaling; on a GPU the phase times are the device's.
+    StepResult r = train_step(layout, opt, {MicroBatch{x, y, dp_rank * N}}, ctx, StepOptions{0.0, &scaler});
     double ms = t.ms();
     if (s >= o.warmup) {
       lat.push_back(ms);
@@ -226,10 +198,10 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   // Memory of the model state on this rank: optimizer state (ZeRO: this rank's shards) and,
   // from the strategy, parameters (full replicas, shards, FSDP's peak of gathered units).
   double optim_state_mb = 0;
-  for (const OptimState& st : opt->state()) optim_state_mb += static_cast<double>(st.value->nbytes()) / 1048576.0;
-  StrategyStats ss = strategy ? strategy->stats() : StrategyStats{};
+  for (const OptimState& st : opt.state()) optim_state_mb += static_cast<double>(st.value->nbytes()) / 1048576.0;
+  StrategyStats ss = layout.stats();
   if (mesh) {  // the slowest rank sets the pace; memory is the largest rank's
-    const CommCounters now = mesh->dp().counters();
+    const CommCounters now = layout.comm_counters();
     comm_mb = (now.total_bus_bytes() - comm_at_timed.total_bus_bytes()) / 1048576.0 / o.steps;
     comm_ms = 1000.0 * (now.total_wait_seconds() - comm_at_timed.total_wait_seconds()) / o.steps;
     std::vector<double> m{step_ms, median(fwd), median(bwd), median(optm), rss, peak_alloc, comm_mb, comm_ms,
@@ -283,7 +255,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
                              : nlohmann::json{{"mode", "none"}, {"rationale", "one rank"}};
   r["dp_comm_mb_per_step"] = comm_mb;
   r["optimizer_state_mb_per_rank"] = optim_state_mb;  // max over ranks
-  if (strategy) {
+  if (mesh) {
     r["param_full_mb"] = ss.param_full_mb;              // every parameter, unsharded
     r["param_shard_mb_per_rank"] = ss.param_shard_mb;   // ZeRO/FSDP: this rank's shards (max over ranks)
     r["param_peak_mb_per_rank"] = ss.param_peak_mb;     // parameter storage high-water mark (max over ranks)
@@ -350,7 +322,7 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
       "  spikemesh bench --model cifar10dvs_vgg --device cuda --precision bf16 --batch-size 32\n"
       "  make bench    # spikemesh and the same-model PyTorch script side by side\n"
       "Each record is compared with the most recent earlier record of the same configuration.");
-  o->sel.add_options(*cmd);
+  add_model_options(*cmd, o->sel);
   cmd->add_option("--benchmark-regime", o->regime, "throughput_weak_scaling | latency_strong_scaling | memory_capacity")
       ->check(CLI::IsMember({"throughput_weak_scaling", "latency_strong_scaling", "memory_capacity"}))
       ->capture_default_str();

@@ -180,7 +180,7 @@ void add_dump_grads_command(CLI::App& app, const AppEnv& env) {
       "Example:\n"
       "  spikemesh dump-grads --model fmnist_csnn --var C=8 --T 4 --dropout 0 --input in.h5 \\\n"
       "      --out grads.h5 --precision fp64 --steps 5 --optimizer sgd --lr 0.1 --momentum 0.9");
-  o->selection.add_options(*cmd);
+  add_model_options(*cmd, o->selection);
   cmd->add_option("--input", o->input, "input batch (HDF5: /x, /y)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--out", o->output, "output HDF5 file (overwritten)")->required();
   cmd->add_option("--precision", o->precision, "parameter and compute precision")

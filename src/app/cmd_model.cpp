@@ -43,7 +43,7 @@ void add_model_command(CLI::App& app, const AppEnv& env) {
       "  spikemesh model --model cifar10dvs_vgg --T 4 --dropout 0\n"
       "  spikemesh model --model-spec my_net.toml --var C=16\n"
       "A spec's variables (e.g. C, the channel width) are listed at the top of its TOML file.");
-  opts->selection.add_options(*cmd);
+  add_model_options(*cmd, opts->selection);
   CLI::Option* list = cmd->add_flag("--list", opts->list, "list the built-in models and exit");
   list->excludes(cmd->get_option("--model"))->excludes(cmd->get_option("--model-spec"));
 

@@ -12,7 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "spikemesh/core/cuda_stream.h"
-#include "spikemesh/kernels/cuda/check.h"
+#include "spikemesh/core/cuda_check.h"
 #endif
 
 namespace sm {

@@ -12,7 +12,7 @@
 
 #include "spikemesh/core/cuda_stream.h"
 #include "spikemesh/core/cuda_tensor_ops.h"
-#include "spikemesh/kernels/cuda/check.h"
+#include "spikemesh/core/cuda_check.h"
 #endif
 
 namespace sm {

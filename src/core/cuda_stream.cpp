@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "spikemesh/core/error.h"
-#include "spikemesh/kernels/cuda/check.h"
+#include "spikemesh/core/cuda_check.h"
 
 namespace sm {
 namespace cuda {

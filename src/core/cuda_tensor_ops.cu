@@ -5,7 +5,7 @@
 
 #include "spikemesh/core/cuda_tensor_ops.h"
 #include "spikemesh/core/error.h"
-#include "spikemesh/kernels/cuda/check.h"
+#include "spikemesh/core/cuda_check.h"
 
 namespace sm {
 namespace cuda {

@@ -9,7 +9,7 @@
 #include <numeric>
 
 #include "spikemesh/io/h5_lock.h"
-#include "spikemesh/io/mpi_agree.h"
+#include "spikemesh/comm/agree.h"
 
 namespace sm {
 
@@ -129,27 +129,28 @@ DatasetInfo unpack_info(const std::string& b) {
 }
 }  // namespace
 
-H5Dataset H5Dataset::open(const std::string& path, MPI_Comm comm, bool collective_handle) {
-  const int rank = comm_rank(comm);
+H5Dataset H5Dataset::open(const std::string& path, Comm* group, bool collective_handle) {
+  if (!group) return open(path);
+  Comm& comm = *group;
+  const int rank = comm.rank();
   H5Dataset d;
   // 1. Rank 0 validates (schema and every label); its error, if any, is every rank's error.
-  agree_on_error(comm, [&] {
+  agree_on_error(&comm, [&] {
     if (rank == 0) d = open(path);
   });
   // 2. Everyone learns the info and the labels.
-  std::string blob = rank == 0 ? pack_info(d.info_) : std::string();
-  bcast_string(comm, blob);
+  const std::string blob = broadcast_string(comm, rank == 0 ? pack_info(d.info_) : std::string(), 0);
   std::vector<int64_t> train = rank == 0 ? *d.train_labels_ : std::vector<int64_t>();
   std::vector<int64_t> test = rank == 0 ? *d.test_labels_ : std::vector<int64_t>();
-  bcast_i64s(comm, train);
-  bcast_i64s(comm, test);
+  broadcast_i64s(comm, train, 0);
+  broadcast_i64s(comm, test, 0);
   if (rank != 0) {
     d.info_ = unpack_info(blob);
     d.train_labels_ = std::make_shared<const std::vector<int64_t>>(std::move(train));
     d.test_labels_ = std::make_shared<const std::vector<int64_t>>(std::move(test));
   }
   // 3. Every other rank opens its own sec2 handle (a rank that cannot see the file names itself).
-  agree_on_error(comm, [&] {
+  agree_on_error(&comm, [&] {
     if (rank == 0) return;
     try {
       d.file_ = H5File::open(path);
@@ -159,9 +160,9 @@ H5Dataset H5Dataset::open(const std::string& path, MPI_Comm comm, bool collectiv
   });
   // 4. The MPI-IO handle for collective reads (collective H5Fopen).
   if (collective_handle) {
-    agree_on_error(comm, [&] {
+    agree_on_error(&comm, [&] {
       H5Handle fapl(SM_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose);
-      SM_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL));
+      SM_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), comm.mpi_comm(), MPI_INFO_NULL));
       d.mpio_file_ = H5File::open(path, false, fapl.get());
     });
   }

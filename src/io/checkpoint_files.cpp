@@ -1,5 +1,5 @@
-// checkpoint_files.cpp — checksums, fsynced writes, listing/pruning and /meta for both
-// checkpoint writers (checkpoint.cpp: single rank; checkpoint_sharded.cpp: collective).
+// checkpoint_files.cpp — checksums, fsynced writes, listing/pruning and /meta shared by the
+// checkpoint writer (checkpoint_write.cpp) and reader (checkpoint_read.cpp). All local.
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>

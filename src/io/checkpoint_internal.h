@@ -1,6 +1,9 @@
-// checkpoint_internal.h — private to src/io/checkpoint*.cpp: checksums, synced file writes,
-// directory listing and pruning, and the /meta attributes shared by the single-rank and the
-// sharded writer (so both write the same format).
+// checkpoint_internal.h — private to src/io/checkpoint_*.cpp: the group a checkpoint is
+// written/read by (nullptr = alone), the per-tensor plan of a shard list and its checks,
+// flat runs of boxes, HDF5 selections, checksums, synced file writes, directory listing and
+// pruning, and the /meta attributes (so the writer and the reader agree on one format).
+// Invariant: functions documented "collective" are called by every rank of the group in the
+// same order; everything else is local and makes no MPI call.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -8,11 +11,79 @@
 #include <utility>
 #include <vector>
 
+#include "spikemesh/comm/agree.h"
 #include "spikemesh/io/checkpoint.h"
 #include "spikemesh/io/h5file.h"
 
 namespace sm {
 namespace ckpt {
+
+// The ranks that write/read one file together; comm == nullptr: this process alone (every
+// operation is then local and makes no MPI call).
+struct Group {
+  Comm* comm = nullptr;
+  int rank() const { return comm ? comm->rank() : 0; }
+  int size() const { return comm ? comm->size() : 1; }
+  // Collective: `local` on every rank, then its errors agreed (comm/agree.h agree_on_error).
+  void agree(const std::function<void()>& local) const { agree_on_error(comm, local); }
+  // Collective: rank 0 gets every rank's rows concatenated in rank order, the others nothing.
+  std::vector<int64_t> gather(const std::vector<int64_t>& mine) const {
+    return comm ? gather_i64s(*comm, mine, 0) : mine;
+  }
+  // Collective: rank 0's value everywhere.
+  void bcast(std::vector<int64_t>& v) const {
+    if (comm) broadcast_i64s(*comm, v, 0);
+  }
+  void bcast(std::string& s) const {
+    if (comm) s = broadcast_string(*comm, s, 0);
+  }
+  void barrier() const {
+    if (comm) comm->barrier();
+  }
+};
+
+// ---- shard lists ------------------------------------------------------------------------------
+
+bool is_file_dtype(DType d);
+bool is_float(DType d);
+
+// One logical tensor of a shard list: its path, shape and file dtype, and the indices of this
+// rank's shards of it (listed order).
+struct TensorPlan {
+  std::string path;
+  Shape shape;
+  DType dtype = DType::F32;
+  std::vector<size_t> shards;
+};
+// Local. Checks every shard (path relative and not under meta/, file dtype, shape, box inside
+// the shape with the shape's rank, data of box.numel() elements, and when `saving` a data
+// dtype the file dtype can take; several shards of one path agree on shape and dtype;
+// Internal errors naming the tensor) and groups the shards by path in order of first
+// appearance.
+std::vector<TensorPlan> plan_tensors(const std::vector<TensorShard>& shards, bool saving);
+// Collective: Internal error on every rank unless every rank has the same tensor list (paths
+// in order, shapes, dtypes) and the same `settings` text. `what` names the operation.
+void require_same_everywhere(const Group& g, const std::vector<TensorPlan>& plans, const std::string& settings,
+                             const char* what);
+
+// A contiguous range [start, start + len) of a tensor's row-major flattening.
+struct Run {
+  int64_t start = 0, len = 0;
+};
+// Sorted, disjoint, merged flat runs covering the union of `boxes` (overlaps allowed).
+std::vector<Run> union_runs(const Shape& shape, const std::vector<const Box*>& boxes);
+
+// ---- HDF5 -------------------------------------------------------------------------------------
+
+H5Handle file_space(const Shape& shape);  // simple dataspace of shape (scalar for {})
+H5Handle memory_space(int64_t count);     // 1-d [count]; none selected when count == 0
+// Selects the union of the non-empty `boxes` in `space` (a dataspace of `shape`); the
+// selection's iteration order is row-major over the whole tensor, whatever the box order.
+void select_boxes(hid_t space, const Shape& shape, const std::vector<const Box*>& boxes);
+// A dataset-transfer property list: collective MPI-IO for a group, default alone.
+H5Handle transfer_plist(const Group& g);
+
+// ---- checksums, files, /meta ------------------------------------------------------------------
 
 // crc32 (zlib) of n bytes continuing from `crc` (start: 0).
 uint32_t crc32_bytes(const void* data, size_t n, uint32_t crc = 0);

@@ -1,11 +1,10 @@
 // tensor_shard.cpp — dataset paths of the checkpoint format and the conversion of flat-buffer
-// chunks (ZeRO/FSDP shards) and replicated state into TensorShards.
+// chunks (ZeRO/FSDP shards, tp-local or not) into per-parameter box shards (io/tensor_shard.h).
 #include "spikemesh/io/tensor_shard.h"
 
 #include <algorithm>
 
-#include "spikemesh/models/model.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/core/error.h"
 
 namespace sm {
 
@@ -21,10 +20,7 @@ std::vector<FlatPiece> flat_range_pieces(const std::vector<const Param*>& params
   out.reserve(params.size());
   int64_t start = 0;  // first flat element of the current parameter
   for (const Param* p : params) {
-    SM_CHECK(p->local_shape == p->shape,
-             "parameter '" << p->name << "' is tensor-parallel sharded (" << shape_str(p->local_shape) << " of "
-                           << shape_str(p->shape) << "): its flat range is not a range of the logical tensor");
-    const int64_t n = shape_numel(p->shape);
+    const int64_t n = shape_numel(p->local_shape);
     const int64_t lo = std::max(begin, start), hi = std::min(end, start + n);
     FlatPiece fp;
     if (lo < hi) {
@@ -42,6 +38,59 @@ std::vector<FlatPiece> flat_range_pieces(const std::vector<Param*>& params, int6
   return flat_range_pieces(std::vector<const Param*>(params.begin(), params.end()), begin, end);
 }
 
+Box param_local_box(const Param& p) {
+  if (p.local_shape == p.shape) return full_box(p.shape);
+  const int d = p.shard.dim;
+  const bool ok = d >= 0 && static_cast<size_t>(d) < p.shape.size() && p.local_shape.size() == p.shape.size() &&
+                  p.shard.count > 0 && 0 <= p.shard.index && p.shard.index < p.shard.count &&
+                  p.shape[d] % p.shard.count == 0 && p.local_shape[d] == p.shape[d] / p.shard.count;
+  bool others = ok;
+  for (size_t i = 0; others && i < p.shape.size(); ++i)
+    if (static_cast<int>(i) != d) others = p.local_shape[i] == p.shape[i];
+  SM_CHECK(others, "parameter '" << p.name << "': local shape " << shape_str(p.local_shape) << " is not part "
+                                 << p.shard.index << " of " << p.shard.count << " of " << shape_str(p.shape)
+                                 << " split along dim " << d);
+  Box b = full_box(p.local_shape);
+  b.offset[d] = p.shard.index * (p.shape[d] / p.shard.count);
+  return b;
+}
+
+std::vector<Box> param_range_boxes(const Param& p, int64_t begin, int64_t end) {
+  std::vector<Box> boxes = flat_range_boxes(p.local_shape, begin, end);
+  const Box local = param_local_box(p);
+  for (Box& b : boxes) b = translate(b, local.offset);
+  return boxes;
+}
+
+void append_param_range_shards(std::vector<TensorShard>& out, const std::string& path, const Param& p, DType dtype,
+                               int64_t begin, int64_t end, const Tensor& data) {
+  std::vector<Box> boxes = param_range_boxes(p, begin, end);
+  if (boxes.empty()) {
+    TensorShard s;
+    s.path = path;
+    s.shape = p.shape;
+    s.dtype = dtype;
+    s.box = empty_box(p.shape.size());
+    out.push_back(std::move(s));
+    return;
+  }
+  SM_CHECK(data.defined() && data.numel() == end - begin,
+           "'" << path << "': elements [" << begin << ", " << end << ") held in a tensor of "
+               << (data.defined() ? data.numel() : 0));
+  const Tensor flat = data.view({data.numel()});
+  int64_t pos = 0;
+  for (Box& b : boxes) {
+    TensorShard s;
+    s.path = path;
+    s.shape = p.shape;
+    s.dtype = dtype;
+    s.data = flat.slice0(pos, pos + b.numel());
+    pos += b.numel();
+    s.box = std::move(b);
+    out.push_back(std::move(s));
+  }
+}
+
 void append_flat_shards(std::vector<TensorShard>& out, const std::vector<Param*>& params, int64_t begin,
                         int64_t end, const Tensor& shard, const std::string& state_name) {
   const std::vector<FlatPiece> pieces = flat_range_pieces(params, begin, end);
@@ -54,54 +103,12 @@ void append_flat_shards(std::vector<TensorShard>& out, const std::vector<Param*>
   const Tensor flat = used ? shard.view({shard.numel()}) : Tensor();
   for (size_t i = 0; i < params.size(); ++i) {
     const Param* p = params[i];
-    TensorShard s;
-    s.path = state_name.empty() ? param_dataset_path(p->name) : optim_dataset_path(p->name, state_name);
-    s.shape = p->shape;
-    s.dtype = shard.defined() ? shard.dtype() : p->value.dtype();
-    s.offset = pieces[i].offset;
-    s.count = pieces[i].count;
-    if (s.count) s.data = flat.slice0(pieces[i].flat_pos, pieces[i].flat_pos + s.count);
-    out.push_back(std::move(s));
+    const FlatPiece& fp = pieces[i];
+    const std::string path = state_name.empty() ? param_dataset_path(p->name) : optim_dataset_path(p->name, state_name);
+    const DType dt = shard.defined() ? shard.dtype() : p->value.dtype();
+    append_param_range_shards(out, path, *p, dt, fp.offset, fp.offset + fp.count,
+                              fp.count ? flat.slice0(fp.flat_pos, fp.flat_pos + fp.count) : Tensor());
   }
-}
-
-namespace {
-TensorShard whole(const std::string& path, const Shape& shape, Tensor& value, bool holds) {
-  TensorShard s;
-  s.path = path;
-  s.shape = shape;
-  s.dtype = value.dtype();
-  s.offset = 0;
-  s.count = holds ? shape_numel(shape) : 0;
-  if (holds) s.data = value;
-  return s;
-}
-}  // namespace
-
-std::vector<TensorShard> buffer_shards(Model& model, bool holds) {
-  std::vector<TensorShard> out;
-  for (Buffer* b : model.buffers()) out.push_back(whole(buffer_dataset_path(b->name), b->shape, b->value, holds));
-  return out;
-}
-
-std::vector<TensorShard> replicated_state_shards(Model& model, Optimizer* opt, bool holds) {
-  SM_CHECK(model.finalized(), "state of model '" << model.info.name << "' before finalize()");
-  std::vector<TensorShard> out;
-  for (Param* p : model.params()) {
-    SM_CHECK(!p->shard.sharded() && p->local_shape == p->shape,
-             "replicated_state_shards: parameter '" << p->name << "' is sharded (use append_flat_shards)");
-    out.push_back(whole(param_dataset_path(p->name), p->shape, p->value, holds));
-  }
-  for (TensorShard& s : buffer_shards(model, holds)) out.push_back(std::move(s));
-  if (opt) {
-    std::vector<Param*>& ps = opt->params();
-    for (const OptimState& st : opt->state()) {
-      auto it = std::find_if(ps.begin(), ps.end(), [&](const Param* p) { return p->name == st.param_name; });
-      Shape shape = it != ps.end() ? (*it)->shape : st.value->shape();
-      out.push_back(whole(optim_dataset_path(st.param_name, st.state_name), shape, *st.value, holds));
-    }
-  }
-  return out;
 }
 
 }  // namespace sm

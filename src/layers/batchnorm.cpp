@@ -36,7 +36,8 @@
 #include <limits>
 #include <vector>
 
-#include "spikemesh/kernels/cpu/batchnorm.h"
+#include "batchnorm_common.h"
+#include "device_ops.h"
 #include "spikemesh/layers/collectives.h"
 #include "spikemesh/layers/slot_store.h"
 
@@ -46,17 +47,11 @@ namespace {
 // Largest |β/γ| for which backward recovers x̂ from the saved output (see the top comment).
 constexpr double kMaxBetaOverGamma = 8.0;
 
-struct Saved {
-  Tensor act;                  // [T, N, C, ...] output y, or input x when !saved_output
-                               // (released by B when W is split)
-  bool saved_output = false;   // act is y: x - μ = (y - y_offset[c]) / y_scale[c]
+struct Saved : bn_detail::SavedBase {
   std::vector<double> y_scale, y_offset;  // [C] a and β' exactly as the forward applied them
   std::vector<double> mean;    // [C] centre used in forward
   std::vector<double> invstd;  // [C]
   std::vector<double> scale;   // [C] γ·istd (the a of the input gradient)
-  double count = 0.0;          // elements per channel (whole group when synced)
-  bool batch_stats = true;     // training mode (batch statistics) in forward
-  bool synced = false;         // forward all-reduced its statistics
   std::vector<double> dgamma, dbeta;  // [C], kept between B and W
 };
 
@@ -137,6 +132,10 @@ bool output_recoverable(const std::vector<double>& gamma, const std::vector<doub
   return true;
 }
 
+}  // namespace
+
+namespace bn_detail {
+
 cpu::BnShape bn_shape(const Tensor& x) {
   cpu::BnShape s;
   s.outer = x.dim(0) * x.dim(1);
@@ -146,7 +145,29 @@ cpu::BnShape bn_shape(const Tensor& x) {
   return s;
 }
 
-}  // namespace
+void check_input(const BatchNorm& bn, const Tensor& x) {
+  SM_CHECK(x.ndim() >= 2, "batchnorm input needs [T, N, ...], got " << shape_str(x.shape()));
+  bn.output_shape(Shape(x.shape().begin() + 2, x.shape().end()));
+  layer_ops::check_activation(x, "batchnorm", bn.name());
+}
+
+void begin_saved(SavedBase& sv, const Ctx& ctx) {
+  sv.batch_stats = ctx.training;
+  sv.synced = ctx.training && ctx.bn_sync != nullptr;
+}
+
+void check_backward(const SavedBase& sv, const Tensor& dy, const Ctx& ctx) {
+  SM_CHECK(sv.act.defined(), "batchnorm backward_input ran twice for slot " << ctx.slot);
+  SM_CHECK(dy.shape() == sv.act.shape(), "batchnorm backward: dy " << shape_str(dy.shape()) << " vs forward "
+                                                                   << shape_str(sv.act.shape()));
+  SM_CHECK(dy.dtype() == sv.act.dtype() && dy.device() == sv.act.device(), "batchnorm backward: dtype/device mismatch");
+  SM_CHECK(sv.synced == (sv.batch_stats && ctx.bn_sync != nullptr),
+           "batchnorm backward: synced-BN setting differs from forward");
+}
+
+}  // namespace bn_detail
+
+using bn_detail::bn_shape;
 
 BatchNorm::BatchNorm(const BatchNormConfig& c) : cfg_(c) {
   if (c.num_features < 1)
@@ -187,10 +208,7 @@ static Tensor bn_forward_typed(const Tensor& x, const cpu::BnShape& s, const std
 }
 
 Tensor BatchNorm::forward_cpu(const Tensor& x, Ctx& ctx) {
-  SM_CHECK(x.ndim() >= 2, "batchnorm input needs [T, N, ...], got " << shape_str(x.shape()));
-  output_shape(Shape(x.shape().begin() + 2, x.shape().end()));
-  SM_CHECK(x.dtype() == DType::F32 || x.dtype() == DType::F64,
-           "batchnorm supports f32/f64, got " << dtype_name(x.dtype()));
+  bn_detail::check_input(*this, x);
   const cpu::BnShape s = bn_shape(x);
   const size_t C = static_cast<size_t>(s.channels);
   Buffer& running_mean = buffer(0);
@@ -198,8 +216,7 @@ Tensor BatchNorm::forward_cpu(const Tensor& x, Ctx& ctx) {
   Buffer& tracked = buffer(2);
 
   Saved& sv = impl_of(impl_).slots.fresh(ctx.slot);
-  sv.batch_stats = ctx.training;
-  sv.synced = ctx.training && ctx.bn_sync != nullptr;
+  bn_detail::begin_saved(sv, ctx);
   std::vector<double> rm = as_doubles(running_mean.value);
   std::vector<double> mean(C), var(C);
   if (ctx.training) {
@@ -270,12 +287,7 @@ static Tensor bn_backward_typed(const Tensor& dy, const Tensor& x, const cpu::Bn
 Tensor BatchNorm::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
   Impl& im = impl_of(impl_);
   Saved& sv = im.slots.get(ctx.slot);
-  SM_CHECK(sv.act.defined(), "batchnorm backward_input ran twice for slot " << ctx.slot);
-  SM_CHECK(dy.shape() == sv.act.shape(), "batchnorm backward: dy " << shape_str(dy.shape())
-                                                                   << " vs forward " << shape_str(sv.act.shape()));
-  SM_CHECK(dy.dtype() == sv.act.dtype(), "batchnorm backward: dtype mismatch");
-  SM_CHECK(sv.synced == (sv.batch_stats && ctx.bn_sync != nullptr),
-           "batchnorm backward: synced-BN setting differs from forward");
+  bn_detail::check_backward(sv, dy, ctx);
   const cpu::BnShape s = bn_shape(dy);
   const size_t C = static_cast<size_t>(s.channels);
   // The kernels see act - center; x - μ = (act - center) / unscale per channel.

@@ -8,6 +8,7 @@
 // the input, decided per call as on the CPU) — one small device-to-host copy per BN layer
 // per forward. Synced BN (ctx.bn_sync) all-reduces the [C] sums through host memory.
 #ifdef SPIKEMESH_HAVE_CUDA
+#include "batchnorm_common.h"
 #include "cuda_layer_util.h"
 #include "spikemesh/kernels/cuda/batchnorm.h"
 #include "spikemesh/layers/batchnorm.h"
@@ -17,17 +18,13 @@
 namespace sm {
 namespace {
 
+using bn_detail::bn_shape;
+
 // Rows of CudaSaved::stats (device double [kStatRows, C]).
 enum StatRow { kMean = 0, kInvstd, kScale, kYScale, kYOffset, kDGamma, kDBeta, kStatRows };
 
-struct CudaSaved {
-  Tensor act;                 // [T, N, C, ...] output y (saved_output) or input x; released by
-                              // a split B
-  bool saved_output = false;  // act is y: x - μ = (y - y_offset[c]) / y_scale[c]
-  Tensor stats;               // double [kStatRows, C]
-  double count = 0.0;         // elements per channel (whole group when synced)
-  bool batch_stats = true;
-  bool synced = false;
+struct CudaSaved : bn_detail::SavedBase {
+  Tensor stats;                  // double [kStatRows, C]
   bool has_param_grads = false;  // B computed dγ, dβ
 };
 
@@ -41,15 +38,6 @@ CudaImpl& impl(std::shared_ptr<void>& p) {
 }
 
 double* row(const Tensor& t, int r, int64_t C) { return t.data<double>() + r * C; }
-
-cpu::BnShape bn_shape(const Tensor& x) {
-  cpu::BnShape s;
-  s.outer = x.dim(0) * x.dim(1);
-  s.channels = x.dim(2);
-  s.inner = 1;
-  for (int i = 3; i < x.ndim(); ++i) s.inner *= x.dim(i);
-  return s;
-}
 
 // All-reduces the first `n` doubles of the device tensor `dev` (plus *extra, if given)
 // through host memory, over coll's group.
@@ -66,9 +54,7 @@ void all_reduce_through_host(Collectives& coll, const Tensor& dev, int64_t n, do
 }  // namespace
 
 Tensor BatchNorm::forward_cuda(const Tensor& x, Ctx& ctx) {
-  SM_CHECK(x.ndim() >= 2, "batchnorm input needs [T, N, ...], got " << shape_str(x.shape()));
-  output_shape(Shape(x.shape().begin() + 2, x.shape().end()));
-  cuda_layer::check_activation(x, "batchnorm", name());
+  bn_detail::check_input(*this, x);
   cuda_layer::check_master(param(0).value, x, "batchnorm", name());
   CudaAllocLabel label("batchnorm forward", &name_);
   const cpu::BnShape s = bn_shape(x);
@@ -82,8 +68,7 @@ Tensor BatchNorm::forward_cuda(const Tensor& x, Ctx& ctx) {
   const float* beta = param(1).value.data<float>();
 
   CudaSaved& sv = impl(cuda_impl_).slots.fresh(ctx.slot);
-  sv.batch_stats = ctx.training;
-  sv.synced = ctx.training && ctx.bn_sync != nullptr;
+  bn_detail::begin_saved(sv, ctx);
   sv.stats = Tensor::empty({kStatRows, C}, DType::F64, x.device());
   double* mean = row(sv.stats, kMean, C);
   double* invstd = row(sv.stats, kInvstd, C);
@@ -120,12 +105,7 @@ Tensor BatchNorm::forward_cuda(const Tensor& x, Ctx& ctx) {
 
 Tensor BatchNorm::backward_input_cuda(const Tensor& dy, Ctx& ctx) {
   CudaSaved& sv = impl(cuda_impl_).slots.get(ctx.slot);
-  SM_CHECK(sv.act.defined(), "batchnorm backward_input ran twice for slot " << ctx.slot);
-  SM_CHECK(dy.shape() == sv.act.shape(), "batchnorm backward: dy " << shape_str(dy.shape()) << " vs forward "
-                                                                   << shape_str(sv.act.shape()));
-  SM_CHECK(dy.dtype() == sv.act.dtype() && dy.device() == sv.act.device(), "batchnorm backward: dtype/device mismatch");
-  SM_CHECK(sv.synced == (sv.batch_stats && ctx.bn_sync != nullptr),
-           "batchnorm backward: synced-BN setting differs from forward");
+  bn_detail::check_backward(sv, dy, ctx);
   CudaAllocLabel label("batchnorm backward", &name_);
   const cpu::BnShape s = bn_shape(dy);
   const int64_t C = s.channels;

@@ -12,6 +12,11 @@ struct Impl {
   SlotStore<Shape> in_shapes;  // [T, N, ...per-sample...] of each slot's forward input
 };
 
+Impl& impl_of(std::shared_ptr<void>& p) {
+  if (!p) p = std::make_shared<Impl>();
+  return *static_cast<Impl*>(p.get());
+}
+
 }  // namespace
 
 Shape Flatten::output_shape(const Shape& in) const {
@@ -21,16 +26,14 @@ Shape Flatten::output_shape(const Shape& in) const {
 
 Tensor Flatten::forward_cpu(const Tensor& x, Ctx& ctx) {
   SM_CHECK(x.ndim() >= 3, "flatten input must be [T, N, ...], got " << shape_str(x.shape()));
-  if (!impl_) impl_ = std::make_shared<Impl>();
-  static_cast<Impl*>(impl_.get())->in_shapes.fresh(ctx.slot) = x.shape();
+  impl_of(impl_).in_shapes.fresh(ctx.slot) = x.shape();
   Tensor y = x.view({x.dim(0), x.dim(1), -1});  // [T, N, C·H·W]
   y.set_binary(x.is_binary());
   return y;
 }
 
 Tensor Flatten::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
-  SM_CHECK(impl_, "flatten backward before forward");
-  auto& store = static_cast<Impl*>(impl_.get())->in_shapes;
+  auto& store = impl_of(impl_).in_shapes;
   const Shape in = store.get(ctx.slot);
   store.release(ctx.slot);
   SM_CHECK(dy.numel() == shape_numel(in), "flatten backward: dy " << shape_str(dy.shape())

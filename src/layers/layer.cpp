@@ -56,47 +56,53 @@ Tensor Layer::backward_input_cuda(const Tensor&, Ctx&) {
   SM_CHECK(false, type() << " '" << name_ << "' has no CUDA implementation in this build");
   return {};
 }
-void Layer::backward_weight_cuda(Ctx&) {
-  SM_CHECK(false, type() << " '" << name_ << "' has no CUDA implementation in this build");
+
+namespace {
+
+// Own items of a layer, then those of its children in order (composites: of the whole tree).
+template <class T, class Children, class Of>
+std::vector<T*> own_then_children(const std::vector<std::unique_ptr<T>>& own, const Children& children, Of of) {
+  std::vector<T*> out;
+  for (auto& x : own) out.push_back(x.get());
+  for (Layer* c : children)
+    for (T* x : of(*c)) out.push_back(x);
+  return out;
 }
 
+// A new named item (local_name and, until the owning unit names it by path, name).
+template <class T>
+T& add_named(std::vector<std::unique_ptr<T>>& own, const std::string& local_name, const Shape& shape) {
+  own.push_back(std::make_unique<T>());
+  T& x = *own.back();
+  x.local_name = local_name;
+  x.name = local_name;
+  x.shape = shape;
+  return x;
+}
+
+}  // namespace
+
 std::vector<Param*> Layer::params() {
-  std::vector<Param*> out;
-  for (auto& p : own_params_) out.push_back(p.get());
-  for (Layer* c : children())
-    for (Param* p : c->params()) out.push_back(p);
-  return out;
+  return own_then_children(own_params_, children(), [](Layer& c) { return c.params(); });
 }
 
 std::vector<Buffer*> Layer::buffers() {
-  std::vector<Buffer*> out;
-  for (auto& b : own_buffers_) out.push_back(b.get());
-  for (Layer* c : children())
-    for (Buffer* b : c->buffers()) out.push_back(b);
-  return out;
+  return own_then_children(own_buffers_, children(), [](Layer& c) { return c.buffers(); });
 }
 
 Param& Layer::add_param(const std::string& local_name, const Shape& shape, InitSpec init, bool weight_decay) {
-  auto p = std::make_unique<Param>();
-  p->local_name = local_name;
-  p->name = local_name;
-  p->shape = shape;
-  p->local_shape = shape;
-  p->init = init;
-  p->weight_decay = weight_decay;
-  own_params_.push_back(std::move(p));
-  return *own_params_.back();
+  Param& p = add_named(own_params_, local_name, shape);
+  p.local_shape = shape;
+  p.init = init;
+  p.weight_decay = weight_decay;
+  return p;
 }
 
 Buffer& Layer::add_buffer(const std::string& local_name, const Shape& shape, double init, bool integer) {
-  auto b = std::make_unique<Buffer>();
-  b->local_name = local_name;
-  b->name = local_name;
-  b->shape = shape;
-  b->init = init;
-  b->integer = integer;
-  own_buffers_.push_back(std::move(b));
-  return *own_buffers_.back();
+  Buffer& b = add_named(own_buffers_, local_name, shape);
+  b.init = init;
+  b.integer = integer;
+  return b;
 }
 
 }  // namespace sm

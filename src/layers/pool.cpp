@@ -1,10 +1,13 @@
-// pool.cpp — MaxPool2d / AvgPool2d layers over [T, N, C, H, W] (PyTorch semantics).
-// MaxPool saves only the winner's offset inside its window (u8 when k·k <= 256, else i32)
-// and keeps the binary flag of its input; AvgPool saves only the input shape. Neither has
-// parameters, so B always releases the slot.
+// pool.cpp — Pool2d (MaxPool2d / AvgPool2d) over [T, N, C, H, W] (PyTorch semantics), one
+// flow for both kinds and devices; the kernels per device are in pool_kernels.h.
+// Saved per slot: the input shape and, for max pooling, the winner's offset inside its window
+// (u8 when k·k <= 256, else i32); MaxPool keeps the binary flag of its input. No parameters:
+// B always releases the slot.
 #include "spikemesh/layers/pool.h"
 
-#include "spikemesh/kernels/cpu/pool.h"
+#include "device_ops.h"
+#include "pool_kernels.h"
+#include "spikemesh/core/cuda_allocator.h"
 #include "spikemesh/layers/slot_store.h"
 
 namespace sm {
@@ -12,34 +15,10 @@ namespace {
 
 struct Saved {
   Shape in_shape;  // [T, N, C, H, W]
-  Tensor argmax;   // [T·N·C·Ho·Wo] u8/i32 window offsets (max pooling only)
+  Tensor argmax;   // [T·N·C·Ho·Wo] u8/i32 window offsets (max pooling only), on x's device
 };
 
-struct Impl {
-  SlotStore<Saved> slots;
-};
-
-Impl& impl_of(const std::shared_ptr<void>& p) { return *static_cast<Impl*>(p.get()); }
-
-void validate(const PoolConfig& c, const char* what) {
-  if (c.kernel < 1 || c.stride < 1 || c.padding < 0)
-    SM_INPUT_ERROR(what << ": kernel and stride must be >= 1 and padding >= 0 (got kernel "
-                        << c.kernel << ", stride " << c.stride << ", padding " << c.padding << ")");
-  if (2 * c.padding > c.kernel)
-    SM_INPUT_ERROR(what << ": padding " << c.padding << " must be at most half the kernel size "
-                        << c.kernel);
-}
-
-Shape pooled_shape(const PoolConfig& c, const Shape& in, const char* what) {
-  if (in.size() != 3)
-    SM_INPUT_ERROR(what << " expects per-sample input [C, H, W], got " << shape_str(in));
-  const int64_t ho = (in[1] + 2 * c.padding - c.kernel) / c.stride + 1;
-  const int64_t wo = (in[2] + 2 * c.padding - c.kernel) / c.stride + 1;
-  if (in[1] + 2 * c.padding < c.kernel || in[2] + 2 * c.padding < c.kernel || ho < 1 || wo < 1)
-    SM_INPUT_ERROR(what << " with kernel " << c.kernel << ", padding " << c.padding
-                        << " does not fit input " << shape_str(in) << " (output would be empty)");
-  return {in[0], ho, wo};
-}
+SlotStore<Saved>& slots_of(const std::shared_ptr<void>& p) { return *static_cast<SlotStore<Saved>*>(p.get()); }
 
 cpu::PoolGeom geom_of(const PoolConfig& c, const Shape& in) {  // in: [T, N, C, H, W]
   cpu::PoolGeom g;
@@ -52,107 +31,87 @@ cpu::PoolGeom geom_of(const PoolConfig& c, const Shape& in) {  // in: [T, N, C, 
   return g;
 }
 
-void check_input(const Tensor& x, const char* what) {
-  SM_CHECK(x.ndim() == 5, what << " input must be [T, N, C, H, W], got " << shape_str(x.shape()));
-  SM_CHECK(x.dtype() == DType::F32 || x.dtype() == DType::F64,
-           what << " supports f32/f64, got " << dtype_name(x.dtype()));
-}
-
-Shape full_out_shape(const Tensor& x, const Shape& per_sample) {
-  return {x.dim(0), x.dim(1), per_sample[0], per_sample[1], per_sample[2]};
-}
-
-template <typename T, typename Idx>
-void max_fwd(const Tensor& x, const cpu::PoolGeom& g, Tensor& y, Tensor& idx) {
-  cpu::maxpool2d_forward<T, Idx>(x.data<T>(), g, y.data<T>(), idx.data<Idx>());
-}
-template <typename T, typename Idx>
-void max_bwd(const Tensor& dy, const Tensor& idx, const cpu::PoolGeom& g, Tensor& dx) {
-  cpu::maxpool2d_backward<T, Idx>(dy.data<T>(), idx.data<Idx>(), g, dx.data<T>());
+// Runs op on the device of `in` (argmax: undefined for average pooling).
+void run(pool_kernels::Op op, const cpu::PoolGeom& g, const Tensor& in, Tensor& out, const Tensor& argmax) {
+  using pool_kernels::Op;
+#ifdef SPIKEMESH_HAVE_CUDA
+  if (in.device().is_cuda()) return pool_kernels::run_cuda(op, g, in, out, argmax);
+#endif
+  auto typed = [&](auto t, auto i) {
+    using T = decltype(t);
+    using Idx = decltype(i);
+    const T* a = in.data<T>();
+    T* b = out.data<T>();
+    if (op == Op::MaxForward) cpu::maxpool2d_forward<T, Idx>(a, g, b, argmax.data<Idx>());
+    if (op == Op::MaxBackward) cpu::maxpool2d_backward<T, Idx>(a, argmax.data<Idx>(), g, b);
+    if (op == Op::AvgForward) cpu::avgpool2d_forward<T>(a, g, b);
+    if (op == Op::AvgBackward) cpu::avgpool2d_backward<T>(a, g, b);
+  };
+  const bool wide = argmax.defined() && argmax.dtype() == DType::I32;  // else u8 offsets (or none)
+  if (in.dtype() == DType::F64)
+    wide ? typed(double{}, int32_t{}) : typed(double{}, uint8_t{});
+  else
+    wide ? typed(float{}, int32_t{}) : typed(float{}, uint8_t{});
 }
 
 }  // namespace
 
-// ---- MaxPool2d ----------------------------------------------------------------------
-
-MaxPool2d::MaxPool2d(const PoolConfig& c) : cfg_(c) {
-  validate(c, "maxpool2d");
-  if (static_cast<int64_t>(c.kernel) * c.kernel > (int64_t{1} << 31) - 1)
-    SM_INPUT_ERROR("maxpool2d: kernel " << c.kernel << " is too large");
-  impl_ = std::make_shared<Impl>();
+Pool2d::Pool2d(PoolKind kind, const PoolConfig& c) : kind_(kind), cfg_(c) {
+  const std::string what = type();
+  if (c.kernel < 1 || c.stride < 1 || c.padding < 0)
+    SM_INPUT_ERROR(what << ": kernel and stride must be >= 1 and padding >= 0 (got kernel " << c.kernel << ", stride "
+                        << c.stride << ", padding " << c.padding << ")");
+  if (2 * c.padding > c.kernel)
+    SM_INPUT_ERROR(what << ": padding " << c.padding << " must be at most half the kernel size " << c.kernel);
+  if (kind == PoolKind::Max && static_cast<int64_t>(c.kernel) * c.kernel > (int64_t{1} << 31) - 1)
+    SM_INPUT_ERROR(what << ": kernel " << c.kernel << " is too large");
+  impl_ = std::make_shared<SlotStore<Saved>>();
 }
 
-Shape MaxPool2d::output_shape(const Shape& in) const { return pooled_shape(cfg_, in, "maxpool2d"); }
+Shape Pool2d::output_shape(const Shape& in) const {
+  const PoolConfig& c = cfg_;
+  if (in.size() != 3) SM_INPUT_ERROR(type() << " expects per-sample input [C, H, W], got " << shape_str(in));
+  const int64_t ho = (in[1] + 2 * c.padding - c.kernel) / c.stride + 1;
+  const int64_t wo = (in[2] + 2 * c.padding - c.kernel) / c.stride + 1;
+  if (in[1] + 2 * c.padding < c.kernel || in[2] + 2 * c.padding < c.kernel || ho < 1 || wo < 1)
+    SM_INPUT_ERROR(type() << " with kernel " << c.kernel << ", padding " << c.padding << " does not fit input "
+                          << shape_str(in) << " (output would be empty)");
+  return {in[0], ho, wo};
+}
 
-Tensor MaxPool2d::forward_cpu(const Tensor& x, Ctx& ctx) {
-  check_input(x, "maxpool2d");
-  const Shape out = full_out_shape(x, output_shape(Shape(x.shape().begin() + 2, x.shape().end())));
+Tensor Pool2d::forward_cpu(const Tensor& x, Ctx& ctx) {  // both devices
+  const std::string what = type();
+  SM_CHECK(x.ndim() == 5, what << " input must be [T, N, C, H, W], got " << shape_str(x.shape()));
+  layer_ops::check_activation(x, what.c_str(), name());
+  const std::string label_what = what + " forward";
+  CudaAllocLabel label(label_what.c_str(), &name_);
+  const Shape ps = output_shape(Shape(x.shape().begin() + 2, x.shape().end()));
   const cpu::PoolGeom g = geom_of(cfg_, x.shape());
-  const bool small = cfg_.kernel * cfg_.kernel <= 256;
-  Saved& sv = impl_of(impl_).slots.fresh(ctx.slot);
+  Saved& sv = slots_of(impl_).fresh(ctx.slot);
   sv.in_shape = x.shape();
-  Tensor y = Tensor::empty(out, x.dtype());               // [T, N, C, Ho, Wo]
-  sv.argmax = Tensor::empty({y.numel()}, small ? DType::U8 : DType::I32);  // [T·N·C·Ho·Wo]
-  if (x.dtype() == DType::F64) {
-    small ? max_fwd<double, uint8_t>(x, g, y, sv.argmax) : max_fwd<double, int32_t>(x, g, y, sv.argmax);
-  } else {
-    small ? max_fwd<float, uint8_t>(x, g, y, sv.argmax) : max_fwd<float, int32_t>(x, g, y, sv.argmax);
+  Tensor y = Tensor::empty({x.dim(0), x.dim(1), ps[0], ps[1], ps[2]}, x.dtype(), x.device());  // [T, N, C, Ho, Wo]
+  if (kind_ == PoolKind::Avg) {
+    run(pool_kernels::Op::AvgForward, g, x, y, sv.argmax);
+    return y;
   }
+  const bool small = cfg_.kernel * cfg_.kernel <= 256;
+  sv.argmax = Tensor::empty({y.numel()}, small ? DType::U8 : DType::I32, x.device());  // [T·N·C·Ho·Wo]
+  run(pool_kernels::Op::MaxForward, g, x, y, sv.argmax);
   y.set_binary(x.is_binary());  // the max of spikes is a spike
   return y;
 }
 
-Tensor MaxPool2d::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
-  Impl& im = impl_of(impl_);
-  Saved& sv = im.slots.get(ctx.slot);
-  SM_CHECK(dy.numel() == sv.argmax.numel(), "maxpool2d backward: dy " << shape_str(dy.shape())
-                                                                      << " does not match forward output");
-  Tensor dx = Tensor::empty(sv.in_shape, dy.dtype());  // [T, N, C, H, W]
+Tensor Pool2d::backward_input_cpu(const Tensor& dy, Ctx& ctx) {  // both devices
+  auto& slots = slots_of(impl_);
+  const Saved sv = slots.get(ctx.slot);
+  slots.release(ctx.slot);
+  const std::string label_what = type() + " backward";
+  CudaAllocLabel label(label_what.c_str(), &name_);
   const cpu::PoolGeom g = geom_of(cfg_, sv.in_shape);
-  const bool small = sv.argmax.dtype() == DType::U8;
-  if (dy.dtype() == DType::F64) {
-    small ? max_bwd<double, uint8_t>(dy, sv.argmax, g, dx) : max_bwd<double, int32_t>(dy, sv.argmax, g, dx);
-  } else {
-    small ? max_bwd<float, uint8_t>(dy, sv.argmax, g, dx) : max_bwd<float, int32_t>(dy, sv.argmax, g, dx);
-  }
-  im.slots.release(ctx.slot);
-  return dx;
-}
-
-// ---- AvgPool2d ----------------------------------------------------------------------
-
-AvgPool2d::AvgPool2d(const PoolConfig& c) : cfg_(c) {
-  validate(c, "avgpool2d");
-  impl_ = std::make_shared<Impl>();
-}
-
-Shape AvgPool2d::output_shape(const Shape& in) const { return pooled_shape(cfg_, in, "avgpool2d"); }
-
-Tensor AvgPool2d::forward_cpu(const Tensor& x, Ctx& ctx) {
-  check_input(x, "avgpool2d");
-  const Shape out = full_out_shape(x, output_shape(Shape(x.shape().begin() + 2, x.shape().end())));
-  const cpu::PoolGeom g = geom_of(cfg_, x.shape());
-  impl_of(impl_).slots.fresh(ctx.slot).in_shape = x.shape();
-  Tensor y = Tensor::empty(out, x.dtype());  // [T, N, C, Ho, Wo]
-  if (x.dtype() == DType::F64)
-    cpu::avgpool2d_forward<double>(x.data<double>(), g, y.data<double>());
-  else
-    cpu::avgpool2d_forward<float>(x.data<float>(), g, y.data<float>());
-  return y;
-}
-
-Tensor AvgPool2d::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
-  Impl& im = impl_of(impl_);
-  const Shape in_shape = im.slots.get(ctx.slot).in_shape;
-  im.slots.release(ctx.slot);
-  Tensor dx = Tensor::empty(in_shape, dy.dtype());  // [T, N, C, H, W]
-  const cpu::PoolGeom g = geom_of(cfg_, in_shape);
   SM_CHECK(dy.numel() == g.planes * g.out_h() * g.out_w(),
-           "avgpool2d backward: dy " << shape_str(dy.shape()) << " does not match forward output");
-  if (dy.dtype() == DType::F64)
-    cpu::avgpool2d_backward<double>(dy.data<double>(), g, dx.data<double>());
-  else
-    cpu::avgpool2d_backward<float>(dy.data<float>(), g, dx.data<float>());
+           type() << " backward: dy " << shape_str(dy.shape()) << " does not match forward output");
+  Tensor dx = Tensor::empty(sv.in_shape, dy.dtype(), dy.device());  // [T, N, C, H, W]
+  run(kind_ == PoolKind::Avg ? pool_kernels::Op::AvgBackward : pool_kernels::Op::MaxBackward, g, dy, dx, sv.argmax);
   return dx;
 }
 

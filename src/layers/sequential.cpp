@@ -1,7 +1,8 @@
 // sequential.cpp — Sequential and Residual composites.
 #include "spikemesh/layers/sequential.h"
 
-#include "spikemesh/kernels/cpu/elementwise.h"
+#include "device_ops.h"
+#include "spikemesh/core/cuda_allocator.h"
 
 namespace sm {
 
@@ -49,14 +50,16 @@ Shape Residual::output_shape(const Shape& in) const {
   return out;
 }
 
-Tensor Residual::forward_cpu(const Tensor& x, Ctx& ctx) {
+Tensor Residual::forward_cpu(const Tensor& x, Ctx& ctx) {  // both devices
   Tensor fx = Sequential::forward_cpu(x, ctx);
-  return cpu::add(x, fx);  // [T, N, ...]; values of spikes + spikes are in {0, 1, 2}
+  CudaAllocLabel label("residual add", &name_);
+  return layer_ops::add(x, fx, "residual add");  // [T, N, ...]; spikes + spikes are in {0, 1, 2}
 }
 
-Tensor Residual::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
+Tensor Residual::backward_input_cpu(const Tensor& dy, Ctx& ctx) {  // both devices
   Tensor g = Sequential::backward_input_cpu(dy, ctx);
-  return cpu::add(dy, g);  // d/dx (x + f(x)) = dy + f'(x)^T dy
+  CudaAllocLabel label("residual backward", &name_);
+  return layer_ops::add(dy, g, "residual backward");  // d/dx (x + f(x)) = dy + f'(x)ᵀ dy
 }
 
 }  // namespace sm

@@ -11,7 +11,6 @@ std::string join(const std::string& a, const std::string& b) {
 }
 
 void name_below(Layer& l, const std::string& path) {
-  for (Param* p : l.params()) (void)p;  // params are renamed per owner below
   for (Layer* c : l.children()) {
     std::string full = join(path, c->name());
     c->set_name(full);

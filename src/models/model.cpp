@@ -2,6 +2,8 @@
 // statistics collection, and the human-readable summary table.
 #include "spikemesh/models/model.h"
 
+#include "spikemesh/models/stage.h"
+
 #include <algorithm>
 #include <iomanip>
 #include <sstream>
@@ -70,21 +72,14 @@ DType Model::dtype() const {
 }
 
 Tensor Model::forward(const Tensor& x, Ctx& ctx) {
-  SM_CHECK(finalized_, "model '" << info.name << "' used before finalize()");
-  const Shape& s = x.shape();
-  Shape per_sample(s.begin() + std::min<size_t>(2, s.size()), s.end());
-  if (s.size() < 2 || per_sample != info.input_shape)
-    SM_INPUT_ERROR("model '" << info.name << "' expects input [T, N, " << shape_str(info.input_shape).substr(1)
-                             << ", got " << shape_str(s));
-  Tensor h = x;  // [T, N, ...]
-  for (auto& u : units) h = u->forward(h, ctx);
-  return h;  // [T, N, num_classes]
+  return Stage(*this, 0, units.size()).forward(x, ctx);  // [T, N, ...input_shape] -> [T, N, num_classes]
 }
 
 Tensor Model::backward(const Tensor& dy, Ctx& ctx) {
-  Tensor g = dy;  // [T, N, num_classes]
-  for (auto it = units.rbegin(); it != units.rend(); ++it) g = (*it)->backward_input(g, ctx);
-  return g;  // [T, N, ...input_shape]
+  Stage all(*this, 0, units.size());
+  Tensor dx = all.backward_input(dy, ctx);  // [T, N, ...input_shape]
+  if (ctx.split_wgrad) all.backward_weight(ctx);
+  return dx;
 }
 
 void Model::reset_state() {

@@ -112,7 +112,7 @@ ModelInfo read_model_table(const toml::table& root, const Context& ctx, const Mo
   if (classes > INT32_MAX || T > INT32_MAX) r.fail("num_classes / T out of range");
   info.num_classes = static_cast<int>(classes);
   info.T = ov.T ? *ov.T : static_cast<int>(T);
-  if (info.T <= 0) SM_INPUT_ERROR("T must be positive, got " << info.T << " (model '" << info.name << "')");
+  if (info.T <= 0) SM_INPUT_ERROR("--T must be >= 1 (time steps), got " << info.T << " (model '" << info.name << "')");
   info.loss = r.string("loss");
   if (info.loss != "mean_ce" && info.loss != "rate_mse")
     r.fail_key("loss", "must be mean_ce or rate_mse, got '" + info.loss + "'");

@@ -8,20 +8,22 @@
 
 namespace sm {
 
-DataParallel::DataParallel(Model& model, Comm& dp, double bucket_mb) : model_(model), dp_(dp) {
+DataParallel::DataParallel(Stage& stage, Comm& dp, double bucket_mb)
+    : model_(stage.model()), stage_(stage), dp_(dp) {
+  Model& model = model_;
   SM_CHECK(model.finalized(), "data parallel needs a finalised model");
-  check_replicas_identical(dp_, params_checksum(model_.params()), "initial parameters");
+  check_replicas_identical(dp_, params_checksum(stage_.params()), "initial parameters");
   const size_t esize = dtype_size(model.dtype());
   const int64_t cap = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1048576.0 / static_cast<double>(esize)));
-  buckets_of_unit_.assign(model.units.size(), {});
+  buckets_of_unit_.assign(stage.size(), {});
   Bucket cur;
   auto close = [&] {
     if (cur.numel == 0) return;
     buckets_.push_back(std::move(cur));
     cur = Bucket();
   };
-  for (size_t k = model.units.size(); k-- > 0;) {  // backward order
-    Unit& u = *model.units[k];
+  for (size_t k = stage.size(); k-- > 0;) {  // backward order
+    Unit& u = stage.unit(k);
     const int64_t n = u.num_params();
     int64_t at = 0;
     while (at < n) {
@@ -37,16 +39,20 @@ DataParallel::DataParallel(Model& model, Comm& dp, double bucket_mb) : model_(mo
   for (size_t b = 0; b < buckets_.size(); ++b)
     for (size_t k : buckets_[b].units) buckets_of_unit_[k].push_back(b);
   double full = 0;
-  for (Param* p : model_.params()) full += static_cast<double>(p->value.nbytes());
+  for (Param* p : stage_.params()) full += static_cast<double>(p->value.nbytes());
   stats_.param_full_mb = full / 1048576.0;
   stats_.param_peak_mb = stats_.param_full_mb;
 }
 
-std::vector<Param*> DataParallel::optimizer_params() { return model_.params(); }
+std::vector<Param*> DataParallel::optimizer_params() { return stage_.params(); }
 
-std::vector<TensorShard> DataParallel::checkpoint_shards(Optimizer& opt, bool saving) {
-  // Replicated: dp rank 0 writes everything, every rank reads everything.
-  return replicated_state_shards(model_, &opt, saving ? dp_.rank() == 0 : true);
+std::vector<ParamPlacement> DataParallel::placements(bool saving) {
+  // Replicated: dp rank 0 writes every parameter; every rank reads it whole.
+  const bool holds = !saving || dp_.rank() == 0;
+  std::vector<ParamPlacement> out;
+  for (Param* p : stage_.params())
+    out.push_back(ParamPlacement{p, {PlacedPiece{p, holds ? param_local_box(*p) : empty_box(p->shape.size()), 0}}});
+  return out;
 }
 
 std::vector<int64_t> DataParallel::bucket_sizes() const {
@@ -56,7 +62,7 @@ std::vector<int64_t> DataParallel::bucket_sizes() const {
 }
 
 void DataParallel::begin_step() {
-  model_.zero_grad();
+  stage_.zero_grad();
   for (auto& b : buckets_) {
     SM_CHECK(!b.handle, "a gradient bucket is still in flight at the start of a step");
     b.pending = static_cast<int>(b.units.size());
@@ -66,14 +72,14 @@ void DataParallel::begin_step() {
 void DataParallel::launch(Bucket& b) {
   if (b.segments.size() == 1) {
     const Segment& s = b.segments[0];
-    b.buffer = model_.units[s.unit]->flat_grad().slice0(s.begin, s.end);  // in place
+    b.buffer = stage_.unit(s.unit).flat_grad().slice0(s.begin, s.end);  // in place
   } else {
     if (!b.buffer.defined() || b.buffer.numel() != b.numel || b.buffer.dtype() != model_.dtype())
       b.buffer = Tensor::empty({b.numel}, model_.dtype(), model_.device());  // [numel]
     int64_t at = 0;
     for (const Segment& s : b.segments) {
       Tensor dst = b.buffer.slice0(at, at + (s.end - s.begin));
-      dst.copy_from(model_.units[s.unit]->flat_grad().slice0(s.begin, s.end));
+      dst.copy_from(stage_.unit(s.unit).flat_grad().slice0(s.begin, s.end));
       at += s.end - s.begin;
     }
   }
@@ -102,7 +108,7 @@ void DataParallel::end_backward() {
     if (b.segments.size() > 1) {
       int64_t at = 0;
       for (const Segment& s : b.segments) {
-        Tensor dst = model_.units[s.unit]->flat_grad().slice0(s.begin, s.end);
+        Tensor dst = stage_.unit(s.unit).flat_grad().slice0(s.begin, s.end);
         dst.copy_from(b.buffer.slice0(at, at + (s.end - s.begin)));
         at += s.end - s.begin;
       }

@@ -64,8 +64,11 @@ void ShardParams::add_unit(Unit& u, const UnitShardLayout& lay, const Tensor& sh
       sp->local_name = p->local_name;
       sp->shape = p->shape;
       sp->local_shape = {b - a};
-      sp->shard.group = ShardSpec::Group::DP;
-      sp->shard.dim = -1;  // a flat range, not a dimension split (see pieces())
+      // The tp split of the parameter is kept (its dim, index and count); the dp part is the
+      // flat range [e.offset, e.offset + e.count) of the tp-local tensor (placements()).
+      sp->shard = p->shard;
+      sp->shard.group = p->shard.sharded() ? ShardSpec::Group::TPxDP : ShardSpec::Group::DP;
+      if (!p->shard.sharded()) sp->shard.dim = -1;
       sp->init = p->init;
       sp->weight_decay = p->weight_decay;
       sp->value = shard_value.slice0(a - lo, b - lo);  // [b - a]
@@ -78,6 +81,18 @@ void ShardParams::add_unit(Unit& u, const UnitShardLayout& lay, const Tensor& sh
     entries_.push_back(e);
     off += k;
   }
+}
+
+std::vector<ParamPlacement> ShardParams::placements() const {
+  std::vector<ParamPlacement> out;
+  for (const Entry& e : entries_) {
+    ParamPlacement pl;
+    pl.holder = e.shard;
+    if (e.shard) pl.pieces = flat_range_pieces_of(*e.full, e.offset, e.offset + e.count, 0);
+    else pl.pieces.push_back(PlacedPiece{e.full, empty_box(e.full->shape.size()), 0});
+    out.push_back(std::move(pl));
+  }
+  return out;
 }
 
 std::vector<Param*> ShardParams::params() {

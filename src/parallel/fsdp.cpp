@@ -17,28 +17,29 @@ bool narrower_or_equal(DType d, DType model) {
 }
 }  // namespace
 
-Fsdp::Fsdp(Model& model, Comm& dp, bool reshard_after_forward, DType param_dtype, DType reduce_dtype)
-    : model_(model),
+Fsdp::Fsdp(Stage& stage, Comm& dp, bool reshard_after_forward, DType param_dtype, DType reduce_dtype)
+    : model_(stage.model()),
+      stage_(stage),
       dp_(dp),
       group_(dp),
       reshard_after_forward_(reshard_after_forward),
       param_dtype_(param_dtype),
       reduce_dtype_(reduce_dtype),
-      model_dtype_(model.dtype()) {
-  SM_CHECK(model.finalized(), "FSDP needs a finalised model");
+      model_dtype_(stage.model().dtype()) {
+  SM_CHECK(model_.finalized(), "FSDP needs a finalised model");
   if (!narrower_or_equal(param_dtype, model_dtype_))
     SM_INPUT_ERROR("--fsdp-param-dtype " << dtype_name(param_dtype) << " with --precision "
                                          << dtype_name(model_dtype_) << ": must be the model dtype or narrower");
   if (!narrower_or_equal(reduce_dtype, model_dtype_))
     SM_INPUT_ERROR("--fsdp-reduce-dtype " << dtype_name(reduce_dtype) << " with --precision "
                                           << dtype_name(model_dtype_) << ": must be the model dtype or narrower");
-  check_replicas_identical(dp_, params_checksum(model_.params()), "initial parameters");
-  units_.resize(model.units.size());
+  check_replicas_identical(dp_, params_checksum(stage_.params()), "initial parameters");
+  units_.resize(stage.size());
   const size_t es = dtype_size(model_dtype_);
   double full = 0;
   std::vector<int64_t> unit_bytes;
-  for (size_t k = 0; k < model.units.size(); ++k) {
-    Unit& u = *model.units[k];
+  for (size_t k = 0; k < stage.size(); ++k) {
+    Unit& u = stage.unit(k);
     UnitState& s = units_[k];
     const int64_t n = unit_param_numel(u);
     if (n == 0) continue;
@@ -122,7 +123,7 @@ void Fsdp::ensure_gathered(size_t k) {
       s.send = Tensor();
     }
   }
-  bind_unit_flat(*model_.units[k], s.gathered, s.full_grad);
+  bind_unit_flat(stage_.unit(k), s.gathered, s.full_grad);
 }
 
 void Fsdp::release(size_t k) {
@@ -135,13 +136,13 @@ void Fsdp::release(size_t k) {
       s.recv = Tensor();
       s.send = Tensor();
       s.gathered = Tensor();
-      bind_unit_flat(*model_.units[k], Tensor(), Tensor());
+      bind_unit_flat(stage_.unit(k), Tensor(), Tensor());
       return;
     }
   }
   if (s.gathered.defined()) account(-s.layout.padded * static_cast<int64_t>(dtype_size(model_dtype_)));
   s.gathered = Tensor();
-  bind_unit_flat(*model_.units[k], Tensor(), Tensor());
+  bind_unit_flat(stage_.unit(k), Tensor(), Tensor());
 }
 
 void Fsdp::begin_step() {

@@ -43,15 +43,6 @@ uint64_t params_checksum(const std::vector<Param*>& params) {
   return h;
 }
 
-uint64_t text_hash(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 void check_replicas_identical(Comm& comm, uint64_t checksum, const std::string& what) {
   Tensor mine = Tensor::empty({1}, DType::I64);
   mine.data<int64_t>()[0] = static_cast<int64_t>(checksum);

@@ -1,4 +1,4 @@
-// strategy.cpp — picks the data-parallel strategy for the train flags.
+// strategy.cpp — the one-rank strategy and the choice of a dp-family strategy for the flags.
 #include "spikemesh/parallel/strategy.h"
 
 #include "spikemesh/parallel/data_parallel.h"
@@ -7,18 +7,34 @@
 
 namespace sm {
 
-std::unique_ptr<ParallelStrategy> make_strategy(Model& model, Comm& dp, const StrategyOptions& o) {
-  if (o.mode == "fsdp") {
-    if (o.sharding != "none")
-      SM_INPUT_ERROR("--optimizer-sharding " << o.sharding << " applies to --distributed-mode dp; "
-                                             << "fsdp always shards parameters, gradients and optimizer state");
-    return std::make_unique<Fsdp>(model, dp, o.reshard_after_forward, o.param_dtype, o.reduce_dtype);
+namespace {
+// One rank: the stage's own Params, nothing to reduce, every tensor held whole.
+class SingleRank final : public ParallelStrategy {
+ public:
+  explicit SingleRank(Stage& stage) : stage_(stage) {}
+  std::string name() const override { return "none"; }
+  std::vector<Param*> optimizer_params() override { return stage_.params(); }
+  std::vector<ParamPlacement> placements(bool) override {
+    std::vector<ParamPlacement> out;
+    for (Param* p : stage_.params()) out.push_back(ParamPlacement{p, {PlacedPiece{p, param_local_box(*p), 0}}});
+    return out;
   }
-  if (o.mode != "dp") SM_INPUT_ERROR("--distributed-mode " << o.mode << ": the data-parallel family is dp or fsdp");
-  if (o.sharding == "none") return std::make_unique<DataParallel>(model, dp, o.bucket_mb);
-  if (o.sharding == "zero") return std::make_unique<ZeroSharding>(model, dp, 1);
-  if (o.sharding == "zero2") return std::make_unique<ZeroSharding>(model, dp, 2);
-  SM_INPUT_ERROR("--optimizer-sharding must be none, zero or zero2, got '" << o.sharding << "'");
+  bool holds_replicated(bool) const override { return true; }
+  void begin_step() override { stage_.zero_grad(); }
+  void end_backward() override {}
+
+ private:
+  Stage& stage_;
+};
+}  // namespace
+
+std::unique_ptr<ParallelStrategy> make_single_rank_strategy(Stage& stage) { return std::make_unique<SingleRank>(stage); }
+
+std::unique_ptr<ParallelStrategy> make_strategy(Stage& stage, Comm& dp, const StrategyOptions& o) {
+  if (o.mode == "fsdp") return std::make_unique<Fsdp>(stage, dp, o.reshard_after_forward, o.param_dtype, o.reduce_dtype);
+  if (o.sharding == "zero") return std::make_unique<ZeroSharding>(stage, dp, 1);
+  if (o.sharding == "zero2") return std::make_unique<ZeroSharding>(stage, dp, 2);
+  return std::make_unique<DataParallel>(stage, dp, o.bucket_mb);
 }
 
 }  // namespace sm

@@ -7,16 +7,17 @@
 
 namespace sm {
 
-ZeroSharding::ZeroSharding(Model& model, Comm& dp, int stage)
-    : model_(model), dp_(dp), group_(dp), stage_(stage) {
-  SM_CHECK(stage == 1 || stage == 2, "ZeRO stage must be 1 or 2, got " << stage);
+ZeroSharding::ZeroSharding(Stage& stage, Comm& dp, int zero_stage)
+    : model_(stage.model()), stage_(stage), dp_(dp), group_(dp), zero_stage_(zero_stage) {
+  Model& model = model_;
+  SM_CHECK(zero_stage == 1 || zero_stage == 2, "ZeRO stage must be 1 or 2, got " << zero_stage);
   SM_CHECK(model.finalized(), "ZeRO needs a finalised model");
-  check_replicas_identical(dp_, params_checksum(model_.params()), "initial parameters");
+  check_replicas_identical(dp_, params_checksum(stage_.params()), "initial parameters");
   const DType dt = model.dtype();
-  units_.resize(model.units.size());
+  units_.resize(stage.size());
   double full = 0, shard = 0;
-  for (size_t k = 0; k < model.units.size(); ++k) {
-    Unit& u = *model.units[k];
+  for (size_t k = 0; k < stage.size(); ++k) {
+    Unit& u = stage.unit(k);
     UnitState& s = units_[k];
     const int64_t n = unit_param_numel(u);
     if (n == 0) continue;
@@ -25,11 +26,11 @@ ZeroSharding::ZeroSharding(Model& model, Comm& dp, int stage)
     // Padded full buffers: the old ones' values copied in, the padding zero.
     Tensor value = Tensor::zeros({s.layout.padded}, dt, model_.device());  // [padded]
     value.slice0(0, n).copy_from(u.flat_value().slice0(0, n));
-    Tensor grad = stage_ == 1 ? Tensor::zeros({s.layout.padded}, dt, model_.device()) : Tensor();
+    Tensor grad = zero_stage_ == 1 ? Tensor::zeros({s.layout.padded}, dt, model_.device()) : Tensor();
     bind_unit_flat(u, value, grad);
     s.shard_value = value.slice0(s.layout.begin, s.layout.begin + s.layout.chunk).clone();  // [chunk]
     s.shard_grad = Tensor::zeros({s.layout.chunk}, dt, model_.device());
-    if (stage_ == 2) s.recv = Tensor::empty({s.layout.chunk}, dt, model_.device());
+    if (zero_stage_ == 2) s.recv = Tensor::empty({s.layout.chunk}, dt, model_.device());
     shards_.add_unit(u, s.layout, s.shard_value, s.shard_grad);
     full += static_cast<double>(n) * dtype_size(dt);
     shard += static_cast<double>(s.layout.chunk) * dtype_size(dt);
@@ -45,14 +46,14 @@ void ZeroSharding::begin_step() {
     if (!s.has_params) continue;
     SM_CHECK(!s.handle, "a gradient reduce-scatter is still in flight at the start of a step");
     s.shard_grad.zero();
-    if (stage_ == 1) model_.units[k]->zero_grad();
+    if (zero_stage_ == 1) stage_.unit(k).zero_grad();
   }
 }
 
 void ZeroSharding::before_backward(size_t unit) {
   UnitState& s = units_[unit];
-  if (stage_ != 2 || !s.has_params) return;
-  Unit& u = *model_.units[unit];
+  if (zero_stage_ != 2 || !s.has_params) return;
+  Unit& u = stage_.unit(unit);
   s.full_grad = Tensor::zeros({s.layout.padded}, model_.dtype(), model_.device());  // [padded], this backward only
   bind_unit_flat(u, u.flat_value(), s.full_grad);
 }
@@ -60,11 +61,11 @@ void ZeroSharding::before_backward(size_t unit) {
 void ZeroSharding::after_backward(size_t unit) {
   UnitState& s = units_[unit];
   if (s.has_params) {
-    Unit& u = *model_.units[unit];
-    if (stage_ == 1 && last_micro_) {
+    Unit& u = stage_.unit(unit);
+    if (zero_stage_ == 1 && last_micro_) {
       s.handle = dp_.reduce_scatter_async(u.flat_grad(), s.shard_grad, ReduceOp::Avg);  // collective over dp
       ++stats_.grad_reductions;
-    } else if (stage_ == 2) {
+    } else if (zero_stage_ == 2) {
       s.handle = dp_.reduce_scatter_async(s.full_grad, s.recv, ReduceOp::Avg);  // collective over dp
       ++stats_.grad_reductions;
       bind_unit_flat(u, u.flat_value(), Tensor());  // the layers no longer see a full gradient
@@ -79,7 +80,7 @@ void ZeroSharding::end_backward() {
     if (!s.handle) continue;
     s.handle->wait();
     s.handle.reset();
-    if (stage_ == 2) {
+    if (zero_stage_ == 2) {
       add_into(s.shard_grad, s.recv);
       s.full_grad = Tensor();  // freed: gradients live only as shards
     }
@@ -91,7 +92,7 @@ void ZeroSharding::after_optimizer_step() {
   for (size_t k = 0; k < units_.size(); ++k) {
     UnitState& s = units_[k];
     if (!s.has_params) continue;
-    s.handle = dp_.all_gather_async(s.shard_value, model_.units[k]->flat_value());  // collective over dp
+    s.handle = dp_.all_gather_async(s.shard_value, stage_.unit(k).flat_value());  // collective over dp
   }
   for (UnitState& s : units_)
     if (s.handle) {

@@ -3,11 +3,13 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 #include <toml++/toml.h>
 
 #include "spikemesh/core/error.h"
+#include "spikemesh/parallel/layout.h"
 
 namespace sm {
 
@@ -60,7 +62,7 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
   add("model", K::Str, &c.model, "built-in model name (see `spikemesh model --list`)");
   add("model-spec", K::Str, &c.model_spec, "model spec file (TOML), instead of --model");
   add("var", K::StrList, &c.vars, "spec variable override NAME=INT (repeatable, e.g. --var C=32)");
-  add("T", K::Int, &c.T, "time steps (default: the spec's for static images, the dataset's for events)");
+  add("T", K::Int, &c.T, "time steps, >= 1 (default: the spec's for static images, the dataset's for events)");
   add("dropout", K::Real, &c.dropout, "dropout probability of every dropout layer (default: the spec's)");
   add("data", K::Str, &c.data, "dataset file (HDF5; `spikemesh data` makes one)");
   add("encoding", K::Str, &c.encoding, "static-image encoding over T: direct | poisson");
@@ -138,7 +140,14 @@ void TrainConfigResolver::set(const std::string& key, const std::string& v, cons
     // A flag ("--lr") already names the key; a file origin gets "file: key".
     std::string what = origin.rfind("--", 0) == 0 ? origin : origin + ": " + key;
     switch (f->kind) {
-      case Field::Kind::Int: *static_cast<int64_t*>(f->target) = parse_int(v, what); return;
+      case Field::Kind::Int: {
+        int64_t x = parse_int(v, what);
+        // T: a flag must give >= 1; a file may say 0 (the default, as config.toml records it).
+        if (key == "T" && (x < 0 || (x == 0 && what == origin)))
+          SM_INPUT_ERROR((what == origin ? what : what + " (--T)") << " must be >= 1 (time steps), got " << x);
+        *static_cast<int64_t*>(f->target) = x;
+        return;
+      }
       case Field::Kind::Real: *static_cast<double*>(f->target) = parse_real(v, what); return;
       case Field::Kind::Str: *static_cast<std::string*>(f->target) = v; return;
       case Field::Kind::Bool: *static_cast<bool*>(f->target) = parse_bool(v, what); return;
@@ -243,7 +252,8 @@ void validate_train_config(const TrainConfig& c) {
   if (c.batch_size <= 0) SM_INPUT_ERROR("--batch-size must be positive, got " << c.batch_size);
   if (c.epochs < 0) SM_INPUT_ERROR("--epochs must be >= 0, got " << c.epochs);
   if (c.max_steps < 0) SM_INPUT_ERROR("--max-steps must be >= 0, got " << c.max_steps);
-  if (c.T < 0) SM_INPUT_ERROR("--T must be positive, got " << c.T);
+  if (c.T < 0) SM_INPUT_ERROR("--T must be >= 1 (time steps), got " << c.T);  // 0: the spec's / dataset's
+  if (c.T > INT32_MAX) SM_INPUT_ERROR("--T " << c.T << " is too large");
   if (c.dropout >= 1.0) SM_INPUT_ERROR("--dropout must be in [0, 1), got " << c.dropout);
   if (!(c.lr >= 0)) SM_INPUT_ERROR("--lr must be >= 0, got " << c.lr);
   if (c.keep < 1) SM_INPUT_ERROR("--keep must be >= 1, got " << c.keep);
@@ -265,20 +275,10 @@ void validate_train_config(const TrainConfig& c) {
     SM_INPUT_ERROR("--device must be cpu, cuda or auto, got '" << c.device << "'");
   if (c.run_name.find('/') != std::string::npos) SM_INPUT_ERROR("--run-name must not contain '/'");
   // Parallelism.
-  const std::string& m = c.distributed_mode;
-  if (m == "tp" || m == "fsdp_tp" || m == "pp" || m == "auto")
-    SM_INPUT_ERROR("--distributed-mode " << m << " is not implemented yet (available: none, dp, fsdp)");
-  if (m != "none" && m != "dp" && m != "fsdp")
-    SM_INPUT_ERROR("--distributed-mode must be none, dp or fsdp, got '" << m << "'");
-  if (c.optimizer_sharding != "none" && c.optimizer_sharding != "zero" && c.optimizer_sharding != "zero2")
-    SM_INPUT_ERROR("--optimizer-sharding must be none, zero or zero2, got '" << c.optimizer_sharding << "'");
-  if (c.optimizer_sharding != "none" && m != "dp")
-    SM_INPUT_ERROR("--optimizer-sharding " << c.optimizer_sharding << " needs --distributed-mode dp"
-                                           << (m == "fsdp" ? " (fsdp always shards the optimizer state)" : ""));
+  validate_parallel_flags(layout_options(c));
   if (c.mesh_shape.size() > 3) SM_INPUT_ERROR("--mesh-shape takes at most 3 dimensions (DP TP PP)");
   for (int64_t d : c.mesh_shape)
     if (d < 1) SM_INPUT_ERROR("--mesh-shape dimensions must be >= 1, got " << d);
-  if (!(c.bucket_mb > 0)) SM_INPUT_ERROR("--bucket-mb must be positive, got " << c.bucket_mb);
   if (c.grad_accum < 1) SM_INPUT_ERROR("--grad-accum must be >= 1, got " << c.grad_accum);
   if (c.global_batch_size < 0) SM_INPUT_ERROR("--global-batch-size must be >= 0, got " << c.global_batch_size);
   if (!(c.comm_timeout >= 0)) SM_INPUT_ERROR("--comm-timeout must be >= 0 seconds, got " << c.comm_timeout);
@@ -289,6 +289,22 @@ void validate_train_config(const TrainConfig& c) {
     if (!d->empty() && *d != "fp32" && *d != "fp64" && *d != "bf16")
       SM_INPUT_ERROR("--" << (d == &c.fsdp_param_dtype ? "fsdp-param-dtype" : "fsdp-reduce-dtype")
                           << " must be fp32, fp64 or bf16, got '" << *d << "'");
+}
+
+LayoutOptions layout_options(const TrainConfig& c, DType master) {
+  auto dtype_of = [&](const std::string& name) {  // "": the model's dtype
+    if (name.empty()) return master;
+    return name == "fp64" ? DType::F64 : name == "bf16" ? DType::BF16 : DType::F32;
+  };
+  LayoutOptions o;
+  o.mode = c.distributed_mode;
+  o.sync_bn = c.sync_bn;
+  o.strategy.sharding = c.optimizer_sharding;
+  o.strategy.bucket_mb = c.bucket_mb;
+  o.strategy.reshard_after_forward = c.fsdp_reshard_after_forward;
+  o.strategy.param_dtype = dtype_of(c.fsdp_param_dtype);
+  o.strategy.reduce_dtype = dtype_of(c.fsdp_reduce_dtype);
+  return o;
 }
 
 }  // namespace sm

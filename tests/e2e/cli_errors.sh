@@ -36,19 +36,20 @@ if ! "$PY" -c "import h5py, numpy" 2>/dev/null; then
 fi
 
 # expect_error NAME NEEDLE... -- COMMAND...: non-zero exit (< 128), no core, one stderr line
-# "spikemesh: error: ..." containing every NEEDLE.
+# "spikemesh: error: ..." containing every NEEDLE; COMMAND is killed after 120 s (a hang).
 expect_error() {
   local name=$1 needles=() rc why=""
   shift
   while [ "$1" != "--" ]; do needles+=("$1"); shift; done
   shift
   rm -f "$T"/core*
-  "$@" >"$T/stdout" 2>"$T/err" </dev/null
+  timeout 120 "$@" >"$T/stdout" 2>"$T/err" </dev/null
   rc=$?
   local lines first
   lines=$(grep -c '' "$T/err")
   first=$(head -n 1 "$T/err")
-  if [ "$rc" -eq 0 ]; then why="exit code 0"
+  if [ "$rc" -eq 124 ]; then why="still running after 120 s (killed)"
+  elif [ "$rc" -eq 0 ]; then why="exit code 0"
   elif [ "$rc" -ge 128 ]; then why="killed by signal $((rc - 128))"
   elif ls "$T"/core* >/dev/null 2>&1; then why="core dumped"
   elif [ "$lines" -ne 1 ]; then why="$lines stderr lines (want 1)"
@@ -138,6 +139,18 @@ expect_error "batch size 0" "--batch-size" -- "${TRAIN[@]}" "${OUT[@]}" --data "
 expect_error "batch size negative" "--batch-size" -- "${TRAIN[@]}" "${OUT[@]}" --data "$T/good.h5" --batch-size -4
 expect_error "batch size not a number" "--batch-size" -- "${TRAIN[@]}" "${OUT[@]}" --data "$T/good.h5" --batch-size eight
 expect_error "epochs negative" "--epochs" -- "${RUN[@]}" --data "$T/good.h5" --epochs -1
+# T (time steps) >= 1 wherever it is given; 0 used to mean "the spec's T" and trained.
+expect_error "train --T 0" "--T" ">= 1" -- "${RUN[@]}" --data "$T/good.h5" --T 0
+expect_error "train --T negative" "--T" ">= 1" -- "${RUN[@]}" --data "$T/good.h5" --T -3
+printf 'data = "%s"\nT = -1\n' "$T/good.h5" >"$T/t_neg.toml"
+expect_error "config T negative" "$T/t_neg.toml" "--T" -- "$BIN" train --config "$T/t_neg.toml"
+expect_error "model --T 0" "--T" ">= 1" -- "$BIN" model --model fmnist_csnn --T 0
+expect_error "model --T not a number" "--T" -- "$BIN" model --model fmnist_csnn --T four
+expect_error "bench --T 0" "--T" ">= 1" -- "$BIN" bench --model fmnist_csnn --var C=4 --T 0 --steps 1 --warmup 0
+expect_error "bench --T negative" "--T" ">= 1" -- "$BIN" bench --model fmnist_csnn --var C=4 --T -1 --steps 1 --warmup 0
+# A spec whose T is a variable: --var can make the spec's own T < 1.
+sed -e 's/^T = [0-9]*$/T = "S"/' -e 's/^\[vars\]$/[vars]\nS = 2/' "$ROOT/input/models/fmnist_csnn.toml" >"$T/t_var.toml"
+expect_error "spec T from --var S=0" "$T/t_var.toml" "'T'" -- "$BIN" model --model-spec "$T/t_var.toml" --var S=0
 expect_error "batch larger than the training set" "$T/good.h5" -- "${TRAIN[@]}" "${OUT[@]}" --data "$T/good.h5" --batch-size 64
 expect_error "unknown optimizer" "--optimizer" "lamb" -- "${RUN[@]}" --data "$T/good.h5" --optimizer lamb
 expect_error "negative momentum" "momentum" -- "${RUN[@]}" --data "$T/good.h5" --optimizer sgd --momentum -1
@@ -254,6 +267,8 @@ for _ in $(seq 1 600); do
   sleep 0.05
 done
 kill -USR1 "$PID" 2>/dev/null
+for _ in $(seq 1 1200); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done  # at most 120 s
+if kill -0 "$PID" 2>/dev/null; then kill -TERM "$PID"; sleep 2; kill -KILL "$PID" 2>/dev/null; fi
 wait "$PID"
 RC=$?
 CK=$(ls "$T/out/sig"/ckpt_*.h5 2>/dev/null | tail -n 1)

@@ -13,28 +13,38 @@ ok() { pass=$((pass + 1)); echo "  ok   $1"; }
 bad() { fail=$((fail + 1)); echo "  FAIL $1"; }
 finish() { echo "rank_kill: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/rank_kill.XXXXXX")"
-trap 'rm -rf "$TMP"' EXIT
+RUNNER=""
+# On any exit: stop the background job if it still runs (timeout forwards TERM to mpirun).
+cleanup() {
+  if [ -n "$RUNNER" ] && kill -0 "$RUNNER" 2>/dev/null; then
+    kill -TERM "$RUNNER" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "$RUNNER" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$RUNNER" 2>/dev/null
+  fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
 DATA="$ROOT/input/fashion_mnist.h5"
-[ -f "$DATA" ] || { DATA="$TMP/fm.h5"; "$BIN" data fashion-mnist --out "$DATA" >/dev/null || { bad "import"; finish; }; }
+[ -f "$DATA" ] || { DATA="$TMP/fm.h5"; timeout 300 "$BIN" data fashion-mnist --out "$DATA" >/dev/null || { bad "import"; finish; }; }
 ARGS=(train --model fmnist_csnn --var C=4 --data "$DATA" --distributed-mode dp --mesh-shape 2 1 1 --batch-size 16
       --epochs 1 --ckpt-every 20 --log-every 20 --output "$TMP/out" --run-name k --threads 1 --comm-timeout 20)
 timeout 120 mpirun --bind-to none -np 2 "$BIN" "${ARGS[@]}" >"$TMP/log" 2>&1 &
 RUNNER=$!
-for _ in $(seq 600); do ls "$TMP"/out/k/ckpt_*.h5 >/dev/null 2>&1 && break; sleep 0.1; done
+for _ in $(seq 600); do ls "$TMP"/out/k/ckpt_*.h5 >/dev/null 2>&1 && break; kill -0 "$RUNNER" 2>/dev/null || break; sleep 0.1; done
 sleep 1
 victim=""
 for p in $(pgrep -f "^$BIN train"); do   # the rank whose environment says it is world rank 1
   tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=$p
 done
 [ -n "$victim" ] || { bad "found rank 1's process"; cat "$TMP/log"; finish; }
-t0=$(date +%s); kill -9 "$victim"; wait "$RUNNER"; rc=$?; took=$(( $(date +%s) - t0 ))
+t0=$(date +%s); kill -9 "$victim"; wait "$RUNNER"; rc=$?; took=$(( $(date +%s) - t0 ))  # bounded: timeout 120
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 25 ]; then ok "job ended $took s after rank 1 was killed (exit $rc, --comm-timeout 20)"
 else bad "job ended promptly after the kill (rc $rc, $took s)"; fi
 grep -qiE "rank 1 .*(exited|killed|signal)|world rank\(s\) 1" "$TMP/log" && ok "the message names the lost rank 1" \
   || { bad "message names rank 1"; tail -5 "$TMP/log"; }
 latest=$(ls "$TMP"/out/k/ckpt_*.h5 2>/dev/null | grep -v '\.tmp' | sort | tail -1)
-if [ -n "$latest" ] && "$BIN" ckpt info "$latest" | grep -q "(complete"; then ok "newest checkpoint $(basename "$latest") is complete"
-else bad "a complete checkpoint survives"; fi
+if [ -n "$latest" ] && timeout 60 "$BIN" ckpt info "$latest" | grep -q "(complete"; then ok "newest checkpoint $(basename "$latest") is complete"
+else bad "a complete checkpoint survives"; [ -n "$latest" ] || finish; fi
 step=$(basename "$latest" .h5); step=$((10#${step#ckpt_}))
 if timeout 120 mpirun --bind-to none -np 2 "$BIN" "${ARGS[@]}" --resume auto --max-steps $((step + 10)) >"$TMP/log2" 2>&1 \
    && grep -q "resumed from .*$(basename "$latest") at step $step" "$TMP/log2"; then

@@ -11,7 +11,7 @@
 #include "comm_test_util.h"
 #include "mpi_test_env.h"
 #include "spikemesh/comm/comm.h"
-#include "spikemesh/comm/comm_collectives.h"
+#include "spikemesh/parallel/comm_collectives.h"
 #include "spikemesh/core/device.h"
 
 namespace sm {

@@ -1,11 +1,13 @@
-// test_io_checkpoint.cpp — sharded checkpoints (io/checkpoint.h, io/tensor_shard.h) under MPI:
+// test_io_checkpoint.cpp — the one checkpoint writer/reader (io/checkpoint.h, io/tensor_shard.h)
+// over a group of real ranks:
 // a ZeRO/FSDP-like layout (each unit's flat buffer and flat Adam state cut into dp equal
 // chunks that cross parameter boundaries, plus padding) saved at dp = world / 2 and loaded
 // at dp = 1 / 2 / world gives back exactly the reference state (bytes); the single-rank
 // load_checkpoint reads a sharded file; the datasets and crc32s of a sharded save are byte
 // for byte those of a single-rank save of the same state; an incompatible model, a truncated
 // file, flipped bytes, and a file-size limit too small for the checkpoint each give the same
-// error on every rank (and leave the previous checkpoint loadable).
+// error on every rank (and leave the previous checkpoint loadable); tensor-parallel slices
+// (dim 1) written by the ranks read back at a dim-0 split and as flat ranges.
 // Reference state: every rank builds the same model + optimizer and scrambles every value
 // from CounterRng(seed, name) — identical on every rank without communication.
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <cstring>
@@ -21,11 +24,13 @@
 #include <map>
 
 #include "mpi_test_env.h"
-#include "spikemesh/app/model_options.h"
+#include "spikemesh/models/model_selection.h"
+#include "spikemesh/comm/comm.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/io/checkpoint.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/models/model.h"
+#include "spikemesh/train/checkpoint_state.h"
 #include "spikemesh/train/optimizer.h"
 
 namespace sm {
@@ -34,6 +39,13 @@ namespace {
 using test::world;
 using test::world_rank;
 using test::world_size;
+
+// The whole world as the checkpoint group (built on first use, at the same point of every
+// rank's test sequence; never freed, it would outlive MPI_Finalize otherwise).
+Comm* group() {
+  static Comm* c = new Comm(world(), "world");
+  return c;
+}
 
 // A directory shared by all ranks (rank 0's pid names it).
 std::string shared_dir(const std::string& tag) {
@@ -188,7 +200,8 @@ std::string save_sharded(const std::string& dir, int dp, uint64_t seed, int64_t 
     scramble_all(*m, *o, seed);
     ZeroLayout z = zero_layout(*m, *o, world_rank(), dp, true, true);
     try {
-      path = save_checkpoint_sharded(c, dir, z.shards, meta_for(*m, *o, step, "dp=" + std::to_string(dp)), keep);
+      Comm cc(c, "ckpt");
+      path = save_checkpoint(&cc, dir, z.shards, meta_for(*m, *o, step, "dp=" + std::to_string(dp)), keep);
     } catch (...) {
       MPI_Comm_free(&c);
       throw;  // every rank of c throws alike
@@ -217,7 +230,8 @@ void expect_loads_exactly(const std::string& path, int dp, uint64_t seed, int64_
   CheckpointInfo ci;
   std::string err;  // the same on every rank of c, so all of them return together
   try {
-    ci = load_checkpoint_sharded(c, path, got.shards, checkpoint_meta_of(*m, *o));
+    Comm cc(c, "ckpt");
+    ci = load_checkpoint(&cc, path, got.shards, checkpoint_meta_of(*m, *o));
   } catch (const Error& e) {
     err = e.what();
   }
@@ -280,11 +294,11 @@ TEST(IoCheckpoint, ReplicatedDpSaveAndLoadRoundTrips) {
   auto o = adam(*m);
   scramble_all(*m, *o, 31);
   auto shards = replicated_state_shards(*m, o.get(), world_rank() == 0);
-  std::string path = save_checkpoint_sharded(world(), dir, shards, meta_for(*m, *o, 3, "dp"), 2);
+  std::string path = save_checkpoint(group(), dir, shards, meta_for(*m, *o, 3, "dp"), 2);
   auto m2 = fmnist(9);
   auto o2 = adam(*m2);
   auto into = replicated_state_shards(*m2, o2.get(), true);
-  CheckpointInfo ci = load_checkpoint_sharded(world(), path, into, checkpoint_meta_of(*m2, *o2));
+  CheckpointInfo ci = load_checkpoint(group(), path, into, checkpoint_meta_of(*m2, *o2));
   o2->set_step_count(ci.optimizer_step);
   auto pa = m->params(), pb = m2->params();
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(same_bytes(pa[i]->value, pb[i]->value)) << pa[i]->name;
@@ -292,13 +306,13 @@ TEST(IoCheckpoint, ReplicatedDpSaveAndLoadRoundTrips) {
   for (size_t i = 0; i < sa.size(); ++i) EXPECT_TRUE(same_bytes(*sa[i].value, *sb[i].value)) << sa[i].param_name;
   EXPECT_EQ(o2->step_count(), o->step_count());
   // keep = 2: a third save prunes the first, only after the new one is complete.
-  save_checkpoint_sharded(world(), dir, shards, meta_for(*m, *o, 4, "dp"), 2);
-  save_checkpoint_sharded(world(), dir, shards, meta_for(*m, *o, 5, "dp"), 2);
+  save_checkpoint(group(), dir, shards, meta_for(*m, *o, 4, "dp"), 2);
+  save_checkpoint(group(), dir, shards, meta_for(*m, *o, 5, "dp"), 2);
   MPI_Barrier(world());
   struct stat st {};
   EXPECT_NE(stat(checkpoint_path(dir, 3).c_str(), &st), 0);
   EXPECT_EQ(stat(checkpoint_path(dir, 4).c_str(), &st), 0);
-  EXPECT_EQ(find_latest_checkpoint(world(), dir), checkpoint_path(dir, 5));
+  EXPECT_EQ(find_latest_checkpoint(group(), dir), checkpoint_path(dir, 5));
   remove_dir(dir);
 }
 
@@ -361,7 +375,7 @@ TEST(IoCheckpoint, IncompatibleModelFailsOnEveryRankNamingFileAndTensor) {
   auto o = adam(*wide);
   ZeroLayout z = zero_layout(*wide, *o, world_rank(), world_size(), false, false);
   ErrorKind kind = ErrorKind::Internal;
-  std::string e = error_of([&] { load_checkpoint_sharded(world(), path, z.shards, checkpoint_meta_of(*wide, *o)); }, &kind);
+  std::string e = error_of([&] { load_checkpoint(group(), path, z.shards, checkpoint_meta_of(*wide, *o)); }, &kind);
   EXPECT_EQ(kind, ErrorKind::Input);
   EXPECT_NE(e.find(path), std::string::npos) << e;
   EXPECT_NE(e.find("/params/"), std::string::npos) << e;  // the first mismatching tensor
@@ -378,7 +392,7 @@ TEST(IoCheckpoint, IncompatibleModelFailsOnEveryRankNamingFileAndTensor) {
   ZeroLayout z2 = zero_layout(*same, *os, world_rank(), world_size(), false, false);
   CheckpointMeta other = checkpoint_meta_of(*same, *os);
   other.model = "not_fmnist";
-  e = error_of([&] { load_checkpoint_sharded(world(), path, z2.shards, other); }, &kind);
+  e = error_of([&] { load_checkpoint(group(), path, z2.shards, other); }, &kind);
   EXPECT_EQ(kind, ErrorKind::Input);
   EXPECT_NE(e.find("not_fmnist"), std::string::npos) << e;
   for (const std::string& o2 : gather_strings(e)) EXPECT_EQ(o2, e);
@@ -419,7 +433,7 @@ TEST(IoCheckpoint, TruncatedAndCorruptFilesFailOnEveryRank) {
     for (int layout = 0; layout < 2; ++layout) {
       ZeroLayout z = zero_layout(*m, *o, world_rank(), world_size(), false, false);
       std::vector<TensorShard> shards = layout == 0 ? z.shards : replicated_state_shards(*m, o.get(), false);
-      std::string e = error_of([&] { load_checkpoint_sharded(world(), bad, shards, checkpoint_meta_of(*m, *o)); });
+      std::string e = error_of([&] { load_checkpoint(group(), bad, shards, checkpoint_meta_of(*m, *o)); });
       EXPECT_NE(e.find(bad), std::string::npos) << e;
       if (bad == flipped) {
         EXPECT_NE(e.find("/" + victim + " is corrupted"), std::string::npos) << e;
@@ -427,6 +441,91 @@ TEST(IoCheckpoint, TruncatedAndCorruptFilesFailOnEveryRank) {
       for (const std::string& other : gather_strings(e)) EXPECT_EQ(other, e);
     }
   }
+  remove_dir(dir);
+}
+
+// Rank r of p holds a dim-1 slice (tensor-parallel style) of a [6, 8] and a conv-weight-shaped
+// [8, 4, 3, 3] tensor; the file holds the whole tensors (datasets and crc32s); read back at a
+// dim-0 split and as flat ranges of a unit holding both (FSDP style), every element is exact.
+TEST(IoCheckpoint, TpSlicesReadBackAtADim0SplitAndAsFlatRanges) {
+  const std::string dir = shared_dir("tp");
+  const int p = world_size(), r = world_rank();
+  struct Ref {
+    std::string path;
+    Shape shape;
+    Tensor whole;
+  };
+  std::vector<Ref> refs = {{"params/fc.weight", {6, 8}, Tensor()}, {"params/conv.weight", {8, 4, 3, 3}, Tensor()}};
+  for (size_t k = 0; k < refs.size(); ++k) {
+    refs[k].whole = Tensor::empty(refs[k].shape, DType::F32);
+    for (int64_t i = 0; i < refs[k].whole.numel(); ++i)
+      refs[k].whole.data<float>()[i] = 0.5f * static_cast<float>(i) + 100.0f * static_cast<float>(k);
+  }
+  auto part = [](const Shape& shape, size_t dim, int i, int n) {
+    Box b = full_box(shape);
+    b.offset[dim] = i * shape[dim] / n;
+    b.count[dim] = (i + 1) * shape[dim] / n - b.offset[dim];
+    return b;
+  };
+  auto cut = [](const Tensor& whole, const Box& b) {
+    Tensor out = Tensor::empty({b.numel()}, whole.dtype());
+    copy_box(whole, full_box(whole.shape()), out, b, b);
+    return out;
+  };
+  CheckpointMeta cm;
+  cm.model = "tp_synthetic";
+  cm.state.step = 4;
+  std::vector<TensorShard> mine;
+  for (const Ref& t : refs) {
+    const Box b = part(t.shape, 1, r, p);
+    mine.push_back(TensorShard{t.path, t.shape, DType::F32, b, cut(t.whole, b)});
+  }
+  const std::string path = save_checkpoint(group(), dir, mine, cm, 1);
+  EXPECT_EQ(path, checkpoint_path(dir, 4));
+  if (r == 0) {
+    H5File f = H5File::open(path);
+    for (const Ref& t : refs) {
+      EXPECT_TRUE(same_bytes(f.read(t.path), t.whole)) << t.path;
+      H5Handle ds(H5Dopen2(f.id(), t.path.c_str(), H5P_DEFAULT), H5Dclose);
+      int64_t crc = -1;
+      H5Aread(H5Handle(H5Aopen(ds.get(), "crc32", H5P_DEFAULT), H5Aclose).get(), H5T_NATIVE_INT64, &crc);
+      EXPECT_EQ(crc, static_cast<int64_t>(crc32(0, static_cast<const Bytef*>(t.whole.raw()), static_cast<uInt>(t.whole.nbytes()))))
+          << t.path;
+    }
+  }
+  // A dim-0 split (uneven where p does not divide the rows).
+  std::vector<TensorShard> rows;
+  std::vector<std::pair<Tensor, Tensor>> check;  // (read, expected)
+  for (const Ref& t : refs) {
+    const Box b = part(t.shape, 0, r, p);
+    Tensor dst = Tensor::full({b.numel()}, -7, DType::F32);
+    rows.push_back(TensorShard{t.path, t.shape, DType::F32, b, dst});
+    check.emplace_back(dst, cut(t.whole, b));
+  }
+  CheckpointInfo ci = load_checkpoint(group(), path, rows, cm);
+  EXPECT_EQ(ci.state.step, 4);
+  // Flat ranges: chunk r of p of the unit's flat buffer [fc.weight | conv.weight], padded.
+  std::vector<Param> params(refs.size());
+  std::vector<Param*> ps;
+  int64_t total = 0;
+  for (size_t k = 0; k < refs.size(); ++k) {
+    params[k].name = refs[k].path.substr(7);
+    params[k].shape = params[k].local_shape = refs[k].shape;
+    ps.push_back(&params[k]);
+    total += refs[k].whole.numel();
+  }
+  const int64_t chunk = (total + p - 1) / p, begin = r * chunk;
+  Tensor flat = Tensor::zeros({chunk * p}, DType::F32);
+  std::memcpy(flat.data<float>(), refs[0].whole.raw(), refs[0].whole.nbytes());
+  std::memcpy(flat.data<float>() + refs[0].whole.numel(), refs[1].whole.raw(), refs[1].whole.nbytes());
+  Tensor got = Tensor::full({chunk}, -7, DType::F32);
+  std::vector<TensorShard> flat_shards;
+  append_flat_shards(flat_shards, ps, begin, begin + chunk, got);
+  load_checkpoint(group(), path, flat_shards, cm);
+  const int64_t used = std::max<int64_t>(0, std::min(begin + chunk, total) - begin);
+  check.emplace_back(got.slice0(0, used), flat.slice0(begin, begin + used));
+  for (size_t i = 0; i < check.size(); ++i)
+    EXPECT_TRUE(same_bytes(check[i].first, check[i].second)) << "piece " << i << " on rank " << r;
   remove_dir(dir);
 }
 
@@ -451,7 +550,7 @@ TEST(IoCheckpoint, FileSizeLimitFailsEverywhereAndKeepsThePreviousCheckpoint) {
   MPI_Barrier(world());
   EXPECT_NE(stat((checkpoint_path(dir, 2) + ".tmp").c_str(), &st), 0);
   EXPECT_NE(stat(checkpoint_path(dir, 2).c_str(), &st), 0);
-  EXPECT_EQ(find_latest_checkpoint(world(), dir), first);
+  EXPECT_EQ(find_latest_checkpoint(group(), dir), first);
   expect_loads_exactly(first, world_size(), 21, 1);
   remove_dir(dir);
 }
@@ -471,30 +570,29 @@ TEST(IoCheckpoint, GpuShardsOnTheDeviceSaveAndLoad) {
   Tensor host = Tensor::empty({end - begin}, DType::F32);
   for (int64_t i = 0; i < host.numel(); ++i) host.data<float>()[i] = 0.5f * static_cast<float>(begin + i) - 3;
   Tensor scalar = Tensor::full({}, 1234, DType::I64);
+  // The flat range [begin, end) of w: one shard per box, each a slice of `a`.
   auto shards_on = [&](const Tensor& a, const Tensor& b) {
-    std::vector<TensorShard> v(2);
-    v[0].path = "params/w";
-    v[0].shape = shape;
-    v[0].offset = begin;
-    v[0].count = end - begin;
-    if (v[0].count) v[0].data = a;
-    v[1].path = "buffers/steps";
-    v[1].shape = {};
-    v[1].dtype = DType::I64;
-    v[1].count = world_rank() == 0 ? 1 : 0;
-    if (v[1].count) v[1].data = b;
+    std::vector<TensorShard> v;
+    int64_t pos = 0;
+    for (const Box& box : flat_range_boxes(shape, begin, end)) {
+      v.push_back(TensorShard{"params/w", shape, DType::F32, box, a.slice0(pos, pos + box.numel())});
+      pos += box.numel();
+    }
+    if (v.empty()) v.push_back(TensorShard{"params/w", shape, DType::F32, empty_box(2), Tensor()});
+    const bool holds = world_rank() == 0;
+    v.push_back(TensorShard{"buffers/steps", {}, DType::I64, holds ? full_box({}) : empty_box(0), holds ? b : Tensor()});
     return v;
   };
   CheckpointMeta cm;
   cm.model = "synthetic";
   cm.state.step = 1;
-  std::string path = save_checkpoint_sharded(world(), dir, shards_on(host.to(Device::cuda(0)), scalar.to(Device::cuda(0))), cm, 1);
+  std::string path = save_checkpoint(group(), dir, shards_on(host.to(Device::cuda(0)), scalar.to(Device::cuda(0))), cm, 1);
   Tensor back = Tensor::zeros({end - begin}, DType::F32, Device::cuda(0));
   Tensor sback = Tensor::zeros({}, DType::I64, Device::cuda(0));
   auto into = shards_on(back, sback);
-  into[1].count = 1;  // every rank reads the replicated scalar
-  into[1].data = sback;
-  load_checkpoint_sharded(world(), path, into, cm);
+  into.back().box = full_box({});  // every rank reads the replicated scalar
+  into.back().data = sback;
+  load_checkpoint(group(), path, into, cm);
   EXPECT_TRUE(same_bytes(back.to(Device::cpu()), host));
   EXPECT_EQ(sback.to(Device::cpu()).data<int64_t>()[0], 1234);
   remove_dir(dir);

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "mpi_test_env.h"
+#include "spikemesh/comm/comm.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/data/h5_dataset.h"
 #include "spikemesh/data/prefetcher.h"
@@ -22,6 +23,13 @@ namespace {
 using test::world;
 using test::world_rank;
 using test::world_size;
+
+// The group the datasets are opened over: the whole world (built on first use, at the same
+// point of every rank's test sequence; never freed, it outlives MPI_Finalize otherwise).
+Comm* group() {
+  static Comm* c = new Comm(world(), "world");
+  return c;
+}
 
 std::string shared_path(const std::string& tag) {
   int pid = getpid();
@@ -101,7 +109,7 @@ TEST(IoDataset, CollectiveReadsOfEachRanksBatchSliceEqualTheWholeFile) {
   for (bool events : {false, true}) {
     const std::string path = shared_path(events ? "events" : "images");
     write_dataset(path, events, 53, 11);
-    H5Dataset ds = H5Dataset::open(path, world());
+    H5Dataset ds = H5Dataset::open(path, group());
     EXPECT_TRUE(ds.has_collective_handle());
     EXPECT_EQ(ds.size(Split::Train), 53);
     EXPECT_EQ(ds.info().is_events(), events);
@@ -126,7 +134,7 @@ TEST(IoDataset, CollectiveReadsOfEachRanksBatchSliceEqualTheWholeFile) {
 TEST(IoDataset, RanksWithNothingToReadStillTakePart) {
   const std::string path = shared_path("uneven");
   write_dataset(path, false, 40, 9);
-  H5Dataset ds = H5Dataset::open(path, world());
+  H5Dataset ds = H5Dataset::open(path, group());
   const Whole test = read_whole(path, Split::Test);
   // Odd ranks read nothing; even ranks read unsorted indices with duplicates, from the test split.
   std::vector<int64_t> idx;
@@ -144,7 +152,7 @@ TEST(IoDataset, RanksWithNothingToReadStillTakePart) {
 TEST(IoDataset, PrefetchThreadReadsWhileTheMainThreadRunsCollectives) {
   const std::string path = shared_path("prefetch");
   write_dataset(path, false, 64, 8);
-  H5Dataset ds = H5Dataset::open(path, world());
+  H5Dataset ds = H5Dataset::open(path, group());
   const Whole whole = read_whole(path, Split::Train);
   EpochSampler sampler(64, 8, 5, true);
   struct Batch {
@@ -192,7 +200,7 @@ TEST(IoDataset, BadFileGivesTheSameInputErrorOnEveryRank) {
     std::string msg;
     ErrorKind kind = ErrorKind::Internal;
     try {
-      H5Dataset::open(p, world());
+      H5Dataset::open(p, group());
     } catch (const Error& e) {
       msg = e.what();
       kind = e.kind();

@@ -11,6 +11,7 @@
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/parallel/data_parallel.h"
 #include "spikemesh/parallel/dist_run.h"
+#include "spikemesh/parallel/layout.h"
 #include "spikemesh/parallel/strategy.h"
 #include "test_parallel_util.h"
 
@@ -36,7 +37,7 @@ Sizes sizes_of(Model& m) {
 int64_t pad(int64_t n, int p) { return (n + p - 1) / p * p; }
 
 // Runs `steps` training steps and returns the dp comm's counters for the last one.
-CommCounters one_step_counters(Comm& dp, Model& m, ParallelStrategy& s, Optimizer& opt, int steps = 2) {
+CommCounters one_step_counters(Comm& dp, Model& m, Layout& layout, Optimizer& opt, int steps = 2) {
   const int p = dp.size(), r = dp.rank();
   const int64_t b = 8 / p;
   for (int k = 0; k < steps; ++k) {
@@ -44,9 +45,7 @@ CommCounters one_step_counters(Comm& dp, Model& m, ParallelStrategy& s, Optimize
     Ctx ctx;
     ctx.step = k;
     std::vector<MicroBatch> micro{synth_batch(m, k, r * b, b, m.dtype())};
-    StepOptions so;
-    so.strategy = &s;
-    train_step_micro(m, opt, micro, ctx, so);
+    train_step(layout, opt, micro, ctx);
   }
   return dp.counters();
 }
@@ -61,8 +60,12 @@ TEST(ParallelComm, DataParallelMovesTheRingAllReduceBytes) {
   const int p = dp.size();
   auto m = build_model("csnn", DType::F32);
   const Sizes sz = sizes_of(*m);
-  DataParallel s(*m, dp, 0.01);  // ~2600 f32 per bucket
-  auto opt = make_optimizer(test_optimizer(), s.optimizer_params());
+  LayoutOptions lo;
+  lo.mode = "dp";
+  lo.strategy.bucket_mb = 0.01;  // ~2600 f32 per bucket
+  Layout layout(*m, dp, lo);
+  auto& s = dynamic_cast<DataParallel&>(layout.strategy());
+  auto opt = make_optimizer(test_optimizer(), layout.optimizer_params());
   const std::vector<int64_t> buckets = s.bucket_sizes();
   int64_t sum = 0;
   for (int64_t n : buckets) {
@@ -71,7 +74,7 @@ TEST(ParallelComm, DataParallelMovesTheRingAllReduceBytes) {
   }
   EXPECT_EQ(sum, sz.total) << "every gradient element in exactly one bucket";
   EXPECT_GE(buckets.size(), 3u);
-  CommCounters c = one_step_counters(dp, *m, s, *opt);
+  CommCounters c = one_step_counters(dp, *m, layout, *opt);
   uint64_t want = 0;
   for (int64_t n : buckets) want += comm_bus_bytes(CommOp::AllReduce, static_cast<uint64_t>(n) * 4, p);
   const double ideal = 2.0 * (p - 1) / p * sz.total * 4;
@@ -97,11 +100,12 @@ TEST(ParallelComm, ZeroMovesReduceScatterPlusAllGatherAndShardsTheOptimizerState
   for (const char* sharding : {"zero", "zero2"}) {
     auto m = build_model("csnn", DType::F32);
     const Sizes sz = sizes_of(*m);
-    StrategyOptions so;
-    so.sharding = sharding;
-    auto s = make_strategy(*m, dp, so);
-    auto opt = make_optimizer(test_optimizer(), s->optimizer_params());
-    CommCounters c = one_step_counters(dp, *m, *s, *opt);
+    LayoutOptions lo;
+    lo.mode = "dp";
+    lo.strategy.sharding = sharding;
+    Layout layout(*m, dp, lo);
+    auto opt = make_optimizer(test_optimizer(), layout.optimizer_params());
+    CommCounters c = one_step_counters(dp, *m, layout, *opt);
     uint64_t rs = 0, ag = 0;
     for (int64_t n : sz.unit_numel) {
       rs += comm_bus_bytes(CommOp::ReduceScatter, static_cast<uint64_t>(pad(n, p)) * 4, p);
@@ -138,12 +142,12 @@ TEST(ParallelComm, FsdpGathersTwiceReducesOnceAndBoundsParameterMemory) {
   for (bool reshard : {true, false}) {
     auto m = build_model("dvs", DType::F32);
     const Sizes sz = sizes_of(*m);
-    StrategyOptions so;
-    so.mode = "fsdp";
-    so.reshard_after_forward = reshard;
-    auto s = make_strategy(*m, dp, so);
-    auto opt = make_optimizer(test_optimizer(), s->optimizer_params());
-    CommCounters c = one_step_counters(dp, *m, *s, *opt);
+    LayoutOptions lo;
+    lo.mode = "fsdp";
+    lo.strategy.reshard_after_forward = reshard;
+    Layout layout(*m, dp, lo);
+    auto opt = make_optimizer(test_optimizer(), layout.optimizer_params());
+    CommCounters c = one_step_counters(dp, *m, layout, *opt);
     const size_t U = sz.unit_numel.size();
     uint64_t ag = 0, rs = 0;
     for (size_t k = 0; k < U; ++k) {
@@ -157,7 +161,7 @@ TEST(ParallelComm, FsdpGathersTwiceReducesOnceAndBoundsParameterMemory) {
     EXPECT_EQ(c[CommOp::AllGather].bus_bytes, ag);
     EXPECT_EQ(c[CommOp::ReduceScatter].bus_bytes, rs);
     // Parameter memory: shards (full/dp, padded) plus at most the two largest gathered units.
-    StrategyStats st = s->stats();
+    StrategyStats st = layout.stats();
     std::vector<int64_t> units;
     double shard = 0;
     for (int64_t n : sz.unit_numel) {

@@ -11,10 +11,11 @@
 #include <cstring>
 
 #include "spikemesh/comm/comm.h"
-#include "spikemesh/comm/comm_collectives.h"
+#include "spikemesh/parallel/comm_collectives.h"
 #include "spikemesh/layers/batchnorm.h"
 #include "spikemesh/parallel/dist_run.h"
 #include "spikemesh/parallel/fsdp.h"
+#include "spikemesh/parallel/layout.h"
 #include "spikemesh/parallel/replica_check.h"
 #include "spikemesh/parallel/strategy.h"
 #include "test_parallel_util.h"
@@ -39,9 +40,12 @@ ParallelResult parallel_run(Comm& dp, const std::string& which, DType dt, int st
                             const OptimizerConfig& oc, const StrategyOptions& so, bool sync_bn, int accum = 1,
                             double dropout = 0.0, double clip_norm = 0.0, Device dev = Device::cpu()) {
   auto m = build_model(which, dt, 7, dropout, dev);
-  auto strat = make_strategy(*m, dp, so);
-  auto opt = make_optimizer(oc, strat->optimizer_params());
-  CommCollectives bn(dp);
+  LayoutOptions lo;
+  lo.mode = so.mode;
+  lo.strategy = so;
+  lo.sync_bn = sync_bn;  // the layout hands synced BN over dp to the layers
+  Layout layout(*m, dp, lo);
+  auto opt = make_optimizer(oc, layout.optimizer_params());
   const int p = dp.size(), r = dp.rank();
   const int64_t b = global / (p * accum);
   ParallelResult out;
@@ -49,17 +53,15 @@ ParallelResult parallel_run(Comm& dp, const std::string& which, DType dt, int st
     Ctx ctx;
     ctx.seed = 11;
     ctx.step = s;
-    ctx.bn_sync = sync_bn ? &bn : nullptr;
     std::vector<MicroBatch> micro;
     for (int k = 0; k < accum; ++k) micro.push_back(on_device(synth_batch(*m, s, (k * p + r) * b, b, dt), dev));
     StepOptions opts;
-    opts.strategy = strat.get();
     opts.clip_norm = clip_norm;
-    StepResult res = train_step_micro(*m, *opt, micro, ctx, opts);
+    StepResult res = train_step(layout, *opt, micro, ctx, opts);
     std::vector<double> v{res.loss};
     all_reduce_doubles(dp, v, ReduceOp::Sum);
     out.tr.losses.push_back(v[0] / p);
-    if (strat->name() != "fsdp") {
+    if (layout.strategy().name() != "fsdp") {
       Tensor mine = Tensor::empty({1}, DType::I64), all = Tensor::empty({p}, DType::I64);
       mine.data<int64_t>()[0] = static_cast<int64_t>(params_checksum(m->params()));
       dp.all_gather(mine, all);
@@ -68,10 +70,10 @@ ParallelResult parallel_run(Comm& dp, const std::string& which, DType dt, int st
           out.replica_mismatch_step = s;
     }
   }
-  strat->gather_full_params();
+  layout.gather_full_params();
   out.tr.params = flat_params(*m);
-  strat->release_full_params();
-  out.stats = strat->stats();
+  layout.release_full_params();
+  out.stats = layout.stats();
   return out;
 }
 
@@ -267,7 +269,8 @@ TEST(ParallelEquivalence, FsdpParamDtypeRoundsTheGatheredParameters) {
   for (DType pd : {DType::F32, DType::BF16}) {
     auto ref = build_model("dvs", DType::F64);
     auto m = build_model("dvs", DType::F64);
-    Fsdp f(*m, dp, true, pd, DType::F32);
+    Stage all(*m, 0, m->units.size());
+    Fsdp f(all, dp, true, pd, DType::F32);
     f.gather_full_params();
     std::vector<double> want = flat_params(*ref), got = flat_params(*m);
     ASSERT_EQ(want.size(), got.size());

@@ -5,6 +5,8 @@
 // same step with a checkpoint, checkpoints reshard across dp sizes (4 -> 2 -> 1), and bad
 // configurations give every rank the same Input error without a hang or a written file.
 #include <gtest/gtest.h>
+
+#include <csignal>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -239,7 +241,10 @@ TEST(ParallelTrainer, AStopOnOneRankStopsEveryRankAtTheSameStep) {
   TrainRun full(with({{"run-name", "stop_full"}}));
   ASSERT_EQ(full.go(mesh.get()).steps, 8);
   TrainRun part(with({{"run-name", "stop_part"}}));
-  if (world_rank() == world_size() - 1) request_stop_for_testing();  // like a signal to one rank
+  if (world_rank() == world_size() - 1) {  // a real signal to one rank
+    install_stop_signal_handlers();
+    std::raise(SIGUSR1);
+  }
   TrainSummary s1 = part.go(mesh.get());
   clear_stop_request();
   EXPECT_TRUE(s1.interrupted);

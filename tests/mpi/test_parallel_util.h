@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "mpi_test_env.h"
-#include "spikemesh/app/model_options.h"
+#include "spikemesh/models/model_selection.h"
 #include "spikemesh/core/device.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/models/model.h"
@@ -174,7 +174,8 @@ inline Trajectory reference_run(const std::string& which, DType dt, int steps, i
                                 const OptimizerConfig& oc, int accum = 1, double dropout = 0.0,
                                 double clip_norm = 0.0, Device dev = Device::cpu()) {
   auto m = build_model(which, dt, 7, dropout, dev);
-  auto opt = make_optimizer(oc, m->params());
+  Layout layout(*m, nullptr, LayoutOptions{});  // one rank: no communication at all
+  auto opt = make_optimizer(oc, layout.optimizer_params());
   Trajectory tr;
   for (int s = 0; s < steps; ++s) {
     Ctx ctx;
@@ -185,7 +186,7 @@ inline Trajectory reference_run(const std::string& which, DType dt, int steps, i
       micro.push_back(on_device(synth_batch(*m, s, k * global / accum, global / accum, dt), dev));
     StepOptions so;
     so.clip_norm = clip_norm;
-    tr.losses.push_back(train_step_micro(*m, *opt, micro, ctx, so).loss);
+    tr.losses.push_back(train_step(layout, *opt, micro, ctx, so).loss);
   }
   tr.params = flat_params(*m);
   return tr;

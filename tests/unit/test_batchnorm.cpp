@@ -320,6 +320,23 @@ class FakeRank : public Collectives {
   int size() const override { return 2; }
   int rank() const override { return rank_; }
   void all_reduce_sum(Tensor& t) override { g_.all_reduce_sum(rank_, t); }
+  // The rest of layers/collectives.h, through the group's all-reduce (f64 tensors).
+  void all_gather(const Tensor& in, Tensor& out) override {  // in [n] -> out [2n]
+    const int64_t n = in.numel();
+    out.zero();
+    out.slice0(rank_ * n, (rank_ + 1) * n).copy_from(in);
+    all_reduce_sum(out);
+  }
+  void reduce_scatter_sum(const Tensor& in, Tensor& out) override {  // in [2n] -> out [n]
+    Tensor sum = in.clone();
+    all_reduce_sum(sum);
+    const int64_t n = out.numel();
+    out.copy_from(sum.slice0(rank_ * n, (rank_ + 1) * n));
+  }
+  void broadcast(Tensor& t, int root) override {
+    if (rank_ != root) t.zero();
+    all_reduce_sum(t);
+  }
 
  private:
   TwoRankGroup& g_;

@@ -1,4 +1,5 @@
-// test_checkpoint.cpp — training checkpoints (io/checkpoint.h): exact round trip of
+// test_checkpoint.cpp — training checkpoints (io/checkpoint.h through the one-process
+// save/load of train/checkpoint_state.h): exact round trip of
 // parameters, buffers, optimizer state, step counts and the data cursor; keep-N pruning;
 // find_latest_checkpoint skipping incomplete, truncated and non-HDF5 files; checksum
 // mismatches naming the dataset (bytes flipped on disk, values rewritten through HDF5);
@@ -24,12 +25,13 @@
 #include <string>
 #include <vector>
 
-#include "spikemesh/app/model_options.h"
+#include "spikemesh/models/model_selection.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/io/checkpoint.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/models/spec_loader.h"
+#include "spikemesh/train/checkpoint_state.h"
 #include "spikemesh/train/optimizer.h"
 
 namespace sm {
@@ -266,18 +268,18 @@ TEST(Checkpoint, KeepsOnlyTheNewestN) {
   save_steps(dir, *m, *opt, {10}, /*keep=*/2);
   EXPECT_EQ(files_in(dir),
             (std::vector<std::string>{"ckpt_000000008.h5", "ckpt_000000009.h5", "ckpt_000000010.h5"}));
-  EXPECT_EQ(find_latest_checkpoint(dir), checkpoint_path(dir, 10));
+  EXPECT_EQ(find_latest_checkpoint(nullptr, dir), checkpoint_path(dir, 10));
   remove_dir(dir);
 }
 
 TEST(Checkpoint, LatestSkipsIncompleteTruncatedAndForeignFiles) {
   std::string dir = fresh_dir("latest");
-  EXPECT_EQ(find_latest_checkpoint(dir), "");
-  EXPECT_EQ(find_latest_checkpoint(dir + "/missing"), "");
+  EXPECT_EQ(find_latest_checkpoint(nullptr, dir), "");
+  EXPECT_EQ(find_latest_checkpoint(nullptr, dir + "/missing"), "");
   auto m = tiny();
   auto opt = optimizer_for(*m);
   auto paths = save_steps(dir, *m, *opt, {1, 2});
-  EXPECT_EQ(find_latest_checkpoint(dir), paths[1]);
+  EXPECT_EQ(find_latest_checkpoint(nullptr, dir), paths[1]);
 
   // A copy of step 2 without the `complete` attribute, as step 3.
   std::string incomplete = checkpoint_path(dir, 3);
@@ -288,7 +290,7 @@ TEST(Checkpoint, LatestSkipsIncompleteTruncatedAndForeignFiles) {
     ASSERT_GE(H5Adelete_by_name(f, "/meta", "complete", H5P_DEFAULT), 0);
     H5Fclose(f);
   }
-  EXPECT_EQ(find_latest_checkpoint(dir), paths[1]);
+  EXPECT_EQ(find_latest_checkpoint(nullptr, dir), paths[1]);
   std::string e = error_of([&] { read_checkpoint_info(incomplete); });
   EXPECT_NE(e.find(incomplete), std::string::npos) << e;
   EXPECT_NE(e.find("incomplete"), std::string::npos) << e;
@@ -296,13 +298,13 @@ TEST(Checkpoint, LatestSkipsIncompleteTruncatedAndForeignFiles) {
   // Step 4: the first half of a good file (a crash without the atomic rename).
   std::string truncated = checkpoint_path(dir, 4);
   copy_file(paths[1], truncated, file_size(paths[1]) / 2);
-  EXPECT_EQ(find_latest_checkpoint(dir), paths[1]);
+  EXPECT_EQ(find_latest_checkpoint(nullptr, dir), paths[1]);
   EXPECT_NE(error_of([&] { read_checkpoint_info(truncated); }).find(truncated), std::string::npos);
 
   // Step 5: not HDF5 at all; step 9's unfinished .tmp is not a candidate either.
   std::ofstream(checkpoint_path(dir, 5)) << "not an hdf5 file\n";
   copy_file(paths[1], checkpoint_path(dir, 9) + ".tmp");
-  EXPECT_EQ(find_latest_checkpoint(dir), paths[1]);
+  EXPECT_EQ(find_latest_checkpoint(nullptr, dir), paths[1]);
 
   // Loading the incomplete one directly is refused and leaves the model as it was.
   auto m2 = tiny(5);
@@ -440,7 +442,7 @@ TEST(Checkpoint, DiskFullLeavesThePreviousCheckpointLoadable) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "3: save succeeded, 4: error does not name the file, 5: not an sm::Error";
   // The previous checkpoint is still there (keep=1 must not have pruned it), complete and loadable.
   EXPECT_EQ(files_in(dir), (std::vector<std::string>{"ckpt_000000001.h5"}));
-  EXPECT_EQ(find_latest_checkpoint(dir), paths[0]);
+  EXPECT_EQ(find_latest_checkpoint(nullptr, dir), paths[0]);
   auto m2 = fmnist(9);
   auto o2 = optimizer_for(*m2);
   EXPECT_NO_THROW(load_checkpoint(paths[0], *m2, *o2));

@@ -2,15 +2,19 @@
 // reference): BatchNorm (training with the output kept and with the input kept, eval),
 // max/avg pooling (odd sizes, padding, spikes), LIF/PLIF/IF neurons (spikes bit-identical,
 // membrane continuation across forwards, reset through the Unit, firing rate), dropout (the
-// same mask as the CPU), residual blocks, flatten, and the device loss wrapper. f32 to 1e-5
-// relative, bf16 to 2e-2. Skipped without a GPU.
+// same mask as the CPU), residual blocks, flatten, the graph composite (channel split, adds,
+// fan-out), and the device loss wrapper (microbatch slots included). f32 to 1e-5 relative,
+// bf16 to 2e-2. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include "gpu_test_util.h"
 #include "spikemesh/layers/batchnorm.h"
+#include "spikemesh/layers/conv1d.h"
 #include "spikemesh/layers/conv2d.h"
 #include "spikemesh/layers/dropout.h"
 #include "spikemesh/layers/flatten.h"
+#include "spikemesh/layers/graph.h"
+#include "spikemesh/layers/graph_ops.h"
 #include "spikemesh/layers/loss.h"
 #include "spikemesh/layers/neuron.h"
 #include "spikemesh/layers/pool.h"
@@ -232,6 +236,49 @@ TEST(GpuResidual, ConvBnBlockAndFlattenMatchCpu) {
     chk.gpu_dtype = dt;
     chk.tol = dt == DType::F32 ? 1e-5 : 2e-2;
     EXPECT_EQ(compare_layer(u, {2, 3, 4, 6, 5}, chk), "") << dtype_name(dt);
+  }
+}
+
+TEST(GpuGraph, SplitAddAndFanOutMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  auto make = []() {
+    auto g = std::make_unique<Graph>();
+    const GraphValue proj = g->add("proj", std::make_unique<Conv1d>(Conv1dConfig{4, 6}), Graph::input());
+    const auto qkv = g->add_op("split", std::make_unique<ChannelSplit>(std::vector<int64_t>{2, 2, 2}), {proj});
+    const GraphValue sum = g->add_op("sum", std::make_unique<Add>(3), {qkv[0], qkv[1], qkv[2]})[0];
+    const GraphValue up = g->add("up", std::make_unique<Conv1d>(Conv1dConfig{2, 4}), sum);
+    const GraphValue vp = g->add("vproj", std::make_unique<Conv1d>(Conv1dConfig{2, 4}), qkv[2]);  // v twice
+    g->add_op("res", std::make_unique<Add>(3), {Graph::input(), up, vp});  // the input twice
+    return LayerPtr(std::move(g));
+  };
+  for (DType dt : {DType::F32, DType::BF16}) {
+    auto u = make_units(make);
+    LayerCheck chk;
+    chk.gpu_dtype = dt;
+    chk.tol = dt == DType::F32 ? 1e-5 : 3e-2;
+    EXPECT_EQ(compare_layer(u, {2, 3, 4, 5}, chk), "") << dtype_name(dt);
+  }
+}
+
+TEST(GpuLoss, SlotsKeepEachMicrobatch) {
+  SKIP_WITHOUT_GPU();
+  for (const char* name : {"mean_ce", "rate_mse"}) {
+    const Tensor a = gputest::random_input({3, 4, 6}, 31, false, -2.0, 2.0);
+    const Tensor b = gputest::random_input({3, 2, 6}, 32, false, -2.0, 2.0);
+    Tensor la = Tensor::empty({4}, DType::I64), lb = Tensor::empty({2}, DType::I64);
+    for (int i = 0; i < 4; ++i) la.data<int64_t>()[i] = (i * 5 + 1) % 6;
+    for (int i = 0; i < 2; ++i) lb.data<int64_t>()[i] = (i * 3 + 2) % 6;
+    auto cpu_loss = make_loss(name);
+    cpu_loss->forward(a, la);
+    const Tensor ga = cpu_loss->backward(0.5);
+    cpu_loss->forward(b, lb);
+    const Tensor gb = cpu_loss->backward(0.25);
+    auto dev_loss = with_cuda_support(make_loss(name));
+    dev_loss->forward(a.to(gpu()), la, 0);
+    dev_loss->forward(b.to(gpu()), lb, 1);
+    EXPECT_LE(rel_err(dev_loss->backward(0.25, 1), gb), 1e-6) << name;
+    EXPECT_LE(rel_err(dev_loss->backward(0.5, 0), ga), 1e-6) << name;
+    EXPECT_THROW(dev_loss->backward(1.0, 0), Error) << "backward released slot 0";
   }
 }
 

@@ -20,9 +20,10 @@
 #include <vector>
 
 #include "gpu_test_util.h"
-#include "spikemesh/app/model_options.h"
+#include "spikemesh/models/model_selection.h"
 #include "spikemesh/data/importers.h"
 #include "spikemesh/io/checkpoint.h"
+#include "spikemesh/train/checkpoint_state.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/train/optimizer.h"

@@ -107,6 +107,9 @@ class DoublingGroup : public sm::Collectives {
     ASSERT_EQ(t.dtype(), DType::F64);
     t.data<double>()[0] *= 2.0;
   }
+  void all_gather(const Tensor&, Tensor&) override { FAIL() << "clipping only all-reduces"; }
+  void reduce_scatter_sum(const Tensor&, Tensor&) override { FAIL() << "clipping only all-reduces"; }
+  void broadcast(Tensor&, int) override { FAIL() << "clipping only all-reduces"; }
 };
 
 TEST(GradClip, SquaredSumIsAllReducedOverGroup) {

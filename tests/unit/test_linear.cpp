@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <array>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -246,19 +247,23 @@ TEST(LinearLayer, SpikeInputSavedAsBitsGivesSameWeightGrad) {
 
 // ---- tensor parallelism (Linear, Conv1d, Conv2d) -------------------------------------------
 
-// Two ranks in one process: all_reduce_sum waits for both and writes rank0 + rank1 to both.
+// Two ranks in one process (two threads): exchange() waits until both ranks posted a tensor
+// and hands each rank copies of both, so every collective below sees the same inputs.
 class TwoRankGroup {
  public:
-  void all_reduce_sum(int rank, Tensor& t) {
+  std::array<Tensor, 2> exchange(int rank, const Tensor& t) {
     std::unique_lock<std::mutex> lock(mutex_);
+    parts_[rank] = t.clone();
+    arrive(lock);  // both posted
+    std::array<Tensor, 2> both{parts_[0], parts_[1]};
+    arrive(lock);  // both read: the next call may replace parts_
+    return both;
+  }
+
+ private:
+  void arrive(std::unique_lock<std::mutex>& lock) {
     const int generation = generation_;
-    parts_[rank] = t;
     if (++arrived_ == 2) {
-      for (int64_t i = 0; i < t.numel(); ++i) {
-        const double sum = parts_[0].at(i) + parts_[1].at(i);
-        test::detail::set(parts_[0], i, sum);
-        test::detail::set(parts_[1], i, sum);
-      }
       arrived_ = 0;
       ++generation_;
       cv_.notify_all();
@@ -266,25 +271,69 @@ class TwoRankGroup {
       cv_.wait(lock, [&] { return generation_ != generation; });
     }
   }
-
- private:
   std::mutex mutex_;
   std::condition_variable cv_;
   Tensor parts_[2];
   int arrived_ = 0, generation_ = 0;
 };
 
+// The layers' Collectives over a TwoRankGroup (every method of layers/collectives.h).
 class FakeTpRank : public Collectives {
  public:
   FakeTpRank(TwoRankGroup& g, int rank) : group_(g), rank_(rank) {}
   int size() const override { return 2; }
   int rank() const override { return rank_; }
-  void all_reduce_sum(Tensor& t) override { group_.all_reduce_sum(rank_, t); }
+  void all_reduce_sum(Tensor& t) override {
+    const auto p = group_.exchange(rank_, t);
+    for (int64_t i = 0; i < t.numel(); ++i) test::detail::set(t, i, p[0].at(i) + p[1].at(i));
+  }
+  void all_gather(const Tensor& in, Tensor& out) override {  // in [n] -> out [2n]
+    const auto p = group_.exchange(rank_, in);
+    const int64_t n = in.numel();
+    SM_CHECK(out.numel() == 2 * n, "all_gather: out has " << out.numel() << " elements, want " << 2 * n);
+    for (int r = 0; r < 2; ++r)
+      for (int64_t i = 0; i < n; ++i) test::detail::set(out, r * n + i, p[r].at(i));
+  }
+  void reduce_scatter_sum(const Tensor& in, Tensor& out) override {  // in [2n] -> out [n]
+    const auto p = group_.exchange(rank_, in);
+    const int64_t n = out.numel(), o = rank_ * n;
+    SM_CHECK(in.numel() == 2 * n, "reduce_scatter_sum: in has " << in.numel() << " elements, want " << 2 * n);
+    for (int64_t i = 0; i < n; ++i) test::detail::set(out, i, p[0].at(o + i) + p[1].at(o + i));
+  }
+  void broadcast(Tensor& t, int root) override { t.copy_from(group_.exchange(rank_, t)[root]); }
 
  private:
   TwoRankGroup& group_;
   int rank_;
 };
+
+TEST(FakeCollectives, EveryMethodMatchesItsContract) {
+  TwoRankGroup group;
+  Tensor got[2][4];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      FakeTpRank c(group, r);
+      Tensor a = Tensor::full({2}, 1.0 + r, DType::F64);  // rank r: [1 + r, 1 + r]
+      c.all_reduce_sum(a);
+      Tensor g = Tensor::empty({4}, DType::F64);
+      c.all_gather(Tensor::full({2}, 10.0 * r, DType::F64), g);
+      Tensor in = Tensor::empty({4}, DType::F64), rs = Tensor::empty({2}, DType::F64);
+      for (int i = 0; i < 4; ++i) test::detail::set(in, i, i + 100.0 * r);
+      c.reduce_scatter_sum(in, rs);
+      Tensor b = Tensor::full({1}, 5.0 + r, DType::F64);
+      c.broadcast(b, 1);
+      got[r][0] = a, got[r][1] = g, got[r][2] = rs, got[r][3] = b;
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(vec(got[r][0]), (std::vector<double>{3, 3}));
+    EXPECT_EQ(vec(got[r][1]), (std::vector<double>{0, 0, 10, 10}));
+    // Chunk r of (i + 0) + (i + 100): rank 0 gets elements 0, 1; rank 1 elements 2, 3.
+    EXPECT_EQ(vec(got[r][2]), (std::vector<double>{2.0 * (2 * r) + 100, 2.0 * (2 * r + 1) + 100}));
+    EXPECT_EQ(vec(got[r][3]), (std::vector<double>{6}));
+  }
+}
 
 // Part `part` of 2 of tensor t along `axis` (negative counts from the end).
 Tensor half_along(const Tensor& t, int axis, int part) {

@@ -114,6 +114,29 @@ TEST(Loss, LabelOutOfRangeIsAnInputError) {
   }
 }
 
+// Two microbatches in flight: both forwards (slots 0 and 1), then the backwards in the other
+// order give exactly what one microbatch after the other gives; backward releases its slot.
+TEST(Loss, MicrobatchSlotsKeepEachForward) {
+  for (const char* name : {"mean_ce", "rate_mse"})
+    for (DType dt : {DType::F64, DType::F32}) {
+      const Tensor a = test::random_tensor({3, 4, 5}, dt, 41, -2, 2), b = test::random_tensor({3, 2, 5}, dt, 42, -2, 2);
+      const Tensor la = labels_tensor({0, 4, 2, 2}), lb = labels_tensor({1, 3});
+      auto seq = make_loss(name);
+      const LossResult ra = seq->forward(a, la);
+      const Tensor ga = seq->backward(0.5);
+      const LossResult rb = seq->forward(b, lb);
+      const Tensor gb = seq->backward(0.25);
+
+      auto slotted = with_cuda_support(make_loss(name));  // host tensors: the inner loss, same slots
+      EXPECT_EQ(slotted->forward(a, la, 0).loss, ra.loss) << name;
+      EXPECT_EQ(slotted->forward(b, lb, 1).loss, rb.loss) << name;
+      const Tensor gb2 = slotted->backward(0.25, 1), ga2 = slotted->backward(0.5, 0);
+      EXPECT_EQ(vec(ga2), vec(ga)) << name << " " << dtype_name(dt);
+      EXPECT_EQ(vec(gb2), vec(gb)) << name << " " << dtype_name(dt);
+      EXPECT_THROW(slotted->backward(1.0, 0), Error) << "slot 0 was released";
+    }
+}
+
 TEST(Loss, UnknownNameListsValidOnes) {
   try {
     make_loss("hinge");

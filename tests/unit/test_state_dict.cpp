@@ -1,5 +1,5 @@
 // test_state_dict.cpp — the HDF5 wrapper (io/h5file.h) and state-dict save/load
-// (io/state_dict.h): dtype/shape round trips, attributes, layout of the file, and errors
+// (models/state_dict.h): dtype/shape round trips, attributes, layout of the file, and errors
 // that name the file and the entry (missing file, not HDF5, missing/wrong-shaped entries).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <functional>
 
 #include "spikemesh/io/h5file.h"
-#include "spikemesh/io/state_dict.h"
+#include "spikemesh/models/state_dict.h"
 #include "spikemesh/models/spec_loader.h"
 
 namespace sm {

@@ -1,7 +1,8 @@
 // test_train_config.cpp — training configuration resolution (train/train_config.h):
 // precedence built-in defaults < --config FILE < flags, errors naming the file and key (unknown
 // key, wrong type, list for a scalar key), booleans with --no-<key>, the repeatable `var` list,
-// range validation, and the resolved TOML reading back into the same configuration.
+// range validation (T >= 1 also for the ModelSelection flags of model/bench), and the resolved
+// TOML reading back into the same configuration.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,7 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "spikemesh/app/model_options.h"
 #include "spikemesh/core/error.h"
+#include "spikemesh/models/model_selection.h"
+#include "spikemesh/models/spec_loader.h"
 #include "spikemesh/train/train_config.h"
 
 namespace sm {
@@ -196,6 +200,57 @@ TEST(TrainConfig, ValidationNamesTheFlag) {
   // epochs = 0 is allowed (evaluate only); data is required.
   EXPECT_EQ(resolve_args({"--data", "x", "--epochs", "0"}).epochs, 0);
   EXPECT_NE(error_of([&] { resolve_args({}); }).find("--data"), std::string::npos);
+}
+
+// T < 1 is an error naming --T wherever it comes from: train's --T, a --config file (where
+// 0, as a resolved config.toml records "not given", still means the spec's/dataset's T), and
+// the --T of model/bench/dump-grads (ModelSelection, CLI and programmatic).
+TEST(TrainConfig, TimeStepsBelowOneNameTheFlag) {
+  for (const char* t : {"0", "-1", "-100"}) {
+    std::string e = error_of([&] { resolve_args({"--data", "x.h5", "--T", t}); });
+    EXPECT_NE(e.find("--T must be >= 1"), std::string::npos) << "--T " << t << " -> '" << e << "'";
+  }
+  EXPECT_EQ(resolve_args({"--data", "x.h5", "--T", "1"}).T, 1);
+  EXPECT_EQ(resolve_args({"--data", "x.h5"}).T, 0);  // not given: the spec's / dataset's
+  EXPECT_NE(error_of([&] { resolve_args({"--data", "x.h5", "--T", "99999999999"}); }).find("--T"), std::string::npos);
+
+  std::string neg = write_file("tneg", "data = \"x\"\nT = -2\n");
+  std::string e = error_of([&] { resolve_args({"--config", neg}); });
+  EXPECT_NE(e.find(neg + ": T"), std::string::npos) << e;
+  EXPECT_NE(e.find("--T"), std::string::npos) << e;
+  std::remove(neg.c_str());
+  std::string zero = write_file("tzero", "data = \"x\"\nT = 0\n");
+  EXPECT_EQ(resolve_args({"--config", zero}).T, 0);
+  // ... and a flag still overrides the file, and is checked.
+  EXPECT_NE(error_of([&] { resolve_args({"--config", zero, "--T", "0"}); }).find("--T"), std::string::npos);
+  std::remove(zero.c_str());
+  TrainConfig c;
+  c.data = "x.h5";
+  c.T = -1;
+  EXPECT_NE(error_of([&] { validate_train_config(c); }).find("--T"), std::string::npos);
+
+  // ModelSelection (model, bench, dump-grads): the flag's validator and the struct itself.
+  for (const char* t : {"0", "-3", "four"}) {
+    ModelSelection sel;
+    CLI::App app{"test"};
+    add_model_options(app, sel);
+    std::vector<const char*> argv = {"spikemesh-model", "--model", "fmnist_csnn", "--T", t};
+    std::string what;
+    try {
+      app.parse(static_cast<int>(argv.size()), argv.data());
+    } catch (const CLI::ParseError& pe) {
+      what = pe.what();
+    }
+    EXPECT_NE(what.find("--T"), std::string::npos) << "--T " << t << " -> '" << what << "'";
+  }
+  ModelSelection sel;
+  sel.model = "fmnist_csnn";
+  sel.T = -1;
+  EXPECT_NE(error_of([&] { sel.overrides(); }).find("--T must be >= 1"), std::string::npos);
+  sel.T = 0;  // not given
+  EXPECT_FALSE(sel.overrides().T.has_value());
+  sel.T = 3;
+  EXPECT_EQ(sel.overrides().T.value_or(0), 3);
 }
 
 TEST(TrainConfig, ResolvedTomlReadsBackIntoTheSameConfig) {

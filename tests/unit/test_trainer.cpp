@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -24,11 +25,12 @@
 #include <utility>
 #include <vector>
 
-#include "spikemesh/app/model_options.h"
+#include "spikemesh/models/model_selection.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/data/encoder.h"
 #include "spikemesh/data/h5_dataset.h"
 #include "spikemesh/io/checkpoint.h"
+#include "spikemesh/train/checkpoint_state.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/layers/ctx.h"
 #include "spikemesh/models/model.h"
@@ -39,6 +41,12 @@
 
 namespace sm {
 namespace {
+
+// A real stop signal, as Slurm's --signal would send it (train/stop_signal.h).
+void signal_stop() {
+  install_stop_signal_handlers();
+  std::raise(SIGUSR1);
+}
 
 bool g_root_made = false;
 std::string root_dir() {
@@ -284,7 +292,8 @@ TEST(Trainer, RunDirectoryMetricsSchemaAndConfig) {
     Tensor xt = encode_static(x, model->info.T, Encoding::Direct, DType::F32, 3, 0, idx);
     Ctx ctx;
     ctx.seed = 3;
-    StepResult e = eval_step(*model, xt, y, ctx);
+    Layout layout(*model, nullptr, LayoutOptions{});
+    StepResult e = eval_step(layout, xt, y, ctx);
     EXPECT_EQ(e.count, 16);
     EXPECT_DOUBLE_EQ(static_cast<double>(e.correct) / 16, acc[1]);
     EXPECT_NEAR(e.loss, eloss[1], 1e-6);
@@ -397,13 +406,13 @@ TEST(Trainer, StopRequestedBeforeTrainingCheckpointsAndResumesExactly) {
   ASSERT_EQ(full.go().steps, 8);
 
   TrainRun first(with({{"run-name", "stop"}}));
-  request_stop_for_testing();
+  signal_stop();
   TrainSummary s1 = first.go();
   clear_stop_request();
   EXPECT_TRUE(s1.interrupted);
   EXPECT_EQ(s1.steps, 1);  // the step in flight is finished, then the run stops
   EXPECT_EQ(s1.last_checkpoint, checkpoint_path(first.dir(), 1));
-  EXPECT_EQ(find_latest_checkpoint(first.dir()), s1.last_checkpoint);
+  EXPECT_EQ(find_latest_checkpoint(nullptr, first.dir()), s1.last_checkpoint);
   EXPECT_NE(read_text(first.dir() + "/log.txt").find("stop requested"), std::string::npos);
 
   TrainRun again(with({{"run-name", "stop"}, {"resume", "auto"}}));
@@ -435,7 +444,7 @@ TEST(Trainer, StopRequestedDuringTrainingCheckpointsAndResumesExactly) {
     const std::string log = first.dir() + "/log.txt";
     while (!done.load()) {
       if (read_text(log).find(" step 2/24") != std::string::npos) {
-        request_stop_for_testing();
+        signal_stop();
         return;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));

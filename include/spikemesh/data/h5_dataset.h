@@ -5,11 +5,11 @@
 // label up front so a bad file fails before any training with one message naming it.
 // Labels are read once at open and kept in memory (8 bytes a sample).
 //
-// Distributed reads (DESIGN §2, §7). open(path, comm) is collective: rank 0 validates and
+// Distributed reads (DESIGN §2, §7). open(path, group) is collective: rank 0 validates and
 // broadcasts the outcome (info and labels, or its error message, which every rank then
 // throws as the same Input error: rank 0 prints it once, every rank exits non-zero, nobody
 // hangs). Every rank then holds TWO read-only handles on the file:
-//  * an MPI-IO handle (H5Pset_fapl_mpio over comm, opened collectively) used by
+//  * an MPI-IO handle (H5Pset_fapl_mpio over the group, opened collectively) used by
 //    read_collective(): one H5Dread with H5FD_MPIO_COLLECTIVE transfer in which every rank
 //    selects its own rows (a union of hyperslabs; none for a rank with nothing to read — it
 //    still takes part). It makes MPI calls, so it runs on the thread that owns this rank's
@@ -26,8 +26,6 @@
 //    read by many processes with POSIX I/O is safe on every file system; a dp rank reads
 //    only its own disjoint slice of each global batch, so the aggregate I/O is the same.
 #pragma once
-#include <mpi.h>
-
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +34,8 @@
 #include "spikemesh/io/h5file.h"
 
 namespace sm {
+
+class Comm;
 
 enum class Split { Train, Test };
 const char* split_name(Split s);
@@ -58,13 +58,14 @@ class H5Dataset {
  public:
   // Opens and validates on this process alone (no communication). `fapl` defaults to sec2.
   static H5Dataset open(const std::string& path, hid_t fapl = H5P_DEFAULT);
-  // Collective over `comm` (see the header comment): validation on rank 0, the outcome
-  // broadcast, then the sec2 handle and (when `collective_handle`) the MPI-IO handle opened
-  // on every rank. HDF5 duplicates `comm`; the caller may free its own afterwards. Like the
-  // serial open it takes no lock: call it before a prefetch thread runs, or hold hdf5_mutex().
-  // Copies share the handles; destroying the last copy closes the MPI-IO handle, which is
-  // collective too (every rank drops its last copy at the same point of the program).
-  static H5Dataset open(const std::string& path, MPI_Comm comm, bool collective_handle = true);
+  // Collective over `group` (see the header comment; nullptr: this process alone, the same as
+  // open(path)): validation on rank 0, the outcome broadcast, then the sec2 handle and (when
+  // `collective_handle`) the MPI-IO handle over group->mpi_comm() opened on every rank (HDF5
+  // duplicates that communicator). Like the serial open it takes no lock: call it before a
+  // prefetch thread runs, or hold hdf5_mutex(). Copies share the handles; destroying the last
+  // copy closes the MPI-IO handle, which is collective too (every rank drops its last copy at
+  // the same point of the program).
+  static H5Dataset open(const std::string& path, Comm* group, bool collective_handle = true);
 
   const DatasetInfo& info() const { return info_; }
   int64_t size(Split s) const { return s == Split::Train ? info_.train_size : info_.test_size; }
@@ -73,7 +74,7 @@ class H5Dataset {
   // Independent: no MPI call, holds hdf5_mutex(); safe on a prefetch thread.
   void read(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const;
   // The same result as read(), through one collective MPI-IO read. Collective over the
-  // communicator given to open(): every rank calls it with the same split and its own
+  // group given to open(): every rank calls it with the same split and its own
   // indices (possibly none). Holds hdf5_mutex(). Must not run on a prefetch thread. On a
   // dataset without an MPI-IO handle (serial open) it is read().
   void read_collective(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const;

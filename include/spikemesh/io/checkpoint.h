@@ -4,28 +4,29 @@
 //   /meta  attributes: step, epoch, batch_in_epoch, seed, optimizer_step, optimizer, model,
 //          precision, mesh, config (resolved TOML), rng, num_optim_states, format_version,
 //          complete (written last)
-//   every dataset carries a crc32 attribute, verified on load.
+//   root attributes model, format = "spikemesh-state-dict", format_version, dtype;
+//   every dataset carries a crc32 attribute (zlib crc32 of the full tensor's row-major bytes),
+//   verified on load.
+// ONE writer and ONE reader. Every rank of `group` passes the boxes of each logical tensor
+// it holds (io/tensor_shard.h); the file is written in full logical shape with one collective
+// hyperslab write per dataset (parallel HDF5, MPI-IO over group->mpi_comm()), so a checkpoint
+// written under any layout (dp, ZeRO, FSDP, tp, one rank) loads under any other (resharding
+// = box intersection), and its datasets and crc32 attributes are byte-for-byte those of a
+// one-process save of the same state. `group` == nullptr: this process alone, and NO MPI call
+// is made at all (serial HDF5 drivers), so single-process code runs without MPI_Init.
+// Errors: every error of a function taking a group (bad file, model mismatch, full disk,
+// inconsistent shard lists) is raised on EVERY rank of the group with the same kind and
+// message (the first failing rank's), never a hang; Input errors stay Input errors, so the
+// front end prints rank 0's one message and every rank exits non-zero.
 // Atomicity: written as <name>.tmp, flushed and fsynced, renamed, directory fsynced. Older
-// complete checkpoints are deleted (beyond --keep) only after the new one is in place, so
-// a crash or a full disk at any moment leaves the previous checkpoint loadable.
-//
-// Two families of functions:
-//  * single-rank (no communicator): the whole model and optimizer of this process.
-//  * sharded (first argument an MPI_Comm, collective over it): every rank passes the part
-//    of each logical tensor it holds (io/tensor_shard.h), the file is written with parallel
-//    HDF5 (MPI-IO, collective hyperslab writes) in full logical shape, so a checkpoint
-//    written under any layout (dp 4, ZeRO, FSDP, one rank) loads under any other, and its
-//    datasets and crc32 attributes are byte-for-byte those of a single-rank save of the same
-//    state. Every error of a collective function (bad file, model mismatch, full disk) is
-//    raised on EVERY rank of the communicator with the same message (the first failing
-//    rank's), never a hang; Input errors stay Input errors, so the front end prints rank 0's
-//    one message and every rank exits non-zero.
+// complete checkpoints are deleted (beyond `keep`) only after the new one is in place, so a
+// crash or a full disk at any moment leaves the previous checkpoint loadable.
 // Locking: none of these functions takes hdf5_mutex(); callers that run a prefetch thread
 // hold it around them (the trainer does). The prefetch thread never blocks on another rank
 // (data/h5_dataset.h), so a rank holding the mutex inside a collective cannot deadlock.
+// Model/Optimizer conveniences (the tensor list of a replicated model, the one-process save
+// and load) live in train/checkpoint_state.h: io/ knows tensors, not models.
 #pragma once
-#include <mpi.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,8 +35,7 @@
 
 namespace sm {
 
-class Model;
-class Optimizer;
+class Comm;
 
 struct TrainState {
   int64_t step = 0;            // optimizer steps done
@@ -57,25 +57,7 @@ struct CheckpointInfo {
   int64_t num_params = 0, num_optim_states = 0;
 };
 
-constexpr int kCheckpointFormatVersion = 1;
-
-std::string checkpoint_path(const std::string& dir, int64_t step);  // <dir>/ckpt_<step, 9 digits>.h5
-// Writes atomically and prunes to `keep` complete checkpoints; returns the final path.
-std::string save_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const TrainState& st,
-                            const std::string& config_toml, const std::string& precision, int keep);
-// Reads /meta of a complete checkpoint (Input error naming the file otherwise).
-CheckpointInfo read_checkpoint_info(const std::string& path);
-// Reads every dataset and compares it with its crc32 attribute (Input error naming it).
-void verify_checkpoint_checksums(const std::string& path);
-// Verifies checksums, the model (name, parameter names and shapes) and loads everything.
-CheckpointInfo load_checkpoint(const std::string& path, Model& model, Optimizer& opt);
-// Newest complete checkpoint in `dir` whose checksums verify; "" when there is none. Incomplete or
-// damaged files are skipped with a warning naming them.
-std::string find_latest_checkpoint(const std::string& dir);
-
-// ---- sharded (collective) ---------------------------------------------------------------
-
-// What /meta records besides the tensors (the single-rank save fills it from Model/Optimizer).
+// What /meta records besides the tensors (train/checkpoint_state.h: checkpoint_meta_of).
 struct CheckpointMeta {
   TrainState state;
   std::string model;            // model name (checked on load)
@@ -86,47 +68,59 @@ struct CheckpointMeta {
   std::string config_toml;      // the resolved configuration
 };
 
-// Collective over `comm`. Writes checkpoint_path(dir, meta.state.step) from every rank's
-// shards: all ranks must pass the same list of (path, shape, dtype) in the same order, the
-// same meta and keep (checked; a mismatch is an Internal error on every rank), and ranges
-// that are disjoint and cover each tensor exactly (checked likewise). Paths follow the
-// single-rank format ("params/..", "buffers/..", "optim/<param>/<state>"). Steps: parallel
-// HDF5 create of <final>.tmp, collective writes, collective crc32 (combined from each rank's
-// ranges, no read-back), flush, close, fsync; barrier; rank 0 renames, fsyncs the directory,
-// then prunes complete checkpoints beyond `keep`; barrier. Returns the final path on every
-// rank. On any failure (full disk included) the .tmp is removed, the previous checkpoints are
-// untouched, and every rank throws an Input error naming the file.
+constexpr int kCheckpointFormatVersion = 1;
+
+std::string checkpoint_path(const std::string& dir, int64_t step);  // <dir>/ckpt_<step, 9 digits>.h5
+
+// Collective over `group` (nullptr: alone). Writes checkpoint_path(dir, meta.state.step) from
+// every rank's shards and returns that path on every rank. Checked first (Internal error on
+// every rank otherwise): every rank lists every tensor path at least once, the paths in the
+// same order of first appearance, with the same shape and dtype, and the same meta and keep;
+// a rank may list a path several times (several boxes); the union of all ranks' boxes tiles
+// each tensor exactly (disjoint, covering). Paths follow the format above. Steps: free-space
+// and file-size-limit checks; HDF5 create of <final>.tmp (MPI-IO; alone: in memory, then one
+// POSIX write); per dataset one collective H5Dwrite in which each rank selects the union of
+// its boxes (memory: its shards of that path, reordered to file order when needed); crc32 of
+// each dataset combined (zlib crc32_combine) from the ranks' crcs of contiguous flat runs,
+// no read-back; flush, close, fsync; rename, directory fsync; prune complete checkpoints
+// beyond `keep`; barrier. On any failure (full disk included) the .tmp is removed, the
+// previous checkpoints are untouched and every rank throws an Input error
+// "checkpoint <final> not written (the previous checkpoint is intact): ...".
 // Full disk: before HDF5 writes any raw data, rank 0 checks the free space, every rank its
 // file-size limit (ulimit -f), and rank 0 reserves the file's extent (fallocate), so a full
 // disk fails cleanly up front. (HDF5 1.10 cannot close a file whose writes failed and then
 // crashes at MPI_Finalize; on a file system without fallocate, a disk that fills up between
 // the check and the writes still reaches that path — the previous checkpoint stays intact.)
 // Files are contiguous datasets with the metadata in one block at the start.
-std::string save_checkpoint_sharded(MPI_Comm comm, const std::string& dir, const std::vector<TensorShard>& shards,
-                                    const CheckpointMeta& meta, int keep);
+std::string save_checkpoint(Comm* group, const std::string& dir, const std::vector<TensorShard>& shards,
+                            const CheckpointMeta& meta, int keep);
 
-// Collective over `comm`: rank 0 reads /meta (read_checkpoint_info) and broadcasts it; an
-// error reaches every rank.
-CheckpointInfo read_checkpoint_info(MPI_Comm comm, const std::string& path);
-
-// Collective over `comm`. Fills each shard's data with elements [offset, offset + count) of
-// the logical tensor at shard.path (independent ranges; overlaps allowed). Before anything is
-// written into `shards` the file is checked against them: a complete checkpoint, meta.model
-// equal to the file's model (and meta.optimizer to its optimizer when both are non-empty),
-// every params/ and buffers/ dataset of the file requested and every requested tensor present
-// with the requested shape (else: an Input error naming the file and the first mismatching
-// tensor), the number of optim/ datasets equal to the number requested. Checksums: the crc32
-// of each fully covered tensor is combined from the ranks' reads; a tensor the ranks' ranges
-// do not tile is read whole and checked by one rank. A mismatch names the dataset.
+// Collective over `group` (nullptr: alone). Fills each shard's data with the elements of its
+// box of the logical tensor at shard.path (boxes may overlap, within and across ranks).
+// Before anything is written into `shards` the file is checked against them (rank 0): a
+// complete checkpoint of a format this build reads; expect.model equal to the file's model;
+// every requested tensor present with the requested shape and every params/ and buffers/
+// dataset of the file requested (else an Input error naming the file, the first mismatching
+// tensor, both model names, and for optimizer state both optimizer names); the number of
+// optim/ datasets equal to the number of optim/ paths requested. Checksums: the crc32 of a
+// tensor whose requested boxes (over all ranks) tile it is combined from the ranks' reads;
+// any other tensor is read whole and checked by one rank. A mismatch names the dataset.
 // Returns the file's info (state, optimizer_step, ...) on every rank.
-CheckpointInfo load_checkpoint_sharded(MPI_Comm comm, const std::string& path, std::vector<TensorShard>& shards,
-                                       const CheckpointMeta& expect);
+CheckpointInfo load_checkpoint(Comm* group, const std::string& path, std::vector<TensorShard>& shards,
+                               const CheckpointMeta& expect);
 
-// Collective over `comm`: rank 0 runs find_latest_checkpoint(dir) and broadcasts the result.
-std::string find_latest_checkpoint(MPI_Comm comm, const std::string& dir);
+// Reads /meta of a complete checkpoint (Input error naming the file otherwise). Local.
+CheckpointInfo read_checkpoint_info(const std::string& path);
+// Collective over `group` (nullptr: alone): rank 0 reads /meta and broadcasts it; an error
+// reaches every rank.
+CheckpointInfo read_checkpoint_info(Comm* group, const std::string& path);
 
-// The meta a single-rank save of (model, opt) would record; callers of the sharded save fill
-// state/precision/mesh/config on top.
-CheckpointMeta checkpoint_meta_of(const Model& model, const Optimizer& opt);
+// Collective over `group` (nullptr: alone): the newest complete checkpoint in `dir` whose
+// checksums verify, found by rank 0 and broadcast; "" when there is none. Incomplete or
+// damaged files are skipped with a warning naming them.
+std::string find_latest_checkpoint(Comm* group, const std::string& dir);
+
+// Reads every dataset and compares it with its crc32 attribute (Input error naming it). Local.
+void verify_checkpoint_checksums(const std::string& path);
 
 }  // namespace sm

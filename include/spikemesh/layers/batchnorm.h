@@ -4,6 +4,7 @@
 // eval uses running statistics. Params weight [C] (init 1), bias [C] (init 0); buffers
 // running_mean [C] (0), running_var [C] (1), num_batches_tracked [] (0).
 // ctx.bn_sync (if set) all-reduces the per-channel sums (synced BN).
+// CPU hooks (the reference): src/layers/batchnorm.cpp; CUDA hooks: batchnorm_cuda.cpp.
 #pragma once
 #include "spikemesh/layers/layer.h"
 
@@ -24,22 +25,11 @@ class BatchNorm : public Layer {
   const BatchNormConfig& config() const { return cfg_; }
 
  protected:
-  Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
-  void backward_weight_cpu(Ctx& ctx) override;
-#ifdef SPIKEMESH_HAVE_CUDA
-  // CUDA hooks (src/layers/batchnorm_cuda.cpp).
-  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override;
-  void backward_weight_cuda(Ctx& ctx) override;
-#endif
+  SM_LEAF_HOOKS
+  SM_LEAF_WEIGHT_HOOKS
 
  private:
   BatchNormConfig cfg_;
-  std::shared_ptr<void> impl_;
-#ifdef SPIKEMESH_HAVE_CUDA
-  std::shared_ptr<void> cuda_impl_;  // CUDA-side saved state per slot (created on first use)
-#endif
 };
 
 }  // namespace sm

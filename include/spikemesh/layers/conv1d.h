@@ -1,8 +1,9 @@
 // conv1d.h — 1×1 convolution over channels of tokens: [T, N, Cin, L] -> [T, N, Cout, L].
 // Params: weight [Cout, Cin, 1], bias [Cout] (optional) — PyTorch Conv1d(k=1) names/shapes.
+// Forward/backward, slots, split B/W and tensor parallelism: layers/weight_layer.h.
 #pragma once
 #include "spikemesh/layers/init.h"
-#include "spikemesh/layers/layer.h"
+#include "spikemesh/layers/weight_layer.h"
 
 namespace sm {
 
@@ -12,7 +13,7 @@ struct Conv1dConfig {
   WeightInit init = WeightInit::TorchDefault;
 };
 
-class Conv1d : public Layer {
+class Conv1d : public WeightLayer {
  public:
   explicit Conv1d(const Conv1dConfig& c);
   Shape output_shape(const Shape& in) const override;  // [Cin, L] -> [Cout, L]
@@ -20,22 +21,14 @@ class Conv1d : public Layer {
   const Conv1dConfig& config() const { return cfg_; }
 
  protected:
-  Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
-  void backward_weight_cpu(Ctx& ctx) override;
-#ifdef SPIKEMESH_HAVE_CUDA
-  // CUDA hooks (src/layers/conv1d_cuda.cpp).
-  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override;
-  void backward_weight_cuda(Ctx& ctx) override;
-#endif
+  KernelFamily kernels() const override { return KernelFamily::Conv1x1; }
+  void check_input(const Tensor& x) const override;
+  // [T, N, Cin, L] as a 1×1 convolution of [T·N, Cin, L, 1].
+  cpu::Conv2dGeometry geometry(const Shape& x) const override;
+  Shape output_of(const Shape& x, const cpu::Conv2dGeometry& g) const override;
 
  private:
   Conv1dConfig cfg_;
-  std::shared_ptr<void> impl_;
-#ifdef SPIKEMESH_HAVE_CUDA
-  std::shared_ptr<void> cuda_impl_;  // CUDA-side saved state per slot (created on first use)
-#endif
 };
 
 }  // namespace sm

@@ -1,9 +1,10 @@
 // conv2d.h — 2-D convolution over time-major input [T, N, Cin, H, W] (kernels see
 // [T*N, Cin, H, W]). Params: weight [Cout, Cin, K, K], bias [Cout] (optional).
 // Saves its input for the weight gradient; a binary (spike) input is saved as bits.
+// Forward/backward, slots, split B/W and tensor parallelism: layers/weight_layer.h.
 #pragma once
 #include "spikemesh/layers/init.h"
-#include "spikemesh/layers/layer.h"
+#include "spikemesh/layers/weight_layer.h"
 
 namespace sm {
 
@@ -13,7 +14,7 @@ struct Conv2dConfig {
   WeightInit init = WeightInit::TorchDefault;
 };
 
-class Conv2d : public Layer {
+class Conv2d : public WeightLayer {
  public:
   explicit Conv2d(const Conv2dConfig& c);
   Shape output_shape(const Shape& in) const override;  // [Cin, H, W] -> [Cout, Ho, Wo]
@@ -21,23 +22,13 @@ class Conv2d : public Layer {
   const Conv2dConfig& config() const { return cfg_; }
 
  protected:
-  Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
-  void backward_weight_cpu(Ctx& ctx) override;
-#ifdef SPIKEMESH_HAVE_CUDA
-  // CUDA hooks (src/layers/conv2d_cuda.cpp).
-  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override;
-  void backward_weight_cuda(Ctx& ctx) override;
-#endif
+  KernelFamily kernels() const override { return KernelFamily::Conv; }
+  void check_input(const Tensor& x) const override;
+  cpu::Conv2dGeometry geometry(const Shape& x) const override;
+  Shape output_of(const Shape& x, const cpu::Conv2dGeometry& g) const override;
 
  private:
-  struct Saved;
   Conv2dConfig cfg_;
-  std::shared_ptr<void> impl_;  // kernel-side state (primitive caches, saved slots)
-#ifdef SPIKEMESH_HAVE_CUDA
-  std::shared_ptr<void> cuda_impl_;  // CUDA-side saved state per slot (created on first use)
-#endif
 };
 
 }  // namespace sm

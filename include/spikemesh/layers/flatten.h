@@ -1,4 +1,5 @@
-// flatten.h — [T, N, C, H, W] -> [T, N, C·H·W] (a view; no copy, no saved state).
+// flatten.h — [T, N, C, H, W] -> [T, N, C·H·W] (a view; no copy; saves only the input shape
+// per slot). A view on any device: the CPU hooks serve CUDA tensors too.
 #pragma once
 #include "spikemesh/layers/layer.h"
 
@@ -10,15 +11,7 @@ class Flatten : public Layer {
   std::string type() const override { return "flatten"; }
 
  protected:
-  Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
-  // A view on any device: the same code serves CUDA tensors.
-  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override { return forward_cpu(x, ctx); }
-  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override { return backward_input_cpu(dy, ctx); }
-  void backward_weight_cuda(Ctx&) override {}  // no parameters
-
- private:
-  std::shared_ptr<void> impl_;  // saved input shapes per slot
+  SM_ANY_DEVICE_HOOKS
 };
 
 }  // namespace sm

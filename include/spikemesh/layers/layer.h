@@ -9,7 +9,8 @@
 //  reset_state()              neuron membranes back to rest (before every microbatch).
 //
 // The public entry points are non-virtual and dispatch on the tensor's device to the
-// *_cpu hooks (always present: the reference) or *_cuda hooks (default: not built).
+// *_cpu hooks (always present: the reference) or *_cuda hooks (default: not built). A leaf
+// declares its hooks with the macros at the end of this file.
 // Parameter gradients ACCUMULATE (+=) into Param::grad; the optimizer zeroes them.
 #pragma once
 #include <memory>
@@ -67,9 +68,11 @@ class Layer {
   virtual Tensor forward_cpu(const Tensor& x, Ctx& ctx) = 0;
   virtual Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) = 0;
   virtual void backward_weight_cpu(Ctx& ctx) { (void)ctx; }
+  // Defaults: "no CUDA implementation in this build" errors; W is a no-op (it only follows a
+  // CUDA forward, and every leaf with parameters and a CUDA forward overrides it).
   virtual Tensor forward_cuda(const Tensor& x, Ctx& ctx);
   virtual Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx);
-  virtual void backward_weight_cuda(Ctx& ctx);
+  virtual void backward_weight_cuda(Ctx& ctx) { (void)ctx; }
 
   // Declares a parameter (storage is bound later by the owning Unit).
   Param& add_param(const std::string& local_name, const Shape& shape, InitSpec init,
@@ -83,8 +86,50 @@ class Layer {
   std::vector<std::unique_ptr<Param>> own_params_;
   std::vector<std::unique_ptr<Buffer>> own_buffers_;
   Device last_device_ = Device::cpu();  // device of the last forward (W dispatch)
+  // A leaf's saved state (slot stores, caches), type-erased so that headers stay free of
+  // kernel types: impl_ for its CPU hooks (or both devices where they share the state),
+  // cuda_impl_ for CUDA-only state. Composites leave them empty.
+  std::shared_ptr<void> impl_, cuda_impl_;
 };
 
 using LayerPtr = std::unique_ptr<Layer>;
 
 }  // namespace sm
+
+// ---- hook declarations (inside a Layer subclass, protected) ------------------------------
+//  SM_LEAF_HOOKS          forward and backward_input: <layer>.cpp (CPU) and, in a CUDA
+//                         build, <layer>_cuda.cpp;
+//  SM_LEAF_WEIGHT_HOOKS   backward_weight on both devices (leaves with parameters);
+//  SM_ANY_DEVICE_HOOKS    the CPU hooks serve every device (views; composites, whose children
+//                         dispatch themselves): declares forward/backward_input_cpu and
+//                         defines the CUDA hooks as calls of the CPU ones;
+//  SM_DEVICE_FLOW         member templates that hold a leaf's flow once for both devices:
+//                         each hook instantiates them with its device's kernels `Dev`
+//                         (src/layers/<layer>_flow.h).
+#define SM_CPU_HOOKS_                                      \
+  Tensor forward_cpu(const Tensor& x, Ctx& ctx) override; \
+  Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
+#ifdef SPIKEMESH_HAVE_CUDA
+#define SM_LEAF_HOOKS                                      \
+  SM_CPU_HOOKS_                                            \
+  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override; \
+  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override;
+#define SM_LEAF_WEIGHT_HOOKS                   \
+  void backward_weight_cpu(Ctx& ctx) override; \
+  void backward_weight_cuda(Ctx& ctx) override;
+#else
+#define SM_LEAF_HOOKS SM_CPU_HOOKS_
+#define SM_LEAF_WEIGHT_HOOKS void backward_weight_cpu(Ctx& ctx) override;
+#endif
+#define SM_ANY_DEVICE_HOOKS                                                                                  \
+  SM_CPU_HOOKS_                                                                                             \
+  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override { return forward_cpu(x, ctx); }                  \
+  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override { return backward_input_cpu(dy, ctx); } \
+  void backward_weight_cuda(Ctx& ctx) override { backward_weight_cpu(ctx); }
+#define SM_DEVICE_FLOW                                            \
+  template <class Dev>                                            \
+  Tensor forward_on(Dev& dev, const Tensor& x, Ctx& ctx);         \
+  template <class Dev>                                            \
+  Tensor backward_input_on(Dev& dev, const Tensor& dy, Ctx& ctx); \
+  template <class Dev>                                            \
+  void backward_weight_on(Dev& dev, Ctx& ctx);

@@ -1,8 +1,9 @@
 // linear.h — fully connected layer on the last dim: [T, N, ..., Fin] -> [T, N, ..., Fout].
 // Params: weight [Fout, Fin], bias [Fout] (optional).
+// Forward/backward, slots, split B/W and tensor parallelism: layers/weight_layer.h.
 #pragma once
 #include "spikemesh/layers/init.h"
-#include "spikemesh/layers/layer.h"
+#include "spikemesh/layers/weight_layer.h"
 
 namespace sm {
 
@@ -12,7 +13,7 @@ struct LinearConfig {
   WeightInit init = WeightInit::TorchDefault;
 };
 
-class Linear : public Layer {
+class Linear : public WeightLayer {
  public:
   explicit Linear(const LinearConfig& c);
   Shape output_shape(const Shape& in) const override;  // [..., Fin] -> [..., Fout]
@@ -20,22 +21,14 @@ class Linear : public Layer {
   const LinearConfig& config() const { return cfg_; }
 
  protected:
-  Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
-  void backward_weight_cpu(Ctx& ctx) override;
-#ifdef SPIKEMESH_HAVE_CUDA
-  // CUDA hooks (src/layers/linear_cuda.cpp).
-  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override;
-  void backward_weight_cuda(Ctx& ctx) override;
-#endif
+  KernelFamily kernels() const override { return KernelFamily::Matmul; }
+  void check_input(const Tensor& x) const override;
+  // Rows x [M, Fin] (M = all leading dims) as a 1×1 convolution of [M, Fin, 1, 1].
+  cpu::Conv2dGeometry geometry(const Shape& x) const override;
+  Shape output_of(const Shape& x, const cpu::Conv2dGeometry& g) const override;
 
  private:
   LinearConfig cfg_;
-  std::shared_ptr<void> impl_;
-#ifdef SPIKEMESH_HAVE_CUDA
-  std::shared_ptr<void> cuda_impl_;  // CUDA-side saved state per slot (created on first use)
-#endif
 };
 
 }  // namespace sm

@@ -4,6 +4,9 @@
 //            N·K (SpikingJelly's F.mse_loss(out_fr, label_onehot)).
 // Accuracy is argmax of the mean over T (first maximum wins). `grad_scale` multiplies the
 // returned gradient (data parallel: local batch / global batch).
+// Microbatch slots (as Ctx::slot for layers): forward keeps what backward needs in `slot`,
+// so several microbatches may be in flight; backward of a slot releases it. A forward into a
+// held slot replaces it (evaluation forwards need no backward). Slot 0 is the default.
 #pragma once
 #include <memory>
 #include <string>
@@ -21,10 +24,11 @@ struct LossResult {
 class Loss {
  public:
   virtual ~Loss() = default;
-  // out: [T, N, K] f32/f64, labels: [N] i64. Keeps what backward needs.
-  virtual LossResult forward(const Tensor& out, const Tensor& labels) = 0;
-  // d loss / d out, [T, N, K], times grad_scale.
-  virtual Tensor backward(double grad_scale = 1.0) = 0;
+  // out: [T, N, K] f32/f64, labels: [N] i64. Keeps what backward needs in `slot`.
+  virtual LossResult forward(const Tensor& out, const Tensor& labels, int slot = 0) = 0;
+  // d loss / d out of the forward kept in `slot`, [T, N, K], times grad_scale; releases the
+  // slot (a second backward of it is an error until the next forward).
+  virtual Tensor backward(double grad_scale = 1.0, int slot = 0) = 0;
   virtual std::string name() const = 0;
 };
 

@@ -3,7 +3,8 @@
 // reference to its input x (bits if x is binary) and, when it did not start at rest, the
 // initial membrane; backward recomputes h_t (then s_t, v_t) from them. Output spikes are
 // flagged binary. PLIF has one learnable scalar "w" (r = sigmoid(w), w0 = -ln(tau - 1)).
-// reset_state() zeroes the membrane (v = v_reset, or 0 for soft reset).
+// reset_state() zeroes the membrane (v = v_reset, or 0 for soft reset). CPU and CUDA runs
+// keep separate membranes and firing counters; reset_state() and collect_stats() reach both.
 // In ctx.smooth_spikes mode (tests only) S = surrogate primitive(h - v_th) instead of the
 // step, so finite differences of the forward match the surrogate backward exactly.
 #pragma once
@@ -38,31 +39,15 @@ class Neuron : public Layer {
   void reset_state() override;
   // firing_rate: spikes / (T·N·features) of the last training/eval forward.
   void collect_stats(std::vector<LayerStat>& out) const override;
-#ifdef SPIKEMESH_HAVE_CUDA
-  // The CUDA path keeps its own membrane and counters (src/layers/neuron_cuda.cpp); Unit's
-  // reset_state()/collect_stats() reach them through these (Neuron::reset_state and
-  // collect_stats see only the CPU state).
-  void reset_cuda_state();
-  void collect_cuda_stats(std::vector<LayerStat>& out) const;
-#endif
 
  protected:
-  Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
-  void backward_weight_cpu(Ctx& ctx) override;
-#ifdef SPIKEMESH_HAVE_CUDA
-  // CUDA hooks (src/layers/neuron_cuda.cpp).
-  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override;
-  void backward_weight_cuda(Ctx& ctx) override;
-#endif
+  SM_LEAF_HOOKS
+  SM_LEAF_WEIGHT_HOOKS
 
  private:
+  SM_DEVICE_FLOW  // src/layers/neuron_flow.h
+
   NeuronConfig cfg_;
-  std::shared_ptr<void> impl_;
-#ifdef SPIKEMESH_HAVE_CUDA
-  std::shared_ptr<void> cuda_impl_;  // CUDA-side saved state per slot (created on first use)
-#endif
 };
 
 }  // namespace sm

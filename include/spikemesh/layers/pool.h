@@ -1,6 +1,7 @@
 // pool.h — MaxPool2d and AvgPool2d over [T, N, C, H, W] (PyTorch semantics: floor mode,
 // implicit -inf padding for max, count_include_pad=true for avg). MaxPool of spikes stays
-// binary (output flagged binary).
+// binary (output flagged binary). One implementation serves both kinds and both devices
+// (src/layers/pool.cpp; CUDA kernels in pool_cuda.cpp); no parameters, so B releases the slot.
 #pragma once
 #include "spikemesh/layers/layer.h"
 
@@ -10,54 +11,32 @@ struct PoolConfig {
   int kernel = 2, stride = 2, padding = 0;
 };
 
-class MaxPool2d : public Layer {
+enum class PoolKind { Max, Avg };
+
+class Pool2d : public Layer {
  public:
-  explicit MaxPool2d(const PoolConfig& c);
-  Shape output_shape(const Shape& in) const override;
-  std::string type() const override { return "maxpool2d"; }
+  Pool2d(PoolKind kind, const PoolConfig& c);
+  Shape output_shape(const Shape& in) const override;  // [C, H, W] -> [C, Ho, Wo]
+  std::string type() const override { return kind_ == PoolKind::Max ? "maxpool2d" : "avgpool2d"; }
   const PoolConfig& config() const { return cfg_; }
+  PoolKind kind() const { return kind_; }
 
  protected:
-  Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
-#ifdef SPIKEMESH_HAVE_CUDA
-  // CUDA hooks (src/layers/pool_cuda.cpp).
-  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override;
-  void backward_weight_cuda(Ctx&) override {}  // no parameters
-#endif
+  SM_ANY_DEVICE_HOOKS
 
  private:
+  PoolKind kind_;
   PoolConfig cfg_;
-  std::shared_ptr<void> impl_;
-#ifdef SPIKEMESH_HAVE_CUDA
-  std::shared_ptr<void> cuda_impl_;  // CUDA-side saved state per slot (created on first use)
-#endif
 };
 
-class AvgPool2d : public Layer {
+// PyTorch's names of the two kinds.
+class MaxPool2d : public Pool2d {
  public:
-  explicit AvgPool2d(const PoolConfig& c);
-  Shape output_shape(const Shape& in) const override;
-  std::string type() const override { return "avgpool2d"; }
-  const PoolConfig& config() const { return cfg_; }
-
- protected:
-  Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
-#ifdef SPIKEMESH_HAVE_CUDA
-  // CUDA hooks (src/layers/pool_cuda.cpp).
-  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override;
-  void backward_weight_cuda(Ctx&) override {}  // no parameters
-#endif
-
- private:
-  PoolConfig cfg_;
-  std::shared_ptr<void> impl_;
-#ifdef SPIKEMESH_HAVE_CUDA
-  std::shared_ptr<void> cuda_impl_;  // CUDA-side saved state per slot (created on first use)
-#endif
+  explicit MaxPool2d(const PoolConfig& c) : Pool2d(PoolKind::Max, c) {}
+};
+class AvgPool2d : public Pool2d {
+ public:
+  explicit AvgPool2d(const PoolConfig& c) : Pool2d(PoolKind::Avg, c) {}
 };
 
 }  // namespace sm

@@ -1,6 +1,7 @@
 // sequential.h — composite layers: Sequential (children in order) and Residual
 // (y = x + body(x)). Backward runs children in reverse; W of a composite runs every
-// child's W. Names: a child's path is "<parent>.<child name>".
+// child's W. Names: a child's path is "<parent>.<child name>". Composites hold no saved state
+// of their own: each child keeps its slots (layers/graph.h: composites with several inputs).
 #pragma once
 #include <vector>
 
@@ -21,13 +22,9 @@ class Sequential : public Layer {
   std::vector<Layer*> children() override;
 
  protected:
-  Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
-  void backward_weight_cpu(Ctx& ctx) override;
   // Composites route by child, whatever the device.
-  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override { return forward_cpu(x, ctx); }
-  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override { return backward_input_cpu(dy, ctx); }
-  void backward_weight_cuda(Ctx& ctx) override { backward_weight_cpu(ctx); }
+  SM_ANY_DEVICE_HOOKS
+  void backward_weight_cpu(Ctx& ctx) override;
 
   std::vector<LayerPtr> layers_;
 };
@@ -38,13 +35,9 @@ class Residual : public Sequential {
   std::string type() const override { return "residual"; }
 
  protected:
+  // The children route by device; the identity branch is added on the input's device.
   Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
   Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
-#ifdef SPIKEMESH_HAVE_CUDA
-  // The children route by device; the residual add runs on the GPU (residual_cuda.cpp).
-  Tensor forward_cuda(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cuda(const Tensor& dy, Ctx& ctx) override;
-#endif
 };
 
 }  // namespace sm

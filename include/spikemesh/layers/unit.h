@@ -22,11 +22,6 @@ class Unit : public Sequential {
   Tensor& flat_grad() { return flat_grad_; }
   int64_t num_params() const { return flat_value_.numel(); }
   void zero_grad() { if (flat_grad_.defined()) flat_grad_.zero(); }
-#ifdef SPIKEMESH_HAVE_CUDA
-  // Also reset / report the CUDA-side state of the neurons below (src/layers/unit_cuda.cpp).
-  void reset_state() override;
-  void collect_stats(std::vector<LayerStat>& out) const override;
-#endif
 
  private:
   Tensor flat_value_;  // [num_params]

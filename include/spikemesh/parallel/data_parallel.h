@@ -18,10 +18,11 @@ namespace sm {
 class DataParallel final : public ParallelStrategy {
  public:
   // Collective over `dp`: verifies that every rank starts from identical parameters.
-  DataParallel(Model& model, Comm& dp, double bucket_mb);
+  DataParallel(Stage& stage, Comm& dp, double bucket_mb);
   std::string name() const override { return "dp"; }
   std::vector<Param*> optimizer_params() override;
-  std::vector<TensorShard> checkpoint_shards(Optimizer& opt, bool saving) override;
+  std::vector<ParamPlacement> placements(bool saving) override;
+  bool holds_replicated(bool saving) const override { return !saving || dp_.rank() == 0; }
 
   void begin_step() override;
   void after_backward(size_t unit) override;
@@ -47,6 +48,7 @@ class DataParallel final : public ParallelStrategy {
   void launch(Bucket& b);
 
   Model& model_;
+  Stage& stage_;
   Comm& dp_;
   std::vector<Bucket> buckets_;
   std::vector<std::vector<size_t>> buckets_of_unit_;

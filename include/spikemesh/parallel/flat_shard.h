@@ -53,18 +53,14 @@ class ShardParams {
   void add_unit(Unit& u, const UnitShardLayout& lay, const Tensor& shard_value, const Tensor& shard_grad);
   std::vector<Param*> params();
   const std::vector<Entry>& entries() const { return entries_; }
+  // Every shard Param with the boxes of its parameter it holds (placement.h); a parameter
+  // this rank holds nothing of is listed with a null holder.
+  std::vector<ParamPlacement> placements() const;
 
  private:
   std::vector<std::unique_ptr<Param>> params_;
   std::vector<Entry> entries_;
 };
-
-// Checkpoint tensors of sharded (ZeRO/FSDP) state: every parameter from its shard, the
-// model's buffers (replicated: written by dp rank 0 when saving, read by all when loading),
-// then every optimizer state of every parameter ("optim/<param>/<state>", the state names of
-// opt's kind, from its shard Params' state tensors). Same list and order on every rank.
-std::vector<TensorShard> sharded_checkpoint_shards(Model& model, const ShardParams& shards, Optimizer& opt,
-                                                   bool saving, int dp_rank);
 
 // Element-wise casts between tensors of equal numel on one device: f32, f64 and bf16 (round
 // to nearest even; NaN stays NaN; CUDA: f32, bf16, f16). Same dtype: a plain copy.

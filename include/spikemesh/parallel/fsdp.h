@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "spikemesh/comm/comm.h"
-#include "spikemesh/comm/comm_collectives.h"
+#include "spikemesh/parallel/comm_collectives.h"
 #include "spikemesh/parallel/flat_shard.h"
 #include "spikemesh/parallel/strategy.h"
 
@@ -34,14 +34,14 @@ class Fsdp final : public ParallelStrategy {
  public:
   // Collective over `dp`: checks identical initial replicas, then shards every unit and frees
   // the full flat buffers.
-  Fsdp(Model& model, Comm& dp, bool reshard_after_forward, DType param_dtype, DType reduce_dtype);
+  Fsdp(Stage& stage, Comm& dp, bool reshard_after_forward, DType param_dtype, DType reduce_dtype);
   ~Fsdp() override;
   std::string name() const override { return "fsdp"; }
   std::vector<Param*> optimizer_params() override { return shards_.params(); }
   Collectives* shard_group() override { return &group_; }
-  std::vector<TensorShard> checkpoint_shards(Optimizer& opt, bool saving) override {
-    return sharded_checkpoint_shards(model_, shards_, opt, saving, dp_.rank());
-  }
+  std::vector<ParamPlacement> placements(bool) override { return shards_.placements(); }
+  bool holds_replicated(bool saving) const override { return !saving || dp_.rank() == 0; }
+  bool replicated_params() const override { return false; }
 
   void begin_step() override;
   void before_forward(size_t unit, bool training) override;
@@ -74,6 +74,7 @@ class Fsdp final : public ParallelStrategy {
   void account(int64_t bytes);
 
   Model& model_;
+  Stage& stage_;
   Comm& dp_;
   CommCollectives group_;
   bool reshard_after_forward_;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "spikemesh/comm/agree.h"  // text_hash (moved there)
 #include "spikemesh/core/tensor.h"
 #include "spikemesh/layers/param.h"
 
@@ -17,8 +18,6 @@ class Comm;
 uint64_t tensor_checksum(const Tensor& t, uint64_t seed = 0);
 // Over every value tensor in order (names included, so a reordering changes it).
 uint64_t params_checksum(const std::vector<Param*>& params);
-// 64-bit FNV-1a of a string (configuration hashes).
-uint64_t text_hash(const std::string& s);
 
 // Collective over `comm`: all-gathers `checksum`; when ranks differ, throws an internal error
 // listing each rank's value ("<what> differ across the dp group: rank 0 ..., rank 1 ...").

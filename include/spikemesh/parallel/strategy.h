@@ -1,8 +1,10 @@
-// strategy.h — the data-parallel family (DESIGN §6: DP, ZeRO-1/2, FSDP) behind one small
-// interface the training step drives around every unit. Each strategy reaches the model only
-// through its units' flat buffers and Params, and the dp Comm it is given.
+// strategy.h — the gradient-reduction pieces a Layout (parallel/layout.h) composes: one rank
+// (no communication) and the data-parallel family (DESIGN §6: DP, ZeRO-1/2, FSDP), behind one
+// small interface of unit hooks (models/stage.h) the Stage's unit loop calls. Each strategy
+// reaches the model only through its stage's units' flat buffers and Params, and the dp Comm
+// it is given; unit indices are local to the stage.
 //
-// Protocol of one optimizer step (train_step.cpp follows it; every call below is COLLECTIVE
+// Protocol of one optimizer step (Layout follows it; every call below is COLLECTIVE
 // OVER THE DP COMM except optimizer_params/stats):
 //   begin_step()                                   zero every gradient this rank keeps
 //   for micro-step m = 0 .. M-1 (last = m == M-1):
@@ -16,7 +18,7 @@
 // Evaluation forward: before_forward(u, false); unit forward; after_forward(u, false).
 //
 // Gradient semantics: the loss gradient of every micro-step is scaled by 1/M
-// (train_step_micro does it), gradients are averaged over the dp group (ReduceOp::Avg), so the optimizer sees
+// (Layout::forward_backward is handed it), gradients are averaged over the dp group (ReduceOp::Avg), so the optimizer sees
 // the gradient of the mean loss over the global batch (per-rank batch × dp × M samples).
 //
 // Invariants: after after_optimizer_step() every rank of the group holds bitwise identical
@@ -29,9 +31,10 @@
 #include <vector>
 
 #include "spikemesh/core/dtype.h"
-#include "spikemesh/io/tensor_shard.h"
 #include "spikemesh/layers/collectives.h"
 #include "spikemesh/layers/param.h"
+#include "spikemesh/models/stage.h"
+#include "spikemesh/parallel/placement.h"
 
 namespace sm {
 
@@ -47,10 +50,10 @@ struct StrategyStats {
   double largest_units_mb = 0;    // FSDP: the two largest units, gathered, in the compute dtype
 };
 
-class ParallelStrategy {
+class ParallelStrategy : public UnitHooks {
  public:
-  virtual ~ParallelStrategy() = default;
-  virtual std::string name() const = 0;  // "dp" | "zero" | "zero2" | "fsdp"
+  ~ParallelStrategy() override = default;
+  virtual std::string name() const = 0;  // "none" | "dp" | "zero" | "zero2" | "fsdp"
 
   // The Params the optimizer updates on this rank: the model's own (DP) or views into this
   // rank's shards (ZeRO/FSDP; names are the full parameter names, shapes 1-d).
@@ -58,21 +61,23 @@ class ParallelStrategy {
   // Non-null when optimizer_params() are disjoint shards over the dp group (global-norm
   // gradient clipping all-reduces its squared sum over it).
   virtual Collectives* shard_group() { return nullptr; }
-  // The checkpoint's tensors as this rank holds them (io/tensor_shard.h): params, buffers,
-  // then the state of `opt` (built over optimizer_params()). saving: a replicated tensor is
-  // written by dp rank 0 alone; loading: every rank reads it whole. The data are views of
-  // this rank's storage, so a load fills them in place; call after_load() afterwards.
-  virtual std::vector<TensorShard> checkpoint_shards(Optimizer& opt, bool saving) = 0;
-  // After a load into checkpoint_shards(): ZeRO all-gathers the loaded shards into the
+  // Where each optimizer Param's elements sit in the logical parameters (placement.h).
+  // saving: a replicated tensor is listed by dp rank 0 alone (the others: empty boxes);
+  // loading: every rank lists what it holds. The holders' storage is this rank's, so a load
+  // fills it in place; call after_load() afterwards.
+  virtual std::vector<ParamPlacement> placements(bool saving) = 0;
+  // Whether this rank writes (saving) / reads (loading) replicated tensors such as BN buffers.
+  virtual bool holds_replicated(bool saving) const = 0;
+  // Whether the ranks of the dp group hold identical parameter replicas (dp, ZeRO: checked
+  // with checksums; FSDP: distinct shards).
+  virtual bool replicated_params() const { return true; }
+  // After a load into placements(false): ZeRO all-gathers the loaded shards into the
   // replicas. Collective over dp.
   virtual void after_load() {}
 
   virtual void begin_step() = 0;
   virtual void begin_micro(bool last) { last_micro_ = last; }
-  virtual void before_forward(size_t unit, bool training) {}
-  virtual void after_forward(size_t unit, bool training) {}
-  virtual void before_backward(size_t unit) {}
-  virtual void after_backward(size_t unit) = 0;
+  // UnitHooks: before_forward, after_forward, before_backward, after_backward.
   virtual void end_backward() = 0;
   virtual void after_optimizer_step() {}
 
@@ -97,8 +102,11 @@ struct StrategyOptions {
   DType reduce_dtype = DType::F32;    // --fsdp-reduce-dtype (gradient reduce-scatter)
 };
 
-// Builds the strategy for a finalised model. Collective over `dp` (checks that the initial
-// replicas are identical; ZeRO/FSDP shard the flat buffers). The model must outlive it.
-std::unique_ptr<ParallelStrategy> make_strategy(Model& model, Comm& dp, const StrategyOptions& opts);
+// The strategy of one rank: no communication, the stage's own Params, replicated placement.
+std::unique_ptr<ParallelStrategy> make_single_rank_strategy(Stage& stage);
+// Builds the dp-family strategy over a finalised model's stage. Collective over `dp` (checks
+// that the initial replicas are identical; ZeRO/FSDP shard the flat buffers). The model and
+// the stage must outlive it. Options are validated by validate_parallel_flags (layout.h).
+std::unique_ptr<ParallelStrategy> make_strategy(Stage& stage, Comm& dp, const StrategyOptions& opts);
 
 }  // namespace sm

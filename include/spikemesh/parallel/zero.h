@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "spikemesh/comm/comm.h"
-#include "spikemesh/comm/comm_collectives.h"
+#include "spikemesh/parallel/comm_collectives.h"
 #include "spikemesh/parallel/flat_shard.h"
 #include "spikemesh/parallel/strategy.h"
 
@@ -24,13 +24,12 @@ namespace sm {
 class ZeroSharding final : public ParallelStrategy {
  public:
   // stage 1 or 2. Collective over `dp` (checks identical initial replicas).
-  ZeroSharding(Model& model, Comm& dp, int stage);
-  std::string name() const override { return stage_ == 1 ? "zero" : "zero2"; }
+  ZeroSharding(Stage& stage, Comm& dp, int zero_stage);
+  std::string name() const override { return zero_stage_ == 1 ? "zero" : "zero2"; }
   std::vector<Param*> optimizer_params() override { return shards_.params(); }
   Collectives* shard_group() override { return &group_; }
-  std::vector<TensorShard> checkpoint_shards(Optimizer& opt, bool saving) override {
-    return sharded_checkpoint_shards(model_, shards_, opt, saving, dp_.rank());
-  }
+  std::vector<ParamPlacement> placements(bool) override { return shards_.placements(); }
+  bool holds_replicated(bool saving) const override { return !saving || dp_.rank() == 0; }
   void after_load() override { after_optimizer_step(); }
 
   void begin_step() override;
@@ -51,9 +50,10 @@ class ZeroSharding final : public ParallelStrategy {
     std::unique_ptr<CommHandle> handle;
   };
   Model& model_;
+  Stage& stage_;
   Comm& dp_;
   CommCollectives group_;
-  int stage_;
+  int zero_stage_;
   std::vector<UnitState> units_;
   ShardParams shards_;
   StrategyStats stats_;

@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "spikemesh/core/dtype.h"
+#include "spikemesh/parallel/layout.h"
+
 namespace CLI {
 class App;
 }
@@ -101,5 +104,8 @@ class TrainConfigResolver {
 
 // Validates value ranges and combinations (batch-size > 0, epochs >= 0, ...).
 void validate_train_config(const TrainConfig& c);
+
+// The layout flags of `c` (parallel/layout.h); FSDP dtypes left empty take `master`.
+LayoutOptions layout_options(const TrainConfig& c, DType master = DType::F32);
 
 }  // namespace sm

@@ -1,10 +1,10 @@
-// trainer.h — a training run: dataset -> sampler -> prefetch -> train_step -> metrics ->
+// trainer.h — a training run: dataset -> sampler -> prefetch -> layout step -> metrics ->
 // checkpoints, with evaluation every epoch, resume, and SIGTERM/SIGUSR1 handling (finish the
-// step, checkpoint, exit 0). Output in <output>/<run-name>/: log.txt, config.toml,
-// metrics.h5, ckpt_*.h5 (formats: output/README.md).
+// step, checkpoint, exit 0; train/stop_signal.h). Output in <output>/<run-name>/: log.txt,
+// config.toml, metrics.h5, ckpt_*.h5 (formats: output/README.md).
 //
-// One rank (mesh == nullptr): no communication at all. Several ranks (a Mesh, tp = pp = 1):
-// the data-parallel family of parallel/strategy.h. --batch-size is PER RANK and PER
+// One rank (mesh == nullptr): no communication at all. Several ranks (a Mesh): the Layout
+// (parallel/layout.h) decides everything about parallelism; today tp = pp = 1. --batch-size is PER RANK and PER
 // MICRO-STEP (as SpikingJelly's): global batch = batch-size x dp x grad-accum, unless
 // --global-batch-size fixes it. One seeded permutation per epoch; dp rank r takes its slice of
 // each global batch. Every run_training call with a mesh is collective over mesh->world():
@@ -15,6 +15,7 @@
 #pragma once
 #include <string>
 
+#include "spikemesh/train/stop_signal.h"
 #include "spikemesh/train/train_config.h"
 
 namespace sm {
@@ -33,11 +34,5 @@ struct TrainSummary {
 // `config_toml`: the resolved configuration (written to config.toml and checkpoints).
 // `mesh`: null for a one-rank run; otherwise collective over mesh->world() (see above).
 TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml, Mesh* mesh = nullptr);
-
-// Installs SIGTERM/SIGUSR1 handlers that request a stop at the next step boundary.
-void install_stop_signal_handlers();
-bool stop_requested();
-void request_stop_for_testing();  // as if a signal had arrived
-void clear_stop_request();
 
 }  // namespace sm

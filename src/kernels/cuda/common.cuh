@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "spikemesh/kernels/cuda/check.h"
+#include "spikemesh/core/cuda_check.h"
 
 namespace sm {
 namespace cuda {

@@ -6,16 +6,15 @@
 // `{k: f["params"][k][()] for k in f["params"]}` (plus buffers) loads into the equivalent
 // torch module. Loading checks every name and shape before it writes anything.
 // Sharded parameters are not handled here: checkpoints of sharded state are written and read
-// by save_checkpoint_sharded / load_checkpoint_sharded (io/checkpoint.h) in the same layout.
+// by save_checkpoint / load_checkpoint (io/checkpoint.h) in the same layout.
 #pragma once
 #include <string>
 
 #include "spikemesh/io/h5file.h"
+#include "spikemesh/io/tensor_shard.h"  // kStateDictFormatVersion
 #include "spikemesh/models/model.h"
 
 namespace sm {
-
-constexpr int kStateDictFormatVersion = 1;
 
 void save_state_dict(const std::string& path, Model& model);  // creates (truncates) the file
 void save_state_dict(const H5Group& group, Model& model);

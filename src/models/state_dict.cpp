@@ -1,6 +1,6 @@
 // state_dict.cpp — save/load a model's parameters and buffers as /params and /buffers
 // datasets in full logical shape (format in state_dict.h).
-#include "spikemesh/io/state_dict.h"
+#include "spikemesh/models/state_dict.h"
 
 #include <map>
 #include <set>

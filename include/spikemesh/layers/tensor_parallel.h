@@ -1,0 +1,49 @@
+// tensor_parallel.h — the tensor-parallel rules of the weight layers (Conv2d, Conv1d,
+// Linear; layers/weight_layer.h), in one place. A weight [Cout, Cin, ...] is TP-sharded when
+// ctx.tp is set and its ShardSpec splits it over the TP group (group TP or TPxDP):
+//  colwise — split on dim 0 (output channels), the bias sharded alike. Every rank sees the
+//            whole input and computes its own output channels; backward all-reduces dx over
+//            ctx.tp (each rank's dx sums over its output channels only).
+//  rowwise — split on dim 1 (input channels), the bias replicated. The input holds this
+//            rank's channel shard; forward all-reduces the partial outputs over ctx.tp and
+//            then adds the bias ONCE; dy is whole on every rank, so dx needs no reduction.
+// Weight gradients need no communication: each rank owns its shard's gradient, and a
+// replicated (rowwise) bias gets the same full gradient from the whole dy on every rank.
+// Kernels always run on this rank's local weight shape.
+#pragma once
+#include "spikemesh/core/tensor.h"
+#include "spikemesh/layers/ctx.h"
+#include "spikemesh/layers/param.h"
+
+namespace sm {
+
+enum class TpMode { None, Colwise, Rowwise };
+
+TpMode tp_mode(const Param& weight, const Ctx& ctx);
+// The weight dimension a mode splits: 0 colwise, 1 rowwise, -1 none.
+int tp_split_dim(TpMode m);
+
+// Where the output channels sit in a layer output y: [outer, channels, inner].
+struct ChannelLayout {
+  int64_t outer = 0, channels = 0, inner = 1;
+};
+
+// How one forward adds its bias.
+struct TpForward {
+  TpMode mode = TpMode::None;
+  const Tensor* kernel_bias = nullptr;  // the kernel adds this one itself
+  const Tensor* late_bias = nullptr;    // tp_finish_forward adds this one (after the reduction)
+};
+// bias: the layer's bias parameter or nullptr. kernel_adds_bias: the device's forward kernel
+// can fuse a bias (it never does for rowwise: the bias must follow the reduction).
+TpForward tp_forward_plan(const Param& weight, const Param* bias, const Ctx& ctx, bool kernel_adds_bias);
+// After the local forward kernel: rowwise all-reduce of y over ctx.tp, then the late bias.
+void tp_finish_forward(const TpForward& plan, Ctx& ctx, Tensor& y, const ChannelLayout& layout);
+// After the local data gradient: colwise all-reduce of dx over ctx.tp.
+void tp_finish_backward_input(const Param& weight, Ctx& ctx, Tensor& dx);
+
+// y[o, c, i] += bias[c], on y's device (CPU: f32/f64 with a bias of y's dtype; CUDA: f32,
+// bf16 or f16 activations with the f32 master bias).
+void add_channel_bias(Tensor& y, const Tensor& bias, const ChannelLayout& layout);
+
+}  // namespace sm

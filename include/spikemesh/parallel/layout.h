@@ -1,0 +1,150 @@
+// layout.h — the one place that knows how a run is laid out over ranks (DESIGN §6
+// "Composition"). Built once from the mesh and the finalised model, a Layout owns:
+//   * the local Stage (models/stage.h): the contiguous units this rank runs (all when pp = 1);
+//   * the gradient-reduction policy: a composable strategy piece over the dp comm (one rank:
+//     none; dp with buckets, ZeRO-1/2, FSDP), which also decides each parameter's placement
+//     (placement.h: replicated, or dp flat shards of the tp-local flat buffers);
+//   * the collectives handed to layers through Ctx (synced BN over dp; the tp group);
+//   * the groups that data reads, checkpoints and metric reductions are collective over.
+// The trainer and the bench drive it through the step protocol below and never name a mode:
+//
+//   [trainer: sync_buffers() before every step and evaluation; collective over dp]
+//   begin_step()                                         zero gradients
+//   for microbatch m of M:  forward_backward(mb, ctx, loss_grad_scale, m == M-1)
+//   [caller: unscale/check with shard_group(), clip, optimizer step on optimizer_params()]
+//   after_optimizer_step()                               collective over dp (ZeRO gathers)
+//
+// Evaluation: evaluate(x, y, ctx), also for a rank with no samples (it still joins the
+// strategy's collectives). Every function that communicates says over which group; with no
+// mesh (one rank) nothing communicates and no MPI call is made.
+// Invariants: every rank of a dp group runs the same sequence of collectives; after
+// after_optimizer_step() replicas are bitwise identical (dp, ZeRO) or exact shards (FSDP).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spikemesh/core/tensor.h"
+#include "spikemesh/layers/ctx.h"
+#include "spikemesh/layers/loss.h"
+#include "spikemesh/models/stage.h"
+#include "spikemesh/parallel/placement.h"
+#include "spikemesh/parallel/strategy.h"
+
+namespace sm {
+
+class Comm;
+class Mesh;
+class Model;
+class CommCollectives;
+struct CommCounters;
+
+// One microbatch of this rank: x [T, n, ...] (the stage's input), y [n] i64, and the global
+// index of its first sample in the step's global batch (dropout masks are keyed by it).
+struct MicroBatch {
+  Tensor x, y;
+  int64_t sample_offset = 0;
+};
+
+struct MicroResult {
+  LossResult loss;  // this rank's microbatch (count 0 when it held no samples)
+  double forward_ms = 0, backward_ms = 0;
+};
+
+// --distributed-mode and its flags (validated once: validate_parallel_flags()).
+struct LayoutOptions {
+  std::string mode = "none";          // none (one rank) | dp | fsdp
+  StrategyOptions strategy;           // the dp family's settings (its mode is set from `mode`)
+  bool sync_bn = false;               // BN statistics over the dp group
+  bool split_wgrad = false;           // run B and W separately (the zero-bubble path; tests)
+};
+
+// The one validation of mode names and their combinations (Input errors naming the flag).
+// Pure; train's configuration check, bench and the Layout call it before any communication.
+void validate_parallel_flags(const LayoutOptions& o);
+// validate_parallel_flags plus the mesh: world size, tp and pp the modes can run on. Pure.
+void validate_layout_for_mesh(const LayoutOptions& o, int world_size, int tp, int pp);
+
+// The groups a run needs before its Layout exists (the Layout's data_comm(), data_rank()
+// and data_size() return the same): the ranks that read the dataset collectively, and this
+// rank's part of every global batch. Null mesh: one rank.
+Comm* data_group_of(Mesh* mesh);
+int data_ranks_of(Mesh* mesh);
+
+class Layout {
+ public:
+  // mesh == nullptr: one rank. Otherwise collective over mesh->world(): checks that every
+  // dp replica starts identical and shards the model (ZeRO/FSDP). `model` is finalised and
+  // must outlive the layout.
+  Layout(Model& model, Mesh* mesh, const LayoutOptions& opts);
+  // A data-parallel layout over one communicator (dp = its size, tp = pp = 1; it is also the
+  // world of the layout): what tests and tools use without a Mesh. Collective over `dp`.
+  Layout(Model& model, Comm& dp, const LayoutOptions& opts);
+  ~Layout();
+  Layout(const Layout&) = delete;
+  Layout& operator=(const Layout&) = delete;
+
+  Model& model() { return model_; }
+  Stage& stage() { return stage_; }
+  bool distributed() const { return world_ != nullptr; }
+  Mesh* mesh() { return mesh_; }  // null alone or over a single Comm
+  int world_size() const;
+  std::string describe() const;  // e.g. "dp=2 tp=1 pp=1 zero2 sync-bn"; "dp=1 tp=1 pp=1" alone
+
+  // Data: this rank takes part data_rank() of data_size() of every global batch.
+  int data_rank() const;
+  int data_size() const;
+  // Groups (nullptr alone): dataset reads, checkpoint files and metric/stop reductions.
+  Comm* data_comm();
+  Comm* checkpoint_comm();
+  Comm* metrics_comm();
+  bool is_root() const;  // writes logs and metrics (world rank 0)
+
+  // What the optimizer steps on this rank, and the group over which those holders are
+  // disjoint shards (global-norm clipping, finite-gradient agreement); nullptr = replicas.
+  std::vector<Param*> optimizer_params();
+  Collectives* shard_group();
+  // Placement of every holder (placement.h). saving: a replicated piece is listed by one rank
+  // of its group (others list empty boxes); loading: every rank lists what it needs.
+  std::vector<ParamPlacement> placements(bool saving);
+  // Whether this rank writes (saving) / reads (loading) the replicated tensors (BN buffers).
+  bool holds_replicated(bool saving) const;
+  // After a checkpoint was read into placements(false): replicas rebuilt. Collective over dp.
+  void after_load();
+
+  // ---- the step protocol (see the header) ----
+  void begin_step();
+  MicroResult forward_backward(const MicroBatch& mb, Ctx& ctx, double loss_grad_scale, bool last_micro);
+  void after_optimizer_step();
+  // Eval-mode forward of this rank's part of a batch; x may hold no samples. Collective over dp.
+  MicroResult evaluate(const Tensor& x, const Tensor& y, Ctx& ctx);
+  // Before a step or an evaluation: BN running statistics of dp rank 0 copied to every rank
+  // unless --sync-bn (DDP's broadcast_buffers). Collective over dp.
+  void sync_buffers();
+  // Collective over dp: every replica's parameters identical (a no-op where ranks hold
+  // distinct shards); throws an internal error naming the ranks otherwise.
+  void check_replicas(const std::string& what);
+  // FSDP: the model's Params hold full values until release (collective over dp).
+  void gather_full_params();
+  void release_full_params();
+
+  StrategyStats stats() const;
+  // The gradient-reduction piece (introspection: bucket layouts, FSDP memory); tests only.
+  ParallelStrategy& strategy() { return *strategy_; }
+  CommCounters comm_counters() const;  // the gradient-reduction (dp) comm's counters (zeros alone)
+
+ private:
+  void fill_ctx(Ctx& ctx);
+  void build(int tp, int pp);
+  Model& model_;
+  Mesh* mesh_ = nullptr;
+  Comm* world_ = nullptr;  // metric reductions, data and checkpoint groups (tp = pp = 1)
+  Comm* dp_ = nullptr;     // gradient reductions
+  LayoutOptions opts_;
+  Stage stage_;
+  std::unique_ptr<ParallelStrategy> strategy_;
+  std::unique_ptr<CommCollectives> bn_sync_;
+};
+
+}  // namespace sm

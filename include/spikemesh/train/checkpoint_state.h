@@ -1,0 +1,46 @@
+// checkpoint_state.h — a Model and its Optimizer as checkpoint tensors (io/tensor_shard.h) and
+// the one-process checkpoint save/load built on the one writer/reader (io/checkpoint.h with
+// group = nullptr: no MPI call). Layouts (parallel/) combine these lists with their own
+// sharded ones; io/ itself knows tensors, not models.
+// Order of every list: params (Model::params()), buffers (Model::buffers()), then every
+// optimizer state tensor (Optimizer::state()) — the order of the single-rank checkpoint.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "spikemesh/io/checkpoint.h"
+#include "spikemesh/io/tensor_shard.h"
+
+namespace sm {
+
+class Model;
+class Optimizer;
+
+// The whole state of a model whose every rank holds its parameters whole (or its tp shard),
+// and of its optimizer, as TensorShards. `holds` true: this rank holds each tensor's box (the
+// whole tensor; a tensor-parallel parameter and its optimizer state: its tp box,
+// param_local_box), data viewing the model's and optimizer's own tensors, so a load writes
+// into them. false: every box empty (a replica that does not write). Plain DP saves with
+// holds = (dp rank == 0) and loads with holds = true. `opt` may be null.
+std::vector<TensorShard> replicated_state_shards(Model& model, Optimizer* opt, bool holds);
+
+// Only the buffers (BN running stats, num_batches_tracked) as whole-tensor TensorShards: they
+// are replicated under every layout. With ZeRO/FSDP, callers combine append_flat_shards for
+// the params and optimizer state with buffer_shards(model, dp_rank == 0) for saving and
+// buffer_shards(model, true) for loading.
+std::vector<TensorShard> buffer_shards(Model& model, bool holds);
+
+// The meta a save of (model, opt) records: model and optimizer names, optimizer step count.
+// Callers fill state / precision / mesh / config on top.
+CheckpointMeta checkpoint_meta_of(const Model& model, const Optimizer& opt);
+
+// One process, the whole model and optimizer: save_checkpoint(nullptr, ...) of
+// replicated_state_shards(model, &opt, true) with mesh "dp=1 tp=1 pp=1". Returns the path.
+std::string save_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const TrainState& st,
+                            const std::string& config_toml, const std::string& precision, int keep);
+// One process: load_checkpoint(nullptr, ...) into the model and optimizer (every check of the
+// reader: model name, tensors and shapes, optimizer state, checksums, before anything is
+// written), then the optimizer's step count from the file.
+CheckpointInfo load_checkpoint(const std::string& path, Model& model, Optimizer& opt);
+
+}  // namespace sm

@@ -1,0 +1,52 @@
+// checkpointing.h — a run's checkpoints (DESIGN §7): the tensor list of any layout (the
+// layout's placements × the optimizer's state tensors, as N-d boxes of the full logical
+// tensors), and saving/resuming through the ONE collective writer and reader of
+// io/checkpoint.h over the layout's checkpoint group. Knows no mode: a checkpoint written
+// under any layout loads under any other, because both sides speak boxes of logical tensors.
+// Invariants: every rank lists every logical tensor (params, buffers, optimizer states) in
+// the same order (model order); over the writing ranks the boxes of each tensor tile it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "spikemesh/io/checkpoint.h"
+#include "spikemesh/io/tensor_shard.h"
+
+namespace sm {
+
+class Layout;
+class LossScaler;
+class Optimizer;
+
+// The checkpoint tensors of this rank (paths of the single-rank format, file dtype = the
+// model's): saving lists what this rank writes, loading what it must read; the data are views
+// of this rank's storage (a load fills them in place). Local (no communication).
+std::vector<TensorShard> layout_checkpoint_shards(Layout& layout, Optimizer& opt, bool saving);
+
+class CheckpointManager {
+ public:
+  // `mesh_text`, `config_toml` and `precision` are recorded in /meta. The objects must
+  // outlive the manager.
+  CheckpointManager(Layout& layout, Optimizer& opt, std::string dir, std::string config_toml,
+                    std::string precision, int keep);
+  // Newest complete checkpoint of the run directory ("" when none). Collective over the
+  // layout's checkpoint group.
+  std::string latest();
+  // Writes checkpoint_path(dir, st.step) (the scaler's state into `st` first when enabled);
+  // returns its path. Collective over the layout's checkpoint group.
+  std::string save(TrainState& st, const LossScaler& scaler);
+  // Loads `path` into the layout's storage and the optimizer, rebuilds replicas, sets the
+  // optimizer's step count and the scaler; returns the file's info. Collective over the
+  // layout's checkpoint group (Input errors on every rank with one message).
+  CheckpointInfo load(const std::string& path, LossScaler& scaler);
+
+ private:
+  CheckpointMeta meta() const;
+  Layout& layout_;
+  Optimizer& opt_;
+  std::string dir_, config_toml_, precision_;
+  int keep_;
+};
+
+}  // namespace sm

@@ -1,0 +1,17 @@
+// stop_signal.h — SIGTERM / SIGUSR1 (Slurm --signal) ask a run to stop at the next step
+// boundary: finish the step, checkpoint, exit 0 (DESIGN §8). The handler only records the
+// signal; the trainer polls stop_signal() once per step and agrees on it over the ranks.
+// Tests raise the real signal (std::raise(SIGUSR1)) after install_stop_signal_handlers().
+#pragma once
+
+namespace sm {
+
+// Installs the handlers (and ignores SIGPIPE, so `spikemesh train | head` cannot kill a run
+// mid-checkpoint). Idempotent.
+void install_stop_signal_handlers();
+// The signal number received since the last clear (0: none).
+int stop_signal();
+// Forgets a received signal (the start of a run that must not inherit an earlier one).
+void clear_stop_request();
+
+}  // namespace sm

@@ -1,0 +1,34 @@
+// train_plan.h — how a configuration meets a dataset: the run request (model, device,
+// layout, optimizer), the batch arithmetic (per-rank micro-batch, global batch, steps) and
+// the learning-rate schedule. Pure functions (no communication); every inconsistency is an
+// Input error naming the flag or the file.
+#pragma once
+#include <cstdint>
+
+#include "spikemesh/data/encoder.h"
+#include "spikemesh/data/h5_dataset.h"
+#include "spikemesh/train/lr_schedule.h"
+#include "spikemesh/train/run_setup.h"
+#include "spikemesh/train/train_config.h"
+
+namespace sm {
+
+struct TrainPlan {
+  int64_t batch = 0;         // per rank and per micro-step
+  int64_t accum = 1;         // micro-steps per optimizer step
+  int64_t global_batch = 0;  // batch x data ranks x accum
+  int64_t per_epoch = 0;     // optimizer steps per epoch
+  int64_t total_steps = 0;   // of the whole run (--epochs, --max-steps)
+  Encoding encoding = Encoding::Direct;
+  LrScheduleConfig lr;
+};
+
+// The model, device, layout and optimizer settings of `cfg`; an event dataset fixes T
+// (Input error when --T disagrees with it).
+RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& data);
+
+// Checks that `model` fits the dataset (input shape, classes) and plans the batches over
+// `data_ranks` ranks. Input errors name the file and the flags.
+TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model& model, int data_ranks);
+
+}  // namespace sm

@@ -1,0 +1,152 @@
+// agree.cpp — error agreement, configuration comparison, string/vector broadcasts, a
+// variable-length gather and f64 reductions over a Comm (comm/agree.h).
+#include "spikemesh/comm/agree.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "spikemesh/core/error.h"
+#include "spikemesh/core/rng.h"
+
+namespace sm {
+
+uint64_t text_hash(const std::string& s) { return hash_name(s); }  // the FNV-1a of core/rng.h
+
+namespace {
+
+// Collective over `comm`: the lowest rank with `failed` set, or -1 when none.
+int first_failing_rank(Comm& comm, bool failed) {
+  // A max-reduction of (size - rank) over the failing ranks (0 when none).
+  std::vector<double> v{failed ? static_cast<double>(comm.size() - comm.rank()) : 0.0};
+  all_reduce_doubles(comm, v, ReduceOp::Max);
+  return v[0] == 0.0 ? -1 : comm.size() - static_cast<int>(v[0]);
+}
+
+}  // namespace
+
+void agree_on_error(Comm* group, const std::function<void()>& local) {
+  if (!group) {  // alone: the same errors, without communication
+    try {
+      local();
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::Internal, std::string("internal error (") + where_am_i() + "): " + e.what());
+    }
+    return;
+  }
+  bool failed = false;
+  ErrorKind kind = ErrorKind::Internal;
+  std::string msg;
+  try {
+    local();
+  } catch (const Error& e) {
+    failed = true;
+    kind = e.kind();
+    msg = e.what();
+  } catch (const std::exception& e) {
+    failed = true;
+    msg = std::string("internal error (") + where_am_i() + "): " + e.what();
+  }
+  const int first = first_failing_rank(*group, failed);
+  if (first < 0) return;
+  // The kind travels as the first byte of the message.
+  const std::string sent = broadcast_string(*group, std::string(1, static_cast<char>(kind)) + msg, first);
+  throw Error(static_cast<ErrorKind>(sent[0]), sent.substr(1));
+}
+
+void collective_check(Comm& comm, const std::function<void()>& f) {
+  std::string msg;
+  bool failed = false;
+  try {
+    f();
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Input) throw;
+    failed = true;
+    msg = e.what();
+  }
+  const int first = first_failing_rank(comm, failed);
+  if (first < 0) return;
+  std::string text = broadcast_string(comm, msg, first);
+  if (first != 0) text = "rank " + std::to_string(first) + ": " + text;
+  throw Error(ErrorKind::Input, text);
+}
+
+void check_same_text(Comm& comm, const std::string& text, const std::string& what) {
+  Tensor mine = Tensor::empty({1}, DType::I64);
+  mine.data<int64_t>()[0] = static_cast<int64_t>(text_hash(text));
+  Tensor all = Tensor::empty({comm.size()}, DType::I64);  // [p]
+  comm.all_gather(mine, all);
+  const int64_t* h = all.data<int64_t>();
+  std::ostringstream differ;
+  int n = 0;
+  for (int r = 1; r < comm.size(); ++r)
+    if (h[r] != h[0]) differ << (n++ ? ", " : "") << r;
+  if (n)
+    SM_INPUT_ERROR("the ranks disagree on " << what << ": rank" << (n > 1 ? "s " : " ") << differ.str()
+                                            << " differ from rank 0 (same command line, config file and "
+                                               "environment on every rank?)");
+}
+
+std::string broadcast_string(Comm& comm, const std::string& s, int root) {
+  Tensor len = Tensor::empty({1}, DType::I64);
+  len.data<int64_t>()[0] = static_cast<int64_t>(s.size());
+  comm.broadcast(len, root);
+  const int64_t n = len.data<int64_t>()[0];
+  if (n == 0) return "";
+  Tensor buf = Tensor::empty({n}, DType::U8);  // [n]
+  if (comm.rank() == root) std::memcpy(buf.raw(), s.data(), static_cast<size_t>(n));
+  comm.broadcast(buf, root);
+  return std::string(static_cast<const char*>(buf.raw()), static_cast<size_t>(n));
+}
+
+void broadcast_i64s(Comm& comm, std::vector<int64_t>& v, int root) {
+  Tensor len = Tensor::empty({1}, DType::I64);
+  len.data<int64_t>()[0] = static_cast<int64_t>(v.size());
+  comm.broadcast(len, root);
+  const int64_t n = len.data<int64_t>()[0];
+  v.resize(static_cast<size_t>(n));
+  if (n == 0) return;
+  Tensor buf = Tensor::empty({n}, DType::I64);  // [n]
+  if (comm.rank() == root) std::memcpy(buf.raw(), v.data(), static_cast<size_t>(n) * sizeof(int64_t));
+  comm.broadcast(buf, root);
+  std::memcpy(v.data(), buf.raw(), static_cast<size_t>(n) * sizeof(int64_t));
+}
+
+std::vector<int64_t> gather_i64s(Comm& comm, const std::vector<int64_t>& mine, int root) {
+  // Raw MPI on the comm's duplicate (Comm has no variable-length gather); lengths first.
+  MPI_Comm c = comm.mpi_comm();
+  const int rank = comm.rank(), size = comm.size();
+  SM_CHECK(mine.size() < (size_t(1) << 31), "gather_i64s: " << mine.size() << " values on one rank");
+  int n = static_cast<int>(mine.size());
+  std::vector<int> counts(rank == root ? size : 0), displs(rank == root ? size : 0);
+  SM_MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, root, c));
+  std::vector<int64_t> all;
+  if (rank == root) {
+    int64_t total = 0;
+    for (int r = 0; r < size; ++r) {
+      displs[r] = static_cast<int>(total);
+      total += counts[r];
+    }
+    SM_CHECK(total < (int64_t(1) << 31), "gather_i64s: " << total << " values in all");
+    all.resize(static_cast<size_t>(total));
+  }
+  SM_MPI_CHECK(MPI_Gatherv(mine.data(), n, MPI_INT64_T, all.data(), counts.data(), displs.data(), MPI_INT64_T, root, c));
+  return all;
+}
+
+bool any_rank(Comm& comm, bool local) {
+  std::vector<double> v{local ? 1.0 : 0.0};
+  all_reduce_doubles(comm, v, ReduceOp::Max);
+  return v[0] != 0.0;
+}
+
+void all_reduce_doubles(Comm& comm, std::vector<double>& v, ReduceOp op) {
+  if (v.empty()) return;
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::F64);  // [n]
+  std::memcpy(t.raw(), v.data(), v.size() * sizeof(double));
+  comm.all_reduce(t, op);
+  std::memcpy(v.data(), t.raw(), v.size() * sizeof(double));
+}
+
+}  // namespace sm

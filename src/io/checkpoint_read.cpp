@@ -1,0 +1,358 @@
+// checkpoint_read.cpp — the one checkpoint reader (io/checkpoint.h load_checkpoint): every
+// rank fills the boxes it asks for, one hyperslab H5Dread per dataset (collective MPI-IO over
+// the group; alone: a serial read); plus /meta, checksum verification and the newest
+// complete checkpoint of a directory.
+// Invariants:
+//  * nothing is written into the caller's shards before rank 0 has checked the file against
+//    the request (model, tensors, shapes, optimizer state count) and every checksum of the
+//    file has been verified — a damaged or foreign checkpoint is never half-loaded;
+//  * crc32s are combined on rank 0 from the ranks' crcs of the merged flat runs they read
+//    when those runs chain over a whole tensor; every other tensor is read whole by one rank;
+//  * every error reaches every rank of the group with the first failing rank's message.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "checkpoint_internal.h"
+#include "spikemesh/core/log.h"
+#include "spikemesh/io/byte_pack.h"
+
+namespace sm {
+
+using ckpt::Group;
+using ckpt::Run;
+using ckpt::TensorPlan;
+
+namespace {
+
+// ---- CheckpointInfo over the wire ----------------------------------------------------------
+
+using bytes::get_i;
+using bytes::get_s;
+using bytes::put;
+
+// Collective over the group: rank 0's `ci` everywhere.
+void bcast_info(const Group& g, CheckpointInfo& ci) {
+  if (!g.comm) return;
+  std::string b;
+  if (g.rank() == 0) {
+    for (const std::string* s : {&ci.path, &ci.model, &ci.precision, &ci.mesh, &ci.config_toml, &ci.optimizer})
+      put(b, *s);
+    int64_t scale_bits = 0;
+    std::memcpy(&scale_bits, &ci.state.loss_scale, sizeof scale_bits);
+    for (int64_t v : {ci.state.step, ci.state.epoch, ci.state.batch_in_epoch, ci.state.seed, ci.optimizer_step,
+                      ci.format_version, ci.num_params, ci.num_optim_states, scale_bits,
+                      ci.state.loss_scale_finite_in_row, ci.state.skipped_steps})
+      put(b, v);
+  }
+  g.bcast(b);
+  if (g.rank() == 0) return;
+  size_t at = 0;
+  for (std::string* s : {&ci.path, &ci.model, &ci.precision, &ci.mesh, &ci.config_toml, &ci.optimizer})
+    *s = get_s(b, at);
+  int64_t scale_bits = 0;
+  for (int64_t* v : {&ci.state.step, &ci.state.epoch, &ci.state.batch_in_epoch, &ci.state.seed, &ci.optimizer_step,
+                     &ci.format_version, &ci.num_params, &ci.num_optim_states, &scale_bits,
+                     &ci.state.loss_scale_finite_in_row, &ci.state.skipped_steps})
+    *v = get_i(b, at);
+  std::memcpy(&ci.state.loss_scale, &scale_bits, sizeof scale_bits);
+}
+
+// ---- load validation (rank 0, serial open) -------------------------------------------------
+
+// Checks the file against the requested tensors; returns per tensor {file dtype, stored crc}.
+std::vector<int64_t> validate_for_load(const std::string& path, const std::vector<TensorPlan>& plans,
+                                       const CheckpointMeta& expect, const CheckpointInfo& ci) {
+  if (!expect.model.empty() && ci.model != expect.model)
+    SM_INPUT_ERROR(path << ": checkpoint of model '" << ci.model << "', but this run builds '" << expect.model << "'");
+  H5File f = H5File::open(path);
+  const std::string models = "checkpoint of model '" + ci.model + "', this run builds '" + expect.model + "'";
+  auto misfit = [&](const std::string& what) {
+    SM_INPUT_ERROR(path << ": does not fit this run's model and optimizer: " << what << " (" << models << ")");
+  };
+  std::vector<int64_t> out;
+  std::set<std::string> wanted;
+  int64_t wanted_optim = 0;
+  for (const TensorPlan& t : plans) {
+    wanted.insert(t.path);
+    const bool optim = t.path.rfind("optim/", 0) == 0;
+    wanted_optim += optim;
+    if (!f.has_dataset(t.path)) {
+      if (optim)
+        misfit("no optimizer state /" + t.path + " (written by optimizer '" + ci.optimizer + "', this run uses '" +
+               expect.optimizer + "')");
+      misfit("tensor /" + t.path + " of shape " + shape_str(t.shape) + " is missing");
+    }
+    Shape fs = f.dataset_shape(t.path);
+    if (fs != t.shape)
+      misfit("tensor /" + t.path + " has shape " + shape_str(fs) + " in the file, expected " + shape_str(t.shape));
+    out.push_back(static_cast<int64_t>(f.dataset_dtype(t.path)));
+    out.push_back(ckpt::stored_crc(f, t.path));
+  }
+  for (const char* g : {"params", "buffers"}) {
+    if (!f.has_group(g)) continue;
+    for (const std::string& n : f.open_group(g).list_datasets())
+      if (!wanted.count(std::string(g) + "/" + n)) misfit("tensor /" + std::string(g) + "/" + n + " is not in this model");
+  }
+  int64_t file_optim = 0;
+  if (f.has_group("optim"))
+    ckpt::for_each_dataset(f.open_group("optim"), "", [&](const H5Group&, const std::string&, const std::string&) {
+      ++file_optim;
+    });
+  if (file_optim != wanted_optim)
+    SM_INPUT_ERROR(path << ": holds " << file_optim << " optimizer state tensors, this run's optimizer ('"
+                        << expect.optimizer << "') has " << wanted_optim);
+  return out;
+}
+
+// What this rank read of one tensor: the union of its boxes as merged flat runs, their
+// elements back to back in `buf` (file dtype), and each run's position in `buf`.
+struct ReadPart {
+  Tensor buf;
+  std::vector<Run> runs;
+  std::vector<int64_t> pos;
+};
+
+// Collective over the group (one H5Dread; alone: skipped when nothing is asked for).
+ReadPart read_tensor(const Group& g, const H5File& f, const TensorPlan& t, const std::vector<TensorShard>& shards,
+                     DType file_dt) {
+  ReadPart part;
+  std::vector<const Box*> boxes;
+  for (size_t k : t.shards) boxes.push_back(&shards[k].box);
+  part.runs = ckpt::union_runs(t.shape, boxes);
+  int64_t count = 0;
+  for (const Run& r : part.runs) {
+    part.pos.push_back(count);
+    count += r.len;
+  }
+  H5Handle ds(SM_H5_CHECK(H5Dopen2(f.id(), t.path.c_str(), H5P_DEFAULT)), H5Dclose);
+  H5Handle fs(SM_H5_CHECK(H5Dget_space(ds.get())), H5Sclose);
+  ckpt::select_boxes(fs.get(), t.shape, boxes);
+  SM_CHECK(H5Sget_select_npoints(fs.get()) == count,
+           "'" << t.path << "': " << count << " elements asked for, " << H5Sget_select_npoints(fs.get()) << " selected");
+  H5Handle ms = ckpt::memory_space(count);
+  H5Handle dxpl = ckpt::transfer_plist(g);
+  static char dummy[16];
+  if (count) part.buf = Tensor::empty({count}, file_dt);
+  if (count || g.comm)
+    SM_H5_CHECK(H5Dread(ds.get(), h5_native_type(file_dt), ms.get(), fs.get(), dxpl.get(),
+                        count ? part.buf.raw() : dummy));
+  return part;
+}
+
+// The elements of `box` (row-major within it) out of a rank's read `part` of the tensor.
+Tensor extract(const ReadPart& part, const Shape& shape, const Box& box) {
+  const std::vector<std::pair<int64_t, int64_t>> runs = box_flat_runs(shape, box);
+  std::vector<int64_t> at;  // position in part.buf of each run of the box
+  for (const auto& r : runs) {
+    auto it = std::upper_bound(part.runs.begin(), part.runs.end(), r.first,
+                               [](int64_t s, const Run& u) { return s < u.start; });
+    SM_CHECK(it != part.runs.begin(), "box run at " << r.first << " not read");
+    const size_t u = static_cast<size_t>(it - part.runs.begin()) - 1;
+    SM_CHECK(r.first + r.second <= part.runs[u].start + part.runs[u].len, "box run at " << r.first << " not read");
+    at.push_back(part.pos[u] + (r.first - part.runs[u].start));
+  }
+  const int64_t n = box.numel();
+  bool contiguous = true;
+  for (size_t i = 1; i < runs.size(); ++i) contiguous = contiguous && at[i] == at[i - 1] + runs[i - 1].second;
+  if (contiguous) return part.buf.slice0(at[0], at[0] + n);  // a view
+  Tensor out = Tensor::empty({n}, part.buf.dtype());
+  const size_t es = dtype_size(out.dtype());
+  char* d = static_cast<char*>(out.raw());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::memcpy(d, static_cast<const char*>(part.buf.raw()) + at[i] * es, static_cast<size_t>(runs[i].second) * es);
+    d += runs[i].second * es;
+  }
+  return out;
+}
+
+std::string find_latest_local(const std::string& dir) {
+  auto all = ckpt::list_checkpoints(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      read_checkpoint_info(it->second);
+      verify_checkpoint_checksums(it->second);
+      return it->second;
+    } catch (const Error& e) {
+      SM_WARN("skipping " << it->second << ": " << e.what());
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+// ---- info / checksums / latest ---------------------------------------------------------------
+
+CheckpointInfo read_checkpoint_info(const std::string& path) {
+  H5File f = H5File::open(path);
+  if (!f.has_group("/meta")) SM_INPUT_ERROR(path << ": not a spikemesh checkpoint (no /meta)");
+  H5Group m = f.open_group("/meta");
+  if (!m.has_attr("complete") || m.attr_int("complete") != 1)
+    SM_INPUT_ERROR(path << ": incomplete checkpoint (its writer did not finish)");
+  CheckpointInfo ci;
+  ci.path = path;
+  ci.format_version = m.attr_int("format_version");
+  if (ci.format_version > kCheckpointFormatVersion)
+    SM_INPUT_ERROR(path << ": checkpoint format " << ci.format_version << " is newer than this spikemesh ("
+                        << kCheckpointFormatVersion << ")");
+  ci.state.step = m.attr_int("step");
+  ci.state.epoch = m.attr_int("epoch");
+  ci.state.batch_in_epoch = m.attr_int("batch_in_epoch");
+  ci.state.seed = m.attr_int("seed");
+  if (m.has_attr("loss_scale")) {
+    ci.state.loss_scale = m.attr_double("loss_scale");
+    ci.state.loss_scale_finite_in_row = m.attr_int("loss_scale_finite_in_row");
+    ci.state.skipped_steps = m.attr_int("skipped_steps");
+  }
+  ci.optimizer_step = m.attr_int("optimizer_step");
+  ci.model = m.attr_string("model");
+  ci.optimizer = m.has_attr("optimizer") ? m.attr_string("optimizer") : "";
+  ci.precision = m.attr_string("precision");
+  ci.mesh = m.attr_string("mesh");
+  ci.config_toml = m.attr_string("config");
+  ci.num_optim_states = m.attr_int("num_optim_states");
+  ci.num_params = f.has_group("/params") ? static_cast<int64_t>(f.open_group("/params").list_datasets().size()) : 0;
+  return ci;
+}
+
+// Collective over `group` (nullptr: alone).
+CheckpointInfo read_checkpoint_info(Comm* group, const std::string& path) {
+  const Group g{group};
+  CheckpointInfo ci;
+  g.agree([&] {
+    if (g.rank() == 0) ci = read_checkpoint_info(path);
+  });
+  bcast_info(g, ci);
+  return ci;
+}
+
+void verify_checkpoint_checksums(const std::string& path) {
+  H5File f = H5File::open(path);
+  ckpt::for_each_dataset(f.root(), "", [&](const H5Group& g, const std::string& name, const std::string& rel) {
+    Tensor t = g.read(name);
+    const int64_t want = ckpt::stored_crc(g, name);
+    if (want >= 0 && static_cast<uint32_t>(want) != ckpt::crc_of(t))
+      SM_INPUT_ERROR(path << ": dataset /" << rel << " is corrupted (checksum mismatch)");
+  });
+}
+
+// Collective over `group` (nullptr: alone).
+std::string find_latest_checkpoint(Comm* group, const std::string& dir) {
+  const Group g{group};
+  std::string latest;
+  g.agree([&] {
+    if (g.rank() == 0) latest = find_latest_local(dir);
+  });
+  g.bcast(latest);
+  return latest;
+}
+
+// ---- load ----------------------------------------------------------------------------------
+
+// Collective over `group` (nullptr: alone); see io/checkpoint.h.
+CheckpointInfo load_checkpoint(Comm* group, const std::string& path, std::vector<TensorShard>& shards,
+                               const CheckpointMeta& expect) {
+  const Group g{group};
+  const int rank = g.rank(), size = g.size();
+  std::vector<TensorPlan> plans;
+  g.agree([&] { plans = ckpt::plan_tensors(shards, false); });
+  const size_t n = plans.size();
+  ckpt::require_same_everywhere(g, plans, "load|" + path + "|" + expect.model + "|" + expect.optimizer,
+                                "load_checkpoint");
+
+  // 1. Rank 0 checks the file against the request; everyone learns dtypes and stored crcs.
+  CheckpointInfo ci;
+  std::vector<int64_t> file_facts;  // per tensor: dtype, stored crc (-1: none)
+  g.agree([&] {
+    if (rank != 0) return;
+    ci = read_checkpoint_info(path);
+    file_facts = validate_for_load(path, plans, expect, ci);
+  });
+  bcast_info(g, ci);
+  g.bcast(file_facts);
+
+  // 2. One read per tensor of the union of this rank's boxes, in the file's dtype.
+  std::vector<ReadPart> parts(n);
+  std::vector<int64_t> crc_rows;  // {tensor, start, len, crc} per merged run read here
+  {
+    H5File f;
+    g.agree([&] {
+      H5Handle fapl(SM_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose);
+      if (g.comm) SM_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), g.comm->mpi_comm(), MPI_INFO_NULL));
+      f = H5File::open(path, false, fapl.get());
+    });
+    for (size_t i = 0; i < n; ++i) {
+      const DType file_dt = static_cast<DType>(file_facts[2 * i]);
+      g.agree([&] { parts[i] = read_tensor(g, f, plans[i], shards, file_dt); });
+      g.agree([&] {
+        const size_t es = dtype_size(file_dt);
+        for (size_t u = 0; u < parts[i].runs.size(); ++u) {
+          const Run& r = parts[i].runs[u];
+          const char* p = static_cast<const char*>(parts[i].buf.raw()) + parts[i].pos[u] * static_cast<int64_t>(es);
+          crc_rows.insert(crc_rows.end(), {static_cast<int64_t>(i), r.start, r.len,
+                                           static_cast<int64_t>(ckpt::crc32_bytes(p, static_cast<size_t>(r.len) * es))});
+        }
+      });
+    }
+    g.agree([&] { f.close(); });
+  }
+
+  // 3. Checksums: combined on rank 0 where the ranks' runs chain over a tensor; the rest are
+  //    read whole by one rank each (round robin).
+  const std::vector<int64_t> all = g.gather(crc_rows);
+  std::vector<int64_t> reader(n, -1);
+  g.agree([&] {
+    if (rank != 0) return;
+    std::vector<std::vector<std::array<int64_t, 3>>> runs(n);
+    for (size_t k = 0; k + 4 <= all.size(); k += 4)
+      runs[static_cast<size_t>(all[k])].push_back({all[k + 1], all[k + 2], all[k + 3]});
+    int next = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t want = file_facts[2 * i + 1], numel = shape_numel(plans[i].shape);
+      if (want < 0) continue;
+      std::sort(runs[i].begin(), runs[i].end());
+      const int64_t esize = static_cast<int64_t>(dtype_size(static_cast<DType>(file_facts[2 * i])));
+      std::map<int64_t, uint32_t> reached{{0, 0u}};  // flat offset -> crc of [0, offset)
+      for (const auto& r : runs[i]) {
+        auto it = reached.find(r[0]);
+        if (it != reached.end() && !reached.count(r[0] + r[1]))
+          reached[r[0] + r[1]] = ckpt::crc32_concat(it->second, static_cast<uint32_t>(r[2]), r[1] * esize);
+      }
+      auto whole = reached.find(numel);
+      if (whole == reached.end())
+        reader[i] = next++ % size;
+      else if (static_cast<uint32_t>(want) != whole->second)
+        SM_INPUT_ERROR(path << ": dataset /" << plans[i].path << " is corrupted (checksum mismatch)");
+    }
+  });
+  g.bcast(reader);
+  g.agree([&] {
+    H5File f;
+    for (size_t i = 0; i < n; ++i) {
+      if (reader[i] != rank) continue;
+      if (f.file_id() < 0) f = H5File::open(path);
+      Tensor t = f.read(plans[i].path);
+      if (static_cast<uint32_t>(file_facts[2 * i + 1]) != ckpt::crc_of(t))
+        SM_INPUT_ERROR(path << ": dataset /" << plans[i].path << " is corrupted (checksum mismatch)");
+    }
+  });
+
+  // 4. Only now write into the callers' tensors.
+  g.agree([&] {
+    for (size_t i = 0; i < n; ++i)
+      for (size_t k : plans[i].shards) {
+        TensorShard& s = shards[k];
+        if (s.box.empty()) continue;
+        Tensor src = extract(parts[i], plans[i].shape, s.box);
+        if (src.dtype() != s.data.dtype()) src = src.to_dtype(s.data.dtype());
+        Tensor dst = s.data.view({src.numel()});
+        dst.copy_from(src);
+      }
+  });
+  return ci;
+}
+
+}  // namespace sm

@@ -1,0 +1,349 @@
+// checkpoint_write.cpp — the one checkpoint writer (io/checkpoint.h save_checkpoint): every
+// rank's boxes of every logical tensor written with one hyperslab H5Dwrite per dataset
+// (collective MPI-IO over the group; alone: in memory, then one POSIX write).
+// Invariants:
+//  * every exception leaves the function on every rank of the group at the same point (each
+//    step runs under Group::agree), so no rank waits alone in a collective; local work that
+//    can fail (staging a tensor) is agreed on BEFORE the collective write that follows it;
+//  * before any file is created the shard lists are checked: the same tensors everywhere,
+//    and the ranks' boxes tile every tensor exactly (their flat runs, gathered to rank 0);
+//  * crc32 of each dataset is combined on rank 0 from the ranks' crcs of their contiguous
+//    flat runs (crc32_combine, in flat order), so no data is read back and the value equals
+//    the crc of the whole tensor's row-major bytes;
+//  * before any data is written, rank 0 checks the free space and every rank its file-size
+//    limit, and (MPI-IO) the file's extent is reserved (fallocate) once its layout is known,
+//    so a full disk fails before HDF5 writes raw data (HDF5 1.10 cannot close a file whose
+//    writes failed); the previous checkpoints are never touched before the rename.
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "checkpoint_internal.h"
+
+namespace sm {
+
+using ckpt::Group;
+using ckpt::Run;
+using ckpt::TensorPlan;
+
+namespace {
+
+int64_t bytes_of(const TensorPlan& t) { return shape_numel(t.shape) * static_cast<int64_t>(dtype_size(t.dtype)); }
+
+// Rank 0: every tensor's flat runs (rows {tensor, start, len, rank} of all ranks) must tile it.
+void check_tiling(const std::vector<TensorPlan>& plans, const std::vector<int64_t>& rows) {
+  std::vector<std::vector<std::array<int64_t, 3>>> runs(plans.size());
+  for (size_t i = 0; i + 4 <= rows.size(); i += 4)
+    runs[static_cast<size_t>(rows[i])].push_back({rows[i + 1], rows[i + 2], rows[i + 3]});
+  for (size_t i = 0; i < plans.size(); ++i) {
+    std::sort(runs[i].begin(), runs[i].end());
+    const std::string what = "checkpoint tensor '" + plans[i].path + "' of shape " + shape_str(plans[i].shape) +
+                             ": the ranks' boxes do not tile it: ";
+    int64_t cursor = 0;
+    for (const auto& r : runs[i]) {
+      SM_CHECK(r[0] <= cursor, what << "no rank holds flat elements [" << cursor << ", " << r[0] << ")");
+      SM_CHECK(r[0] >= cursor, what << "flat elements [" << r[0] << ", " << std::min(cursor, r[0] + r[1])
+                                    << ") are held twice (one of them by rank " << r[2] << ")");
+      cursor += r[1];
+    }
+    const int64_t n = shape_numel(plans[i].shape);
+    SM_CHECK(cursor == n, what << "no rank holds flat elements [" << cursor << ", " << n << ")");
+  }
+}
+
+// This rank's part of one tensor, ready for the write: the elements of its boxes in file
+// (row-major) order and the file dtype, back to back in `buf`, and the merged flat runs
+// they form (in order; buf holds run after run).
+struct Staged {
+  Tensor buf;
+  std::vector<Run> runs;
+  int64_t count = 0;
+};
+
+Staged stage(const TensorPlan& t, const std::vector<TensorShard>& shards) {
+  struct Piece {
+    int64_t start, len;
+    size_t host;
+    int64_t pos;  // in host[host]
+  };
+  std::vector<Tensor> host;
+  std::vector<Piece> pieces;
+  Staged st;
+  for (size_t k : t.shards) {
+    const TensorShard& s = shards[k];
+    const int64_t n = s.box.numel();
+    if (n == 0) continue;
+    Tensor h = s.data.view({n});
+    if (!h.device().is_cpu()) h = h.to(Device::cpu());
+    if (h.dtype() != t.dtype) h = h.to_dtype(t.dtype);
+    int64_t pos = 0;
+    for (const auto& r : box_flat_runs(t.shape, s.box)) {
+      pieces.push_back({r.first, r.second, host.size(), pos});
+      pos += r.second;
+    }
+    host.push_back(h);
+    st.count += n;
+  }
+  if (host.empty()) return st;
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.start < b.start; });
+  if (host.size() == 1) {
+    st.buf = host[0];  // one box: its runs are in file order already
+  } else {             // several boxes: reorder into the selection's (row-major) order
+    const size_t es = dtype_size(t.dtype);
+    st.buf = Tensor::empty({st.count}, t.dtype);
+    char* d = static_cast<char*>(st.buf.raw());
+    for (const Piece& p : pieces) {
+      std::memcpy(d, static_cast<const char*>(host[p.host].raw()) + p.pos * es, static_cast<size_t>(p.len) * es);
+      d += p.len * es;
+    }
+  }
+  for (const Piece& p : pieces) {
+    if (!st.runs.empty() && st.runs.back().start + st.runs.back().len == p.start)
+      st.runs.back().len += p.len;
+    else
+      st.runs.push_back({p.start, p.len});
+  }
+  return st;
+}
+
+// Contiguous, allocated at creation, never filled (every element is written by some rank).
+void create_dataset(const H5File& f, const TensorPlan& t) {
+  const std::string what = f.describe(t.path);
+  H5Handle space = ckpt::file_space(t.shape);
+  H5Handle lcpl(SM_H5_CHECK(H5Pcreate(H5P_LINK_CREATE)), H5Pclose);
+  SM_H5_CHECK(H5Pset_create_intermediate_group(lcpl.get(), 1));
+  H5Handle dcpl(SM_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)), H5Pclose);
+  SM_H5_CHECK(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS));
+  SM_H5_CHECK(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY));
+  SM_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER));
+  hid_t ds = H5Dcreate2(f.id(), t.path.c_str(), h5_native_type(t.dtype), space.get(), lcpl.get(), dcpl.get(),
+                        H5P_DEFAULT);
+  if (ds < 0) SM_INPUT_ERROR(what << ": cannot create the dataset");
+  H5Dclose(ds);
+}
+
+// Collective over the group (one H5Dwrite; alone: skipped when this rank holds nothing).
+void write_tensor(const Group& g, const H5File& f, const TensorPlan& t, const std::vector<TensorShard>& shards,
+                  const Staged& st) {
+  H5Handle ds(SM_H5_CHECK(H5Dopen2(f.id(), t.path.c_str(), H5P_DEFAULT)), H5Dclose);
+  H5Handle fs(SM_H5_CHECK(H5Dget_space(ds.get())), H5Sclose);
+  std::vector<const Box*> boxes;
+  for (size_t k : t.shards) boxes.push_back(&shards[k].box);
+  ckpt::select_boxes(fs.get(), t.shape, boxes);
+  SM_CHECK(H5Sget_select_npoints(fs.get()) == st.count,
+           "'" << t.path << "': " << st.count << " elements staged, " << H5Sget_select_npoints(fs.get()) << " selected");
+  H5Handle ms = ckpt::memory_space(st.count);
+  H5Handle dxpl = ckpt::transfer_plist(g);
+  static char dummy[16];
+  if (st.count || g.comm)
+    SM_H5_CHECK(H5Dwrite(ds.get(), h5_native_type(t.dtype), ms.get(), fs.get(), dxpl.get(),
+                         st.count ? st.buf.raw() : dummy));
+}
+
+// Reserves [0, bytes) of `path` on disk without changing its size (no-op where unsupported).
+void reserve_space(const std::string& path, int64_t bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY);
+  if (fd < 0) SM_INPUT_ERROR(path << ": cannot open to reserve space (" << std::strerror(errno) << ")");
+  int rc = ::fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(bytes));
+  int e = errno;
+  ::close(fd);
+  if (rc != 0 && e != EOPNOTSUPP && e != ENOSYS)
+    SM_INPUT_ERROR(path << ": cannot reserve " << bytes << " bytes (" << std::strerror(e) << ")");
+}
+
+// The file-access property list: MPI-IO over the group, or (alone) in memory without a backing
+// store — the image is written with checked POSIX calls, because a disk-write failure inside
+// HDF5 leaves an unclosable file that crashes the library at exit (HDF5 1.10).
+H5Handle file_access(const Group& g, hsize_t meta_block) {
+  H5Handle fapl(SM_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose);
+  if (g.comm)
+    SM_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), g.comm->mpi_comm(), MPI_INFO_NULL));
+  else
+    SM_H5_CHECK(H5Pset_fapl_core(fapl.get(), size_t(1) << 24, 0));
+  SM_H5_CHECK(H5Pset_meta_block_size(fapl.get(), meta_block));
+  return fapl;
+}
+
+std::vector<char> file_image(const H5File& f, const std::string& tmp) {
+  ssize_t size = H5Fget_file_image(f.file_id(), nullptr, 0);
+  if (size <= 0) SM_INPUT_ERROR(tmp << ": cannot get the HDF5 file image");
+  std::vector<char> image(static_cast<size_t>(size));
+  if (H5Fget_file_image(f.file_id(), image.data(), image.size()) != size)
+    SM_INPUT_ERROR(tmp << ": cannot get the HDF5 file image");
+  return image;
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir, int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "/ckpt_%09lld.h5", static_cast<long long>(step));
+  return dir + name;
+}
+
+// Collective over `group` (nullptr: alone); see io/checkpoint.h.
+std::string save_checkpoint(Comm* group, const std::string& dir, const std::vector<TensorShard>& shards,
+                            const CheckpointMeta& meta, int keep) {
+  const Group g{group};
+  const int rank = g.rank();
+  const std::string final_path = checkpoint_path(dir, meta.state.step), tmp = final_path + ".tmp";
+
+  // 1. Arguments: locally sane, identical tensor lists everywhere, boxes tiling every tensor.
+  std::vector<TensorPlan> plans;
+  g.agree([&] { plans = ckpt::plan_tensors(shards, true); });
+  const size_t n = plans.size();
+  ckpt::require_same_everywhere(g, plans,
+                                "save|" + dir + "|" + std::to_string(keep) + "|" + meta.model + "|" + meta.optimizer +
+                                    "|" + meta.precision + "|" + meta.mesh + "|" + std::to_string(meta.state.step) +
+                                    "|" + std::to_string(meta.optimizer_step) + "|" + meta.config_toml,
+                                "save_checkpoint");
+  std::vector<int64_t> mine;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t k : plans[i].shards)
+      for (const auto& r : box_flat_runs(plans[i].shape, shards[k].box))
+        mine.insert(mine.end(), {static_cast<int64_t>(i), r.first, r.second, rank});
+  const std::vector<int64_t> rows = g.gather(mine);
+  g.agree([&] {
+    if (rank == 0) check_tiling(plans, rows);
+  });
+
+  // 2. Room on disk: free space (rank 0) and every writer's file-size limit, before any write.
+  int64_t data_bytes = 0, name_bytes = 0;
+  for (const TensorPlan& t : plans) {
+    data_bytes += bytes_of(t);
+    name_bytes += static_cast<int64_t>(t.path.size());
+  }
+  // Metadata (object headers, crc attributes, links, /meta) kept in one block at the start.
+  const int64_t meta_block =
+      ((32768 + 1024 * static_cast<int64_t>(n) + 4 * name_bytes + 2 * static_cast<int64_t>(meta.config_toml.size())) +
+       4095) / 4096 * 4096;
+  const int64_t estimate = data_bytes + meta_block + 65536;
+  g.agree([&] {
+    rlimit rl{};
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && static_cast<int64_t>(rl.rlim_cur) < estimate)
+      SM_INPUT_ERROR("checkpoint " << final_path << " not written (the previous checkpoint is intact): it needs about "
+                                   << estimate << " bytes, above the file-size limit (ulimit -f) of "
+                                   << rl.rlim_cur << " bytes (" << where_am_i() << ")");
+    if (rank != 0) return;
+    std::remove(tmp.c_str());  // a stale .tmp of a crashed run would count as used space
+    struct statvfs sv {};
+    if (statvfs(dir.c_str(), &sv) != 0)
+      SM_INPUT_ERROR("checkpoint " << final_path << " not written: cannot access directory " << dir << " ("
+                                   << std::strerror(errno) << ")");
+    const double avail = static_cast<double>(sv.f_bavail) * static_cast<double>(sv.f_frsize);
+    if (avail < static_cast<double>(estimate))
+      SM_INPUT_ERROR("checkpoint " << final_path << " not written (the previous checkpoint is intact): disk full, it needs about "
+                                   << estimate << " bytes, " << static_cast<int64_t>(avail) << " are free in " << dir);
+  });
+
+  // 3. Write <final>.tmp. Any failure: close, remove, same error everywhere.
+  try {
+    H5File f;
+    std::vector<char> image;  // alone: the file built in memory
+    g.agree([&] {
+      H5Handle fapl = file_access(g, static_cast<hsize_t>(meta_block));
+      f = H5File::create(tmp, fapl.get());
+    });
+    // MPI-IO: reserve the whole estimated extent before HDF5 allocates anything but the
+    // superblock and the metadata block, so the metadata written when the file is closed (also
+    // on the error path) lands in reserved space; then top up to the real extent once known.
+    if (g.comm)
+      g.agree([&] {
+        if (rank == 0) reserve_space(tmp, estimate);
+      });
+    g.agree([&] {
+      for (const char* grp : {"params", "buffers", "optim", "meta"}) f.require_group(grp);
+      for (const TensorPlan& t : plans) create_dataset(f, t);
+    });
+    if (g.comm)
+      g.agree([&] {
+        hsize_t extent = 0;  // max(EOF, EOA): every dataset is allocated by now
+        SM_H5_CHECK(H5Fget_filesize(f.file_id(), &extent));
+        if (rank == 0 && static_cast<int64_t>(extent) + 65536 > estimate)
+          reserve_space(tmp, static_cast<int64_t>(extent) + 65536);
+      });
+    std::vector<int64_t> crc_rows;  // {tensor, start, len, crc} per merged run of this rank
+    for (size_t i = 0; i < n; ++i) {
+      const TensorPlan& t = plans[i];
+      Staged st;
+      g.agree([&] {
+        st = stage(t, shards);
+        const size_t es = dtype_size(t.dtype);
+        const char* p = st.count ? static_cast<const char*>(st.buf.raw()) : nullptr;
+        for (const Run& r : st.runs) {
+          crc_rows.insert(crc_rows.end(), {static_cast<int64_t>(i), r.start, r.len,
+                                           static_cast<int64_t>(ckpt::crc32_bytes(p, static_cast<size_t>(r.len) * es))});
+          p += r.len * es;
+        }
+      });
+      g.agree([&] { write_tensor(g, f, t, shards, st); });
+    }
+    // crc32 of each whole tensor, combined in flat order on rank 0.
+    const std::vector<int64_t> all = g.gather(crc_rows);
+    std::vector<int64_t> crcs(n, 0);
+    if (rank == 0) {
+      std::vector<std::vector<std::array<int64_t, 3>>> runs(n);
+      for (size_t k = 0; k + 4 <= all.size(); k += 4)
+        runs[static_cast<size_t>(all[k])].push_back({all[k + 1], all[k + 2], all[k + 3]});
+      for (size_t i = 0; i < n; ++i) {
+        std::sort(runs[i].begin(), runs[i].end());
+        uint32_t c = 0;
+        for (const auto& r : runs[i])
+          c = ckpt::crc32_concat(c, static_cast<uint32_t>(r[2]), r[1] * static_cast<int64_t>(dtype_size(plans[i].dtype)));
+        crcs[i] = c;
+      }
+    }
+    g.bcast(crcs);
+    g.agree([&] {
+      for (size_t i = 0; i < n; ++i) f.set_attr_on(plans[i].path, "crc32", crcs[i]);
+      std::string dtype = "f32";
+      for (const TensorPlan& t : plans)
+        if (t.path.rfind("params/", 0) == 0) {
+          dtype = dtype_name(t.dtype);
+          break;
+        }
+      f.set_attr("model", meta.model);
+      f.set_attr("format", std::string("spikemesh-state-dict"));
+      f.set_attr("format_version", static_cast<int64_t>(kStateDictFormatVersion));
+      f.set_attr("dtype", dtype);
+      int64_t nstate = 0;
+      for (const TensorPlan& t : plans) nstate += t.path.rfind("optim/", 0) == 0;
+      ckpt::write_meta(f.open_group("meta"), meta, nstate);
+      f.flush();  // data and metadata on disk (MPI_File_sync) ...
+      f.open_group("meta").set_attr("complete", int64_t(1));  // ... before the completion mark
+      f.flush();
+      if (!g.comm) image = file_image(f, tmp);
+    });
+    g.agree([&] { f.close(); });  // collective; fails if HDF5 could not flush
+    g.agree([&] {
+      if (rank != 0) return;
+      if (g.comm)
+        ckpt::fsync_path(tmp, false);
+      else
+        ckpt::write_file_synced(tmp, image.data(), image.size());
+      if (std::rename(tmp.c_str(), final_path.c_str()) != 0)
+        SM_INPUT_ERROR(final_path << ": rename failed (" << std::strerror(errno) << ")");
+      ckpt::fsync_path(dir, true);
+    });
+  } catch (const Error& e) {
+    // Every rank is here (errors were agreed); H5File destructors have closed the file.
+    if (rank == 0) std::remove(tmp.c_str());
+    g.barrier();
+    const std::string what = e.what();
+    if (what.rfind("checkpoint " + final_path + " not written", 0) == 0) throw Error(ErrorKind::Input, what);
+    SM_INPUT_ERROR("checkpoint " << final_path << " not written (the previous checkpoint is intact): " << what);
+  }
+  // 4. Only now: prune older complete checkpoints (damaged ones are left alone).
+  if (rank == 0) ckpt::prune_checkpoints(dir, final_path, keep);
+  g.barrier();
+  return final_path;
+}
+
+}  // namespace sm

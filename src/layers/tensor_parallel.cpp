@@ -1,0 +1,72 @@
+// tensor_parallel.cpp — the tensor-parallel rules of layers/tensor_parallel.h and the
+// channel-bias epilogue they need (CPU loop here; CUDA through kernels/cuda/gemm_cublas.h).
+#include "spikemesh/layers/tensor_parallel.h"
+
+#include "spikemesh/layers/collectives.h"
+
+#ifdef SPIKEMESH_HAVE_CUDA
+#include "spikemesh/core/cuda_stream.h"
+#include "spikemesh/kernels/cuda/gemm_cublas.h"
+#endif
+
+namespace sm {
+namespace {
+
+template <typename T>
+void add_channel_bias_cpu(const T* bias, const ChannelLayout& l, T* y) {
+  const int64_t rows = l.outer * l.channels;
+#pragma omp parallel for schedule(static) if (rows * l.inner > 32768)
+  for (int64_t oc = 0; oc < rows; ++oc) {
+    const T b = bias[oc % l.channels];
+    T* p = y + oc * l.inner;
+    for (int64_t i = 0; i < l.inner; ++i) p[i] += b;
+  }
+}
+
+}  // namespace
+
+TpMode tp_mode(const Param& weight, const Ctx& ctx) {
+  const auto g = weight.shard.group;
+  if (!ctx.tp || !weight.shard.sharded() || (g != ShardSpec::Group::TP && g != ShardSpec::Group::TPxDP))
+    return TpMode::None;
+  return weight.shard.dim == 0 ? TpMode::Colwise : TpMode::Rowwise;
+}
+
+int tp_split_dim(TpMode m) { return m == TpMode::Colwise ? 0 : m == TpMode::Rowwise ? 1 : -1; }
+
+TpForward tp_forward_plan(const Param& weight, const Param* bias, const Ctx& ctx, bool kernel_adds_bias) {
+  TpForward p;
+  p.mode = tp_mode(weight, ctx);
+  if (bias) {
+    const bool fused = kernel_adds_bias && p.mode != TpMode::Rowwise;
+    (fused ? p.kernel_bias : p.late_bias) = &bias->value;
+  }
+  return p;
+}
+
+void tp_finish_forward(const TpForward& plan, Ctx& ctx, Tensor& y, const ChannelLayout& layout) {
+  if (plan.mode == TpMode::Rowwise) ctx.tp->all_reduce_sum(y);  // partial sums over the input shards
+  if (plan.late_bias) add_channel_bias(y, *plan.late_bias, layout);  // after the reduction: once
+}
+
+void tp_finish_backward_input(const Param& weight, Ctx& ctx, Tensor& dx) {
+  if (tp_mode(weight, ctx) == TpMode::Colwise) ctx.tp->all_reduce_sum(dx);
+}
+
+void add_channel_bias(Tensor& y, const Tensor& bias, const ChannelLayout& layout) {
+  SM_CHECK(y.numel() == layout.outer * layout.channels * layout.inner && bias.numel() == layout.channels,
+           "channel bias of " << bias.numel() << " for an output " << shape_str(y.shape()));
+#ifdef SPIKEMESH_HAVE_CUDA
+  if (y.device().is_cuda()) {
+    cuda::add_channel_bias(y.raw(), y.dtype(), bias.raw(), bias.dtype(), layout.outer, layout.channels, layout.inner,
+                           cuda::stream_for(y.device()));
+    return;
+  }
+#endif
+  if (y.dtype() == DType::F32)
+    add_channel_bias_cpu(bias.data<float>(), layout, y.data<float>());
+  else
+    add_channel_bias_cpu(bias.data<double>(), layout, y.data<double>());
+}
+
+}  // namespace sm

@@ -1,0 +1,72 @@
+// weight_layer_flow.h — WeightLayer's forward / B / W flow, written once for both devices
+// (layers/weight_layer.h) and instantiated with the device's kernels in weight_layer.cpp and
+// weight_layer_cuda.cpp. A Dev provides:
+//   using Act                         how an input is kept (SavedActivation / DeviceSaved)
+//   static constexpr bool kKernelAddsBias
+//   SlotStore<WeightSaved<Act>>& slots()
+//   void check(const Tensor& x, const Tensor& w, const std::string& what)   dtypes, devices
+//   void forward(KernelFamily, const Geometry&, const Tensor& x, const Tensor& w,
+//                const Tensor* bias, Tensor& y)
+//   void backward_data(KernelFamily, const Geometry&, const Tensor& dy, const Tensor& w, Tensor& dx)
+//   void backward_weights(KernelFamily, const Geometry&, const Tensor& x, const Tensor& dy,
+//                         Param& w, Param* b)                               accumulate (+=)
+// Invariant: a slot exists from forward until W (or B without the split) releases it.
+#pragma once
+#include "spikemesh/layers/slot_store.h"
+#include "spikemesh/layers/tensor_parallel.h"
+#include "spikemesh/layers/weight_layer.h"
+
+namespace sm {
+
+template <class Act>
+struct WeightSaved {
+  Act input;                 // [T, N, ...] the forward's input (bits for spikes)
+  DType dtype = DType::F32;  // the input's dtype (dy's must match)
+  Tensor dy;                 // the output's gradient, kept between split B and W
+};
+
+inline ChannelLayout channel_layout(const cpu::Conv2dGeometry& g) {
+  return {g.batch, g.out_channels, g.out_height() * g.out_width()};
+}
+
+template <class Dev>
+Tensor WeightLayer::forward_on(Dev& dev, const Tensor& x, Ctx& ctx) {
+  const Param& w = param(0);  // [Cout_local, Cin_local, ...]
+  check_input(x);
+  dev.check(x, w.value, type());
+  const cpu::Conv2dGeometry g = geometry(x.shape());
+  const TpForward tp = tp_forward_plan(w, bias_param(), ctx, Dev::kKernelAddsBias);
+  Tensor y = Tensor::empty(output_of(x.shape(), g), x.dtype(), x.device());  // [T, N, Cout_local, ...]
+  dev.forward(kernels(), g, x, w.value, tp.kernel_bias, y);
+  tp_finish_forward(tp, ctx, y, channel_layout(g));
+  WeightSaved<typename Dev::Act>& sv = dev.slots().fresh(ctx.slot);
+  sv.input = Dev::Act::save(x);
+  sv.dtype = x.dtype();
+  return y;
+}
+
+template <class Dev>
+Tensor WeightLayer::backward_input_on(Dev& dev, const Tensor& dy, Ctx& ctx) {
+  WeightSaved<typename Dev::Act>& sv = dev.slots().get(ctx.slot);
+  const cpu::Conv2dGeometry g = geometry(sv.input.shape());
+  SM_CHECK(dy.numel() == g.output_numel() && dy.dtype() == sv.dtype,
+           type() << " backward got dy " << shape_str(dy.shape()) << " " << dtype_name(dy.dtype()) << " on "
+                  << dy.device().str());
+  Tensor dx = Tensor::empty(sv.input.shape(), dy.dtype(), dy.device());  // [T, N, Cin_local, ...]
+  dev.backward_data(kernels(), g, dy, param(0).value, dx);
+  tp_finish_backward_input(param(0), ctx, dx);
+  sv.dy = dy;  // a reference (no copy): W reads it, or we do it now
+  if (!ctx.split_wgrad) backward_weight_on(dev, ctx);
+  return dx;
+}
+
+template <class Dev>
+void WeightLayer::backward_weight_on(Dev& dev, Ctx& ctx) {
+  WeightSaved<typename Dev::Act>& sv = dev.slots().get(ctx.slot);
+  SM_CHECK(sv.dy.defined(), type() << " backward_weight without a kept dy (B not run with split_wgrad?)");
+  const Tensor x = sv.input.restore();  // [T, N, Cin_local, ...]
+  dev.backward_weights(kernels(), geometry(x.shape()), x, sv.dy, param(0), bias_param());
+  dev.slots().release(ctx.slot);
+}
+
+}  // namespace sm

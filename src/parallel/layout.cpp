@@ -1,0 +1,163 @@
+// layout.cpp — the Layout: composition of stage, gradient-reduction strategy and the
+// collectives handed to layers; the one forward/backward path of a training step.
+#include "spikemesh/parallel/layout.h"
+
+#include <sstream>
+
+#include "spikemesh/comm/mesh.h"
+#include "spikemesh/core/device.h"
+#include "spikemesh/core/timer.h"
+#include "spikemesh/models/model.h"
+#include "spikemesh/parallel/comm_collectives.h"
+#include "spikemesh/parallel/dist_run.h"
+#include "spikemesh/parallel/replica_check.h"
+
+namespace sm {
+
+void validate_parallel_flags(const LayoutOptions& o) {
+  const std::string& m = o.mode;
+  if (m == "tp" || m == "fsdp_tp" || m == "pp" || m == "auto")
+    SM_INPUT_ERROR("--distributed-mode " << m << " is not implemented yet (available: none, dp, fsdp)");
+  if (m != "none" && m != "dp" && m != "fsdp")
+    SM_INPUT_ERROR("--distributed-mode must be none, dp or fsdp, got '" << m << "'");
+  const std::string& z = o.strategy.sharding;
+  if (z != "none" && z != "zero" && z != "zero2")
+    SM_INPUT_ERROR("--optimizer-sharding must be none, zero or zero2, got '" << z << "'");
+  if (z != "none" && m != "dp")
+    SM_INPUT_ERROR("--optimizer-sharding " << z << " needs --distributed-mode dp"
+                                           << (m == "fsdp" ? " (fsdp always shards the optimizer state)" : ""));
+  if (!(o.strategy.bucket_mb > 0)) SM_INPUT_ERROR("--bucket-mb must be positive, got " << o.strategy.bucket_mb);
+}
+
+void validate_layout_for_mesh(const LayoutOptions& o, int world_size, int tp, int pp) {
+  validate_parallel_flags(o);
+  if (tp > 1 || pp > 1)
+    SM_INPUT_ERROR("--mesh-shape dp=" << world_size / (tp * pp) << " tp=" << tp << " pp=" << pp
+                                      << ": tensor and pipeline parallelism are not implemented yet; spikemesh runs data parallelism only (use tp = pp = 1)");
+  if (o.mode == "none" && world_size > 1)
+    SM_INPUT_ERROR("--distributed-mode none runs on one rank; with " << world_size
+                                                                     << " ranks use --distributed-mode dp or fsdp");
+}
+
+Layout::Layout(Model& model, Mesh* mesh, const LayoutOptions& opts)
+    : model_(model), mesh_(mesh), opts_(opts), stage_(model, 0, model.units.size()) {
+  world_ = mesh ? &mesh->world() : nullptr;
+  dp_ = mesh ? &mesh->dp() : nullptr;
+  build(mesh ? mesh->shape().tp : 1, mesh ? mesh->shape().pp : 1);
+}
+
+Layout::Layout(Model& model, Comm& dp, const LayoutOptions& opts)
+    : model_(model), opts_(opts), stage_(model, 0, model.units.size()) {
+  world_ = dp_ = &dp;
+  build(1, 1);
+}
+
+void Layout::build(int tp, int pp) {
+  SM_CHECK(model_.finalized(), "a layout needs a finalised model");
+  validate_layout_for_mesh(opts_, world_size(), tp, pp);
+  if (dp_) {
+    StrategyOptions so = opts_.strategy;
+    so.mode = opts_.mode == "none" ? "dp" : opts_.mode;
+    strategy_ = make_strategy(stage_, *dp_, so);  // collective over dp
+    if (opts_.sync_bn) bn_sync_ = std::make_unique<CommCollectives>(*dp_);
+  } else {
+    strategy_ = make_single_rank_strategy(stage_);
+  }
+}
+
+Layout::~Layout() = default;
+
+int Layout::world_size() const { return world_ ? world_->size() : 1; }
+
+std::string Layout::describe() const {
+  if (!world_) return "dp=1 tp=1 pp=1";
+  const std::string shape = mesh_ ? mesh_->shape().str() : MeshShape{dp_->size(), 1, 1}.str();
+  return shape + " " + strategy_->name() + (opts_.sync_bn ? " sync-bn" : "");
+}
+
+// With tp = pp = 1 every rank reads its own samples (its dp part of each global batch) and
+// holds its own shards: the data and checkpoint groups are the world.
+Comm* data_group_of(Mesh* mesh) { return mesh ? &mesh->world() : nullptr; }
+int data_ranks_of(Mesh* mesh) { return mesh ? mesh->shape().dp : 1; }
+
+int Layout::data_rank() const { return dp_ ? dp_->rank() : 0; }
+int Layout::data_size() const { return dp_ ? dp_->size() : 1; }
+Comm* Layout::data_comm() { return world_; }
+Comm* Layout::checkpoint_comm() { return world_; }
+Comm* Layout::metrics_comm() { return world_; }
+bool Layout::is_root() const { return !world_ || world_->rank() == 0; }
+
+std::vector<Param*> Layout::optimizer_params() { return strategy_->optimizer_params(); }
+Collectives* Layout::shard_group() { return strategy_->shard_group(); }
+std::vector<ParamPlacement> Layout::placements(bool saving) { return strategy_->placements(saving); }
+bool Layout::holds_replicated(bool saving) const { return strategy_->holds_replicated(saving); }
+void Layout::after_load() { strategy_->after_load(); }
+
+void Layout::fill_ctx(Ctx& ctx) {
+  ctx.bn_sync = bn_sync_.get();
+  ctx.tp = nullptr;  // tp = 1: no tensor-parallel group
+  ctx.split_wgrad = opts_.split_wgrad;
+}
+
+void Layout::sync_buffers() {
+  if (dp_ && !opts_.sync_bn) broadcast_buffers(model_, *dp_, 0);
+}
+
+void Layout::begin_step() { strategy_->begin_step(); }
+
+MicroResult Layout::forward_backward(const MicroBatch& mb, Ctx& ctx, double loss_grad_scale, bool last_micro) {
+  SM_CHECK(stage_.is_last() && model_.loss, "the training step needs the loss on this stage");
+  MicroResult r;
+  fill_ctx(ctx);
+  ctx.training = true;
+  ctx.sample_offset = mb.sample_offset;
+  Timer t;
+  stage_.reset_state();  // neuron state starts at rest for every microbatch
+  strategy_->begin_micro(last_micro);
+  Tensor out = stage_.forward(mb.x, ctx, strategy_.get());     // [T, n, K]
+  r.loss = model_.loss->forward(out, mb.y, ctx.slot);
+  r.forward_ms = t.ms();
+  t.reset();
+  Tensor dout = model_.loss->backward(loss_grad_scale, ctx.slot);  // [T, n, K]
+  stage_.backward_input(dout, ctx, strategy_.get());
+  if (ctx.split_wgrad) stage_.backward_weight(ctx, strategy_.get());
+  strategy_->end_backward();
+  synchronize(model_.device());  // CUDA: the phase time is the device's
+  r.backward_ms = t.ms();
+  return r;
+}
+
+void Layout::after_optimizer_step() { strategy_->after_optimizer_step(); }
+
+MicroResult Layout::evaluate(const Tensor& x, const Tensor& y, Ctx& ctx) {
+  MicroResult r;
+  fill_ctx(ctx);
+  const bool was = ctx.training;
+  ctx.training = false;
+  Timer t;
+  if (x.defined() && x.ndim() >= 2 && x.dim(1) > 0) {
+    stage_.reset_state();
+    Tensor out = stage_.forward(x, ctx, strategy_.get());  // [T, n, K]
+    r.loss = model_.loss->forward(out, y, ctx.slot);
+  } else {  // no samples here: only the strategy's collectives, in unit order
+    for (size_t k = 0; k < stage_.size(); ++k) {
+      strategy_->before_forward(k, false);
+      strategy_->after_forward(k, false);
+    }
+  }
+  ctx.training = was;
+  r.forward_ms = t.ms();
+  return r;
+}
+
+void Layout::check_replicas(const std::string& what) {
+  if (dp_ && strategy_->replicated_params())
+    check_replicas_identical(*dp_, params_checksum(stage_.params()), what);
+}
+
+void Layout::gather_full_params() { strategy_->gather_full_params(); }
+void Layout::release_full_params() { strategy_->release_full_params(); }
+StrategyStats Layout::stats() const { return strategy_->stats(); }
+CommCounters Layout::comm_counters() const { return dp_ ? dp_->counters() : CommCounters{}; }
+
+}  // namespace sm

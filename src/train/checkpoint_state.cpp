@@ -1,0 +1,83 @@
+// checkpoint_state.cpp — Model/Optimizer state as checkpoint tensors and the one-process
+// save/load through the one writer/reader (train/checkpoint_state.h). No MPI call here.
+#include "spikemesh/train/checkpoint_state.h"
+
+#include <algorithm>
+
+#include "spikemesh/core/cuda_amp.h"
+#include "spikemesh/models/model.h"
+#include "spikemesh/parallel/layout.h"
+#include "spikemesh/train/checkpointing.h"
+#include "spikemesh/train/optimizer.h"
+
+namespace sm {
+
+namespace {
+
+// A tensor held here whole (box `where`) or not at all.
+TensorShard held(const std::string& path, const Shape& shape, const Box& where, Tensor& value, bool holds) {
+  TensorShard s;
+  s.path = path;
+  s.shape = shape;
+  s.dtype = value.dtype();
+  s.box = holds ? where : empty_box(shape.size());
+  if (holds) {
+    SM_CHECK(value.defined() && value.numel() == where.numel(),
+             "'" << path << "' holds " << (value.defined() ? value.numel() : 0) << " elements for box " << where.str());
+    s.data = value;
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<TensorShard> buffer_shards(Model& model, bool holds) {
+  std::vector<TensorShard> out;
+  for (Buffer* b : model.buffers())
+    out.push_back(held(buffer_dataset_path(b->name), b->shape, full_box(b->shape), b->value, holds));
+  return out;
+}
+
+std::vector<TensorShard> replicated_state_shards(Model& model, Optimizer* opt, bool holds) {
+  SM_CHECK(model.finalized(), "state of model '" << model.info.name << "' before finalize()");
+  std::vector<TensorShard> out;
+  for (Param* p : model.params())
+    out.push_back(held(param_dataset_path(p->name), p->shape, param_local_box(*p), p->value, holds));
+  for (TensorShard& s : buffer_shards(model, holds)) out.push_back(std::move(s));
+  if (opt) {
+    std::vector<Param*>& ps = opt->params();
+    for (const OptimState& st : opt->state()) {
+      auto it = std::find_if(ps.begin(), ps.end(), [&](const Param* p) { return p->name == st.param_name; });
+      const Shape shape = it != ps.end() ? (*it)->shape : st.value->shape();
+      const Box where = it != ps.end() ? param_local_box(**it) : full_box(shape);
+      out.push_back(held(optim_dataset_path(st.param_name, st.state_name), shape, where, *st.value, holds));
+    }
+  }
+  return out;
+}
+
+CheckpointMeta checkpoint_meta_of(const Model& model, const Optimizer& opt) {
+  CheckpointMeta cm;
+  cm.model = model.info.name;
+  cm.optimizer = opt.config().name;
+  cm.optimizer_step = opt.step_count();
+  return cm;
+}
+
+// One process: the trainer's own path (a one-rank Layout and the CheckpointManager).
+std::string save_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const TrainState& st,
+                            const std::string& config_toml, const std::string& precision, int keep) {
+  Layout layout(model, nullptr, LayoutOptions{});
+  CheckpointManager ckpt(layout, opt, dir, config_toml, precision, keep);
+  TrainState state = st;
+  return ckpt.save(state, LossScaler::for_precision(Precision::FP32));
+}
+
+CheckpointInfo load_checkpoint(const std::string& path, Model& model, Optimizer& opt) {
+  Layout layout(model, nullptr, LayoutOptions{});
+  CheckpointManager ckpt(layout, opt, "", "", "", 1);
+  LossScaler none = LossScaler::for_precision(Precision::FP32);
+  return ckpt.load(path, none);
+}
+
+}  // namespace sm

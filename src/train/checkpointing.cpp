@@ -1,0 +1,131 @@
+// checkpointing.cpp — checkpoint tensors from a layout's placements and the optimizer's
+// state, and the run's save/resume through io/checkpoint.h (checkpointing.h).
+#include "spikemesh/train/checkpointing.h"
+
+#include <functional>
+#include <map>
+#include <utility>
+
+#include "spikemesh/core/cuda_amp.h"
+#include "spikemesh/models/model.h"
+#include "spikemesh/parallel/layout.h"
+#include "spikemesh/train/optimizer.h"
+
+namespace sm {
+
+namespace {
+// The state names the optimizer keeps per parameter (e.g. exp_avg, exp_avg_sq), found on a
+// one-element probe so that a rank holding no piece of a parameter still lists them.
+std::vector<std::string> state_names_of(const Optimizer& opt, DType dt) {
+  Param probe;
+  probe.name = "probe";
+  probe.shape = probe.local_shape = {1};
+  probe.value = Tensor::zeros({1}, dt);
+  probe.grad = Tensor::zeros({1}, dt);
+  auto o = make_optimizer(opt.config(), {&probe});
+  std::vector<std::string> names;
+  for (const OptimState& s : o->state()) names.push_back(s.state_name);
+  return names;
+}
+
+// Elements [pos, pos + n) of t's flattening (a view).
+Tensor flat_run(const Tensor& t, int64_t pos, int64_t n) { return t.view({t.numel()}).slice0(pos, pos + n); }
+
+struct Piece {
+  Box box;
+  Param* holder = nullptr;
+  int64_t pos = 0;
+};
+}  // namespace
+
+std::vector<TensorShard> layout_checkpoint_shards(Layout& layout, Optimizer& opt, bool saving) {
+  Model& model = layout.model();
+  const DType dt = model.dtype();
+  // Pieces of each logical parameter held here, in holder order.
+  std::map<std::string, std::vector<Piece>> held;
+  for (const ParamPlacement& pl : layout.placements(saving))
+    for (const PlacedPiece& pc : pl.pieces)
+      if (pl.holder && !pc.box.empty()) held[pc.logical->name].push_back(Piece{pc.box, pl.holder, pc.pos});
+  // The shards of one logical tensor: one per piece held here, or one empty shard.
+  std::vector<TensorShard> out;
+  auto emit = [&](const std::string& path, const Param& p, const std::function<Tensor(const Piece&)>& data) {
+    auto it = held.find(p.name);
+    if (it == held.end()) {
+      out.push_back(TensorShard{path, p.shape, dt, empty_box(p.shape.size()), Tensor()});
+      return;
+    }
+    for (const Piece& pc : it->second) out.push_back(TensorShard{path, p.shape, dt, pc.box, data(pc)});
+  };
+  const std::vector<Param*> logical = model.params();
+  for (Param* p : logical)
+    emit(param_dataset_path(p->name), *p,
+         [](const Piece& pc) { return flat_run(pc.holder->value, pc.pos, pc.box.numel()); });
+  const bool buffers = layout.holds_replicated(saving);
+  for (Buffer* b : model.buffers())
+    out.push_back(TensorShard{buffer_dataset_path(b->name), b->shape, b->value.dtype(),
+                              buffers ? full_box(b->shape) : empty_box(b->shape.size()),
+                              buffers ? b->value : Tensor()});
+  std::map<std::pair<const Param*, std::string>, Tensor*> state;  // (holder, state name) -> tensor
+  std::map<std::string, Param*> holder_by_name;
+  for (Param* h : opt.params()) holder_by_name[h->name] = h;
+  for (const OptimState& s : opt.state()) {
+    auto h = holder_by_name.find(s.param_name);
+    SM_CHECK(h != holder_by_name.end(), "optimizer state '" << s.state_name << "' of unknown '" << s.param_name << "'");
+    state[{h->second, s.state_name}] = s.value;
+  }
+  const std::vector<std::string> names = state_names_of(opt, dt);
+  for (Param* p : logical)
+    for (const std::string& n : names)
+      emit(optim_dataset_path(p->name, n), *p, [&](const Piece& pc) {
+        auto it = state.find({pc.holder, n});
+        SM_CHECK(it != state.end(), "optimizer has no state '" << n << "' for '" << pc.holder->name << "'");
+        return flat_run(*it->second, pc.pos, pc.box.numel());
+      });
+  return out;
+}
+
+CheckpointManager::CheckpointManager(Layout& layout, Optimizer& opt, std::string dir, std::string config_toml,
+                                     std::string precision, int keep)
+    : layout_(layout),
+      opt_(opt),
+      dir_(std::move(dir)),
+      config_toml_(std::move(config_toml)),
+      precision_(std::move(precision)),
+      keep_(keep) {}
+
+CheckpointMeta CheckpointManager::meta() const {
+  CheckpointMeta m;
+  m.model = layout_.model().info.name;
+  m.optimizer = opt_.config().name;
+  m.optimizer_step = opt_.step_count();
+  m.precision = precision_;
+  m.mesh = layout_.describe();
+  m.config_toml = config_toml_;
+  return m;
+}
+
+std::string CheckpointManager::latest() { return find_latest_checkpoint(layout_.checkpoint_comm(), dir_); }
+
+std::string CheckpointManager::save(TrainState& st, const LossScaler& scaler) {
+  if (scaler.enabled()) {
+    st.loss_scale = scaler.scale();
+    st.loss_scale_finite_in_row = scaler.finite_in_row();
+    st.skipped_steps = scaler.skipped_steps();
+  }
+  CheckpointMeta m = meta();
+  m.state = st;
+  return save_checkpoint(layout_.checkpoint_comm(), dir_, layout_checkpoint_shards(layout_, opt_, true), m, keep_);
+}
+
+CheckpointInfo CheckpointManager::load(const std::string& path, LossScaler& scaler) {
+  std::vector<TensorShard> shards = layout_checkpoint_shards(layout_, opt_, false);
+  CheckpointInfo ci = load_checkpoint(layout_.checkpoint_comm(), path, shards, meta());
+  layout_.after_load();
+  opt_.set_step_count(ci.optimizer_step);
+  if (!scaler.enabled()) ci.state.loss_scale = 0;  // an fp16 run resumed in another precision drops the scale
+  if (scaler.enabled() && ci.state.loss_scale > 0)  // fp16: continue with the saved loss scale
+    scaler.set_state(ci.state.loss_scale, ci.state.loss_scale_finite_in_row, ci.state.skipped_steps);
+  return ci;
+}
+
+}  // namespace sm

@@ -1,0 +1,57 @@
+// evaluation.cpp — test-split evaluation through the layout (evaluation.h).
+#include "spikemesh/train/evaluation.h"
+
+#include <algorithm>
+
+#include "spikemesh/comm/agree.h"
+#include "spikemesh/data/sampler.h"
+#include "spikemesh/models/model.h"
+#include "spikemesh/parallel/layout.h"
+#include "spikemesh/train/train_step.h"
+#include "batch_io.h"
+
+namespace sm {
+
+void sum_over(Comm* comm, std::vector<double>& v) {
+  if (comm) all_reduce_doubles(*comm, v, ReduceOp::Sum);
+}
+
+EvalOutcome evaluate_test_split(Layout& layout, H5Dataset& ds, const EvalSettings& s) {
+  layout.sync_buffers();
+  const int rank = layout.data_rank(), ranks = layout.data_size();
+  EpochSampler es(ds.size(Split::Test), s.batch * ranks, 0, false, false);
+  Ctx ctx;
+  ctx.seed = s.seed;
+  ctx.training = false;
+  EvalOutcome out;
+  for (const LayerStat& st : layout.stage().stats()) out.layer_names.push_back(st.layer);
+  std::vector<double> sums(3 + out.layer_names.size(), 0.0);  // loss·n, correct, n, firing·n ...
+  for (int64_t b = 0; b < es.batches_per_epoch(); ++b) {
+    const std::vector<int64_t> idx = es.batch_indices(0, b, rank, ranks);
+    Tensor raw, y, x;
+    ds.read_collective(Split::Test, idx, raw, y);  // collective over the data group (possibly nothing)
+    if (!idx.empty()) {
+      MicroBatch d = to_device(MicroBatch{encode(ds, raw, idx, s.T, s.encoding, s.dtype, s.seed, 0), y, 0},
+                               layout.model().device(), s.activations);
+      x = d.x;
+      y = d.y;
+    }
+    const StepResult r = eval_step(layout, x, y, ctx);
+    if (r.count == 0) continue;
+    sums[0] += r.loss * r.count;
+    sums[1] += static_cast<double>(r.correct);
+    sums[2] += static_cast<double>(r.count);
+    const std::vector<LayerStat> stats = layout.stage().stats();
+    for (size_t i = 0; i < stats.size() && 3 + i < sums.size(); ++i) sums[3 + i] += stats[i].value * r.count;
+  }
+  sum_over(layout.metrics_comm(), sums);
+  out.count = static_cast<int64_t>(sums[2]);
+  out.correct = static_cast<int64_t>(sums[1]);
+  const double n = static_cast<double>(std::max<int64_t>(1, out.count));
+  out.loss = out.count ? sums[0] / n : 0.0;
+  out.accuracy = out.count ? static_cast<double>(out.correct) / n : 0.0;
+  for (size_t i = 3; i < sums.size(); ++i) out.firing_rate.push_back(sums[i] / n);
+  return out;
+}
+
+}  // namespace sm

@@ -1,0 +1,75 @@
+// run_setup.cpp — device choice, model, layout, optimizer and scaler of a run (run_setup.h).
+#include "spikemesh/train/run_setup.h"
+
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <cstdlib>
+
+#include "spikemesh/comm/agree.h"
+#include "spikemesh/comm/mesh.h"
+#include "spikemesh/models/model.h"
+
+namespace sm {
+
+RunParts::RunParts() = default;
+RunParts::~RunParts() = default;
+RunParts::RunParts(RunParts&&) noexcept = default;
+
+void agreed(Comm* comm, const std::function<void()>& f) {
+  if (comm)
+    collective_check(*comm, f);
+  else
+    f();
+}
+
+namespace {
+// Several ranks: main.cpp already divided the node's cores among its ranks.
+void configure_threads(int64_t threads, bool multi_rank) {
+  int n = static_cast<int>(threads);
+  if (n == 0 && std::getenv("OMP_NUM_THREADS") == nullptr && !multi_rank) n = omp_get_num_procs();
+  if (n > 0) omp_set_num_threads(n);
+}
+}  // namespace
+
+RunParts setup_run(const RunRequest& req, Mesh* mesh, const std::function<void(Model&)>& check_model) {
+  Comm* world = mesh ? &mesh->world() : nullptr;
+  RunParts parts;
+  // The device: rank r of a node takes GPU local_rank % visible (--device cuda, or auto when
+  // one is visible); fp64, the exact reference, runs on the CPU.
+  agreed(world, [&] {
+    parts.precision = precision_from_name(req.precision);
+    DeviceRequest dr = device_request_from_name(req.device);
+    if (dr == DeviceRequest::Auto && parts.precision == Precision::FP64) dr = DeviceRequest::Cpu;
+    if (dr == DeviceRequest::Auto && (parts.precision == Precision::BF16 || parts.precision == Precision::FP16) &&
+        cuda_device_count() == 0)
+      SM_INPUT_ERROR("--precision " << req.precision << " needs a GPU (" << cuda_unavailable_reason()
+                                    << "); the CPU runs fp32 or fp64");
+    parts.device = select_device(dr, mesh ? mesh->local_rank() : 0);
+    check_precision_for_device(parts.precision, parts.device);
+    validate_layout_for_mesh(req.layout, mesh ? mesh->world_size() : 1, mesh ? mesh->shape().tp : 1,
+                             mesh ? mesh->shape().pp : 1);
+  });
+  configure_threads(req.threads, mesh != nullptr);
+  parts.dtype = master_dtype(parts.precision);
+  parts.activations = activation_dtype(parts.precision);
+  agreed(world, [&] {
+    parts.model = req.model.build();
+    if (check_model) check_model(*parts.model);
+    make_optimizer(req.optimizer, {});  // validates the hyper-parameters before any state exists
+  });
+  parts.model->finalize(parts.dtype, parts.device, req.seed);
+  parts.layout = std::make_unique<Layout>(*parts.model, mesh, req.layout);  // collective over the world
+  // CUDA holders (the model's or the layout's device shards) get the fused device optimizers.
+  parts.optimizer = make_optimizer(req.optimizer, parts.layout->optimizer_params());
+  parts.scaler = LossScaler::for_precision(parts.precision);  // dynamic for fp16 only
+  return parts;
+}
+
+double peak_rss_mb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;
+}
+
+}  // namespace sm

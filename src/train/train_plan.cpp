@@ -1,0 +1,78 @@
+// train_plan.cpp — run request, batch arithmetic and schedule of a training run (train_plan.h).
+#include "spikemesh/train/train_plan.h"
+
+#include <algorithm>
+
+#include "spikemesh/models/model.h"
+
+namespace sm {
+
+RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& di) {
+  RunRequest req;
+  req.model.model = cfg.model_spec.empty() ? cfg.model : "";
+  req.model.spec = cfg.model_spec;
+  req.model.vars = cfg.vars;
+  req.model.dropout = cfg.dropout;
+  req.model.T = static_cast<int>(cfg.T);
+  if (di.is_events()) {
+    if (cfg.T > 0 && cfg.T != di.T)
+      SM_INPUT_ERROR("--T " << cfg.T << " but " << cfg.data << " holds event frames with T = " << di.T);
+    req.model.T = di.T;
+  }
+  req.precision = cfg.precision;
+  req.device = cfg.device;
+  req.threads = cfg.threads;
+  req.seed = static_cast<uint64_t>(cfg.seed);
+  req.layout = layout_options(cfg, master_dtype(precision_from_name(cfg.precision)));
+  req.optimizer.name = cfg.optimizer;
+  req.optimizer.lr = cfg.lr;
+  req.optimizer.weight_decay = cfg.weight_decay;
+  req.optimizer.momentum = cfg.momentum;
+  req.optimizer.nesterov = cfg.nesterov;
+  return req;
+}
+
+TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model& model, int dp) {
+  const ModelInfo& mi = model.info;
+  const DatasetInfo& di = ds.info();
+  Shape have = di.is_events() ? Shape(di.sample_shape.begin() + 1, di.sample_shape.end()) : di.sample_shape;
+  if (mi.input_shape != have)
+    SM_INPUT_ERROR(cfg.data << ": samples are " << shape_str(have) << " per time step but model '" << mi.name
+                            << "' expects " << shape_str(mi.input_shape));
+  if (di.num_classes != mi.num_classes)
+    SM_INPUT_ERROR(cfg.data << " has " << di.num_classes << " classes but model '" << mi.name << "' outputs "
+                            << mi.num_classes);
+  TrainPlan p;
+  p.encoding = encoding_from_name(cfg.encoding);
+  p.accum = cfg.grad_accum;
+  p.batch = cfg.batch_size;
+  if (cfg.global_batch_size > 0) {
+    if (cfg.global_batch_size % (dp * p.accum) != 0)
+      SM_INPUT_ERROR("--global-batch-size " << cfg.global_batch_size << " is not divisible by dp " << dp
+                                            << " x --grad-accum " << p.accum << " = " << dp * p.accum);
+    p.batch = cfg.global_batch_size / (dp * p.accum);
+  }
+  p.global_batch = p.batch * dp * p.accum;
+  const int64_t train = ds.size(Split::Train);
+  if (dp == 1 && p.accum == 1 && train < p.batch)
+    SM_INPUT_ERROR(cfg.data << ": " << train << " training samples, fewer than one batch of " << p.batch);
+  if (train < p.global_batch)
+    SM_INPUT_ERROR(cfg.data << ": " << train << " training samples, fewer than one global batch of " << p.global_batch
+                            << " (--batch-size " << p.batch << " per rank x dp " << dp << " x --grad-accum " << p.accum
+                            << ")");
+  p.per_epoch = train / p.global_batch;
+  p.total_steps = p.per_epoch * cfg.epochs;
+  if (cfg.max_steps > 0) p.total_steps = std::min(p.total_steps, cfg.max_steps);
+  p.lr.kind = cfg.lr_schedule;
+  p.lr.base_lr = cfg.lr;
+  p.lr.warmup_steps = cfg.warmup_steps;
+  p.lr.warmup_start_factor = 1.0 / (cfg.warmup_steps + 1);  // the first step already learns
+  p.lr.total_steps = std::max<int64_t>(1, p.total_steps - cfg.warmup_steps);
+  p.lr.step_size = cfg.lr_step_size;
+  p.lr.gamma = cfg.lr_gamma;
+  p.lr.min_lr = cfg.min_lr;
+  LrSchedule check(p.lr);  // validates the schedule now
+  return p;
+}
+
+}  // namespace sm
