@@ -93,14 +93,6 @@ GraphValue Graph::output() const {
   return output_set_ ? output_ : GraphValue{static_cast<int>(nodes_.size()) - 1, 0};
 }
 
-void Graph::reset_state() {
-  for (Node& n : nodes_) n.layer->reset_state();
-}
-
-void Graph::collect_stats(std::vector<LayerStat>& out) const {
-  for (const Node& n : nodes_) n.layer->collect_stats(out);
-}
-
 std::vector<Layer*> Graph::children() {
   std::vector<Layer*> out;
   for (Node& n : nodes_) out.push_back(n.layer.get());
@@ -165,10 +157,6 @@ Tensor Graph::backward_input_cpu(const Tensor& dy, Ctx& ctx) {  // both devices
     for (size_t k = 0; k < n.ins.size(); ++k) accumulate(n.ins[k], dxs[k]);
   }
   return dinput.defined() ? dinput : Tensor::zeros(sv.input.shape, sv.input.dtype, sv.input.device);
-}
-
-void Graph::backward_weight_cpu(Ctx& ctx) {
-  for (size_t i = nodes_.size(); i-- > 0;) nodes_[i].layer->backward_weight(ctx);
 }
 
 }  // namespace sm

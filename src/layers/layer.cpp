@@ -48,6 +48,20 @@ void Layer::backward_weight(Ctx& ctx) {
   layer_profile_add(type(), 0.0, ms_since(t0), false);
 }
 
+void Layer::reset_state() {
+  for (Layer* c : children()) c->reset_state();
+}
+
+void Layer::collect_stats(std::vector<LayerStat>& out) const {
+  // children() is not const; walking it does not modify the layer.
+  for (Layer* c : const_cast<Layer*>(this)->children()) c->collect_stats(out);
+}
+
+void Layer::backward_weight_cpu(Ctx& ctx) {
+  const std::vector<Layer*> cs = children();
+  for (auto it = cs.rbegin(); it != cs.rend(); ++it) (*it)->backward_weight(ctx);
+}
+
 Tensor Layer::forward_cuda(const Tensor&, Ctx&) {
   SM_CHECK(false, type() << " '" << name_ << "' has no CUDA implementation in this build");
   return {};

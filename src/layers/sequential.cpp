@@ -6,14 +6,6 @@
 
 namespace sm {
 
-void Sequential::reset_state() {
-  for (auto& l : layers_) l->reset_state();
-}
-
-void Sequential::collect_stats(std::vector<LayerStat>& out) const {
-  for (auto& l : layers_) l->collect_stats(out);
-}
-
 Shape Sequential::output_shape(const Shape& in) const {
   Shape s = in;
   for (auto& l : layers_) s = l->output_shape(s);
@@ -36,10 +28,6 @@ Tensor Sequential::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
   Tensor g = dy;
   for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) g = (*it)->backward_input(g, ctx);
   return g;
-}
-
-void Sequential::backward_weight_cpu(Ctx& ctx) {
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) (*it)->backward_weight(ctx);
 }
 
 Shape Residual::output_shape(const Shape& in) const {

@@ -29,7 +29,7 @@ TpMode tp_mode(const Param& weight, const Ctx& ctx) {
   const auto g = weight.shard.group;
   if (!ctx.tp || !weight.shard.sharded() || (g != ShardSpec::Group::TP && g != ShardSpec::Group::TPxDP))
     return TpMode::None;
-  return weight.shard.dim == 0 ? TpMode::Colwise : TpMode::Rowwise;
+  return weight.shard.dim == tp_split_dim(TpMode::Colwise) ? TpMode::Colwise : TpMode::Rowwise;
 }
 
 int tp_split_dim(TpMode m) { return m == TpMode::Colwise ? 0 : m == TpMode::Rowwise ? 1 : -1; }

@@ -24,6 +24,7 @@
 #include "spikemesh/layers/conv1d.h"
 #include "spikemesh/layers/conv2d.h"
 #include "spikemesh/layers/linear.h"
+#include "spikemesh/layers/tensor_parallel.h"
 
 namespace sm {
 namespace {
@@ -426,6 +427,23 @@ auto tp_factory(const Cfg& cfg) {
     if (dim >= 0) shard_for_tp(*layer, dim, rank);
     return test::wrap(std::move(layer));
   };
+}
+
+TEST(TensorParallelLayers, ModeFollowsTheSplitDimension) {
+  TwoRankGroup group;
+  FakeTpRank coll(group, 0);  // never called: tp_mode only looks whether ctx.tp is set
+  Ctx ctx;
+  Linear layer(LinearConfig{4, 6, true, WeightInit::TorchDefault});
+  EXPECT_EQ(tp_mode(*layer.params()[0], ctx), TpMode::None);
+  for (TpMode m : {TpMode::Colwise, TpMode::Rowwise}) {
+    Linear l(LinearConfig{4, 6, true, WeightInit::TorchDefault});
+    shard_for_tp(l, tp_split_dim(m), 1);
+    EXPECT_EQ(tp_mode(*l.params()[0], ctx), TpMode::None) << "no ctx.tp: unsharded rules";
+    ctx.tp = &coll;
+    EXPECT_EQ(tp_mode(*l.params()[0], ctx), m);
+    ctx.tp = nullptr;
+  }
+  EXPECT_EQ(tp_split_dim(TpMode::None), -1);
 }
 
 TEST(TensorParallelLayers, ColwiseAndRowwiseMatchUnsharded) {

@@ -45,16 +45,13 @@ class Graph : public Layer {
   void set_output(GraphValue v);
   size_t size() const { return nodes_.size(); }
 
-  void reset_state() override;
-  void collect_stats(std::vector<LayerStat>& out) const override;
   Shape output_shape(const Shape& in) const override;
   std::string type() const override { return "graph"; }
   std::vector<Layer*> children() override;
 
  protected:
   // Nodes route by device themselves; fan-out sums run on the gradients' device.
-  SM_ANY_DEVICE_HOOKS
-  void backward_weight_cpu(Ctx& ctx) override;
+  SM_ANY_DEVICE_HOOKS  // W: every node's in reverse (Layer's default)
 
  private:
   struct Node {

@@ -47,8 +47,9 @@ class Layer {
   Tensor backward_input(const Tensor& dy, Ctx& ctx);
   void backward_weight(Ctx& ctx);
 
-  virtual void reset_state() {}
-  virtual void collect_stats(std::vector<LayerStat>& out) const { (void)out; }
+  // Defaults: every child's, in order (leaves have none); a leaf with state overrides them.
+  virtual void reset_state();
+  virtual void collect_stats(std::vector<LayerStat>& out) const;
   // Per-sample output shape for a per-sample input shape (no T, N dims). Throws
   // sm::Error(Input) with a plain explanation when the input does not fit this layer.
   virtual Shape output_shape(const Shape& in) const = 0;
@@ -67,7 +68,8 @@ class Layer {
  protected:
   virtual Tensor forward_cpu(const Tensor& x, Ctx& ctx) = 0;
   virtual Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) = 0;
-  virtual void backward_weight_cpu(Ctx& ctx) { (void)ctx; }
+  // Default: every child's W in reverse (composites; nothing for leaves without parameters).
+  virtual void backward_weight_cpu(Ctx& ctx);
   // Defaults: "no CUDA implementation in this build" errors; W is a no-op (it only follows a
   // CUDA forward, and every leaf with parameters and a CUDA forward overrides it).
   virtual Tensor forward_cuda(const Tensor& x, Ctx& ctx);

@@ -15,16 +15,13 @@ class Sequential : public Layer {
   size_t size() const { return layers_.size(); }
   Layer& at(size_t i) { return *layers_[i]; }
 
-  void reset_state() override;
-  void collect_stats(std::vector<LayerStat>& out) const override;
   Shape output_shape(const Shape& in) const override;
   std::string type() const override { return "sequential"; }
   std::vector<Layer*> children() override;
 
  protected:
   // Composites route by child, whatever the device.
-  SM_ANY_DEVICE_HOOKS
-  void backward_weight_cpu(Ctx& ctx) override;
+  SM_ANY_DEVICE_HOOKS  // W: every child's in reverse (Layer's default)
 
   std::vector<LayerPtr> layers_;
 };
