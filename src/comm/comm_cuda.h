@@ -10,22 +10,24 @@
 
 #ifdef SPIKEMESH_HAVE_CUDA
 #include <cuda_runtime.h>
-#define SM_COMM_CUDA_CHECK(call)                                                            \
-  do {                                                                                      \
-    cudaError_t sm_rc_ = (call);                                                            \
-    if (sm_rc_ != cudaSuccess)                                                              \
-      ::sm::throw_library_error("CUDA", #call, cudaGetErrorString(sm_rc_), __FILE__, __LINE__); \
-  } while (0)
+namespace sm::comm_detail {
+[[noreturn]] inline void throw_cuda_error(cudaError_t rc, const char* call, const char* file, int line) {
+  throw_library_error("CUDA", call, cudaGetErrorString(rc), file, line);
+}
+}  // namespace sm::comm_detail
+#define SM_COMM_CUDA_CHECK(call) \
+  SM_STATUS_CHECK(cudaError_t, cudaSuccess, ::sm::comm_detail::throw_cuda_error, (call), #call)
 #endif
 
 #ifdef SPIKEMESH_HAVE_NCCL
 #include <nccl.h>
-#define SM_NCCL_CHECK(call)                                                                  \
-  do {                                                                                       \
-    ncclResult_t sm_rc_ = (call);                                                            \
-    if (sm_rc_ != ncclSuccess)                                                               \
-      ::sm::throw_library_error("NCCL", #call, ncclGetErrorString(sm_rc_), __FILE__, __LINE__); \
-  } while (0)
+namespace sm::comm_detail {
+[[noreturn]] inline void throw_nccl_error(ncclResult_t rc, const char* call, const char* file, int line) {
+  throw_library_error("NCCL", call, ncclGetErrorString(rc), file, line);
+}
+}  // namespace sm::comm_detail
+#define SM_NCCL_CHECK(call) \
+  SM_STATUS_CHECK(ncclResult_t, ncclSuccess, ::sm::comm_detail::throw_nccl_error, (call), #call)
 #endif
 
 namespace sm::comm_detail {

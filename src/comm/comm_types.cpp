@@ -4,12 +4,15 @@
 #include <cmath>
 
 #include "spikemesh/comm/comm.h"
+#include "spikemesh/core/enum_names.h"
 #include "spikemesh/core/error.h"
 
 namespace sm {
 namespace {
 std::atomic<double> g_comm_timeout_s{600.0};
-}
+const EnumName<CommBackend> kCommBackendNames[] = {
+    {"auto", CommBackend::Auto}, {"mpi", CommBackend::Mpi}, {"nccl", CommBackend::Nccl}};
+}  // namespace
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
@@ -20,19 +23,10 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
-const char* comm_backend_name(CommBackend b) {
-  switch (b) {
-    case CommBackend::Auto: return "auto";
-    case CommBackend::Mpi: return "mpi";
-    case CommBackend::Nccl: return "nccl";
-  }
-  return "?";
-}
+const char* comm_backend_name(CommBackend b) { return enum_name(kCommBackendNames, b); }
 
 CommBackend comm_backend_from_name(const std::string& name) {
-  if (name == "auto") return CommBackend::Auto;
-  if (name == "mpi") return CommBackend::Mpi;
-  if (name == "nccl") return CommBackend::Nccl;
+  if (auto b = enum_from_name(kCommBackendNames, name)) return *b;
   SM_INPUT_ERROR("--comm must be auto, mpi or nccl, got '" << name << "'");
 }
 
@@ -70,26 +64,20 @@ uint64_t comm_bus_bytes(CommOp op, uint64_t payload, int p) {
   return 0;
 }
 
-uint64_t CommCounters::total_calls() const {
-  uint64_t s = 0;
-  for (const auto& c : ops) s += c.calls;
+namespace {
+// One field of the counters summed over every operation kind, in kind order.
+template <typename T>
+T total_of(const CommCounters& c, T CommOpCounter::*field) {
+  T s = 0;
+  for (const auto& op : c.ops) s += op.*field;
   return s;
 }
-uint64_t CommCounters::total_payload_bytes() const {
-  uint64_t s = 0;
-  for (const auto& c : ops) s += c.payload_bytes;
-  return s;
-}
-uint64_t CommCounters::total_bus_bytes() const {
-  uint64_t s = 0;
-  for (const auto& c : ops) s += c.bus_bytes;
-  return s;
-}
-double CommCounters::total_wait_seconds() const {
-  double s = 0;
-  for (const auto& c : ops) s += c.wait_seconds;
-  return s;
-}
+}  // namespace
+
+uint64_t CommCounters::total_calls() const { return total_of(*this, &CommOpCounter::calls); }
+uint64_t CommCounters::total_payload_bytes() const { return total_of(*this, &CommOpCounter::payload_bytes); }
+uint64_t CommCounters::total_bus_bytes() const { return total_of(*this, &CommOpCounter::bus_bytes); }
+double CommCounters::total_wait_seconds() const { return total_of(*this, &CommOpCounter::wait_seconds); }
 CommCounters& CommCounters::operator+=(const CommCounters& o) {
   for (int i = 0; i < kCommOpCount; ++i) {
     ops[i].calls += o.ops[i].calls;

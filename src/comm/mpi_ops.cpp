@@ -19,23 +19,15 @@ class RequestSet {
  public:
   void irecv(const MpiGroup& g, void* buf, int64_t bytes, int peer, int tag) {
     char* p = static_cast<char*>(buf);
-    for (int64_t off = 0; off < bytes; off += kMaxPiece) {
-      int len = static_cast<int>(std::min(kMaxPiece, bytes - off));
-      reqs_.emplace_back();
+    post_pieces(bytes, peer, 1, [&](int64_t off, int len) {
       SM_MPI_CHECK(MPI_Irecv(p + off, len, MPI_BYTE, peer, tag, g.comm, &reqs_.back()));
-      peers_.push_back(peer);
-      is_recv_.push_back(1);
-    }
+    });
   }
   void isend(const MpiGroup& g, const void* buf, int64_t bytes, int peer, int tag) {
     const char* p = static_cast<const char*>(buf);
-    for (int64_t off = 0; off < bytes; off += kMaxPiece) {
-      int len = static_cast<int>(std::min(kMaxPiece, bytes - off));
-      reqs_.emplace_back();
+    post_pieces(bytes, peer, 0, [&](int64_t off, int len) {
       SM_MPI_CHECK(MPI_Isend(p + off, len, MPI_BYTE, peer, tag, g.comm, &reqs_.back()));
-      peers_.push_back(peer);
-      is_recv_.push_back(0);
-    }
+    });
   }
   void add(MPI_Request r, int peer) {
     reqs_.push_back(r);
@@ -78,6 +70,19 @@ class RequestSet {
   }
 
  private:
+  // One request per piece of at most kMaxPiece bytes: start(off, len) posts the piece
+  // [off, off + len) into reqs_.back().
+  template <typename Start>
+  void post_pieces(int64_t bytes, int peer, char recv, Start start) {
+    for (int64_t off = 0; off < bytes; off += kMaxPiece) {
+      int len = static_cast<int>(std::min(kMaxPiece, bytes - off));
+      reqs_.emplace_back();
+      start(off, len);
+      peers_.push_back(peer);
+      is_recv_.push_back(recv);
+    }
+  }
+
   std::vector<MPI_Request> reqs_;
   std::vector<int> peers_;
   std::vector<char> is_recv_;

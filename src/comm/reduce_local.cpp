@@ -4,9 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-
 #include "spikemesh/core/error.h"
+#include "spikemesh/core/float_bits.h"
 
 namespace sm::comm_detail {
 
@@ -32,14 +31,11 @@ float half_to_float(uint16_t h) {
   } else {
     x = sign | ((exp + 112) << 23) | (mant << 13);
   }
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
+  return bits_to_float(x);
 }
 
 uint16_t float_to_half(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
+  const uint32_t x = float_to_bits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t exp = (x >> 23) & 0xffu;
   uint32_t mant = x & 0x7fffffu;
@@ -62,25 +58,25 @@ uint16_t float_to_half(float f) {
   return static_cast<uint16_t>(h);
 }
 
-float bf16_to_float(uint16_t b) {
-  uint32_t x = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
-
-uint16_t float_to_bf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(x >> 16);
-}
+float bf16_to_float(uint16_t b) { return bf16_bits_to_float(b); }
+uint16_t float_to_bf16(float f) { return float_to_bf16_bits(f); }
 
 namespace {
 
 constexpr int64_t kBlock = 512;          // elements per accumulator block
 constexpr int64_t kParallelMin = 1 << 16;  // below this, one thread
+
+// Calls block(i0, len) for the kBlock-element blocks [i0, i0 + len) of [0, n), split
+// between OpenMP threads when n is large.
+template <typename Block>
+void for_each_block(int64_t n, Block block) {
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t i0 = b * kBlock;
+    block(i0, std::min(kBlock, n - i0));
+  }
+}
 
 inline float id_f(float v) { return v; }
 inline double id_d(double v) { return v; }
@@ -92,10 +88,7 @@ inline uint16_t b_store(float v) { return float_to_bf16(v); }
 // Floating types stored as S, accumulated as A (float for f32/bf16/f16, double for f64).
 template <typename S, typename A, A (*Load)(S), S (*Store)(A)>
 void reduce_float(const void* const* srcs, int p, int64_t n, ReduceOp op, S* dst) {
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t i0 = b * kBlock, len = std::min(kBlock, n - i0);
+  for_each_block(n, [&](int64_t i0, int64_t len) {
     A acc[kBlock];
     const S* s0 = static_cast<const S*>(srcs[0]) + i0;
     for (int64_t j = 0; j < len; ++j) acc[j] = Load(s0[j]);
@@ -113,16 +106,13 @@ void reduce_float(const void* const* srcs, int p, int64_t n, ReduceOp op, S* dst
     if (op == ReduceOp::Avg)
       for (int64_t j = 0; j < len; ++j) acc[j] = acc[j] / static_cast<A>(p);
     for (int64_t j = 0; j < len; ++j) dst[i0 + j] = Store(acc[j]);
-  }
+  });
 }
 
 // Integers: u8/i32 accumulate exactly in int64; i64 in uint64 (wrapping). Sums wrap to T.
 template <typename T>
 void reduce_int(const void* const* srcs, int p, int64_t n, ReduceOp op, T* dst) {
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t i0 = b * kBlock, len = std::min(kBlock, n - i0);
+  for_each_block(n, [&](int64_t i0, int64_t len) {
     uint64_t acc[kBlock];
     const T* s0 = static_cast<const T*>(srcs[0]) + i0;
     for (int64_t j = 0; j < len; ++j) acc[j] = static_cast<uint64_t>(static_cast<int64_t>(s0[j]));
@@ -141,7 +131,7 @@ void reduce_int(const void* const* srcs, int p, int64_t n, ReduceOp op, T* dst) 
       if (op == ReduceOp::Avg) v /= p;
       dst[i0 + j] = static_cast<T>(v);
     }
-  }
+  });
 }
 
 }  // namespace

@@ -24,14 +24,7 @@ void* CpuCachingAllocator::allocate(size_t bytes) {
   size_t sz = round_size(bytes);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = free_.find(sz);
-    if (it != free_.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
-      cached_ -= sz;
-      on_alloc(sz);
-      return p;
-    }
+    if (void* p = take_cached(free_, sz)) return p;
   }
   void* p = std::aligned_alloc(64, sz);
   if (!p) {
@@ -50,9 +43,7 @@ void CpuCachingAllocator::deallocate(void* p, size_t bytes) {
   if (!p) return;
   size_t sz = round_size(bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  free_[sz].push_back(p);
-  cached_ += sz;
-  on_free(sz);
+  put_cached(free_, sz, p);
 }
 
 void CpuCachingAllocator::release_cache() {

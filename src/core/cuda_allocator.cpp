@@ -57,31 +57,14 @@ std::string mib(double bytes) {
 void* CudaCachingAllocator::allocate(size_t bytes) {
   const size_t sz = CpuCachingAllocator::round_size(bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = free_.find(sz);
-  if (it != free_.end() && !it->second.empty()) {
-    void* p = it->second.back();
-    it->second.pop_back();
-    cached_ -= sz;
-    on_alloc(sz);
-    return p;
-  }
+  if (void* cached = take_cached(free_, sz)) return cached;
   cuda::DeviceGuard guard(ordinal_);
   void* p = nullptr;
   cudaError_t rc = cudaMalloc(&p, sz);
   ++malloc_calls_;
   if (rc == cudaErrorMemoryAllocation && cached_ > 0) {
     (void)cudaGetLastError();
-    // Give every cached block back and retry once. Cached blocks may still be used by
-    // enqueued work: wait for it first (cudaFree would synchronise anyway).
-    SM_CUDA_CHECK(cudaDeviceSynchronize());
-    for (auto& kv : free_)
-      for (void* b : kv.second) {
-        SM_CUDA_CHECK(cudaFree(b));
-        ++free_calls_;
-        reserved_ -= kv.first;
-      }
-    free_.clear();
-    cached_ = 0;
+    free_cached();  // give every cached block back and retry once
     rc = cudaMalloc(&p, sz);
     ++malloc_calls_;
   }
@@ -107,15 +90,19 @@ void CudaCachingAllocator::deallocate(void* p, size_t bytes) {
   if (!p) return;
   const size_t sz = CpuCachingAllocator::round_size(bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  free_[sz].push_back(p);  // reusable at once by later work on the compute stream
-  cached_ += sz;
-  on_free(sz);
+  put_cached(free_, sz, p);  // reusable at once by later work on the compute stream
 }
 
 void CudaCachingAllocator::release_cache() {
   std::lock_guard<std::mutex> lock(mu_);
   if (free_.empty()) return;
   cuda::DeviceGuard guard(ordinal_);
+  free_cached();
+}
+
+// Cached blocks may still be used by enqueued work: wait for it first (cudaFree would
+// synchronise anyway).
+void CudaCachingAllocator::free_cached() {
   SM_CUDA_CHECK(cudaDeviceSynchronize());
   for (auto& kv : free_)
     for (void* b : kv.second) {
@@ -131,17 +118,11 @@ CudaCachingAllocator& cuda_allocator(int ordinal) {
   SM_CHECK(ordinal >= 0 && ordinal < cuda::kMaxDevices, "CUDA device ordinal " << ordinal << " out of range");
   static std::array<std::atomic<CudaCachingAllocator*>, cuda::kMaxDevices> allocators{};
   static std::mutex mu;
-  CudaCachingAllocator* a = allocators[ordinal].load(std::memory_order_acquire);
-  if (a) return *a;
-  std::lock_guard<std::mutex> lock(mu);
-  a = allocators[ordinal].load(std::memory_order_acquire);
-  if (!a) {
+  return *cuda::per_device_once(allocators, mu, ordinal, [&] {
     SM_CHECK(ordinal < cuda_device_count(), "cuda:" << ordinal << " is not a visible device ("
                                                      << cuda_device_count() << " visible)");
-    a = new CudaCachingAllocator(ordinal);  // never destroyed: tensors may outlive statics
-    allocators[ordinal].store(a, std::memory_order_release);
-  }
-  return *a;
+    return new CudaCachingAllocator(ordinal);  // never destroyed: tensors may outlive statics
+  });
 }
 
 // ---- pinned host allocator -----------------------------------------------------------------

@@ -2,9 +2,9 @@
 #include "spikemesh/core/cuda_amp.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 
+#include "spikemesh/core/enum_names.h"
 #include "spikemesh/core/error.h"
 
 #ifdef SPIKEMESH_HAVE_CUDA
@@ -17,25 +17,20 @@
 
 namespace sm {
 
+namespace {
+const EnumName<Precision> kPrecisionNames[] = {
+    {"fp32", Precision::FP32}, {"f32", Precision::FP32},      {"float32", Precision::FP32},
+    {"fp64", Precision::FP64}, {"f64", Precision::FP64},      {"float64", Precision::FP64},
+    {"bf16", Precision::BF16}, {"bfloat16", Precision::BF16}, {"fp16", Precision::FP16},
+    {"f16", Precision::FP16},  {"float16", Precision::FP16}};
+}  // namespace
+
 Precision precision_from_name(const std::string& name) {
-  std::string l = name;
-  std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (l == "fp32" || l == "f32" || l == "float32") return Precision::FP32;
-  if (l == "fp64" || l == "f64" || l == "float64") return Precision::FP64;
-  if (l == "bf16" || l == "bfloat16") return Precision::BF16;
-  if (l == "fp16" || l == "f16" || l == "float16") return Precision::FP16;
+  if (auto p = enum_from_name(kPrecisionNames, ascii_lower(name))) return *p;
   SM_INPUT_ERROR("--precision " << name << ": unsupported precision (valid: fp32, bf16, fp16, fp64)");
 }
 
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::FP32: return "fp32";
-    case Precision::FP64: return "fp64";
-    case Precision::BF16: return "bf16";
-    case Precision::FP16: return "fp16";
-  }
-  return "?";
-}
+const char* precision_name(Precision p) { return enum_name(kPrecisionNames, p); }
 
 DType activation_dtype(Precision p) {
   switch (p) {

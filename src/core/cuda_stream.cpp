@@ -27,23 +27,20 @@ void check_ordinal(int ordinal) {
 
 cudaStream_t stream_for(int ordinal) {
   check_ordinal(ordinal);
-  cudaStream_t s = g_streams[ordinal].load(std::memory_order_acquire);
-  if (s) return s;
-  std::lock_guard<std::mutex> lock(g_create_mu);
-  s = g_streams[ordinal].load(std::memory_order_acquire);
-  if (s) return s;
-  DeviceGuard guard(ordinal);
-  SM_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamDefault));
-  // Keep memory freed by cudaFreeAsync cached in the default pool (kernels' scratch).
-  cudaMemPool_t pool = nullptr;
-  if (cudaDeviceGetDefaultMemPool(&pool, ordinal) == cudaSuccess && pool) {
-    uint64_t threshold = UINT64_MAX;
-    SM_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-  } else {
-    (void)cudaGetLastError();  // no memory-pool support: nothing to configure
-  }
-  g_streams[ordinal].store(s, std::memory_order_release);
-  return s;
+  return per_device_once(g_streams, g_create_mu, ordinal, [&] {
+    DeviceGuard guard(ordinal);
+    cudaStream_t s = nullptr;
+    SM_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamDefault));
+    // Keep memory freed by cudaFreeAsync cached in the default pool (kernels' scratch).
+    cudaMemPool_t pool = nullptr;
+    if (cudaDeviceGetDefaultMemPool(&pool, ordinal) == cudaSuccess && pool) {
+      uint64_t threshold = UINT64_MAX;
+      SM_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+    } else {
+      (void)cudaGetLastError();  // no memory-pool support: nothing to configure
+    }
+    return s;
+  });
 }
 
 cudaStream_t stream_if_created(int ordinal) {

@@ -3,9 +3,7 @@
 // CPU-only build gets the stubs at the bottom.
 #include "spikemesh/core/device.h"
 
-#include <algorithm>
-#include <cctype>
-
+#include "spikemesh/core/enum_names.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/log.h"
 #ifdef SPIKEMESH_HAVE_CUDA
@@ -25,23 +23,18 @@ void make_device_current(const Device& d) {
 #endif
 }
 
+namespace {
+const EnumName<DeviceRequest> kDeviceRequestNames[] = {
+    {"cpu", DeviceRequest::Cpu}, {"cuda", DeviceRequest::Cuda}, {"gpu", DeviceRequest::Cuda},
+    {"auto", DeviceRequest::Auto}};
+}  // namespace
+
 DeviceRequest device_request_from_name(const std::string& name) {
-  std::string l = name;
-  std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (l == "cpu") return DeviceRequest::Cpu;
-  if (l == "cuda" || l == "gpu") return DeviceRequest::Cuda;
-  if (l == "auto") return DeviceRequest::Auto;
+  if (auto r = enum_from_name(kDeviceRequestNames, ascii_lower(name))) return *r;
   SM_INPUT_ERROR("--device " << name << ": unknown device (valid: cpu, cuda, auto)");
 }
 
-const char* device_request_name(DeviceRequest r) {
-  switch (r) {
-    case DeviceRequest::Cpu: return "cpu";
-    case DeviceRequest::Cuda: return "cuda";
-    case DeviceRequest::Auto: return "auto";
-  }
-  return "?";
-}
+const char* device_request_name(DeviceRequest r) { return enum_name(kDeviceRequestNames, r); }
 
 Device select_device(DeviceRequest req, int local_rank) {
   if (req == DeviceRequest::Cpu) return Device::cpu();

@@ -8,6 +8,7 @@
 
 #include "spikemesh/core/allocator.h"
 #include "spikemesh/core/cuda_allocator.h"
+#include "spikemesh/core/float_bits.h"
 
 #ifdef SPIKEMESH_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -241,25 +242,8 @@ namespace {
 struct Bf16 { uint16_t bits; };
 struct Half { uint16_t bits; };
 
-float bits_to_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-uint32_t float_to_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-float bf16_to_float(Bf16 h) { return bits_to_float(static_cast<uint32_t>(h.bits) << 16); }
-
-Bf16 float_to_bf16(float f) {
-  uint32_t u = float_to_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return Bf16{static_cast<uint16_t>((u >> 16) | 0x40u)};  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return Bf16{static_cast<uint16_t>(u >> 16)};
-}
+float bf16_to_float(Bf16 h) { return bf16_bits_to_float(h.bits); }
+Bf16 float_to_bf16(float f) { return Bf16{float_to_bf16_bits(f)}; }
 
 float half_to_float(Half h) {
   const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;

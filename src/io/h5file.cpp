@@ -175,11 +175,7 @@ void h5_select_flat_range(hid_t space, const Shape& shape, int64_t offset, int64
 
 // ---- files ------------------------------------------------------------------------------
 
-H5File H5File::create(const std::string& path, hid_t fapl) {
-  silence_hdf5_auto_errors();
-  std::string what = "cannot create HDF5 file '" + path + "'";
-  auto fh = std::make_shared<H5Handle>(H5_CALL(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), what),
-                                       H5Fclose);
+H5File H5File::rooted(const std::shared_ptr<H5Handle>& fh, const std::string& path, const std::string& what) {
   auto root = std::make_shared<H5Handle>(H5_CALL(H5Gopen2(fh->get(), "/", H5P_DEFAULT), what), H5Gclose);
   H5File f;
   f.file_h_ = fh;
@@ -187,6 +183,14 @@ H5File H5File::create(const std::string& path, hid_t fapl) {
   f.file_ = path;
   f.path_ = "/";
   return f;
+}
+
+H5File H5File::create(const std::string& path, hid_t fapl) {
+  silence_hdf5_auto_errors();
+  std::string what = "cannot create HDF5 file '" + path + "'";
+  auto fh = std::make_shared<H5Handle>(H5_CALL(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), what),
+                                       H5Fclose);
+  return rooted(fh, path, what);
 }
 
 H5File H5File::open(const std::string& path, bool writable, hid_t fapl) {
@@ -197,13 +201,7 @@ H5File H5File::open(const std::string& path, bool writable, hid_t fapl) {
   std::string what = "cannot open HDF5 file '" + path + "'";
   auto fh = std::make_shared<H5Handle>(
       H5_CALL(H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl), what), H5Fclose);
-  auto root = std::make_shared<H5Handle>(H5_CALL(H5Gopen2(fh->get(), "/", H5P_DEFAULT), what), H5Gclose);
-  H5File f;
-  f.file_h_ = fh;
-  f.id_ = root;
-  f.file_ = path;
-  f.path_ = "/";
-  return f;
+  return rooted(fh, path, what);
 }
 
 void H5File::close() {

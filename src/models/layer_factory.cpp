@@ -36,6 +36,15 @@ WeightInit read_init(FieldReader& r) {
   }
 }
 
+// The fields every weight layer ends with (bias, init), then the layer.
+template <typename Layer, typename Config>
+LayerPtr finish_weight_layer(FieldReader& r, Config& c) {
+  c.bias = r.boolean("bias", true);
+  c.init = read_init(r);
+  r.finish();
+  return std::make_unique<Layer>(c);
+}
+
 LayerPtr make_conv2d(FieldReader& r) {
   Conv2dConfig c;
   c.in_channels = to_int(r, "in_channels", r.positive("in_channels"));
@@ -44,30 +53,21 @@ LayerPtr make_conv2d(FieldReader& r) {
   c.stride = to_int(r, "stride", r.positive("stride", 1));
   c.padding = to_int(r, "padding", r.integer("padding", 0));
   if (c.padding < 0) r.fail_key("padding", "must be >= 0, got " + std::to_string(c.padding));
-  c.bias = r.boolean("bias", true);
-  c.init = read_init(r);
-  r.finish();
-  return std::make_unique<Conv2d>(c);
+  return finish_weight_layer<Conv2d>(r, c);
 }
 
 LayerPtr make_conv1d(FieldReader& r) {
   Conv1dConfig c;
   c.in_channels = to_int(r, "in_channels", r.positive("in_channels"));
   c.out_channels = to_int(r, "out_channels", r.positive("out_channels"));
-  c.bias = r.boolean("bias", true);
-  c.init = read_init(r);
-  r.finish();
-  return std::make_unique<Conv1d>(c);
+  return finish_weight_layer<Conv1d>(r, c);
 }
 
 LayerPtr make_linear(FieldReader& r) {
   LinearConfig c;
   c.in_features = to_int(r, "in_features", r.positive("in_features"));
   c.out_features = to_int(r, "out_features", r.positive("out_features"));
-  c.bias = r.boolean("bias", true);
-  c.init = read_init(r);
-  r.finish();
-  return std::make_unique<Linear>(c);
+  return finish_weight_layer<Linear>(r, c);
 }
 
 LayerPtr make_batchnorm(FieldReader& r, int spatial_dims) {

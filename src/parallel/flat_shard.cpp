@@ -83,6 +83,14 @@ void ShardParams::add_unit(Unit& u, const UnitShardLayout& lay, const Tensor& sh
   }
 }
 
+bool finish_shard_reduction(std::unique_ptr<CommHandle>& h, Tensor& shard_grad, const Tensor* received) {
+  if (!h) return false;
+  h->wait();
+  h.reset();
+  if (received) add_into(shard_grad, *received);
+  return true;
+}
+
 std::vector<ParamPlacement> ShardParams::placements() const {
   std::vector<ParamPlacement> out;
   for (const Entry& e : entries_) {

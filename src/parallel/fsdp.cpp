@@ -197,14 +197,11 @@ void Fsdp::after_backward(size_t k) {
 }
 
 void Fsdp::end_backward() {
-  for (UnitState& s : units_) {
-    if (!s.reduce) continue;
-    s.reduce->wait();
-    s.reduce.reset();
-    add_into(s.shard_grad, s.reduce_out);
-    s.reduce_in = Tensor();
-    s.reduce_out = Tensor();
-  }
+  for (UnitState& s : units_)
+    if (finish_shard_reduction(s.reduce, s.shard_grad, &s.reduce_out)) {
+      s.reduce_in = Tensor();
+      s.reduce_out = Tensor();
+    }
 }
 
 void Fsdp::gather_full_params() {

@@ -76,15 +76,9 @@ void ZeroSharding::after_backward(size_t unit) {
 }
 
 void ZeroSharding::end_backward() {
-  for (UnitState& s : units_) {
-    if (!s.handle) continue;
-    s.handle->wait();
-    s.handle.reset();
-    if (zero_stage_ == 2) {
-      add_into(s.shard_grad, s.recv);
+  for (UnitState& s : units_)  // stage 1 reduced straight into the shard
+    if (finish_shard_reduction(s.handle, s.shard_grad, zero_stage_ == 2 ? &s.recv : nullptr) && zero_stage_ == 2)
       s.full_grad = Tensor();  // freed: gradients live only as shards
-    }
-  }
 }
 
 void ZeroSharding::after_optimizer_step() {

@@ -25,6 +25,23 @@ class Allocator {
  protected:
   void on_alloc(size_t b) { current_ += b; if (current_ > peak_) peak_ = current_; }
   void on_free(size_t b) { current_ -= b; }
+  // Caches of size class -> blocks (the caller holds the lock guarding `cache`):
+  // take_cached() hands out a cached block of class sz (nullptr when there is none);
+  // put_cached() takes a returned block of class sz back into the cache.
+  void* take_cached(std::map<size_t, std::vector<void*>>& cache, size_t sz) {
+    auto it = cache.find(sz);
+    if (it == cache.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    cached_ -= sz;
+    on_alloc(sz);
+    return p;
+  }
+  void put_cached(std::map<size_t, std::vector<void*>>& cache, size_t sz, void* p) {
+    cache[sz].push_back(p);
+    cached_ += sz;
+    on_free(sz);
+  }
   size_t current_ = 0, peak_ = 0, cached_ = 0;
 };
 

@@ -55,6 +55,9 @@ class CudaCachingAllocator final : public Allocator {
   std::map<size_t, std::vector<void*>> free_;  // size class -> cached blocks
   size_t reserved_ = 0;
   int64_t malloc_calls_ = 0, free_calls_ = 0;
+  // Synchronises the device (current: the caller's guard) and cudaFree()s every cached
+  // block; mu_ held.
+  void free_cached();
 };
 
 // The allocator of CUDA device `ordinal` (created on first use, never destroyed).

@@ -24,18 +24,10 @@ namespace sm {
 
 }  // namespace sm
 
-#define SM_CUDA_CHECK(call)                                                        \
-  do {                                                                             \
-    cudaError_t sm_cuda_rc_ = (call);                                              \
-    if (sm_cuda_rc_ != cudaSuccess)                                                \
-      ::sm::throw_cuda_error(sm_cuda_rc_, #call, __FILE__, __LINE__);              \
-  } while (0)
+#define SM_CUDA_CHECK(call) \
+  SM_STATUS_CHECK(cudaError_t, cudaSuccess, ::sm::throw_cuda_error, (call), #call)
 
 // After every <<<...>>> launch: reports a bad configuration (grid/block/shared memory) or an
 // earlier asynchronous fault that is already known.
-#define SM_CUDA_CHECK_LAUNCH()                                                     \
-  do {                                                                             \
-    cudaError_t sm_cuda_rc_ = cudaGetLastError();                                  \
-    if (sm_cuda_rc_ != cudaSuccess)                                                \
-      ::sm::throw_cuda_error(sm_cuda_rc_, "kernel launch", __FILE__, __LINE__);    \
-  } while (0)
+#define SM_CUDA_CHECK_LAUNCH() \
+  SM_STATUS_CHECK(cudaError_t, cudaSuccess, ::sm::throw_cuda_error, cudaGetLastError(), "kernel launch")

@@ -16,6 +16,9 @@
 #endif
 #include <cuda_runtime_api.h>
 
+#include <array>
+#include <atomic>
+#include <mutex>
 #include <string>
 
 #include "spikemesh/core/device.h"
@@ -25,6 +28,21 @@ namespace cuda {
 
 // Devices spikemesh supports per process (ordinals 0 .. kMaxDevices-1).
 constexpr int kMaxDevices = 64;
+
+// The object of device `ordinal` in `slots`, created by make() on first use (double-checked
+// under `mu`, published with release/acquire ordering); make() runs at most once per
+// ordinal unless it throws. Used for per-device objects that live for the whole process.
+template <typename T, typename Make>
+T per_device_once(std::array<std::atomic<T>, kMaxDevices>& slots, std::mutex& mu, int ordinal, Make make) {
+  T v = slots[ordinal].load(std::memory_order_acquire);
+  if (v) return v;
+  std::lock_guard<std::mutex> lock(mu);
+  v = slots[ordinal].load(std::memory_order_acquire);
+  if (v) return v;
+  v = make();
+  slots[ordinal].store(v, std::memory_order_release);
+  return v;
+}
 
 // The compute stream of CUDA device `ordinal` (created on first use; thread-safe).
 cudaStream_t stream_for(int ordinal);

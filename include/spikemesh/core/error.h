@@ -50,12 +50,17 @@ void set_process_identity(int world_rank, const std::string& host);
     }                                                                             \
   } while (0)
 
-// MPI: any call returning MPI_SUCCESS on success.
-#define SM_MPI_CHECK(call)                                                        \
+// Shared body of the status-code checks (SM_MPI_CHECK, SM_CUDA_CHECK, SM_CUDNN_CHECK, ...):
+// evaluates `expr` once as a `status_t` and, unless it equals `ok`, calls
+// thrower(rc, text, __FILE__, __LINE__). `text` is the caller's #call.
+#define SM_STATUS_CHECK(status_t, ok, thrower, expr, text)                        \
   do {                                                                            \
-    int sm_rc_ = (call);                                                          \
-    if (sm_rc_ != 0) ::sm::throw_mpi_error(sm_rc_, #call, __FILE__, __LINE__);    \
+    status_t sm_status_rc_ = (expr);                                              \
+    if (sm_status_rc_ != (ok)) thrower(sm_status_rc_, text, __FILE__, __LINE__);  \
   } while (0)
+
+// MPI: any call returning MPI_SUCCESS on success.
+#define SM_MPI_CHECK(call) SM_STATUS_CHECK(int, 0, ::sm::throw_mpi_error, (call), #call)
 
 // HDF5: calls returning negative on failure.
 #define SM_H5_CHECK(call)                                                         \

@@ -113,6 +113,10 @@ class H5File : public H5Group {
   // obtained from this file must be gone; afterwards this object is empty.
   void close();
   hid_t file_id() const { return file_h_ ? file_h_->get() : H5I_INVALID_HID; }
+
+ private:
+  // The object for the open file `fh` at `path`, on its root group ("/"); `what` for errors.
+  static H5File rooted(const std::shared_ptr<H5Handle>& fh, const std::string& path, const std::string& what);
 };
 
 hid_t h5_native_type(DType dt);  // H5T_NATIVE_* for a dtype (throws for BF16/F16)

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "spikemesh/comm/comm.h"
 #include "spikemesh/core/tensor.h"
 #include "spikemesh/layers/param.h"
 #include "spikemesh/parallel/strategy.h"
@@ -61,6 +62,11 @@ class ShardParams {
   std::vector<std::unique_ptr<Param>> params_;
   std::vector<Entry> entries_;
 };
+
+// Waits for a unit's in-flight gradient reduce-scatter `h` (if any; reset afterwards) and
+// adds its result `received` into `shard_grad` (null: it reduced into the shard itself).
+// Returns whether there was one.
+bool finish_shard_reduction(std::unique_ptr<CommHandle>& h, Tensor& shard_grad, const Tensor* received);
 
 // Element-wise casts between tensors of equal numel on one device: f32, f64 and bf16 (round
 // to nearest even; NaN stays NaN; CUDA: f32, bf16, f16). Same dtype: a plain copy.

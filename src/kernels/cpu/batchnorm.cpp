@@ -54,6 +54,17 @@ void reduce_two_per_channel(const BnShape& s, RowSum row_sum, double* out0, doub
   }
 }
 
+// Calls plane(c, p, n) for every (row, channel) pair, rows split between threads: the n
+// contiguous inner elements of channel c in that row start at flat index p.
+template <class Plane>
+void for_each_plane(const BnShape& s, Plane plane) {
+  const int64_t C = s.channels, n = s.inner;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t r = 0; r < s.outer; ++r) {
+    for (int64_t c = 0; c < C; ++c) plane(c, (r * C + c) * n, n);
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -98,44 +109,34 @@ void bn_backward_moments(const T* dy, const T* x, const BnShape& s, const double
 template <typename T>
 void bn_normalize(const T* x, const BnShape& s, const double* center, const double* scale,
                   const double* offset, T* y) {
-  const int64_t C = s.channels, n = s.inner;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < s.outer; ++b) {
-    for (int64_t c = 0; c < C; ++c) {
-      const T m = static_cast<T>(center[c]);
-      const T a = static_cast<T>(scale[c]);
-      const T o = static_cast<T>(offset[c]);
-      const T* xp = x + (b * C + c) * n;
-      T* yp = y + (b * C + c) * n;
+  for_each_plane(s, [&](int64_t c, int64_t p, int64_t n) {
+    const T m = static_cast<T>(center[c]);
+    const T a = static_cast<T>(scale[c]);
+    const T o = static_cast<T>(offset[c]);
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) yp[i] = (xp[i] - m) * a + o;
-    }
-  }
+    for (int64_t i = p; i < p + n; ++i) y[i] = (x[i] - m) * a + o;
+  });
 }
 
 template <typename T>
 void bn_backward_input(const T* dy, const T* x, const BnShape& s, const double* center,
                        const double* a, const double* b, const double* d, T* dx) {
-  const int64_t C = s.channels, n = s.inner;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t r = 0; r < s.outer; ++r) {
-    for (int64_t c = 0; c < C; ++c) {
-      const T ac = static_cast<T>(a[c]);
-      const T bc = static_cast<T>(b[c]);
-      const T dc = static_cast<T>(d[c]);
-      const T* gp = dy + (r * C + c) * n;
-      T* op = dx + (r * C + c) * n;
-      if (x == nullptr || bc == T(0)) {
+  for_each_plane(s, [&](int64_t c, int64_t p, int64_t n) {
+    const T ac = static_cast<T>(a[c]);
+    const T bc = static_cast<T>(b[c]);
+    const T dc = static_cast<T>(d[c]);
+    const T* gp = dy + p;
+    T* op = dx + p;
+    if (x == nullptr || bc == T(0)) {
 #pragma omp simd
-        for (int64_t i = 0; i < n; ++i) op[i] = ac * gp[i] + dc;
-      } else {
-        const T m = static_cast<T>(center[c]);
-        const T* xp = x + (r * C + c) * n;
+      for (int64_t i = 0; i < n; ++i) op[i] = ac * gp[i] + dc;
+    } else {
+      const T m = static_cast<T>(center[c]);
+      const T* xp = x + p;
 #pragma omp simd
-        for (int64_t i = 0; i < n; ++i) op[i] = ac * gp[i] + bc * (xp[i] - m) + dc;
-      }
+      for (int64_t i = 0; i < n; ++i) op[i] = ac * gp[i] + bc * (xp[i] - m) + dc;
     }
-  }
+  });
 }
 
 #define SM_BN_INSTANTIATE(T)                                                                \

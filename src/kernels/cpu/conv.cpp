@@ -110,27 +110,18 @@ Tensor col_buffers(const Conv2dGeometry& g, int workers) {
   return Tensor::empty({workers, n}, DTypeOf<T>::value);
 }
 
-}  // namespace
-
-template <typename T>
-void conv2d_forward_im2col(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+// Runs one_sample(n, col, parallel_inner) for n = 0..batch-1 (forward and data passes).
+// `col` is the sample's im2col buffer (null for a pointwise convolution). With enough
+// samples they are split between threads, each with its own buffer and parallel_inner =
+// false; otherwise they run in order sharing one buffer, with parallel_inner = true.
+template <typename T, typename OneSample>
+void run_samples(const Conv2dGeometry& g, OneSample&& one_sample) {
   const int64_t ckk = g.in_channels * g.kernel * g.kernel, P = g.out_height() * g.out_width();
-  const int64_t in_step = g.in_channels * g.height * g.width, out_step = g.out_channels * P;
   const bool direct = is_pointwise(g);
   const bool per_thread = split_samples(g.batch);
   const int workers = per_thread ? omp_get_max_threads() : 1;
   Tensor cols = direct ? Tensor() : col_buffers<T>(g, workers);
   T* col_base = direct ? nullptr : cols.data<T>();
-  auto one_sample = [&](int64_t n, T* col, bool parallel_inner) {
-    const T* src = x + n * in_step;
-    if (!direct) {
-      im2col(g, src, col, parallel_inner);
-      src = col;
-    }
-    T* dst = y + n * out_step;
-    gemm<T>(g.out_channels, P, ckk, w, ckk, 1, src, P, 1, dst, P, false);
-    if (bias) add_bias_rows(bias, g.out_channels, P, dst);
-  };
   if (per_thread) {
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < g.batch; ++n)
@@ -140,28 +131,36 @@ void conv2d_forward_im2col(const Conv2dGeometry& g, const T* x, const T* w, cons
   }
 }
 
+}  // namespace
+
+template <typename T>
+void conv2d_forward_im2col(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+  const int64_t ckk = g.in_channels * g.kernel * g.kernel, P = g.out_height() * g.out_width();
+  const int64_t in_step = g.in_channels * g.height * g.width, out_step = g.out_channels * P;
+  auto one_sample = [&](int64_t n, T* col, bool parallel_inner) {
+    const T* src = x + n * in_step;
+    if (!is_pointwise(g)) {
+      im2col(g, src, col, parallel_inner);
+      src = col;
+    }
+    T* dst = y + n * out_step;
+    gemm<T>(g.out_channels, P, ckk, w, ckk, 1, src, P, 1, dst, P, false);
+    if (bias) add_bias_rows(bias, g.out_channels, P, dst);
+  };
+  run_samples<T>(g, one_sample);
+}
+
 template <typename T>
 void conv2d_backward_data_im2col(const Conv2dGeometry& g, const T* dy, const T* w, T* dx) {
   const int64_t ckk = g.in_channels * g.kernel * g.kernel, P = g.out_height() * g.out_width();
   const int64_t in_step = g.in_channels * g.height * g.width, out_step = g.out_channels * P;
-  const bool direct = is_pointwise(g);
-  const bool per_thread = split_samples(g.batch);
-  const int workers = per_thread ? omp_get_max_threads() : 1;
-  Tensor cols = direct ? Tensor() : col_buffers<T>(g, workers);
-  T* col_base = direct ? nullptr : cols.data<T>();
   auto one_sample = [&](int64_t n, T* dcol, bool parallel_inner) {
-    T* dst = direct ? dx + n * in_step : dcol;
+    T* dst = is_pointwise(g) ? dx + n * in_step : dcol;
     // dcol [CKK, P] = wᵀ [CKK, Cout] · dy[n] [Cout, P]
     gemm<T>(ckk, P, g.out_channels, w, 1, ckk, dy + n * out_step, P, 1, dst, P, false);
-    if (!direct) col2im(g, dcol, dx + n * in_step, parallel_inner);
+    if (!is_pointwise(g)) col2im(g, dcol, dx + n * in_step, parallel_inner);
   };
-  if (per_thread) {
-#pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < g.batch; ++n)
-      one_sample(n, direct ? nullptr : col_base + omp_get_thread_num() * ckk * P, false);
-  } else {
-    for (int64_t n = 0; n < g.batch; ++n) one_sample(n, col_base, true);
-  }
+  run_samples<T>(g, one_sample);
 }
 
 // Threads own disjoint input-channel ranges [c0, c1), i.e. disjoint column blocks of

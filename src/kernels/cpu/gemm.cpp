@@ -165,13 +165,20 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_c
 
 namespace {
 
-// One cached oneDNN f32 matmul for a given (M, N, K, strides, ldc, accumulate).
+// One cached oneDNN f32 matmul primitive and its memory descriptors.
 struct DnnlMatmul {
   dnnl::matmul prim;
   dnnl::memory::desc a, b, c;
 };
 
+// Plain matmuls, keyed by (M, N, K, strides, ldc, accumulate).
 DnnlCache<DnnlMatmul>& matmul_cache() {
+  static DnnlCache<DnnlMatmul> cache;
+  return cache;
+}
+
+// Batched matmuls with a shared left operand, keyed by (batch, M, N, K, A strides).
+DnnlCache<DnnlMatmul>& batched_cache() {
   static DnnlCache<DnnlMatmul> cache;
   return cache;
 }
@@ -222,25 +229,15 @@ void matmul(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a
 
 namespace {
 
-struct DnnlBatchedMatmul {
-  dnnl::matmul prim;
-  dnnl::memory::desc a, b, c;
-};
-
-DnnlCache<DnnlBatchedMatmul>& batched_cache() {
-  static DnnlCache<DnnlBatchedMatmul> cache;
-  return cache;
-}
-
 // (A per-row bias {1, M, 1} would make oneDNN 2.6 fall back to its reference matmul, so the
 // bias is added by the caller.)
 void dnnl_matmul_shared_left_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                                  int64_t a_rs, int64_t a_cs, const float* B, float* C) {
   using dt = dnnl::memory::data_type;
-  std::shared_ptr<const DnnlBatchedMatmul> entry;
+  std::shared_ptr<const DnnlMatmul> entry;
   SM_DNNL_CHECK("batched matmul primitive creation",
                 entry = batched_cache().get({batch, M, N, K, a_rs, a_cs}, [&] {
-                  DnnlBatchedMatmul m;
+                  DnnlMatmul m;
                   m.a = dnnl::memory::desc({1, M, K}, dt::f32, {M * K, a_rs, a_cs});
                   m.b = dnnl::memory::desc({batch, K, N}, dt::f32, {K * N, N, 1});
                   m.c = dnnl::memory::desc({batch, M, N}, dt::f32, {M * N, N, 1});

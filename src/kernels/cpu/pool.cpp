@@ -11,6 +11,69 @@ namespace {
 
 bool is_k2s2(const PoolGeom& g) { return g.kernel == 2 && g.stride == 2 && g.padding == 0; }
 
+// The window of one output element clipped to the image: input rows h0 + [kh0, kh1) and
+// columns w0 + [kw0, kw1), where (h0, w0) is its (possibly padded) top-left corner.
+struct Window {
+  int64_t h0, w0, kh0, kh1, kw0, kw1;
+};
+
+// General path: planes split between threads; for each plane p, begin(p) and then
+// win(p, o, window) for its output elements o = i·Wo + j in row-major order.
+template <class Begin, class PerWindow>
+void for_each_window(const PoolGeom& g, Begin begin, PerWindow win) {
+  const int64_t H = g.h, W = g.w, Ho = g.out_h(), Wo = g.out_w();
+  const int k = g.kernel, st = g.stride, pad = g.padding;
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < g.planes; ++p) {
+    begin(p);
+    for (int64_t i = 0; i < Ho; ++i) {
+      const int64_t h0 = i * st - pad;
+      const int64_t kh0 = std::max<int64_t>(0, -h0), kh1 = std::min<int64_t>(k, H - h0);
+      for (int64_t j = 0; j < Wo; ++j) {
+        const int64_t w0 = j * st - pad;
+        const int64_t kw0 = std::max<int64_t>(0, -w0), kw1 = std::min<int64_t>(k, W - w0);
+        win(p, i * Wo + j, Window{h0, w0, kh0, kh1, kw0, kw1});
+      }
+    }
+  }
+}
+
+// Forward fast path (k=2, s=2, no padding): rows(o, r0, r1) computes output row
+// o = p·Ho + i from input rows 2i (r0) and 2i+1 (r1) of plane p.
+template <typename T, class RowPair>
+void k2s2_forward(const PoolGeom& g, const T* x, RowPair rows) {
+  const int64_t H = g.h, W = g.w, Ho = g.out_h();
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t p = 0; p < g.planes; ++p) {
+    for (int64_t i = 0; i < Ho; ++i) {
+      const T* r0 = x + (p * H + 2 * i) * W;
+      rows(p * Ho + i, r0, r0 + W);
+    }
+  }
+}
+
+// Backward fast path (k=2, s=2: windows tile the image, so every dx element is written
+// once): rows(o, x0, x1) fills columns [0, 2·Wo) of dx rows 2i (x0) and 2i+1 (x1) from
+// output row o = p·Ho + i; the columns past 2·Wo and the last row of an odd H (in no
+// window) are zeroed here.
+template <typename T, class RowPair>
+void k2s2_backward(const PoolGeom& g, T* dx, RowPair rows) {
+  const int64_t H = g.h, W = g.w, Ho = g.out_h(), Wo = g.out_w();
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t p = 0; p < g.planes; ++p) {
+    for (int64_t i = 0; i < (H + 1) / 2; ++i) {
+      T* x0 = dx + (p * H + 2 * i) * W;
+      if (i >= Ho) {
+        std::fill(x0, x0 + W, T(0));
+        continue;
+      }
+      T* x1 = x0 + W;
+      rows(p * Ho + i, x0, x1);
+      for (int64_t c = 2 * Wo; c < W; ++c) x0[c] = x1[c] = T(0);
+    }
+  }
+}
+
 }  // namespace
 
 // v replaces best: larger, or the first NaN (NaN then propagates).
@@ -22,192 +85,120 @@ inline bool takes_over(T v, T best) {
 template <typename T, typename Idx>
 void maxpool2d_forward(const T* x, const PoolGeom& g, T* y, Idx* argmax) {
   const int64_t H = g.h, W = g.w, Ho = g.out_h(), Wo = g.out_w();
-  const int k = g.kernel, st = g.stride, pad = g.padding;
+  const int k = g.kernel;
   if (is_k2s2(g)) {
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t p = 0; p < g.planes; ++p) {
-      for (int64_t i = 0; i < Ho; ++i) {
-        const T* r0 = x + (p * H + 2 * i) * W;
-        const T* r1 = r0 + W;
-        T* yr = y + (p * Ho + i) * Wo;
-        Idx* ar = argmax + (p * Ho + i) * Wo;
-        for (int64_t j = 0; j < Wo; ++j) {  // window order a b / c d, first maximum wins
-          const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
-          const bool tb = takes_over(b, a);
-          T best = tb ? b : a;
-          int off = tb ? 1 : 0;
-          const bool tc = takes_over(c, best);
-          best = tc ? c : best;
-          off = tc ? 2 : off;
-          const bool td = takes_over(d, best);
-          yr[j] = td ? d : best;
-          ar[j] = static_cast<Idx>(td ? 3 : off);
-        }
+    k2s2_forward(g, x, [&](int64_t o, const T* r0, const T* r1) {
+      T* yr = y + o * Wo;
+      Idx* ar = argmax + o * Wo;
+      for (int64_t j = 0; j < Wo; ++j) {  // window order a b / c d, first maximum wins
+        const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+        const bool tb = takes_over(b, a);
+        T best = tb ? b : a;
+        int off = tb ? 1 : 0;
+        const bool tc = takes_over(c, best);
+        best = tc ? c : best;
+        off = tc ? 2 : off;
+        const bool td = takes_over(d, best);
+        yr[j] = td ? d : best;
+        ar[j] = static_cast<Idx>(td ? 3 : off);
       }
-    }
+    });
     return;
   }
-#pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < g.planes; ++p) {
+  for_each_window(g, [](int64_t) {}, [&](int64_t p, int64_t o, const Window& w) {
     const T* xp = x + p * H * W;
-    T* yp = y + p * Ho * Wo;
-    Idx* ap = argmax + p * Ho * Wo;
-    for (int64_t i = 0; i < Ho; ++i) {
-      const int64_t h0 = i * st - pad;
-      const int64_t kh0 = std::max<int64_t>(0, -h0), kh1 = std::min<int64_t>(k, H - h0);
-      for (int64_t j = 0; j < Wo; ++j) {
-        const int64_t w0 = j * st - pad;
-        const int64_t kw0 = std::max<int64_t>(0, -w0), kw1 = std::min<int64_t>(k, W - w0);
-        // Start at the first real element (padding never wins, even against -inf).
-        int64_t best_off = kh0 * k + kw0;
-        T best = xp[(h0 + kh0) * W + w0 + kw0];
-        for (int64_t a = kh0; a < kh1; ++a) {
-          const T* row = xp + (h0 + a) * W + w0;
-          for (int64_t b = kw0; b < kw1; ++b) {
-            const T v = row[b];
-            if (takes_over(v, best)) {
-              best = v;
-              best_off = a * k + b;
-            }
-          }
+    // Start at the first real element (padding never wins, even against -inf).
+    int64_t best_off = w.kh0 * k + w.kw0;
+    T best = xp[(w.h0 + w.kh0) * W + w.w0 + w.kw0];
+    for (int64_t a = w.kh0; a < w.kh1; ++a) {
+      const T* row = xp + (w.h0 + a) * W + w.w0;
+      for (int64_t b = w.kw0; b < w.kw1; ++b) {
+        const T v = row[b];
+        if (takes_over(v, best)) {
+          best = v;
+          best_off = a * k + b;
         }
-        yp[i * Wo + j] = best;
-        ap[i * Wo + j] = static_cast<Idx>(best_off);
       }
     }
-  }
+    y[p * Ho * Wo + o] = best;
+    argmax[p * Ho * Wo + o] = static_cast<Idx>(best_off);
+  });
 }
 
 template <typename T, typename Idx>
 void maxpool2d_backward(const T* dy, const Idx* argmax, const PoolGeom& g, T* dx) {
   const int64_t H = g.h, W = g.w, Ho = g.out_h(), Wo = g.out_w();
-  const int k = g.kernel, st = g.stride, pad = g.padding;
-  if (is_k2s2(g)) {  // windows tile the image: every dx element is written once
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t p = 0; p < g.planes; ++p) {
-      for (int64_t i = 0; i < (H + 1) / 2; ++i) {
-        T* x0 = dx + (p * H + 2 * i) * W;
-        T* x1 = x0 + W;
-        if (i >= Ho) {  // odd H: the last row is in no window
-          std::fill(x0, x0 + W, T(0));
-          continue;
-        }
-        const T* gr = dy + (p * Ho + i) * Wo;
-        const Idx* ar = argmax + (p * Ho + i) * Wo;
+  const int k = g.kernel;
+  if (is_k2s2(g)) {
+    k2s2_backward(g, dx, [&](int64_t o, T* x0, T* x1) {
+      const T* gr = dy + o * Wo;
+      const Idx* ar = argmax + o * Wo;
 #pragma omp simd
-        for (int64_t j = 0; j < Wo; ++j) {
-          const T v = gr[j];
-          const int a = ar[j];
-          x0[2 * j] = a == 0 ? v : T(0);
-          x0[2 * j + 1] = a == 1 ? v : T(0);
-          x1[2 * j] = a == 2 ? v : T(0);
-          x1[2 * j + 1] = a == 3 ? v : T(0);
-        }
-        for (int64_t c = 2 * Wo; c < W; ++c) x0[c] = x1[c] = T(0);
+      for (int64_t j = 0; j < Wo; ++j) {
+        const T v = gr[j];
+        const int a = ar[j];
+        x0[2 * j] = a == 0 ? v : T(0);
+        x0[2 * j + 1] = a == 1 ? v : T(0);
+        x1[2 * j] = a == 2 ? v : T(0);
+        x1[2 * j + 1] = a == 3 ? v : T(0);
       }
-    }
+    });
     return;
   }
-#pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < g.planes; ++p) {
-    T* xp = dx + p * H * W;
-    const T* gp = dy + p * Ho * Wo;
-    const Idx* ap = argmax + p * Ho * Wo;
-    std::fill(xp, xp + H * W, T(0));
-    for (int64_t i = 0; i < Ho; ++i) {
-      for (int64_t j = 0; j < Wo; ++j) {
-        const int64_t off = ap[i * Wo + j];
-        const int64_t hh = i * st - pad + off / k, ww = j * st - pad + off % k;
-        xp[hh * W + ww] += gp[i * Wo + j];
-      }
-    }
-  }
+  auto zero_plane = [&](int64_t p) { std::fill(dx + p * H * W, dx + (p + 1) * H * W, T(0)); };
+  for_each_window(g, zero_plane, [&](int64_t p, int64_t o, const Window& w) {
+    const int64_t off = argmax[p * Ho * Wo + o];
+    dx[p * H * W + (w.h0 + off / k) * W + w.w0 + off % k] += dy[p * Ho * Wo + o];
+  });
 }
 
 template <typename T>
 void avgpool2d_forward(const T* x, const PoolGeom& g, T* y) {
   const int64_t H = g.h, W = g.w, Ho = g.out_h(), Wo = g.out_w();
-  const int k = g.kernel, st = g.stride, pad = g.padding;
-  const T divisor = static_cast<T>(k * k);
+  const T divisor = static_cast<T>(g.kernel * g.kernel);
   if (is_k2s2(g)) {
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t p = 0; p < g.planes; ++p) {
-      for (int64_t i = 0; i < Ho; ++i) {
-        const T* r0 = x + (p * H + 2 * i) * W;
-        const T* r1 = r0 + W;
-        T* yr = y + (p * Ho + i) * Wo;
+    k2s2_forward(g, x, [&](int64_t o, const T* r0, const T* r1) {
+      T* yr = y + o * Wo;
 #pragma omp simd
-        for (int64_t j = 0; j < Wo; ++j)
-          yr[j] = (r0[2 * j] + r0[2 * j + 1] + r1[2 * j] + r1[2 * j + 1]) * T(0.25);
-      }
-    }
+      for (int64_t j = 0; j < Wo; ++j)
+        yr[j] = (r0[2 * j] + r0[2 * j + 1] + r1[2 * j] + r1[2 * j + 1]) * T(0.25);
+    });
     return;
   }
-#pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < g.planes; ++p) {
+  for_each_window(g, [](int64_t) {}, [&](int64_t p, int64_t o, const Window& w) {
     const T* xp = x + p * H * W;
-    T* yp = y + p * Ho * Wo;
-    for (int64_t i = 0; i < Ho; ++i) {
-      const int64_t h0 = i * st - pad;
-      const int64_t a0 = std::max<int64_t>(0, h0), a1 = std::min<int64_t>(H, h0 + k);
-      for (int64_t j = 0; j < Wo; ++j) {
-        const int64_t w0 = j * st - pad;
-        const int64_t b0 = std::max<int64_t>(0, w0), b1 = std::min<int64_t>(W, w0 + k);
-        T sum = 0;
-        for (int64_t a = a0; a < a1; ++a)
-          for (int64_t b = b0; b < b1; ++b) sum += xp[a * W + b];
-        yp[i * Wo + j] = sum / divisor;
-      }
-    }
-  }
+    T sum = 0;
+    for (int64_t a = w.h0 + w.kh0; a < w.h0 + w.kh1; ++a)
+      for (int64_t b = w.w0 + w.kw0; b < w.w0 + w.kw1; ++b) sum += xp[a * W + b];
+    y[p * Ho * Wo + o] = sum / divisor;
+  });
 }
 
 template <typename T>
 void avgpool2d_backward(const T* dy, const PoolGeom& g, T* dx) {
   const int64_t H = g.h, W = g.w, Ho = g.out_h(), Wo = g.out_w();
-  const int k = g.kernel, st = g.stride, pad = g.padding;
-  const T divisor = static_cast<T>(k * k);
-  if (is_k2s2(g)) {  // windows tile the image: every dx element is written once
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t p = 0; p < g.planes; ++p) {
-      for (int64_t i = 0; i < (H + 1) / 2; ++i) {
-        T* x0 = dx + (p * H + 2 * i) * W;
-        if (i >= Ho) {  // odd H: the last row is in no window
-          std::fill(x0, x0 + W, T(0));
-          continue;
-        }
-        T* x1 = x0 + W;
-        const T* gr = dy + (p * Ho + i) * Wo;
+  const T divisor = static_cast<T>(g.kernel * g.kernel);
+  if (is_k2s2(g)) {
+    k2s2_backward(g, dx, [&](int64_t o, T* x0, T* x1) {
+      const T* gr = dy + o * Wo;
 #pragma omp simd
-        for (int64_t j = 0; j < Wo; ++j) {
-          const T v = gr[j] * T(0.25);
-          x0[2 * j] = v;
-          x0[2 * j + 1] = v;
-          x1[2 * j] = v;
-          x1[2 * j + 1] = v;
-        }
-        for (int64_t c = 2 * Wo; c < W; ++c) x0[c] = x1[c] = T(0);
+      for (int64_t j = 0; j < Wo; ++j) {
+        const T v = gr[j] * T(0.25);
+        x0[2 * j] = v;
+        x0[2 * j + 1] = v;
+        x1[2 * j] = v;
+        x1[2 * j + 1] = v;
       }
-    }
+    });
     return;
   }
-#pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < g.planes; ++p) {
+  auto zero_plane = [&](int64_t p) { std::fill(dx + p * H * W, dx + (p + 1) * H * W, T(0)); };
+  for_each_window(g, zero_plane, [&](int64_t p, int64_t o, const Window& w) {
     T* xp = dx + p * H * W;
-    const T* gp = dy + p * Ho * Wo;
-    std::fill(xp, xp + H * W, T(0));
-    for (int64_t i = 0; i < Ho; ++i) {
-      const int64_t h0 = i * st - pad;
-      const int64_t a0 = std::max<int64_t>(0, h0), a1 = std::min<int64_t>(H, h0 + k);
-      for (int64_t j = 0; j < Wo; ++j) {
-        const int64_t w0 = j * st - pad;
-        const int64_t b0 = std::max<int64_t>(0, w0), b1 = std::min<int64_t>(W, w0 + k);
-        const T v = gp[i * Wo + j] / divisor;
-        for (int64_t a = a0; a < a1; ++a)
-          for (int64_t b = b0; b < b1; ++b) xp[a * W + b] += v;
-      }
-    }
-  }
+    const T v = dy[p * Ho * Wo + o] / divisor;
+    for (int64_t a = w.h0 + w.kh0; a < w.h0 + w.kh1; ++a)
+      for (int64_t b = w.w0 + w.kw0; b < w.w0 + w.kw1; ++b) xp[a * W + b] += v;
+  });
 }
 
 #define SM_POOL_INSTANTIATE(T)                                                              \

@@ -19,10 +19,6 @@ namespace sm {
 namespace cuda {
 namespace {
 
-using detail::from_f32;
-using detail::kThreads;
-using detail::to_f32;
-
 constexpr int64_t kChunkElems = 1 << 14;  // elements of one channel per reduction block
 
 struct Chunking {
@@ -123,12 +119,10 @@ template <typename T, typename Index>
 __global__ void normalize_kernel(const T* __restrict__ x, Index n, Index inner, Index C,
                                  const double* __restrict__ center, const double* __restrict__ scale,
                                  const float* __restrict__ offset, T* __restrict__ y) {
-  const Index stride = static_cast<Index>(gridDim.x) * blockDim.x;
-  for (Index e = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride) {
+  for (Index e = detail::global_thread<Index>(); e < n; e += detail::grid_stride<Index>()) {
     const Index c = (e / inner) % C;
-    const float m = static_cast<float>(center[c]);
-    const float a = static_cast<float>(scale[c]);
-    y[e] = from_f32<T>((to_f32(x[e]) - m) * a + offset[c]);
+    y[e] = from_f32<T>((to_f32(x[e]) - static_cast<float>(center[c])) * static_cast<float>(scale[c]) +
+                       offset[c]);
   }
 }
 
@@ -138,8 +132,7 @@ __global__ void backward_input_kernel(const T* __restrict__ dy, const T* __restr
                                       Index inner, Index C, const double* __restrict__ center,
                                       const double* __restrict__ a, const double* __restrict__ b,
                                       const double* __restrict__ d, T* __restrict__ dx) {
-  const Index stride = static_cast<Index>(gridDim.x) * blockDim.x;
-  for (Index e = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride) {
+  for (Index e = detail::global_thread<Index>(); e < n; e += detail::grid_stride<Index>()) {
     const Index c = (e / inner) % C;
     const float ac = static_cast<float>(a[c]);
     const float dc = static_cast<float>(d[c]);

@@ -8,9 +8,6 @@ namespace sm {
 namespace cuda {
 namespace {
 
-using detail::from_f32;
-using detail::to_f32;
-
 template <typename T>
 __global__ void pack_bits_kernel(const T* __restrict__ x, int64_t n, uint32_t* __restrict__ bits) {
   const int64_t words = (n + 31) / 32;

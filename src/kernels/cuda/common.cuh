@@ -1,6 +1,7 @@
 // common.cuh (kernels/cuda, internal) — helpers shared by spikemesh's own CUDA kernels:
 // storage <-> f32 conversions, launch geometry, a deterministic block sum and a stream-ordered
-// scratch buffer. Only included by src/kernels/cuda/*.cu.
+// scratch buffer; from_f32, to_f32 and kThreads are also visible unqualified in sm::cuda.
+// Only included by src/kernels/cuda/*.cu.
 //
 // Invariants: every kernel runs kThreads threads per block (a multiple of 32, power of 2);
 // block_sum() adds in a fixed tree order, so a block's result depends only on its inputs.
@@ -27,11 +28,14 @@ inline int blocks_for(int64_t n, int64_t cap = kMaxBlocks) {
   return static_cast<int>(std::max<int64_t>(1, std::min(b, cap)));
 }
 
-__device__ __forceinline__ int64_t global_thread() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+// Grid-stride loop index and stride, in index type I (32-bit loops for small tensors).
+template <typename I = int64_t>
+__device__ __forceinline__ I global_thread() {
+  return static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
-__device__ __forceinline__ int64_t grid_stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+template <typename I = int64_t>
+__device__ __forceinline__ I grid_stride() {
+  return static_cast<I>(gridDim.x) * blockDim.x;
 }
 
 // Storage type <-> f32.
@@ -87,5 +91,11 @@ void sum_partials(const double* partials, int64_t n, double* out, bool accumulat
                   cudaStream_t stream);
 
 }  // namespace detail
+
+// The helpers every kernel file names unqualified.
+using detail::from_f32;
+using detail::kThreads;
+using detail::to_f32;
+
 }  // namespace cuda
 }  // namespace sm

@@ -36,16 +36,13 @@ cudnnHandle_t handle_for(int device) {
   static std::array<std::atomic<cudnnHandle_t>, kMaxDevices> handles{};
   static std::mutex mu;
   SM_CHECK(device >= 0 && device < kMaxDevices, "CUDA device ordinal " << device);
-  cudnnHandle_t h = handles[device].load(std::memory_order_acquire);
-  if (h) return h;
-  std::lock_guard<std::mutex> lock(mu);
-  h = handles[device].load(std::memory_order_acquire);
-  if (h) return h;
-  DeviceGuard guard(device);
-  SM_CUDNN_CHECK(cudnnCreate(&h));  // never destroyed (process lifetime)
-  SM_CUDNN_CHECK(cudnnSetStream(h, stream_for(device)));
-  handles[device].store(h, std::memory_order_release);
-  return h;
+  return per_device_once(handles, mu, device, [&] {
+    DeviceGuard guard(device);
+    cudnnHandle_t h = nullptr;
+    SM_CUDNN_CHECK(cudnnCreate(&h));  // never destroyed (process lifetime)
+    SM_CUDNN_CHECK(cudnnSetStream(h, stream_for(device)));
+    return h;
+  });
 }
 
 // ---- plans -----------------------------------------------------------------------------------
@@ -249,73 +246,70 @@ std::vector<cudnnMathType_t> fallback_maths(const Plan& p) {
   return {p.base_math, CUDNN_DEFAULT_MATH, CUDNN_FMA_MATH};
 }
 
-void choose_fwd(cudnnHandle_t h, Plan& p) {
-  int max = 0;
-  SM_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(std::max(max, 1)));
-  int returned = 0;
-  SM_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.base_math));
-  SM_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y, max, &returned, perf.data()));
-  auto query = [&](int algo, size_t* ws) {
-    return cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y,
-                                                   static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws);
-  };
-  for (int i = 0; i < returned; ++i) {
-    Choice c;
-    if (acceptable(p, perf[i], imprecise_fwd, c) && workspace_of(p, c, query)) add_unique(p.fwd.list, c);
-  }
-  for (cudnnMathType_t m : fallback_maths(p)) {
-    Choice last{CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, m, 0};  // deterministic, no workspace
-    if (workspace_of(p, last, query)) add_unique(p.fwd.list, last);
-  }
-  p.fwd.chosen = true;
-}
+// The cuDNN entry points and policy of one direction. All three take their operands in the
+// same order: inputs a and b, the convolution, then the output (forward: x, w -> y; backward
+// data: w, dy -> dx; backward filter: x, dy -> dw).
+template <typename Perf, typename Algo, typename DescA, typename DescB, typename DescOut>
+struct Api {
+  const char* name;  // the execute call, for messages and the summary
+  const char* (*algo_name)(int);
+  Direction Plan::*dir;
+  DescA Plan::*a;
+  DescB Plan::*b;
+  DescOut Plan::*out;
+  bool (*imprecise)(Algo);
+  Algo fallback;  // deterministic, no workspace
+  cudnnStatus_t (*max_count)(cudnnHandle_t, int*);
+  cudnnStatus_t (*find)(cudnnHandle_t, DescA, DescB, cudnnConvolutionDescriptor_t, DescOut, int, int*, Perf*);
+  cudnnStatus_t (*workspace)(cudnnHandle_t, DescA, DescB, cudnnConvolutionDescriptor_t, DescOut, Algo, size_t*);
+  cudnnStatus_t (*execute)(cudnnHandle_t, const void*, DescA, const void*, DescB, const void*,
+                           cudnnConvolutionDescriptor_t, Algo, void*, size_t, const void*, DescOut, void*);
+};
+template <typename Perf, typename Algo, typename DescA, typename DescB, typename DescOut>
+Api(const char*, const char* (*)(int), Direction Plan::*, DescA Plan::*, DescB Plan::*, DescOut Plan::*,
+    bool (*)(Algo), Algo, cudnnStatus_t (*)(cudnnHandle_t, int*),
+    cudnnStatus_t (*)(cudnnHandle_t, DescA, DescB, cudnnConvolutionDescriptor_t, DescOut, int, int*, Perf*),
+    cudnnStatus_t (*)(cudnnHandle_t, DescA, DescB, cudnnConvolutionDescriptor_t, DescOut, Algo, size_t*),
+    cudnnStatus_t (*)(cudnnHandle_t, const void*, DescA, const void*, DescB, const void*, cudnnConvolutionDescriptor_t,
+                      Algo, void*, size_t, const void*, DescOut, void*)) -> Api<Perf, Algo, DescA, DescB, DescOut>;
 
-void choose_bwd_data(cudnnHandle_t h, Plan& p) {
-  int max = 0;
-  SM_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
-  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<size_t>(std::max(max, 1)));
-  int returned = 0;
-  SM_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.base_math));
-  SM_CUDNN_CHECK(
-      cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv, p.x, max, &returned, perf.data()));
-  auto query = [&](int algo, size_t* ws) {
-    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, p.conv, p.x,
-                                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws);
-  };
-  for (int i = 0; i < returned; ++i) {
-    Choice c;
-    if (acceptable(p, perf[i], imprecise_bwd_data, c) && workspace_of(p, c, query)) add_unique(p.bwd_data.list, c);
-  }
-  for (cudnnMathType_t m : fallback_maths(p)) {
-    Choice last{CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, m, 0};  // deterministic
-    if (workspace_of(p, last, query)) add_unique(p.bwd_data.list, last);
-  }
-  p.bwd_data.chosen = true;
-}
+const Api kForward{"cudnnConvolutionForward", fwd_name, &Plan::fwd, &Plan::x, &Plan::w, &Plan::y, imprecise_fwd,
+                   CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, cudnnGetConvolutionForwardAlgorithmMaxCount,
+                   cudnnGetConvolutionForwardAlgorithm_v7, cudnnGetConvolutionForwardWorkspaceSize,
+                   cudnnConvolutionForward};
+const Api kBackwardData{"cudnnConvolutionBackwardData", bwd_data_name, &Plan::bwd_data, &Plan::w, &Plan::y, &Plan::x,
+                        imprecise_bwd_data, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+                        cudnnGetConvolutionBackwardDataAlgorithmMaxCount, cudnnGetConvolutionBackwardDataAlgorithm_v7,
+                        cudnnGetConvolutionBackwardDataWorkspaceSize, cudnnConvolutionBackwardData};
+const Api kBackwardFilter{"cudnnConvolutionBackwardFilter", bwd_filter_name, &Plan::bwd_filter, &Plan::x, &Plan::y,
+                          &Plan::w, imprecise_bwd_filter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+                          cudnnGetConvolutionBackwardFilterAlgorithmMaxCount,
+                          cudnnGetConvolutionBackwardFilterAlgorithm_v7,
+                          cudnnGetConvolutionBackwardFilterWorkspaceSize, cudnnConvolutionBackwardFilter};
 
-void choose_bwd_filter(cudnnHandle_t h, Plan& p) {
+// Fills the direction's candidates in preference order: cuDNN's heuristic results that pass
+// the plan's policy, then the fallback algorithm under each fallback math type; no duplicates.
+template <typename Perf, typename Algo, typename DescA, typename DescB, typename DescOut>
+void choose(cudnnHandle_t h, Plan& p, const Api<Perf, Algo, DescA, DescB, DescOut>& api) {
+  Direction& d = p.*api.dir;
   int max = 0;
-  SM_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
-  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<size_t>(std::max(max, 1)));
+  SM_CUDNN_CHECK(api.max_count(h, &max));
+  std::vector<Perf> perf(static_cast<size_t>(std::max(max, 1)));
   int returned = 0;
   SM_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.base_math));
-  SM_CUDNN_CHECK(
-      cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv, p.w, max, &returned, perf.data()));
+  SM_CUDNN_CHECK(api.find(h, p.*api.a, p.*api.b, p.conv, p.*api.out, max, &returned, perf.data()));
   auto query = [&](int algo, size_t* ws) {
-    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x, p.y, p.conv, p.w,
-                                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws);
+    return api.workspace(h, p.*api.a, p.*api.b, p.conv, p.*api.out, static_cast<Algo>(algo), ws);
   };
   for (int i = 0; i < returned; ++i) {
     Choice c;
-    if (acceptable(p, perf[i], imprecise_bwd_filter, c) && workspace_of(p, c, query))
-      add_unique(p.bwd_filter.list, c);
+    if (acceptable(p, perf[i], api.imprecise, c) && workspace_of(p, c, query)) add_unique(d.list, c);
   }
   for (cudnnMathType_t m : fallback_maths(p)) {
-    Choice last{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, m, 0};  // deterministic
-    if (workspace_of(p, last, query)) add_unique(p.bwd_filter.list, last);
+    Choice last{api.fallback, m, 0};
+    if (workspace_of(p, last, query)) add_unique(d.list, last);
   }
-  p.bwd_filter.chosen = true;
+  d.chosen = true;
 }
 
 // Runs `call(choice, workspace_ptr)` with the plan's current choice for a direction,
@@ -352,59 +346,44 @@ void run(int device, Plan& p, Direction& d, const char* dir, const char* (*algo_
   }
 }
 
+// One direction on `device`: out = 1·op(a, b) + beta·out, alpha and beta in the plan's
+// scaling type (double for f64 data, float otherwise). Chooses the direction's candidates
+// on first use.
+template <typename Perf, typename Algo, typename DescA, typename DescB, typename DescOut>
+void convolve(const Api<Perf, Algo, DescA, DescB, DescOut>& api, int device, const cpu::Conv2dGeometry& g, DType dt,
+              const ConvOptions& opt, const void* a, const void* b, void* out, double beta) {
+  DeviceGuard guard(device);
+  cudnnHandle_t h = handle_for(device);
+  Plan& p = plan_for(device, g, dt, opt);
+  if (!(p.*api.dir).chosen) choose(h, p, api);
+  const double one_d = 1.0, beta_d = beta;
+  const float one_f = 1.0f, beta_f = static_cast<float>(beta);
+  const void* alpha_v = dt == DType::F64 ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
+  const void* beta_v = dt == DType::F64 ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
+  run(device, p, p.*api.dir, api.name, api.algo_name, [&](const Choice& c, void* ws) {
+    return api.execute(h, alpha_v, p.*api.a, a, p.*api.b, b, p.conv, static_cast<Algo>(c.algo), ws, c.workspace,
+                       beta_v, p.*api.out, out);
+  });
+}
+
 }  // namespace
 
 void conv2d_forward_cudnn(int device, const cpu::Conv2dGeometry& g, DType dt, const void* x, const void* w, void* y,
                           const ConvOptions& opt) {
   if (g.output_numel() == 0) return;
-  DeviceGuard guard(device);
-  cudnnHandle_t h = handle_for(device);
-  Plan& p = plan_for(device, g, dt, opt);
-  if (!p.fwd.chosen) choose_fwd(h, p);
-  const double one_d = 1.0, zero_d = 0.0;
-  const float one_f = 1.0f, zero_f = 0.0f;
-  const void* alpha = dt == DType::F64 ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
-  const void* beta = dt == DType::F64 ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
-  run(device, p, p.fwd, "cudnnConvolutionForward", fwd_name, [&](const Choice& c, void* ws) {
-    return cudnnConvolutionForward(h, alpha, p.x, x, p.w, w, p.conv, static_cast<cudnnConvolutionFwdAlgo_t>(c.algo),
-                                   ws, c.workspace, beta, p.y, y);
-  });
+  convolve(kForward, device, g, dt, opt, x, w, y, 0.0);
 }
 
 void conv2d_backward_data_cudnn(int device, const cpu::Conv2dGeometry& g, DType dt, const void* dy, const void* w,
                                 void* dx, const ConvOptions& opt) {
   if (g.input_numel() == 0) return;
-  DeviceGuard guard(device);
-  cudnnHandle_t h = handle_for(device);
-  Plan& p = plan_for(device, g, dt, opt);
-  if (!p.bwd_data.chosen) choose_bwd_data(h, p);
-  const double one_d = 1.0, zero_d = 0.0;
-  const float one_f = 1.0f, zero_f = 0.0f;
-  const void* alpha = dt == DType::F64 ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
-  const void* beta = dt == DType::F64 ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
-  run(device, p, p.bwd_data, "cudnnConvolutionBackwardData", bwd_data_name, [&](const Choice& c, void* ws) {
-    return cudnnConvolutionBackwardData(h, alpha, p.w, w, p.y, dy, p.conv,
-                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, c.workspace, beta,
-                                        p.x, dx);
-  });
+  convolve(kBackwardData, device, g, dt, opt, w, dy, dx, 0.0);
 }
 
 void conv2d_backward_filter_cudnn(int device, const cpu::Conv2dGeometry& g, DType dt, const void* x, const void* dy,
                                   void* dw, double dw_beta, const ConvOptions& opt) {
   if (g.weight_numel() == 0) return;
-  DeviceGuard guard(device);
-  cudnnHandle_t h = handle_for(device);
-  Plan& p = plan_for(device, g, dt, opt);
-  if (!p.bwd_filter.chosen) choose_bwd_filter(h, p);
-  const double one_d = 1.0, beta_d = dw_beta;
-  const float one_f = 1.0f, beta_f = static_cast<float>(dw_beta);
-  const void* alpha = dt == DType::F64 ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
-  const void* beta = dt == DType::F64 ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
-  run(device, p, p.bwd_filter, "cudnnConvolutionBackwardFilter", bwd_filter_name, [&](const Choice& c, void* ws) {
-    return cudnnConvolutionBackwardFilter(h, alpha, p.x, x, p.y, dy, p.conv,
-                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, c.workspace,
-                                          beta, p.w, dw);
-  });
+  convolve(kBackwardFilter, device, g, dt, opt, x, dy, dw, dw_beta);
 }
 
 std::vector<std::string> conv_plan_summary() {

@@ -10,10 +10,6 @@ namespace sm {
 namespace cuda {
 namespace {
 
-using detail::from_f32;
-using detail::kThreads;
-using detail::to_f32;
-
 __global__ void draw_mask_kernel(uint32_t k0, uint32_t k1, double p, uint32_t step,
                                  int64_t sample_offset, int64_t N, int64_t F,
                                  uint8_t* __restrict__ bits) {

@@ -9,10 +9,6 @@ namespace sm {
 namespace cuda {
 namespace {
 
-using detail::from_f32;
-using detail::kThreads;
-using detail::to_f32;
-
 // No __restrict__: outputs may alias inputs (each element is read before it is written by
 // the same thread).
 template <typename T>

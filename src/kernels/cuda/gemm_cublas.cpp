@@ -37,23 +37,19 @@ cublasHandle_t handle_for(int device) {
   static std::array<std::atomic<CublasDevice*>, kMaxDevices> devices{};
   static std::mutex mu;
   SM_CHECK(device >= 0 && device < kMaxDevices, "CUDA device ordinal " << device);
-  CublasDevice* d = devices[device].load(std::memory_order_acquire);
-  if (d) return d->handle;
-  std::lock_guard<std::mutex> lock(mu);
-  d = devices[device].load(std::memory_order_acquire);
-  if (d) return d->handle;
-  DeviceGuard guard(device);
-  d = new CublasDevice();  // never destroyed (handles outlive static destruction order)
-  SM_CUBLAS_CHECK(cublasCreate(&d->handle));
-  SM_CUBLAS_CHECK(cublasSetStream(d->handle, stream_for(device)));
-  // After SetStream (which resets the workspace to cuBLAS's own pool).
-  d->workspace = Tensor::empty({static_cast<int64_t>(kCublasWorkspaceBytes)}, DType::U8, Device::cuda(device));
-  SM_CUBLAS_CHECK(cublasSetWorkspace(d->handle, d->workspace.raw(), kCublasWorkspaceBytes));
-  SM_CUBLAS_CHECK(cublasSetMathMode(d->handle, CUBLAS_DEFAULT_MATH));  // never TF32 for f32
-  SM_CUBLAS_CHECK(cublasSetPointerMode(d->handle, CUBLAS_POINTER_MODE_HOST));
-  SM_CUBLAS_CHECK(cublasSetAtomicsMode(d->handle, CUBLAS_ATOMICS_NOT_ALLOWED));  // deterministic
-  devices[device].store(d, std::memory_order_release);
-  return d->handle;
+  return per_device_once(devices, mu, device, [&] {
+    DeviceGuard guard(device);
+    CublasDevice* d = new CublasDevice();  // never destroyed (handles outlive static destruction order)
+    SM_CUBLAS_CHECK(cublasCreate(&d->handle));
+    SM_CUBLAS_CHECK(cublasSetStream(d->handle, stream_for(device)));
+    // After SetStream (which resets the workspace to cuBLAS's own pool).
+    d->workspace = Tensor::empty({static_cast<int64_t>(kCublasWorkspaceBytes)}, DType::U8, Device::cuda(device));
+    SM_CUBLAS_CHECK(cublasSetWorkspace(d->handle, d->workspace.raw(), kCublasWorkspaceBytes));
+    SM_CUBLAS_CHECK(cublasSetMathMode(d->handle, CUBLAS_DEFAULT_MATH));  // never TF32 for f32
+    SM_CUBLAS_CHECK(cublasSetPointerMode(d->handle, CUBLAS_POINTER_MODE_HOST));
+    SM_CUBLAS_CHECK(cublasSetAtomicsMode(d->handle, CUBLAS_ATOMICS_NOT_ALLOWED));  // deterministic
+    return d;
+  })->handle;
 }
 
 cudaDataType_t cuda_type(DType dt) {
@@ -98,12 +94,12 @@ void check_layout(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, i
   SM_CHECK(ldc >= std::max<int64_t>(1, n), "GEMM ldc " << ldc << " for C [" << m << ", " << n << "]");
 }
 
-}  // namespace
-
-void gemm(int device, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* A,
-          int64_t lda, const void* B, int64_t ldb, DType ab_dt, double beta, void* C, int64_t ldc, DType c_dt,
-          const GemmOptions& opt) {
-  if (m == 0 || n == 0) return;
+// What both GEMMs do around their cuBLAS call: checks the layout, takes the compute type and
+// alpha/beta in its scaling type (double for f64 inputs, float otherwise), makes `device`
+// current and runs call(handle, compute type, &alpha, &beta).
+template <typename Call>
+void with_setup(int device, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                int64_t ldc, DType ab_dt, DType c_dt, const GemmOptions& opt, double alpha, double beta, Call call) {
   check_layout(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   bool dbl = false;
   const cublasComputeType_t ct = compute_type(ab_dt, c_dt, opt, &dbl);
@@ -111,12 +107,23 @@ void gemm(int device, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
   const void* pa = dbl ? static_cast<const void*>(&alpha) : static_cast<const void*>(&alpha_f);
   const void* pb = dbl ? static_cast<const void*>(&beta) : static_cast<const void*>(&beta_f);
   DeviceGuard guard(device);
-  cublasHandle_t h = handle_for(device);
-  // Row-major C = op(A)·op(B)  <=>  column-major Cᵀ = op(B)ᵀ·op(A)ᵀ.
-  SM_CUBLAS_CHECK(cublasGemmEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                               as_int(n, "n"), as_int(m, "m"), as_int(k, "k"), pa, B, cuda_type(ab_dt),
-                               as_int(ldb, "ldb"), A, cuda_type(ab_dt), as_int(lda, "lda"), pb, C, cuda_type(c_dt),
-                               as_int(ldc, "ldc"), ct, CUBLAS_GEMM_DEFAULT));
+  call(handle_for(device), ct, pa, pb);
+}
+
+}  // namespace
+
+void gemm(int device, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* A,
+          int64_t lda, const void* B, int64_t ldb, DType ab_dt, double beta, void* C, int64_t ldc, DType c_dt,
+          const GemmOptions& opt) {
+  if (m == 0 || n == 0) return;
+  with_setup(device, trans_a, trans_b, m, n, k, lda, ldb, ldc, ab_dt, c_dt, opt, alpha, beta,
+             [&](cublasHandle_t h, cublasComputeType_t ct, const void* pa, const void* pb) {
+               // Row-major C = op(A)·op(B)  <=>  column-major Cᵀ = op(B)ᵀ·op(A)ᵀ.
+               SM_CUBLAS_CHECK(cublasGemmEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                            as_int(n, "n"), as_int(m, "m"), as_int(k, "k"), pa, B, cuda_type(ab_dt),
+                                            as_int(ldb, "ldb"), A, cuda_type(ab_dt), as_int(lda, "lda"), pb, C,
+                                            cuda_type(c_dt), as_int(ldc, "ldc"), ct, CUBLAS_GEMM_DEFAULT));
+             });
 }
 
 void gemm_strided_batched(int device, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
@@ -124,19 +131,14 @@ void gemm_strided_batched(int device, bool trans_a, bool trans_b, int64_t m, int
                           DType ab_dt, double beta, void* C, int64_t ldc, int64_t stride_c, DType c_dt, int64_t batch,
                           const GemmOptions& opt) {
   if (m == 0 || n == 0 || batch == 0) return;
-  check_layout(trans_a, trans_b, m, n, k, lda, ldb, ldc);
-  bool dbl = false;
-  const cublasComputeType_t ct = compute_type(ab_dt, c_dt, opt, &dbl);
-  const float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);
-  const void* pa = dbl ? static_cast<const void*>(&alpha) : static_cast<const void*>(&alpha_f);
-  const void* pb = dbl ? static_cast<const void*>(&beta) : static_cast<const void*>(&beta_f);
-  DeviceGuard guard(device);
-  cublasHandle_t h = handle_for(device);
-  SM_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-      h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(n, "n"), as_int(m, "m"),
-      as_int(k, "k"), pa, B, cuda_type(ab_dt), as_int(ldb, "ldb"), stride_b, A, cuda_type(ab_dt), as_int(lda, "lda"),
-      stride_a, pb, C, cuda_type(c_dt), as_int(ldc, "ldc"), stride_c, as_int(batch, "batch"), ct,
-      CUBLAS_GEMM_DEFAULT));
+  with_setup(device, trans_a, trans_b, m, n, k, lda, ldb, ldc, ab_dt, c_dt, opt, alpha, beta,
+             [&](cublasHandle_t h, cublasComputeType_t ct, const void* pa, const void* pb) {
+               SM_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+                   h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(n, "n"),
+                   as_int(m, "m"), as_int(k, "k"), pa, B, cuda_type(ab_dt), as_int(ldb, "ldb"), stride_b, A,
+                   cuda_type(ab_dt), as_int(lda, "lda"), stride_a, pb, C, cuda_type(c_dt), as_int(ldc, "ldc"),
+                   stride_c, as_int(batch, "batch"), ct, CUBLAS_GEMM_DEFAULT));
+             });
 }
 
 #else  // no cuBLAS headers: the GEMMs are unavailable

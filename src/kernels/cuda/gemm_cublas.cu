@@ -72,6 +72,34 @@ __global__ void accumulate_kernel(D* __restrict__ dst, const S* __restrict__ src
     dst[i] = dst[i] + static_cast<D>(load<double, S>(src[i]) * factor);
 }
 
+template <typename T> struct TypeTag { using type = T; };
+
+// Calls f(TypeTag<T>{}) for the storage type T of dt (f32, f64, bf16 or f16) and returns
+// true; false (f not called) for any other dtype.
+template <typename F>
+bool with_storage_type(DType dt, F&& f) {
+  switch (dt) {
+    case DType::F32: f(TypeTag<float>{}); return true;
+    case DType::F64: f(TypeTag<double>{}); return true;
+    case DType::BF16: f(TypeTag<__nv_bfloat16>{}); return true;
+    case DType::F16: f(TypeTag<__half>{}); return true;
+    default: return false;
+  }
+}
+
+// Calls f(TypeTag<T>{}) for the master type T of dt (f32 or f64) and returns true; false
+// (f not called) for any other dtype.
+template <typename F>
+bool with_master_type(DType dt, F&& f) {
+  if (dt == DType::F32)
+    f(TypeTag<float>{});
+  else if (dt == DType::F64)
+    f(TypeTag<double>{});
+  else
+    return false;
+  return true;
+}
+
 template <typename T, typename B>
 void add_bias_typed(void* y, const void* bias, int64_t outer, int64_t C, int64_t inner, cudaStream_t s) {
   const int64_t total = outer * C * inner;
@@ -82,13 +110,10 @@ void add_bias_typed(void* y, const void* bias, int64_t outer, int64_t C, int64_t
 
 template <typename B>
 void add_bias_for(void* y, DType y_dt, const void* bias, int64_t outer, int64_t C, int64_t inner, cudaStream_t s) {
-  switch (y_dt) {
-    case DType::F32: add_bias_typed<float, B>(y, bias, outer, C, inner, s); return;
-    case DType::F64: add_bias_typed<double, B>(y, bias, outer, C, inner, s); return;
-    case DType::BF16: add_bias_typed<__nv_bfloat16, B>(y, bias, outer, C, inner, s); return;
-    case DType::F16: add_bias_typed<__half, B>(y, bias, outer, C, inner, s); return;
-    default: SM_CHECK(false, "bias add on " << dtype_name(y_dt) << " activations");
-  }
+  const bool known = with_storage_type(y_dt, [&](auto t) {
+    add_bias_typed<typename decltype(t)::type, B>(y, bias, outer, C, inner, s);
+  });
+  if (!known) SM_CHECK(false, "bias add on " << dtype_name(y_dt) << " activations");
 }
 
 template <typename T, typename D>
@@ -101,13 +126,10 @@ void bias_grad_typed(const void* dy, int64_t outer, int64_t C, int64_t inner, vo
 
 template <typename D>
 void bias_grad_for(const void* dy, DType dy_dt, int64_t outer, int64_t C, int64_t inner, void* db, cudaStream_t s) {
-  switch (dy_dt) {
-    case DType::F32: bias_grad_typed<float, D>(dy, outer, C, inner, db, s); return;
-    case DType::F64: bias_grad_typed<double, D>(dy, outer, C, inner, db, s); return;
-    case DType::BF16: bias_grad_typed<__nv_bfloat16, D>(dy, outer, C, inner, db, s); return;
-    case DType::F16: bias_grad_typed<__half, D>(dy, outer, C, inner, db, s); return;
-    default: SM_CHECK(false, "bias gradient of " << dtype_name(dy_dt) << " gradients");
-  }
+  const bool known = with_storage_type(dy_dt, [&](auto t) {
+    bias_grad_typed<typename decltype(t)::type, D>(dy, outer, C, inner, db, s);
+  });
+  if (!known) SM_CHECK(false, "bias gradient of " << dtype_name(dy_dt) << " gradients");
 }
 
 template <typename D, typename S>
@@ -118,13 +140,10 @@ void accumulate_typed(void* dst, const void* src, int64_t n, double f, cudaStrea
 
 template <typename D>
 void accumulate_for(void* dst, const void* src, DType src_dt, int64_t n, double f, cudaStream_t s) {
-  switch (src_dt) {
-    case DType::F32: accumulate_typed<D, float>(dst, src, n, f, s); return;
-    case DType::F64: accumulate_typed<D, double>(dst, src, n, f, s); return;
-    case DType::BF16: accumulate_typed<D, __nv_bfloat16>(dst, src, n, f, s); return;
-    case DType::F16: accumulate_typed<D, __half>(dst, src, n, f, s); return;
-    default: SM_CHECK(false, "accumulate of " << dtype_name(src_dt));
-  }
+  const bool known = with_storage_type(src_dt, [&](auto t) {
+    accumulate_typed<D, typename decltype(t)::type>(dst, src, n, f, s);
+  });
+  if (!known) SM_CHECK(false, "accumulate of " << dtype_name(src_dt));
 }
 
 }  // namespace
@@ -132,34 +151,28 @@ void accumulate_for(void* dst, const void* src, DType src_dt, int64_t n, double 
 void add_channel_bias(void* y, DType y_dt, const void* bias, DType bias_dt, int64_t outer, int64_t C,
                       int64_t inner, cudaStream_t stream) {
   if (outer * C * inner == 0) return;
-  if (bias_dt == DType::F32)
-    add_bias_for<float>(y, y_dt, bias, outer, C, inner, stream);
-  else if (bias_dt == DType::F64)
-    add_bias_for<double>(y, y_dt, bias, outer, C, inner, stream);
-  else
-    SM_CHECK(false, "bias of dtype " << dtype_name(bias_dt) << " (f32/f64 master parameters only)");
+  const bool known = with_master_type(bias_dt, [&](auto b) {
+    add_bias_for<typename decltype(b)::type>(y, y_dt, bias, outer, C, inner, stream);
+  });
+  if (!known) SM_CHECK(false, "bias of dtype " << dtype_name(bias_dt) << " (f32/f64 master parameters only)");
 }
 
 void channel_bias_grad(const void* dy, DType dy_dt, int64_t outer, int64_t C, int64_t inner, void* db,
                        DType db_dt, cudaStream_t stream) {
   if (C == 0) return;
-  if (db_dt == DType::F32)
-    bias_grad_for<float>(dy, dy_dt, outer, C, inner, db, stream);
-  else if (db_dt == DType::F64)
-    bias_grad_for<double>(dy, dy_dt, outer, C, inner, db, stream);
-  else
-    SM_CHECK(false, "bias gradient into " << dtype_name(db_dt) << " (f32/f64 master gradients only)");
+  const bool known = with_master_type(db_dt, [&](auto d) {
+    bias_grad_for<typename decltype(d)::type>(dy, dy_dt, outer, C, inner, db, stream);
+  });
+  if (!known) SM_CHECK(false, "bias gradient into " << dtype_name(db_dt) << " (f32/f64 master gradients only)");
 }
 
 void accumulate(void* dst, DType dst_dt, const void* src, DType src_dt, int64_t n, cudaStream_t stream,
                 double factor) {
   if (n <= 0) return;
-  if (dst_dt == DType::F32)
-    accumulate_for<float>(dst, src, src_dt, n, factor, stream);
-  else if (dst_dt == DType::F64)
-    accumulate_for<double>(dst, src, src_dt, n, factor, stream);
-  else
-    SM_CHECK(false, "accumulate into " << dtype_name(dst_dt) << " (f32/f64 only)");
+  const bool known = with_master_type(dst_dt, [&](auto d) {
+    accumulate_for<typename decltype(d)::type>(dst, src, src_dt, n, factor, stream);
+  });
+  if (!known) SM_CHECK(false, "accumulate into " << dtype_name(dst_dt) << " (f32/f64 only)");
 }
 
 }  // namespace cuda

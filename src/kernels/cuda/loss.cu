@@ -11,10 +11,6 @@ namespace sm {
 namespace cuda {
 namespace {
 
-using detail::from_f32;
-using detail::kThreads;
-using detail::to_f32;
-
 template <typename T>
 __global__ void time_mean_kernel(const T* __restrict__ out, int64_t steps, int64_t nk,
                                  double* __restrict__ mean) {

@@ -20,10 +20,6 @@ namespace sm {
 namespace cuda {
 namespace {
 
-using detail::from_f32;
-using detail::kThreads;
-using detail::to_f32;
-
 constexpr float kPi = 3.14159265358979323846f;
 constexpr float kPiHalf = 1.57079632679489661923f;  // = float(M_PI / 2), as the CPU's T(M_PI / 2)
 

@@ -19,9 +19,6 @@ namespace sm {
 namespace cuda {
 namespace {
 
-using detail::from_f32;
-using detail::kThreads;
-
 // Uniform in [lo, hi) from a 32-bit integer hash of (element, salt).
 template <typename T>
 __global__ void fill_random_kernel(T* __restrict__ out, int64_t n, uint32_t salt, float lo, float hi) {

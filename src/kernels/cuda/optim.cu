@@ -12,8 +12,6 @@ namespace sm {
 namespace cuda {
 namespace {
 
-using detail::kThreads;
-
 constexpr int64_t kNormBlock = 8192;  // elements per partial sum (as grad_clip.cpp)
 
 __global__ void sgd_kernel(float* __restrict__ p, const float* __restrict__ g,

@@ -14,10 +14,6 @@ namespace sm {
 namespace cuda {
 namespace {
 
-using detail::from_f32;
-using detail::kThreads;
-using detail::to_f32;
-
 struct Geom {
   int64_t P, H, W, Ho, Wo;
   int k, st, pad;
@@ -50,6 +46,21 @@ __device__ __forceinline__ void windows_containing(int64_t q, int k, int st, int
   lo = num <= 0 ? 0 : (num + st - 1) / st;
   hi = (q + pad) / st;  // q + pad >= 0
   if (hi > n_out - 1) hi = n_out - 1;
+}
+
+// Input pixel e (flat over [P, H, W]) is (hh, ww) of plane p; the windows containing it are
+// output rows [i0, i1] × columns [j0, j1].
+struct Containing {
+  int64_t p, hh, ww, i0, i1, j0, j1;
+};
+__device__ __forceinline__ Containing containing(int64_t e, const Geom& g) {
+  Containing r;
+  r.ww = e % g.W;
+  r.hh = (e / g.W) % g.H;
+  r.p = e / (g.W * g.H);
+  windows_containing(r.hh, g.k, g.st, g.pad, g.Ho, r.i0, r.i1);
+  windows_containing(r.ww, g.k, g.st, g.pad, g.Wo, r.j0, r.j1);
+  return r;
 }
 
 template <typename T, typename Idx>
@@ -85,16 +96,13 @@ __global__ void maxpool_backward_kernel(const T* __restrict__ dy, const Idx* __r
                                         Geom g, T* __restrict__ dx) {
   const int64_t n = g.P * g.H * g.W;
   for (int64_t e = detail::global_thread(); e < n; e += detail::grid_stride()) {
-    const int64_t ww = e % g.W, hh = (e / g.W) % g.H, p = e / (g.W * g.H);
-    int64_t i0, i1, j0, j1;
-    windows_containing(hh, g.k, g.st, g.pad, g.Ho, i0, i1);
-    windows_containing(ww, g.k, g.st, g.pad, g.Wo, j0, j1);
+    const Containing w = containing(e, g);
     float sum = 0.0f;
-    for (int64_t i = i0; i <= i1; ++i) {
-      const int64_t dh = hh - (i * g.st - g.pad);  // row inside window i, in [0, k)
-      for (int64_t j = j0; j <= j1; ++j) {
-        const int64_t o = (p * g.Ho + i) * g.Wo + j;
-        const int64_t dw = ww - (j * g.st - g.pad);
+    for (int64_t i = w.i0; i <= w.i1; ++i) {
+      const int64_t dh = w.hh - (i * g.st - g.pad);  // row inside window i, in [0, k)
+      for (int64_t j = w.j0; j <= w.j1; ++j) {
+        const int64_t o = (w.p * g.Ho + i) * g.Wo + j;
+        const int64_t dw = w.ww - (j * g.st - g.pad);
         if (static_cast<int64_t>(argmax[o]) == dh * g.k + dw) sum += to_f32(dy[o]);
       }
     }
@@ -124,15 +132,24 @@ __global__ void avgpool_backward_kernel(const T* __restrict__ dy, Geom g, T* __r
   const int64_t n = g.P * g.H * g.W;
   const float divisor = static_cast<float>(g.k * g.k);
   for (int64_t e = detail::global_thread(); e < n; e += detail::grid_stride()) {
-    const int64_t ww = e % g.W, hh = (e / g.W) % g.H, p = e / (g.W * g.H);
-    int64_t i0, i1, j0, j1;
-    windows_containing(hh, g.k, g.st, g.pad, g.Ho, i0, i1);
-    windows_containing(ww, g.k, g.st, g.pad, g.Wo, j0, j1);
+    const Containing w = containing(e, g);
     float sum = 0.0f;
-    for (int64_t i = i0; i <= i1; ++i)
-      for (int64_t j = j0; j <= j1; ++j) sum += to_f32(dy[(p * g.Ho + i) * g.Wo + j]) / divisor;
+    for (int64_t i = w.i0; i <= w.i1; ++i)
+      for (int64_t j = w.j0; j <= w.j1; ++j) sum += to_f32(dy[(w.p * g.Ho + i) * g.Wo + j]) / divisor;
     dx[e] = from_f32<T>(sum);
   }
+}
+
+// Enqueues one thread per input pixel (per_input: the backward passes) or per output
+// element (forward): kernel_launch(gg, blocks) launches with blocks_for(n) blocks; nothing
+// when n is 0.
+template <typename KernelLaunch>
+void launch(const cpu::PoolGeom& g, bool per_input, KernelLaunch kernel_launch) {
+  const Geom gg = geom(g);
+  const int64_t n = per_input ? gg.P * gg.H * gg.W : gg.P * gg.Ho * gg.Wo;
+  if (n == 0) return;
+  kernel_launch(gg, detail::blocks_for(n));
+  SM_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -143,42 +160,34 @@ void maxpool2d_forward_cuda(const T* x, const cpu::PoolGeom& g, T* y, Idx* argma
   check_geom(g, "maxpool2d_forward_cuda");
   SM_CHECK(sizeof(Idx) >= 4 || g.kernel * g.kernel <= 256,
            "maxpool2d_forward_cuda: u8 window offsets need k·k <= 256, k = " << g.kernel);
-  const Geom gg = geom(g);
-  const int64_t n = gg.P * gg.Ho * gg.Wo;
-  if (n == 0) return;
-  maxpool_forward_kernel<T, Idx><<<detail::blocks_for(n), kThreads, 0, stream>>>(x, gg, y, argmax);
-  SM_CUDA_CHECK_LAUNCH();
+  launch(g, false, [&](const Geom& gg, int blocks) {
+    maxpool_forward_kernel<T, Idx><<<blocks, kThreads, 0, stream>>>(x, gg, y, argmax);
+  });
 }
 
 template <typename T, typename Idx>
 void maxpool2d_backward_cuda(const T* dy, const Idx* argmax, const cpu::PoolGeom& g, T* dx,
                              cudaStream_t stream) {
   check_geom(g, "maxpool2d_backward_cuda");
-  const Geom gg = geom(g);
-  const int64_t n = gg.P * gg.H * gg.W;
-  if (n == 0) return;
-  maxpool_backward_kernel<T, Idx><<<detail::blocks_for(n), kThreads, 0, stream>>>(dy, argmax, gg, dx);
-  SM_CUDA_CHECK_LAUNCH();
+  launch(g, true, [&](const Geom& gg, int blocks) {
+    maxpool_backward_kernel<T, Idx><<<blocks, kThreads, 0, stream>>>(dy, argmax, gg, dx);
+  });
 }
 
 template <typename T>
 void avgpool2d_forward_cuda(const T* x, const cpu::PoolGeom& g, T* y, cudaStream_t stream) {
   check_geom(g, "avgpool2d_forward_cuda");
-  const Geom gg = geom(g);
-  const int64_t n = gg.P * gg.Ho * gg.Wo;
-  if (n == 0) return;
-  avgpool_forward_kernel<T><<<detail::blocks_for(n), kThreads, 0, stream>>>(x, gg, y);
-  SM_CUDA_CHECK_LAUNCH();
+  launch(g, false, [&](const Geom& gg, int blocks) {
+    avgpool_forward_kernel<T><<<blocks, kThreads, 0, stream>>>(x, gg, y);
+  });
 }
 
 template <typename T>
 void avgpool2d_backward_cuda(const T* dy, const cpu::PoolGeom& g, T* dx, cudaStream_t stream) {
   check_geom(g, "avgpool2d_backward_cuda");
-  const Geom gg = geom(g);
-  const int64_t n = gg.P * gg.H * gg.W;
-  if (n == 0) return;
-  avgpool_backward_kernel<T><<<detail::blocks_for(n), kThreads, 0, stream>>>(dy, gg, dx);
-  SM_CUDA_CHECK_LAUNCH();
+  launch(g, true, [&](const Geom& gg, int blocks) {
+    avgpool_backward_kernel<T><<<blocks, kThreads, 0, stream>>>(dy, gg, dx);
+  });
 }
 
 #define SM_POOL_INSTANTIATE(T)                                                                 \

@@ -25,12 +25,8 @@ namespace sm {
 }
 }  // namespace sm
 
-#define SM_CUDNN_CHECK(call)                                                       \
-  do {                                                                             \
-    cudnnStatus_t sm_cudnn_rc_ = (call);                                           \
-    if (sm_cudnn_rc_ != CUDNN_STATUS_SUCCESS)                                      \
-      ::sm::throw_cudnn_error(sm_cudnn_rc_, #call, __FILE__, __LINE__);            \
-  } while (0)
+#define SM_CUDNN_CHECK(call) \
+  SM_STATUS_CHECK(cudnnStatus_t, CUDNN_STATUS_SUCCESS, ::sm::throw_cudnn_error, (call), #call)
 #endif  // SPIKEMESH_HAVE_CUDNN
 
 #ifdef SPIKEMESH_HAVE_CUBLAS
@@ -43,10 +39,6 @@ namespace sm {
 }
 }  // namespace sm
 
-#define SM_CUBLAS_CHECK(call)                                                      \
-  do {                                                                             \
-    cublasStatus_t sm_cublas_rc_ = (call);                                         \
-    if (sm_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                    \
-      ::sm::throw_cublas_error(sm_cublas_rc_, #call, __FILE__, __LINE__);          \
-  } while (0)
+#define SM_CUBLAS_CHECK(call) \
+  SM_STATUS_CHECK(cublasStatus_t, CUBLAS_STATUS_SUCCESS, ::sm::throw_cublas_error, (call), #call)
 #endif  // SPIKEMESH_HAVE_CUBLAS
