@@ -3,16 +3,17 @@
 
 namespace sm {
 
-namespace {
-std::string join(const std::string& a, const std::string& b) {
+std::string join_layer_path(const std::string& a, const std::string& b) {
   if (a.empty()) return b;
   if (b.empty()) return a;
   return a + "." + b;
 }
 
+namespace {
+
 void name_below(Layer& l, const std::string& path) {
   for (Layer* c : l.children()) {
-    std::string full = join(path, c->name());
+    std::string full = join_layer_path(path, c->name());
     c->set_name(full);
     name_below(*c, full);
   }
@@ -27,8 +28,8 @@ void name_own(Layer& l) {
     child_params += c->params().size();
     child_bufs += c->buffers().size();
   }
-  for (size_t i = 0; i + child_params < all.size(); ++i) all[i]->name = join(l.name(), all[i]->local_name);
-  for (size_t i = 0; i + child_bufs < bufs.size(); ++i) bufs[i]->name = join(l.name(), bufs[i]->local_name);
+  for (size_t i = 0; i + child_params < all.size(); ++i) all[i]->name = join_layer_path(l.name(), all[i]->local_name);
+  for (size_t i = 0; i + child_bufs < bufs.size(); ++i) bufs[i]->name = join_layer_path(l.name(), bufs[i]->local_name);
   for (Layer* c : l.children()) name_own(*c);
 }
 }  // namespace

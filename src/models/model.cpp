@@ -12,12 +12,6 @@ namespace sm {
 
 namespace {
 
-std::string join_path(const std::string& a, const std::string& b) {
-  if (a.empty()) return b;
-  if (b.empty()) return a;
-  return a + "." + b;
-}
-
 int64_t logical_param_count(Layer& l) {
   int64_t n = 0;
   for (Param* p : l.params()) n += shape_numel(p->shape);
@@ -38,7 +32,7 @@ struct SummaryRow {
 Shape summarize(Layer& l, const std::string& parent_path, bool finalized, const Shape& in,
                 std::vector<SummaryRow>& rows) {
   // Before finalize a layer's name is local; after, it is the full path (name_layers).
-  std::string path = finalized ? l.name() : join_path(parent_path, l.name());
+  std::string path = finalized ? l.name() : join_layer_path(parent_path, l.name());
   std::vector<Layer*> kids = l.children();
   if (kids.empty()) {
     Shape out = l.output_shape(in);

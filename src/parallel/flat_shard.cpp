@@ -83,6 +83,15 @@ void ShardParams::add_unit(Unit& u, const UnitShardLayout& lay, const Tensor& sh
   }
 }
 
+void for_each_unit_to_shard(Stage& stage, int rank, int size,
+                            const std::function<void(size_t, Unit&, const UnitShardLayout&)>& f) {
+  for (size_t k = 0; k < stage.size(); ++k) {
+    Unit& u = stage.unit(k);
+    const int64_t n = unit_param_numel(u);
+    if (n > 0) f(k, u, unit_shard_layout(n, rank, size));
+  }
+}
+
 bool finish_shard_reduction(std::unique_ptr<CommHandle>& h, Tensor& shard_grad, const Tensor* received) {
   if (!h) return false;
   h->wait();

@@ -38,13 +38,11 @@ Fsdp::Fsdp(Stage& stage, Comm& dp, bool reshard_after_forward, DType param_dtype
   const size_t es = dtype_size(model_dtype_);
   double full = 0;
   std::vector<int64_t> unit_bytes;
-  for (size_t k = 0; k < stage.size(); ++k) {
-    Unit& u = stage.unit(k);
+  for_each_unit_to_shard(stage, dp.rank(), dp.size(), [&](size_t k, Unit& u, const UnitShardLayout& lay) {
     UnitState& s = units_[k];
-    const int64_t n = unit_param_numel(u);
-    if (n == 0) continue;
+    const int64_t n = lay.numel;
     s.has_params = true;
-    s.layout = unit_shard_layout(n, dp.rank(), dp.size());
+    s.layout = lay;
     s.shard_value = Tensor::zeros({s.layout.chunk}, model_dtype_, model_.device());  // [chunk]
     const int64_t a = std::min(n, s.layout.begin), b = std::min(n, s.layout.begin + s.layout.chunk);
     if (b > a) s.shard_value.slice0(0, b - a).copy_from(u.flat_value().slice0(a, b));
@@ -54,7 +52,7 @@ Fsdp::Fsdp(Stage& stage, Comm& dp, bool reshard_after_forward, DType param_dtype
     full += static_cast<double>(n * es);
     unit_bytes.push_back(s.layout.padded * static_cast<int64_t>(es));
     account(s.layout.chunk * static_cast<int64_t>(es));
-  }
+  });
   std::sort(unit_bytes.rbegin(), unit_bytes.rend());
   int64_t two = 0;
   for (size_t i = 0; i < unit_bytes.size() && i < 2; ++i) two += unit_bytes[i];

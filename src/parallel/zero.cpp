@@ -16,13 +16,11 @@ ZeroSharding::ZeroSharding(Stage& stage, Comm& dp, int zero_stage)
   const DType dt = model.dtype();
   units_.resize(stage.size());
   double full = 0, shard = 0;
-  for (size_t k = 0; k < stage.size(); ++k) {
-    Unit& u = stage.unit(k);
+  for_each_unit_to_shard(stage, dp.rank(), dp.size(), [&](size_t k, Unit& u, const UnitShardLayout& lay) {
     UnitState& s = units_[k];
-    const int64_t n = unit_param_numel(u);
-    if (n == 0) continue;
+    const int64_t n = lay.numel;
     s.has_params = true;
-    s.layout = unit_shard_layout(n, dp.rank(), dp.size());
+    s.layout = lay;
     // Padded full buffers: the old ones' values copied in, the padding zero.
     Tensor value = Tensor::zeros({s.layout.padded}, dt, model_.device());  // [padded]
     value.slice0(0, n).copy_from(u.flat_value().slice0(0, n));
@@ -34,7 +32,7 @@ ZeroSharding::ZeroSharding(Stage& stage, Comm& dp, int zero_stage)
     shards_.add_unit(u, s.layout, s.shard_value, s.shard_grad);
     full += static_cast<double>(n) * dtype_size(dt);
     shard += static_cast<double>(s.layout.chunk) * dtype_size(dt);
-  }
+  });
   stats_.param_full_mb = full / 1048576.0;
   stats_.param_shard_mb = shard / 1048576.0;
   stats_.param_peak_mb = (full + shard) / 1048576.0;  // replicas plus master shards

@@ -172,7 +172,9 @@ TEST(ParallelComm, FsdpGathersTwiceReducesOnceAndBoundsParameterMemory) {
     const double two = static_cast<double>(units[0] + (units.size() > 1 ? units[1] : 0));
     const double full = static_cast<double>(sz.total * 4);
     const double peak = st.param_peak_mb * 1048576.0;
-    if (reshard) EXPECT_LE(peak, shard + two + 0.5) << "reshard after forward";
+    if (reshard) {
+      EXPECT_LE(peak, shard + two + 0.5) << "reshard after forward";
+    }
     EXPECT_LE(peak, shard + full + 4.0 * p * U + 0.5);
     EXPECT_GT(peak, shard);
     if (world_rank() == 0)

@@ -102,9 +102,10 @@ void expect_same_trajectory(const std::string& which, const std::string& layout,
                                     clip_norm, dev);
   ASSERT_EQ(par.tr.losses.size(), ref.losses.size());
   EXPECT_NE(ref.losses.front(), ref.losses.back()) << "the reference did not train";
-  if (clip_norm > 0)
+  if (clip_norm > 0) {
     EXPECT_NE(reference_run(which, dt, kSteps, kGlobal, oc, 1, 0.0, 0.0, dev).params, ref.params)
         << "clipping never acted";
+  }
   double worst = 0;
   for (size_t s = 0; s < ref.losses.size(); ++s) {
     worst = std::max(worst, rel_diff(par.tr.losses[s], ref.losses[s]));

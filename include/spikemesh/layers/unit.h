@@ -28,6 +28,8 @@ class Unit : public Sequential {
   Tensor flat_grad_;   // [num_params]
 };
 
+// "a.b" (either part may be empty: then the other alone) — state-dict path joining.
+std::string join_layer_path(const std::string& a, const std::string& b);
 // Assigns hierarchical names to the layers below `root` (root keeps its own name).
 void name_layers(Layer& root);
 

@@ -9,6 +9,7 @@
 // shard buffers; optimizers are element-wise, so stepping shards equals stepping the whole.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -30,6 +31,10 @@ struct UnitShardLayout {
   int64_t begin = 0;   // this rank's chunk: [begin, begin + chunk) of the padded buffer
 };
 UnitShardLayout unit_shard_layout(int64_t numel, int rank, int size);
+// Calls f(k, unit, layout) for every unit k of `stage` that has parameters, with its layout
+// over `rank` of `size` ranks (ZeRO's and FSDP's set-up walk). Local.
+void for_each_unit_to_shard(Stage& stage, int rank, int size,
+                            const std::function<void(size_t, Unit&, const UnitShardLayout&)>& f);
 
 // Rebinds every Param of `u` to views of `flat_value` / `flat_grad` (either may be undefined:
 // the Params' tensors become undefined too) at their offsets in params() order, and makes
