@@ -107,9 +107,6 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
     if (env.size > 1) SM_INPUT_ERROR("--kernel benchmarks run on one rank (got " << env.size << " ranks)");
     return run_kernel_bench(o, env);
   }
-  // Several ranks (or an explicit mode): a mesh over the world; the layout checks the mode.
-  std::unique_ptr<Mesh> mesh;
-  if (env.size > 1 || o.mode != "none") mesh = Mesh::create(env.world, o.mesh);  // collective over the world
   if (o.batch_size <= 0) SM_INPUT_ERROR("--batch-size must be positive, got " << o.batch_size);
   if (o.steps <= 0 || o.warmup < 0) SM_INPUT_ERROR("--steps must be positive and --warmup >= 0");
   if (o.sel.model.empty() && o.sel.spec.empty()) o.sel.model = "cifar10dvs_vgg";
@@ -124,6 +121,13 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   req.layout.strategy.param_dtype = req.layout.strategy.reduce_dtype = master_dtype(precision_from_name(o.precision));
   req.optimizer.name = o.optimizer;
   req.optimizer.lr = o.lr;
+  // Several ranks (or an explicit mode): a mesh over the world, once the layout flags fit it.
+  std::unique_ptr<Mesh> mesh;
+  if (env.size > 1 || o.mode != "none") {
+    const MeshShape shape = resolve_mesh_shape(o.mesh, env.size);  // identical on every rank
+    validate_layout_for_mesh(req.layout, env.size, shape.tp, shape.pp);
+    mesh = Mesh::create(env.world, o.mesh);  // collective over the world
+  }
   RunParts parts = setup_run(req, mesh.get());  // the same set-up as `train`
   Layout& layout = *parts.layout;
   Optimizer& opt = *parts.optimizer;

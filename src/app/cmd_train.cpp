@@ -64,12 +64,7 @@ void add_train_command(CLI::App& app, const AppEnv& env) {
     if (env.size > 1 || c.distributed_mode != "none") {
       const MeshFlags flags = mesh_flags_of(c);
       const MeshShape shape = resolve_mesh_shape(flags, env.size);  // identical on every rank
-      if (shape.tp > 1 || shape.pp > 1)
-        SM_INPUT_ERROR("--mesh-shape " << shape.str()
-                                       << ": tensor and pipeline parallelism are not implemented yet (use tp = pp = 1)");
-      if (c.distributed_mode == "none")
-        SM_INPUT_ERROR("--distributed-mode none runs on one rank; with " << env.size
-                                                                         << " ranks use --distributed-mode dp or fsdp");
+      validate_layout_for_mesh(layout_options(c), env.size, shape.tp, shape.pp);  // before any communicator
       mesh = Mesh::create(env.world, flags);  // collective over the world
     }
     install_stop_signal_handlers();

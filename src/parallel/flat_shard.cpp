@@ -64,11 +64,12 @@ void ShardParams::add_unit(Unit& u, const UnitShardLayout& lay, const Tensor& sh
       sp->local_name = p->local_name;
       sp->shape = p->shape;
       sp->local_shape = {b - a};
-      // The tp split of the parameter is kept (its dim, index and count); the dp part is the
-      // flat range [e.offset, e.offset + e.count) of the tp-local tensor (placements()).
-      sp->shard = p->shard;
+      // A 1-d flat piece: no dimension is split (dim -1). The group says what it is a piece of
+      // (DP, or TPxDP for a tp-sharded parameter); where it sits in the logical tensor — tp
+      // box, then the flat range [e.offset, e.offset + e.count) of the tp-local tensor — is
+      // placements()' job, from the full Param.
       sp->shard.group = p->shard.sharded() ? ShardSpec::Group::TPxDP : ShardSpec::Group::DP;
-      if (!p->shard.sharded()) sp->shard.dim = -1;
+      sp->shard.dim = -1;
       sp->init = p->init;
       sp->weight_decay = p->weight_decay;
       sp->value = shard_value.slice0(a - lo, b - lo);  // [b - a]

@@ -114,6 +114,8 @@ MicroResult Layout::forward_backward(const MicroBatch& mb, Ctx& ctx, double loss
   Timer t;
   stage_.reset_state();  // neuron state starts at rest for every microbatch
   strategy_->begin_micro(last_micro);
+  r.reset_ms = t.ms();
+  t.reset();
   Tensor out = stage_.forward(mb.x, ctx, strategy_.get());     // [T, n, K]
   r.loss = model_.loss->forward(out, mb.y, ctx.slot);
   r.forward_ms = t.ms();

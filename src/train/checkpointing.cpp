@@ -79,6 +79,8 @@ std::vector<TensorShard> layout_checkpoint_shards(Layout& layout, Optimizer& opt
       emit(optim_dataset_path(p->name, n), *p, [&](const Piece& pc) {
         auto it = state.find({pc.holder, n});
         SM_CHECK(it != state.end(), "optimizer has no state '" << n << "' for '" << pc.holder->name << "'");
+        SM_CHECK(it->second->numel() == pc.holder->value.numel(),
+                 "optimizer state '" << n << "' of '" << pc.holder->name << "' does not match its holder");
         return flat_run(*it->second, pc.pos, pc.box.numel());
       });
   return out;

@@ -24,7 +24,13 @@ EvalOutcome evaluate_test_split(Layout& layout, H5Dataset& ds, const EvalSetting
   ctx.seed = s.seed;
   ctx.training = false;
   EvalOutcome out;
-  for (const LayerStat& st : layout.stage().stats()) out.layer_names.push_back(st.layer);
+  // Neurons report once they have run: after training that is now; a run that evaluates
+  // before any forward in this process learns the names from its first batch.
+  auto learn_names = [&] {
+    if (!out.layer_names.empty()) return;
+    for (const LayerStat& st : layout.stage().stats()) out.layer_names.push_back(st.layer);
+  };
+  learn_names();
   std::vector<double> sums(3 + out.layer_names.size(), 0.0);  // loss·n, correct, n, firing·n ...
   for (int64_t b = 0; b < es.batches_per_epoch(); ++b) {
     const std::vector<int64_t> idx = es.batch_indices(0, b, rank, ranks);
@@ -38,11 +44,18 @@ EvalOutcome evaluate_test_split(Layout& layout, H5Dataset& ds, const EvalSetting
     }
     const StepResult r = eval_step(layout, x, y, ctx);
     if (r.count == 0) continue;
+    learn_names();
+    sums.resize(std::max(sums.size(), 3 + out.layer_names.size()), 0.0);
     sums[0] += r.loss * r.count;
     sums[1] += static_cast<double>(r.correct);
     sums[2] += static_cast<double>(r.count);
     const std::vector<LayerStat> stats = layout.stage().stats();
     for (size_t i = 0; i < stats.size() && 3 + i < sums.size(); ++i) sums[3 + i] += stats[i].value * r.count;
+  }
+  if (Comm* c = layout.metrics_comm()) {  // every rank sums vectors of one length
+    std::vector<double> len{static_cast<double>(sums.size())};
+    all_reduce_doubles(*c, len, ReduceOp::Max);
+    sums.resize(static_cast<size_t>(len[0]), 0.0);
   }
   sum_over(layout.metrics_comm(), sums);
   out.count = static_cast<int64_t>(sums[2]);

@@ -16,13 +16,6 @@ RunParts::RunParts() = default;
 RunParts::~RunParts() = default;
 RunParts::RunParts(RunParts&&) noexcept = default;
 
-void agreed(Comm* comm, const std::function<void()>& f) {
-  if (comm)
-    collective_check(*comm, f);
-  else
-    f();
-}
-
 namespace {
 // Several ranks: main.cpp already divided the node's cores among its ranks.
 void configure_threads(int64_t threads, bool multi_rank) {
@@ -37,7 +30,7 @@ RunParts setup_run(const RunRequest& req, Mesh* mesh, const std::function<void(M
   RunParts parts;
   // The device: rank r of a node takes GPU local_rank % visible (--device cuda, or auto when
   // one is visible); fp64, the exact reference, runs on the CPU.
-  agreed(world, [&] {
+  agree_on_error(world, [&] {
     parts.precision = precision_from_name(req.precision);
     DeviceRequest dr = device_request_from_name(req.device);
     if (dr == DeviceRequest::Auto && parts.precision == Precision::FP64) dr = DeviceRequest::Cpu;
@@ -53,7 +46,7 @@ RunParts setup_run(const RunRequest& req, Mesh* mesh, const std::function<void(M
   configure_threads(req.threads, mesh != nullptr);
   parts.dtype = master_dtype(parts.precision);
   parts.activations = activation_dtype(parts.precision);
-  agreed(world, [&] {
+  agree_on_error(world, [&] {
     parts.model = req.model.build();
     if (check_model) check_model(*parts.model);
     make_optimizer(req.optimizer, {});  // validates the hyper-parameters before any state exists

@@ -95,7 +95,7 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   // ---- set-up: data first (a bad file fails before anything is written), then the parts.
   H5Dataset ds = H5Dataset::open(cfg.data, data_group_of(mesh));  // collective over the data group
   RunRequest req;
-  agreed(world, [&] { req = run_request_of(cfg, ds.info()); });
+  agree_on_error(world, [&] { req = run_request_of(cfg, ds.info()); });
   TrainPlan plan;
   RunParts parts = setup_run(req, mesh, [&](Model& m) { plan = plan_training(cfg, ds, m, data_ranks_of(mesh)); });
   Model& model = *parts.model;
@@ -110,7 +110,7 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   const std::string run_dir = cfg.output + "/" + run_name;
   EpochSampler sampler(ds.size(Split::Train), plan.global_batch, static_cast<uint64_t>(cfg.seed), cfg.shuffle, true);
   std::unique_ptr<RunLog> run_log;  // only now, with every setting validated: a bad one writes nothing
-  agreed(world, [&] {
+  agree_on_error(world, [&] {
     if (root) make_dirs(run_dir, "--output");
     run_log = std::make_unique<RunLog>(run_dir + "/log.txt", root);
   });
@@ -127,7 +127,7 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
                               "or choose another --run-name");
   if (!resume_from.empty()) st = resume(ckpt, resume_from, scaler, cfg, plan, root, log);
   std::unique_ptr<MetricsWriter> metrics;  // written only now: a failed resume leaves the files as they were
-  agreed(world, [&] {
+  agree_on_error(world, [&] {
     if (!root) return;
     std::ofstream c(run_dir + "/config.toml");
     c << config_toml;

@@ -1,6 +1,7 @@
 // flat_shard.h — how a unit's flat parameter buffer is split over a data-parallel group
 // (ZeRO and FSDP), the shard Params handed to a normal Optimizer, and the small dtype casts
-// the FSDP mixed-precision policy needs. No communication here.
+// the FSDP mixed-precision policy needs. No communication here except waiting for a
+// reduction already in flight (finish_shard_reduction).
 //
 // Layout of one unit over p ranks: the flat buffer (numel n, params in Unit::params() order)
 // is padded with zeros to n_pad = padded_numel(n, p); rank r owns elements

@@ -49,7 +49,7 @@ struct MicroBatch {
 
 struct MicroResult {
   LossResult loss;  // this rank's microbatch (count 0 when it held no samples)
-  double forward_ms = 0, backward_ms = 0;
+  double reset_ms = 0, forward_ms = 0, backward_ms = 0;  // reset: neuron state back to rest
 };
 
 // --distributed-mode and its flags (validated once: validate_parallel_flags()).
@@ -74,8 +74,8 @@ int data_ranks_of(Mesh* mesh);
 
 class Layout {
  public:
-  // mesh == nullptr: one rank. Otherwise collective over mesh->world(): checks that every
-  // dp replica starts identical and shards the model (ZeRO/FSDP). `model` is finalised and
+  // mesh == nullptr: one rank. Otherwise collective over mesh->dp(): checks that every dp
+  // replica starts identical and shards the model (ZeRO/FSDP). `model` is finalised and
   // must outlive the layout.
   Layout(Model& model, Mesh* mesh, const LayoutOptions& opts);
   // A data-parallel layout over one communicator (dp = its size, tp = pp = 1; it is also the

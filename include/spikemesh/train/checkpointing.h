@@ -26,8 +26,8 @@ std::vector<TensorShard> layout_checkpoint_shards(Layout& layout, Optimizer& opt
 
 class CheckpointManager {
  public:
-  // `mesh_text`, `config_toml` and `precision` are recorded in /meta. The objects must
-  // outlive the manager.
+  // `config_toml`, `precision` and layout.describe() are recorded in /meta. The objects
+  // must outlive the manager.
   CheckpointManager(Layout& layout, Optimizer& opt, std::string dir, std::string config_toml,
                     std::string precision, int keep);
   // Newest complete checkpoint of the run directory ("" when none). Collective over the

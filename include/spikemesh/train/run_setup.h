@@ -45,10 +45,6 @@ struct RunParts {
   RunParts(RunParts&&) noexcept;
 };
 
-// Runs `f` on every rank of `comm` with the first failing rank's Input error on all of them
-// (comm/agree.h); alone (null comm): just f(). Collective over `comm`.
-void agreed(Comm* comm, const std::function<void()>& f);
-
 // Builds the parts. `check_model` (may be empty) sees the built, unfinalised model and throws
 // Input errors (e.g. dataset shape mismatches); it runs in the agreed block. Collective over
 // mesh->world() (mesh null: one rank, no MPI call).
