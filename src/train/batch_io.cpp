@@ -20,14 +20,17 @@ MicroBatch load_micro(const H5Dataset& ds, Split split, const std::vector<int64_
   Tensor raw;
   ds.read(split, idx, raw, b.y);
   b.x = encode(ds, raw, idx, T, enc, dt, seed, epoch);
-  if (pinned) {
-    Tensor px = Tensor::empty_pinned(b.x.shape(), b.x.dtype()), py = Tensor::empty_pinned(b.y.shape(), b.y.dtype());
-    px.copy_from(b.x);
-    py.copy_from(b.y);
-    b.x = px.set_binary(b.x.is_binary());  // Poisson spikes stay marked: saved as bits on the device
-    b.y = py;
-  }
-  return b;
+  return pinned ? pinned_copy(b) : b;
+}
+
+MicroBatch pinned_copy(const MicroBatch& b) {
+  MicroBatch p = b;
+  Tensor px = Tensor::empty_pinned(b.x.shape(), b.x.dtype()), py = Tensor::empty_pinned(b.y.shape(), b.y.dtype());
+  px.copy_from(b.x);
+  py.copy_from(b.y);
+  p.x = px.set_binary(b.x.is_binary());  // Poisson spikes stay marked: saved as bits on the device
+  p.y = py;
+  return p;
 }
 
 // A host micro-batch on the model's device: x [T, n, ...] in the activation dtype, y [n] i64.

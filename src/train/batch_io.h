@@ -24,6 +24,9 @@ Tensor encode(const H5Dataset& ds, const Tensor& raw, const std::vector<int64_t>
 MicroBatch load_micro(const H5Dataset& ds, Split split, const std::vector<int64_t>& idx, int T, Encoding enc,
                       DType dt, uint64_t seed, int64_t epoch, bool pinned = false);
 
+// `b` in page-locked host memory (so that its copy to a GPU is asynchronous).
+MicroBatch pinned_copy(const MicroBatch& b);
+
 // A host micro-batch on `dev`: x in the activation dtype `act`, y [n] i64 (no-op on the CPU).
 MicroBatch to_device(const MicroBatch& b, const Device& dev, DType act);
 

@@ -37,8 +37,9 @@ EvalOutcome evaluate_test_split(Layout& layout, H5Dataset& ds, const EvalSetting
     Tensor raw, y, x;
     ds.read_collective(Split::Test, idx, raw, y);  // collective over the data group (possibly nothing)
     if (!idx.empty()) {
-      MicroBatch d = to_device(MicroBatch{encode(ds, raw, idx, s.T, s.encoding, s.dtype, s.seed, 0), y, 0},
-                               layout.model().device(), s.activations);
+      const Device dev = layout.model().device();
+      MicroBatch h{encode(ds, raw, idx, s.T, s.encoding, s.dtype, s.seed, 0), y, 0};  // host
+      MicroBatch d = to_device(dev.is_cuda() ? pinned_copy(h) : h, dev, s.activations);
       x = d.x;
       y = d.y;
     }

@@ -64,7 +64,7 @@ struct CheckpointMeta {
   std::string optimizer;        // optimizer name ("adam", ...; checked on load when non-empty)
   int64_t optimizer_step = 0;   // Optimizer::step_count()
   std::string precision;        // "fp32" | "fp64" | ...
-  std::string mesh;             // e.g. "dp=4 tp=1 pp=1 zero=1", informational
+  std::string mesh;             // e.g. "dp=4 tp=1 pp=1 zero2 sync-bn" (Layout::describe), informational
   std::string config_toml;      // the resolved configuration
 };
 

@@ -17,7 +17,8 @@
 // and rounds once, comm.h). Neither may be wider than the model dtype.
 // Memory: with reshard_after_forward, parameter storage per rank is the chunk buffers
 // (full/dp) plus at most two gathered units at a time (the running one and the prefetched
-// one); without it every unit stays gathered from its forward to its backward. The strategy
+// one); without it, or when the backward is split into B and W (a unit's gradient is
+// reduced after its W), every unit stays gathered from its forward to its backward. The strategy
 // tracks the peak of these bytes (stats().param_peak_mb; gradients are not counted).
 #pragma once
 #include <memory>

@@ -4,8 +4,9 @@
 // reaches the model only through its stage's units' flat buffers and Params, and the dp Comm
 // it is given; unit indices are local to the stage.
 //
-// Protocol of one optimizer step (Layout follows it; every call below is COLLECTIVE
-// OVER THE DP COMM except optimizer_params/stats):
+// Protocol of one optimizer step (Layout follows it; the calls below may communicate over
+// the dp comm, so every rank makes them in the same order; name, optimizer_params,
+// placements, holds_replicated and stats are local):
 //   begin_step()                                   zero every gradient this rank keeps
 //   for micro-step m = 0 .. M-1 (last = m == M-1):
 //     begin_micro(last)

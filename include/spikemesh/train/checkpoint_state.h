@@ -1,7 +1,8 @@
-// checkpoint_state.h — a Model and its Optimizer as checkpoint tensors (io/tensor_shard.h) and
-// the one-process checkpoint save/load built on the one writer/reader (io/checkpoint.h with
-// group = nullptr: no MPI call). Layouts (parallel/) combine these lists with their own
-// sharded ones; io/ itself knows tensors, not models.
+// checkpoint_state.h — a Model and its Optimizer as checkpoint tensors (io/tensor_shard.h),
+// and the one-process checkpoint save/load. The save/load run the trainer's own path: a
+// one-rank Layout and the CheckpointManager (train/checkpointing.h) over the one
+// writer/reader (io/checkpoint.h with group = nullptr: no MPI call). The tensor lists below
+// are for tools and tests that write files by hand; runs use layout_checkpoint_shards.
 // Order of every list: params (Model::params()), buffers (Model::buffers()), then every
 // optimizer state tensor (Optimizer::state()) — the order of the single-rank checkpoint.
 #pragma once
@@ -25,17 +26,16 @@ class Optimizer;
 std::vector<TensorShard> replicated_state_shards(Model& model, Optimizer* opt, bool holds);
 
 // Only the buffers (BN running stats, num_batches_tracked) as whole-tensor TensorShards: they
-// are replicated under every layout. With ZeRO/FSDP, callers combine append_flat_shards for
-// the params and optimizer state with buffer_shards(model, dp_rank == 0) for saving and
-// buffer_shards(model, true) for loading.
+// are replicated under every layout (a hand-built sharded list adds them to
+// append_flat_shards' params: holds = dp rank 0 when saving, every rank when loading).
 std::vector<TensorShard> buffer_shards(Model& model, bool holds);
 
 // The meta a save of (model, opt) records: model and optimizer names, optimizer step count.
 // Callers fill state / precision / mesh / config on top.
 CheckpointMeta checkpoint_meta_of(const Model& model, const Optimizer& opt);
 
-// One process, the whole model and optimizer: save_checkpoint(nullptr, ...) of
-// replicated_state_shards(model, &opt, true) with mesh "dp=1 tp=1 pp=1". Returns the path.
+// One process, the whole model and optimizer, as a one-rank run saves it (mesh
+// "dp=1 tp=1 pp=1"). Returns the path.
 std::string save_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const TrainState& st,
                             const std::string& config_toml, const std::string& precision, int keep);
 // One process: load_checkpoint(nullptr, ...) into the model and optimizer (every check of the
