@@ -76,33 +76,15 @@ Tensor Model::backward(const Tensor& dy, Ctx& ctx) {
   return dx;
 }
 
-void Model::reset_state() {
-  for (auto& u : units) u->reset_state();
-}
+void Model::reset_state() { Stage(*this, 0, units.size()).reset_state(); }
 
-void Model::zero_grad() {
-  for (auto& u : units) u->zero_grad();
-}
+void Model::zero_grad() { Stage(*this, 0, units.size()).zero_grad(); }
 
-std::vector<Param*> Model::params() {
-  std::vector<Param*> out;
-  for (auto& u : units)
-    for (Param* p : u->params()) out.push_back(p);
-  return out;
-}
+std::vector<Param*> Model::params() { return Stage(*this, 0, units.size()).params(); }
 
-std::vector<Buffer*> Model::buffers() {
-  std::vector<Buffer*> out;
-  for (auto& u : units)
-    for (Buffer* b : u->buffers()) out.push_back(b);
-  return out;
-}
+std::vector<Buffer*> Model::buffers() { return Stage(*this, 0, units.size()).buffers(); }
 
-std::vector<LayerStat> Model::stats() {
-  std::vector<LayerStat> out;
-  for (auto& u : units) u->collect_stats(out);
-  return out;
-}
+std::vector<LayerStat> Model::stats() { return Stage(*this, 0, units.size()).stats(); }
 
 int64_t Model::num_parameters() const {
   int64_t n = 0;

@@ -56,9 +56,7 @@ void Layout::build(int tp, int pp) {
   SM_CHECK(model_.finalized(), "a layout needs a finalised model");
   validate_layout_for_mesh(opts_, world_size(), tp, pp);
   if (dp_) {
-    StrategyOptions so = opts_.strategy;
-    so.mode = opts_.mode == "none" ? "dp" : opts_.mode;
-    strategy_ = make_strategy(stage_, *dp_, so);  // collective over dp
+    strategy_ = make_strategy(stage_, *dp_, opts_.mode, opts_.strategy);  // collective over dp ("none": dp)
     if (opts_.sync_bn) bn_sync_ = std::make_unique<CommCollectives>(*dp_);
   } else {
     strategy_ = make_single_rank_strategy(stage_);
@@ -82,7 +80,6 @@ int data_ranks_of(Mesh* mesh) { return mesh ? mesh->shape().dp : 1; }
 
 int Layout::data_rank() const { return dp_ ? dp_->rank() : 0; }
 int Layout::data_size() const { return dp_ ? dp_->size() : 1; }
-Comm* Layout::data_comm() { return world_; }
 Comm* Layout::checkpoint_comm() { return world_; }
 Comm* Layout::metrics_comm() { return world_; }
 bool Layout::is_root() const { return !world_ || world_->rank() == 0; }

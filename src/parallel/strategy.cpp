@@ -30,8 +30,9 @@ class SingleRank final : public ParallelStrategy {
 
 std::unique_ptr<ParallelStrategy> make_single_rank_strategy(Stage& stage) { return std::make_unique<SingleRank>(stage); }
 
-std::unique_ptr<ParallelStrategy> make_strategy(Stage& stage, Comm& dp, const StrategyOptions& o) {
-  if (o.mode == "fsdp") return std::make_unique<Fsdp>(stage, dp, o.reshard_after_forward, o.param_dtype, o.reduce_dtype);
+std::unique_ptr<ParallelStrategy> make_strategy(Stage& stage, Comm& dp, const std::string& mode,
+                                                const StrategyOptions& o) {
+  if (mode == "fsdp") return std::make_unique<Fsdp>(stage, dp, o.reshard_after_forward, o.param_dtype, o.reduce_dtype);
   if (o.sharding == "zero") return std::make_unique<ZeroSharding>(stage, dp, 1);
   if (o.sharding == "zero2") return std::make_unique<ZeroSharding>(stage, dp, 2);
   return std::make_unique<DataParallel>(stage, dp, o.bucket_mb);

@@ -40,19 +40,14 @@ std::vector<TensorShard> buffer_shards(Model& model, bool holds) {
 
 std::vector<TensorShard> replicated_state_shards(Model& model, Optimizer* opt, bool holds) {
   SM_CHECK(model.finalized(), "state of model '" << model.info.name << "' before finalize()");
-  std::vector<TensorShard> out;
-  for (Param* p : model.params())
-    out.push_back(held(param_dataset_path(p->name), p->shape, param_local_box(*p), p->value, holds));
-  for (TensorShard& s : buffer_shards(model, holds)) out.push_back(std::move(s));
-  if (opt) {
-    std::vector<Param*>& ps = opt->params();
-    for (const OptimState& st : opt->state()) {
-      auto it = std::find_if(ps.begin(), ps.end(), [&](const Param* p) { return p->name == st.param_name; });
-      const Shape shape = it != ps.end() ? (*it)->shape : st.value->shape();
-      const Box where = it != ps.end() ? param_local_box(**it) : full_box(shape);
-      out.push_back(held(optim_dataset_path(st.param_name, st.state_name), shape, where, *st.value, holds));
+  SM_CHECK(opt != nullptr, "replicated_state_shards needs the optimizer");
+  Layout one(model, nullptr, LayoutOptions{});  // a one-rank run's list: every tensor whole
+  std::vector<TensorShard> out = layout_checkpoint_shards(one, *opt, true);
+  if (!holds)
+    for (TensorShard& s : out) {
+      s.box = empty_box(s.shape.size());
+      s.data = Tensor();
     }
-  }
   return out;
 }
 

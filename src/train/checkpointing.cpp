@@ -9,6 +9,7 @@
 #include "spikemesh/core/cuda_amp.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/layout.h"
+#include "spikemesh/train/checkpoint_state.h"
 #include "spikemesh/train/optimizer.h"
 
 namespace sm {
@@ -60,11 +61,7 @@ std::vector<TensorShard> layout_checkpoint_shards(Layout& layout, Optimizer& opt
   for (Param* p : logical)
     emit(param_dataset_path(p->name), *p,
          [](const Piece& pc) { return flat_run(pc.holder->value, pc.pos, pc.box.numel()); });
-  const bool buffers = layout.holds_replicated(saving);
-  for (Buffer* b : model.buffers())
-    out.push_back(TensorShard{buffer_dataset_path(b->name), b->shape, b->value.dtype(),
-                              buffers ? full_box(b->shape) : empty_box(b->shape.size()),
-                              buffers ? b->value : Tensor()});
+  for (TensorShard& s : buffer_shards(model, layout.holds_replicated(saving))) out.push_back(std::move(s));
   std::map<std::pair<const Param*, std::string>, Tensor*> state;  // (holder, state name) -> tensor
   std::map<std::string, Param*> holder_by_name;
   for (Param* h : opt.params()) holder_by_name[h->name] = h;

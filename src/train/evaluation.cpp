@@ -12,9 +12,6 @@
 
 namespace sm {
 
-void sum_over(Comm* comm, std::vector<double>& v) {
-  if (comm) all_reduce_doubles(*comm, v, ReduceOp::Sum);
-}
 
 EvalOutcome evaluate_test_split(Layout& layout, H5Dataset& ds, const EvalSettings& s) {
   layout.sync_buffers();
@@ -57,8 +54,8 @@ EvalOutcome evaluate_test_split(Layout& layout, H5Dataset& ds, const EvalSetting
     std::vector<double> len{static_cast<double>(sums.size())};
     all_reduce_doubles(*c, len, ReduceOp::Max);
     sums.resize(static_cast<size_t>(len[0]), 0.0);
+    all_reduce_doubles(*c, sums, ReduceOp::Sum);
   }
-  sum_over(layout.metrics_comm(), sums);
   out.count = static_cast<int64_t>(sums[2]);
   out.correct = static_cast<int64_t>(sums[1]);
   const double n = static_cast<double>(std::max<int64_t>(1, out.count));

@@ -37,12 +37,9 @@ struct ParallelResult {
 // The same training as reference_run, data parallel over `dp`: rank r of p takes part
 // k·p + r of each of the `accum` micro-batches of the global batch.
 ParallelResult parallel_run(Comm& dp, const std::string& which, DType dt, int steps, int64_t global,
-                            const OptimizerConfig& oc, const StrategyOptions& so, bool sync_bn, int accum = 1,
+                            const OptimizerConfig& oc, LayoutOptions lo, bool sync_bn, int accum = 1,
                             double dropout = 0.0, double clip_norm = 0.0, Device dev = Device::cpu()) {
   auto m = build_model(which, dt, 7, dropout, dev);
-  LayoutOptions lo;
-  lo.mode = so.mode;
-  lo.strategy = so;
   lo.sync_bn = sync_bn;  // the layout hands synced BN over dp to the layers
   Layout layout(*m, dp, lo);
   auto opt = make_optimizer(oc, layout.optimizer_params());
@@ -77,18 +74,19 @@ ParallelResult parallel_run(Comm& dp, const std::string& which, DType dt, int st
   return out;
 }
 
-StrategyOptions mode(const std::string& name, DType dt) {
-  StrategyOptions so;
+LayoutOptions mode(const std::string& name, DType dt) {
+  LayoutOptions lo;
+  StrategyOptions& so = lo.strategy;
   so.param_dtype = so.reduce_dtype = dt;
   if (name == "fsdp" || name == "fsdp_keep") {
-    so.mode = "fsdp";
+    lo.mode = "fsdp";
     so.reshard_after_forward = name == "fsdp";
   } else {
-    so.mode = "dp";
+    lo.mode = "dp";
     so.sharding = name == "dp" ? "none" : name;
     so.bucket_mb = 0.002;  // a few hundred elements: many buckets, several per unit
   }
-  return so;
+  return lo;
 }
 
 void expect_same_trajectory(const std::string& which, const std::string& layout, DType dt, double tol,
@@ -289,11 +287,11 @@ TEST(ParallelEquivalence, FsdpParamDtypeRoundsTheGatheredParameters) {
   }
   // Reduce in f32 on an f64 model: the trajectory stays within f32 accuracy of the reference.
   if (!world_fits()) return;
-  StrategyOptions so = mode("fsdp", DType::F64);
-  so.reduce_dtype = DType::F32;
+  LayoutOptions lo = mode("fsdp", DType::F64);
+  lo.strategy.reduce_dtype = DType::F32;
   const OptimizerConfig oc = test_optimizer();
   Trajectory ref = reference_run("dvs", DType::F64, 5, kGlobal, oc);
-  ParallelResult par = parallel_run(dp, "dvs", DType::F64, 5, kGlobal, oc, so, true);
+  ParallelResult par = parallel_run(dp, "dvs", DType::F64, 5, kGlobal, oc, lo, true);
   for (size_t s = 0; s < ref.losses.size(); ++s) EXPECT_LE(rel_diff(par.tr.losses[s], ref.losses[s]), 1e-3) << s;
 }
 

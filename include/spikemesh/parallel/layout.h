@@ -55,7 +55,7 @@ struct MicroResult {
 // --distributed-mode and its flags (validated once: validate_parallel_flags()).
 struct LayoutOptions {
   std::string mode = "none";          // none (one rank) | dp | fsdp
-  StrategyOptions strategy;           // the dp family's settings (its mode is set from `mode`)
+  StrategyOptions strategy;           // the dp family's settings
   bool sync_bn = false;               // BN statistics over the dp group
   bool split_wgrad = false;           // run B and W separately (the zero-bubble path; tests)
 };
@@ -66,8 +66,8 @@ void validate_parallel_flags(const LayoutOptions& o);
 // validate_parallel_flags plus the mesh: world size, tp and pp the modes can run on. Pure.
 void validate_layout_for_mesh(const LayoutOptions& o, int world_size, int tp, int pp);
 
-// The groups a run needs before its Layout exists (the Layout's data_comm(), data_rank()
-// and data_size() return the same): the ranks that read the dataset collectively, and this
+// The groups a run needs before its Layout exists (the Layout's data_rank() and
+// data_size() agree with them): the ranks that read the dataset collectively, and this
 // rank's part of every global batch. Null mesh: one rank.
 Comm* data_group_of(Mesh* mesh);
 int data_ranks_of(Mesh* mesh);
@@ -95,8 +95,8 @@ class Layout {
   // Data: this rank takes part data_rank() of data_size() of every global batch.
   int data_rank() const;
   int data_size() const;
-  // Groups (nullptr alone): dataset reads, checkpoint files and metric/stop reductions.
-  Comm* data_comm();
+  // Groups (nullptr alone): checkpoint files and metric/stop reductions (the dataset's
+  // group is data_group_of(mesh), opened before the layout exists).
   Comm* checkpoint_comm();
   Comm* metrics_comm();
   bool is_root() const;  // writes logs and metrics (world rank 0)

@@ -95,7 +95,6 @@ class ParallelStrategy : public UnitHooks {
 
 // How the dp family is configured (train flags).
 struct StrategyOptions {
-  std::string mode = "dp";          // --distributed-mode: dp | fsdp
   std::string sharding = "none";    // --optimizer-sharding (dp only): none | zero | zero2
   double bucket_mb = 25.0;          // --bucket-mb (dp)
   bool reshard_after_forward = true;  // --fsdp-reshard-after-forward
@@ -108,6 +107,8 @@ std::unique_ptr<ParallelStrategy> make_single_rank_strategy(Stage& stage);
 // Builds the dp-family strategy over a finalised model's stage. Collective over `dp` (checks
 // that the initial replicas are identical; ZeRO/FSDP shard the flat buffers). The model and
 // the stage must outlive it. Options are validated by validate_parallel_flags (layout.h).
-std::unique_ptr<ParallelStrategy> make_strategy(Stage& stage, Comm& dp, const StrategyOptions& opts);
+// `mode`: dp | fsdp (--distributed-mode).
+std::unique_ptr<ParallelStrategy> make_strategy(Stage& stage, Comm& dp, const std::string& mode,
+                                                const StrategyOptions& opts);
 
 }  // namespace sm

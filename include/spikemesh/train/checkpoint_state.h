@@ -22,7 +22,8 @@ class Optimizer;
 // whole tensor; a tensor-parallel parameter and its optimizer state: its tp box,
 // param_local_box), data viewing the model's and optimizer's own tensors, so a load writes
 // into them. false: every box empty (a replica that does not write). Plain DP saves with
-// holds = (dp rank == 0) and loads with holds = true. `opt` may be null.
+// holds = (dp rank == 0) and loads with holds = true. The list of a one-rank Layout
+// (layout_checkpoint_shards); `opt` must be the model's optimizer.
 std::vector<TensorShard> replicated_state_shards(Model& model, Optimizer* opt, bool holds);
 
 // Only the buffers (BN running stats, num_batches_tracked) as whole-tensor TensorShards: they

@@ -31,7 +31,4 @@ struct EvalOutcome {
 
 EvalOutcome evaluate_test_split(Layout& layout, H5Dataset& ds, const EvalSettings& s);
 
-// Element-wise sum of `v` over `comm` (no-op alone). Collective over `comm`.
-void sum_over(Comm* comm, std::vector<double>& v);
-
 }  // namespace sm
