@@ -4,6 +4,8 @@
 #   make test   check module includes, build and run every test (unit, parity, MPI, e2e) — CI runs this
 #   make check-includes   the module dependency check alone (scripts/check_includes.sh)
 #   make run    (Foundation II) import Fashion-MNIST, train the default config
+#   make bench-deps   .venv-bench/: a current torch + SpikingJelly from PyPI (for make bench)
+#   make bench  spikemesh vs SpikingJelly / PyTorch (eager, compiled): output/bench/report.md + .png
 # Variables: CUDA=0 forces a CPU-only build; CUDA_ARCH="80 90"; MARCH=x86-64-v3; OPT=-O3.
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
@@ -73,7 +75,7 @@ TEST_UNIT_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_UNIT_SRC))
 TEST_BIN      := $(BUILD)/bin/spikemesh_tests
 GTEST_LIBS    := -lgtest_main -lgtest -lpthread
 
-.PHONY: all deps test test-unit test-mpi summary clean format run bench check-includes
+.PHONY: all deps test test-unit test-mpi summary clean format run bench bench-deps check-includes
 all: summary $(BIN)
 
 summary:
@@ -171,17 +173,23 @@ deps:
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$m; \
 	else echo "✗ missing Debian packages (run 'make deps' as root, or: sudo apt-get install $$m)"; exit 1; fi
 
-# spikemesh and the same-model PyTorch script, side by side in one command (CPU, fp32).
-# Override: make bench BENCH_MODEL=fmnist_csnn BENCH_ARGS="--batch-size 64 --T 4"
+# spikemesh and its peers side by side in one command (CPU, fp32): SpikingJelly and the
+# same-model PyTorch script on a current torch (eager and torch.compile, from .venv-bench/ made
+# by `make bench-deps`) and on Debian's torch; interleaved rounds, medians, two-rank
+# trajectories; writes output/bench/report.md and report.png (bench/README.md). Without the
+# venv it says how to create it and still runs spikemesh against Debian's PyTorch.
+# Override: make bench BENCH_MODEL=cifar10dvs_vgg BENCH_ARGS="--batch-size 4 --T 10 --rounds 5"
 BENCH_MODEL ?= cifar10dvs_vgg
-BENCH_ARGS  ?= --batch-size 4 --T 10 --steps 5 --warmup 2
+BENCH_ARGS  ?= --batch-size 4 --T 10 --steps 5 --warmup 2 --rounds 3
 BENCH_THREADS ?= $(NPROC)
-BENCH_LOG   ?= output/bench.jsonl
 bench:
 	@$(MAKE) --no-print-directory -j$(NPROC) all
-	$(BIN) bench --model $(BENCH_MODEL) $(BENCH_ARGS) --device cpu --threads $(BENCH_THREADS) --result-log $(BENCH_LOG)
-	$(PY) bench/torch_bench.py --model $(BENCH_MODEL) $(BENCH_ARGS) --threads $(BENCH_THREADS) --result-log $(BENCH_LOG)
-	$(PY) bench/compare.py $(BENCH_LOG)
+	$(PY) bench/report.py --model $(BENCH_MODEL) $(BENCH_ARGS) --threads $(BENCH_THREADS)
+
+# .venv-bench/ with a current torch and SpikingJelly from PyPI (bench/requirements.txt; about
+# 2.1 GB; never part of make test or make run)
+bench-deps:
+	bash scripts/bench_deps.sh
 
 format:
 	clang-format -i $$(find src include tests -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh')

@@ -1,0 +1,110 @@
+"""sj_models.py — spikemesh's built-in models written with SpikingJelly's own public layers and
+neurons (multi-step mode), for the peer benchmarks (bench/sj_bench.py, bench/sj_distributed.py).
+
+No spikemesh code: only `spikingjelly.activation_based` {layer, neuron, surrogate, functional}.
+State-dict names and shapes equal spikemesh's (input/models/*.toml, the parity twins of
+tests/parity/torch_models.py), so a state dict exported from spikemesh (HDF5 /params,
+/buffers) loads with `load_spikemesh_state`. Neurons use SpikingJelly's automatic dispatch
+(`functional.lif_multi_step`: its registered CPU/CUDA/Triton operator where one applies, the
+torch reference otherwise).
+"""
+import torch
+import torch.nn as nn
+from spikingjelly.activation_based import functional, layer, neuron, surrogate
+
+MODEL_CHOICES = ("cifar10dvs_vgg",)
+
+# (in, out, avg-pool first) per block — spec/spikingjelly.md §1
+VGG_PLAN = [(2, 64, False), (64, 128, False), (128, 256, True), (256, 256, False),
+            (256, 512, True), (512, 512, False), (512, 512, True), (512, 512, False)]
+
+
+def vgg_lif():
+    """The VGG's LIF (spec §1): tau 1.333, decay_input false, hard reset 0, detach_reset, ATan(2)."""
+    return neuron.LIFNode(tau=1.333, decay_input=False, v_threshold=1.0, v_reset=0.0,
+                          surrogate_function=surrogate.ATan(alpha=2.0), detach_reset=True,
+                          step_mode="m")
+
+
+class VGGBlock(nn.Module):
+    """[AvgPool2d(2)] -> Conv2d 3x3 pad 1 (bias) -> BatchNorm2d -> LIF on [T, N, C, H, W].
+    Names: proj_bn.{0: conv, 1: bn} or, pooled first, proj_bn.{0: pool, 1: conv, 2: bn}."""
+
+    def __init__(self, cin, cout, avg_pool_first):
+        super().__init__()
+        mods = [layer.AvgPool2d(2, step_mode="m")] if avg_pool_first else []
+        mods += [layer.Conv2d(cin, cout, 3, 1, 1, bias=True, step_mode="m"),
+                 layer.BatchNorm2d(cout, eps=1e-5, momentum=0.1, step_mode="m")]
+        self.proj_bn = nn.Sequential(*mods)
+        self.neuron = vgg_lif()
+
+    def forward(self, x_seq):
+        return self.neuron(self.proj_bn(x_seq))
+
+
+class CIFAR10DVSVGG(nn.Module):
+    """[T, N, 2, 48, 48] -> [T, N, 10]. With dropout p > 0 the classifier is
+    {0: Dropout(p) (one mask for all time steps), 1: Linear}, else {0: Linear} — spikemesh's names."""
+
+    def __init__(self, dropout=0.25, num_classes=10):
+        super().__init__()
+        self.features = nn.Sequential(*[VGGBlock(i, o, p) for i, o, p in VGG_PLAN],
+                                      layer.AvgPool2d(2, step_mode="m"))
+        self.flatten = layer.Flatten(start_dim=1, step_mode="m")  # per time step: [N, 4608]
+        self.classifier = nn.Sequential(*([layer.Dropout(dropout, step_mode="m")] if dropout > 0 else []),
+                                        layer.Linear(512 * 3 * 3, num_classes, step_mode="m"))
+        self.init_like_spec()
+
+    def init_like_spec(self):
+        """Kaiming-normal (fan_out, relu) conv weights, zero biases, BN 1/0 (spec §1)."""
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+                nn.init.zeros_(m.bias)
+
+    def forward(self, x_seq):
+        x = self.features(x_seq)   # [T, N, 512, 3, 3]
+        x = self.flatten(x)        # [T, N, 4608]
+        return self.classifier(x)  # [T, N, classes]
+
+
+def build_model(name, dropout=None):
+    """(module, info) with info = {input_shape, classes, dropout}."""
+    if name != "cifar10dvs_vgg":
+        raise SystemExit(f"sj_models: model {name!r} has no SpikingJelly twin yet (choices: {MODEL_CHOICES})")
+    p = 0.25 if dropout is None else dropout
+    if not 0 <= p < 1:
+        raise SystemExit(f"--dropout {p}: must be in [0, 1)")
+    return CIFAR10DVSVGG(dropout=p), dict(input_shape=(2, 48, 48), classes=10, dropout=p)
+
+
+def mean_ce_loss(out, y):
+    """Cross-entropy of the mean over T (out [T, N, K], y [N]) — spec §1."""
+    return nn.functional.cross_entropy(out.mean(0), y)
+
+
+def reset(model):
+    """Reset every neuron's membrane state (between steps, as SpikingJelly's scripts do)."""
+    functional.reset_net(model)
+
+
+def load_spikemesh_state(model, h5_path, params_group="params", buffers_group="buffers"):
+    """Load a spikemesh HDF5 state dict (datasets named as the state dict, under /params and
+    /buffers; `spikemesh dump-grads` writes them) into `model`; every key must match."""
+    import h5py
+    state = {}
+    with h5py.File(h5_path, "r") as f:
+        for group in (params_group, buffers_group):
+            if group not in f:
+                continue
+            f[group].visititems(lambda k, d: state.__setitem__(k.replace("/", "."), torch.from_numpy(d[()]))
+                                if isinstance(d, h5py.Dataset) else None)
+    own = model.state_dict()
+    missing = [k for k in own if k not in state and not k.endswith("num_batches_tracked")]
+    extra = [k for k in state if k not in own]
+    if missing or extra:
+        raise SystemExit(f"{h5_path}: state dict does not match the SpikingJelly model "
+                         f"(missing {missing[:5]}, unexpected {extra[:5]})")
+    for k, v in state.items():
+        own[k] = v.to(own[k].dtype).reshape(own[k].shape)
+    model.load_state_dict(own)
