@@ -25,7 +25,9 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VENV_PY = os.path.join(REPO, ".venv-bench", "bin", "python")
+# the venv of `make bench-deps` (BENCH_VENV moves it, as for scripts/bench_deps.sh)
+VENV = os.path.abspath(os.path.join(REPO, os.environ.get("BENCH_VENV", ".venv-bench")))
+VENV_PY = os.path.join(VENV, "bin", "python")
 DEBIAN_PY = "/usr/bin/python3"
 
 
@@ -97,7 +99,7 @@ def unavailable_reason(system, args):
     if system.python is None:
         return None if os.access(args.spikemesh, os.X_OK) else f"{args.spikemesh} not built (run make)"
     if system.needs_venv and not os.access(system.python, os.X_OK):
-        return "not installed: .venv-bench/ is missing (run `make bench-deps`)"
+        return f"not installed: {os.path.relpath(VENV, REPO)}/ is missing (run `make bench-deps`)"
     if not os.access(system.python, os.X_OK):
         return f"{system.python} not found"
     return None
@@ -323,7 +325,7 @@ def main(argv=None):
         os.replace(os.path.join(out_dir, "records.jsonl"), os.path.join(out_dir, "records.previous.jsonl"))
     command = " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], REPO)] + (argv or sys.argv[1:]))
     if not os.access(VENV_PY, os.X_OK):
-        print("bench: .venv-bench/ is missing, so SpikingJelly and the current torch are skipped; "
+        print(f"bench: {os.path.relpath(VENV, REPO)}/ is missing, so SpikingJelly and the current torch are skipped; "
               "create it with `make bench-deps` (a few GB from PyPI). Running the Debian-PyTorch comparison.",
               flush=True)
     results = run_all(args, out_dir)

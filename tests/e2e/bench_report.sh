@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# bench_report.sh — end-to-end check of `make bench`'s driver (bench/report.py) without the
+# benchmark venv: a tiny cifar10dvs_vgg configuration (T 1, batch 1, 1 step, 1 round) with
+#   * the venv missing: the SpikingJelly rows say "not installed ... make bench-deps", no number;
+#   * a venv whose python fails to import its peer (a stand-in printing ModuleNotFoundError and
+#     exiting 1): the rows carry that error, no number, and it is tried once only;
+#   * spikemesh and Debian's PyTorch measured: numbers in both rows, records.jsonl has both, the
+#     PNG chart exists; exit status 0 (spikemesh and one peer ran);
+#   * spikemesh alone failing (a binary that exits 1): exit status non-zero.
+# Prints "bench_report: N passed, M failed"; exits non-zero when anything failed. ~30 s.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BIN="${BIN:-$ROOT/build/bin/spikemesh}"
+PY="${PY:-/usr/bin/python3}"
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "  ok   $1"; }
+bad() { fail=$((fail + 1)); echo "  FAIL $1"; }
+check() {  # check "description" command...
+  local what="$1"; shift
+  if "$@"; then ok "$what"; else bad "$what"; fi
+}
+finish() {
+  echo "bench_report: $pass passed, $fail failed"
+  [ "$fail" -eq 0 ]
+  exit $?
+}
+[ -x "$BIN" ] || { bad "$BIN built"; finish; }
+
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/bench_report.XXXXXX")"
+trap 'rm -rf "$TMP"' EXIT
+TINY=(--T 1 --batch-size 1 --steps 1 --warmup 0 --rounds 1 --threads 1 --no-multirank --spikemesh "$BIN")
+row() { grep -F "| $1 |" "$2/report.md"; }   # row LABEL DIR
+has_number() { echo "$1" | grep -Eq '\| [0-9]+\.[0-9]+ \('; }
+
+# 1. no venv
+BENCH_VENV="$TMP/no-venv" "$PY" "$ROOT/bench/report.py" "${TINY[@]}" --systems spikemesh,sj,torch_debian \
+  --out "$TMP/a" > "$TMP/a.log" 2>&1
+rc=$?
+check "no venv: exit 0 (spikemesh and Debian PyTorch ran)" [ "$rc" -eq 0 ]
+check "no venv: says how to create it" grep -q "make bench-deps" "$TMP/a.log"
+sj_row=$(row "SpikingJelly, eager" "$TMP/a")
+check "no venv: SpikingJelly row says not installed" grep -q "not installed" <<<"$sj_row"
+check "no venv: SpikingJelly row has no number" bash -c "! grep -Eq '\| [0-9]+\.[0-9]+ \(' <<<'$sj_row'"
+check "spikemesh row has samples/s" has_number "$(row spikemesh "$TMP/a")"
+check "Debian PyTorch row has samples/s" has_number "$(row "PyTorch twin, Debian torch, eager" "$TMP/a")"
+check "records.jsonl holds spikemesh and pytorch records" "$PY" -c "
+import json, sys
+recs = [json.loads(l) for l in open('$TMP/a/records.jsonl')]
+sys.exit(0 if {r['system'] for r in recs} == {'spikemesh', 'torch_debian'} else 1)"
+check "report.png is a PNG" bash -c "head -c 8 '$TMP/a/report.png' | od -An -c | grep -q 'P   N   G'"
+
+# 2. a venv whose peer cannot be imported
+mkdir -p "$TMP/broken/bin"
+cat > "$TMP/broken/bin/python" <<'PYEOF'
+#!/bin/sh
+echo "Traceback (most recent call last):" >&2
+echo "ModuleNotFoundError: No module named 'spikingjelly'" >&2
+exit 1
+PYEOF
+chmod +x "$TMP/broken/bin/python"
+BENCH_VENV="$TMP/broken" "$PY" "$ROOT/bench/report.py" "${TINY[@]}" --rounds 2 --systems spikemesh,sj,sj_compile \
+  --out "$TMP/b" > "$TMP/b.log" 2>&1
+rc=$?
+check "import error: exit 1 (no peer ran)" [ "$rc" -eq 1 ]
+sj_row=$(row "SpikingJelly + torch.compile" "$TMP/b")
+check "import error: row names the error" grep -q "ModuleNotFoundError: No module named 'spikingjelly'" <<<"$sj_row"
+check "import error: tried once, not every round" [ "$(grep -c 'SpikingJelly, eager \.\.\.' "$TMP/b.log")" -eq 1 ]
+check "import error: targets not evaluated" grep -q "Not evaluated" "$TMP/b/report.md"
+
+# 3. spikemesh itself failing
+BENCH_VENV="$TMP/no-venv" "$PY" "$ROOT/bench/report.py" "${TINY[@]}" --spikemesh /bin/false \
+  --systems spikemesh,torch_debian --out "$TMP/c" > "$TMP/c.log" 2>&1
+rc=$?
+check "spikemesh failing: exit non-zero" [ "$rc" -ne 0 ]
+check "spikemesh failing: its row says failed" grep -q "failed: exit 1" <<<"$(row spikemesh "$TMP/c")"
+finish
