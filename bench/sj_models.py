@@ -92,12 +92,14 @@ def load_spikemesh_state(model, h5_path, params_group="params", buffers_group="b
     """Load a spikemesh HDF5 state dict (datasets named as the state dict, under /params and
     /buffers; `spikemesh dump-grads` writes them) into `model`; every key must match."""
     import h5py
+    import numpy as np
     state = {}
     with h5py.File(h5_path, "r") as f:
         for group in (params_group, buffers_group):
             if group not in f:
                 continue
-            f[group].visititems(lambda k, d: state.__setitem__(k.replace("/", "."), torch.from_numpy(d[()]))
+            # np.asarray: scalars (num_batches_tracked is an i64 scalar) become 0-d arrays
+            f[group].visititems(lambda k, d: state.__setitem__(k.replace("/", "."), torch.as_tensor(np.asarray(d[()])))
                                 if isinstance(d, h5py.Dataset) else None)
     own = model.state_dict()
     missing = [k for k in own if k not in state and not k.endswith("num_batches_tracked")]
