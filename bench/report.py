@@ -124,6 +124,17 @@ def run_once(system, args, env):
             return json.loads(f.read().splitlines()[-1]), None, wall
 
 
+def spikemesh_version(binary):
+    """First line of `spikemesh --version` (e.g. "spikemesh 0.1.0") plus the git commit."""
+    try:
+        v = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout
+        git = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=30).stdout.strip()
+        return (v.splitlines()[0] if v else "spikemesh") + (f" ({git})" if git else "")
+    except (OSError, subprocess.TimeoutExpired):
+        return "spikemesh"
+
+
 def run_all(args, out_dir):
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONDONTWRITEBYTECODE="1")
     results = {s.key: dict(system=s, records=[], failures=[], skipped=None) for s in args.systems}
@@ -145,6 +156,8 @@ def run_all(args, out_dir):
                 print(f"    failed ({wall:.0f} s): {failure}", flush=True)
                 continue
             rec.update(system=s.key, system_label=s.label, round=r)
+            if s.python is None:
+                rec["spikemesh_version"] = spikemesh_version(args.spikemesh)
             res["records"].append(rec)
             with open(records_path, "a") as f:
                 f.write(json.dumps(rec) + "\n")
@@ -187,7 +200,7 @@ def version_of(res):
         return f"spikingjelly {r.get('spikingjelly_version', '?')}, torch {r.get('torch_version', '?')}"
     if "torch_version" in r:
         return f"torch {r['torch_version']}"
-    return r.get("version", "spikemesh")
+    return r.get("spikemesh_version", "spikemesh")
 
 
 def ratio_text(a, b):
