@@ -2,6 +2,7 @@
 // model spec. Naming rule (mirrors nn.Sequential): a layer without `name` is called by its
 // index in the list, counting from the list's first_index and advancing only for unnamed
 // layers that are present; a dropout with p = 0 is left out and takes no index.
+#include <cmath>
 #include <functional>
 
 #include "spec_internal.h"
@@ -11,15 +12,17 @@
 #include "spikemesh/layers/dropout.h"
 #include "spikemesh/layers/flatten.h"
 #include "spikemesh/layers/linear.h"
+#include "spikemesh/layers/mean.h"
 #include "spikemesh/layers/pool.h"
+#include "spikemesh/layers/spiking_attention.h"
 
 namespace sm::spec {
 
 namespace {
 
 const char* const kLayerTypes =
-    "conv2d, conv1d, linear, batchnorm2d, batchnorm1d, maxpool2d, avgpool2d, flatten, dropout, lif, plif, if, "
-    "neuron (a [neurons.<preset>]), sequential, residual";
+    "conv2d, conv1d, linear, batchnorm2d, batchnorm1d, maxpool2d, avgpool2d, flatten, mean, dropout, lif, plif, if, "
+    "neuron (a [neurons.<preset>]), ssa, sequential, residual";
 
 int to_int(FieldReader& r, const std::string& key, int64_t v) {
   if (v > INT32_MAX || v < INT32_MIN) r.fail_key(key, "is out of range: " + std::to_string(v));
@@ -93,6 +96,14 @@ PoolConfig read_pool(FieldReader& r) {
   return c;
 }
 
+LayerPtr make_ssa(FieldReader& r) {
+  const int heads = to_int(r, "heads", r.positive("heads"));
+  const double scale = r.number("scale", 0.125);
+  if (!std::isfinite(scale)) r.fail_key("scale", "must be a finite number");
+  r.finish();
+  return std::make_unique<SpikingAttention>(heads, scale);
+}
+
 NeuronKind neuron_kind(const std::string& t) {
   return t == "lif" ? NeuronKind::LIF : t == "plif" ? NeuronKind::PLIF : NeuronKind::IF;
 }
@@ -147,9 +158,17 @@ LayerPtr build_layer(const toml::table& t, Context& ctx, const std::string& pare
       l = std::make_unique<MaxPool2d>(read_pool(r));
     } else if (type == "avgpool2d") {
       l = std::make_unique<AvgPool2d>(read_pool(r));
+    } else if (type == "ssa") {
+      l = make_ssa(r);
     } else if (type == "flatten") {
+      const int64_t start = r.integer("start_dim", 0);
+      if (start < 0) r.fail_key("start_dim", "must be >= 0 (a per-sample dim; 0 merges all)");
       r.finish();
-      l = std::make_unique<Flatten>();
+      l = std::make_unique<Flatten>(to_int(r, "start_dim", start));
+    } else if (type == "mean") {
+      const int64_t dim = r.integer("dim", -1);
+      r.finish();
+      l = std::make_unique<Mean>(to_int(r, "dim", dim));
     } else if (type == "lif" || type == "plif" || type == "if") {
       NeuronKind k = neuron_kind(type);
       NeuronConfig c = read_neuron_fields(r, k, default_neuron_config(k));

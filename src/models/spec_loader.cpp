@@ -203,18 +203,29 @@ std::unique_ptr<Model> load_model_spec(const std::string& path, const ModelOverr
     const toml::table* t = n.as_table();
     if (!t) spec::fail_at(ctx, static_cast<int>(n.source().begin.line), where, "must be a table");
     FieldReader r(*t, ctx, where);
-    std::string name = r.string("name");
-    where += " '" + name + "'";
-    r.set_where(where);
+    const std::string name_pattern = r.string("name");
+    r.set_where(where + " '" + name_pattern + "'");
     const toml::array& layers = r.array("layers");
     int64_t first = r.integer("first_index", 0);
     if (first < 0) r.fail_key("first_index", "must be >= 0");
+    // repeat = K (an integer or expression, e.g. "depth"): K copies of the unit, "{i}" in the
+    // name replaced by 0..K-1 (Spikformer's blocks.{i}).
+    const int64_t repeat = r.integer("repeat", 1);
+    const size_t brace = name_pattern.find("{i}");
+    if (repeat < 1) r.fail_key("repeat", "must be >= 1, got " + std::to_string(repeat));
+    if (repeat > 1 && brace == std::string::npos)
+      r.fail_key("repeat", "needs '{i}' in the unit name (e.g. name = \"blocks.{i}\") so the copies get distinct names");
     r.finish();
-    auto unit = std::make_unique<Unit>(name);
-    spec::build_layers(layers, *unit, ctx, name, first, where, r.line_of("layers"));
-    ctx.origins[unit.get()] = {where, r.line()};
-    model->units.push_back(std::move(unit));
-    ++index;
+    for (int64_t k = 0; k < repeat; ++k) {
+      std::string name = name_pattern;
+      if (brace != std::string::npos) name.replace(brace, 3, std::to_string(k));
+      const std::string unit_where = "unit " + std::to_string(index) + " '" + name + "'";
+      auto unit = std::make_unique<Unit>(name);
+      spec::build_layers(layers, *unit, ctx, name, first, unit_where, r.line_of("layers"));
+      ctx.origins[unit.get()] = {unit_where, r.line()};
+      model->units.push_back(std::move(unit));
+      ++index;
+    }
   }
   if (ov.dropout && *ov.dropout > 0 && !ctx.dropout_seen)
     SM_WARN("model '" << model->info.name << "' has no dropout layer; dropout " << *ov.dropout << " is ignored");

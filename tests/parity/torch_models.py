@@ -249,9 +249,123 @@ class CSNN(nn.Module):
         return self.conv_fc(x_seq)
 
 
+# ---------------------------------------------------------------------------- Spikformer
+class Conv1d(_MultiStep, nn.Conv1d):
+    pass
+
+
+class BatchNorm1d(_MultiStep, nn.BatchNorm1d):
+    """[T*N, C, L]: statistics per channel over T*N*L."""
+
+
+def _sf_lif(v_threshold=1.0):
+    """Spikformer's LIF (spec §2): tau 2, decay_input, detach_reset, hard reset 0, Sigmoid(4)."""
+    return MultiStepNeuron(kind="lif", tau=2.0, decay_input=True, v_threshold=v_threshold, v_reset=0.0,
+                           detach_reset=True, surrogate="sigmoid", alpha=4.0)
+
+
+class _ConvBN(nn.Module):
+    """conv_bn.block = {0: Conv2d 3x3 pad 1 (no bias), 1: BN2d, [2: MaxPool2d(3, 2, 1)]}."""
+
+    def __init__(self, cin, cout, pool):
+        super().__init__()
+        mods = [Conv2d(cin, cout, 3, 1, 1, bias=False), BatchNorm2d(cout)]
+        self.block = nn.Sequential(*(mods + ([MaxPool2d(3, 2, 1)] if pool else [])))
+
+
+class _ConvBNLIF(nn.Module):
+    def __init__(self, cin, cout, pool):
+        super().__init__()
+        self.conv_bn = _ConvBN(cin, cout, pool)
+        self.neuron = _sf_lif()
+
+    def forward(self, x_seq):
+        return self.neuron(self.conv_bn.block(x_seq))
+
+
+class SpikformerStem(nn.Module):
+    """[T, N, Cin, H, W] -> tokens [T, N, E, H/16 * W/16]; stages E/8, E/4, E/2, E, then
+    x + positional_encoding(x)."""
+
+    def __init__(self, in_channels, E):
+        super().__init__()
+        chans = [in_channels, E // 8, E // 4, E // 2, E]
+        self.stages = nn.Sequential(*[_ConvBNLIF(chans[i], chans[i + 1], True) for i in range(4)])
+        self.positional_encoding = _ConvBNLIF(E, E, False)
+
+    def forward(self, x_seq):
+        x = self.stages(x_seq)
+        x = x + self.positional_encoding(x)
+        return x.flatten(3)
+
+
+class SpikingSelfAttention(nn.Module):
+    """qkv = LIF(BN1d(Conv1d(E, 3E))) -> per head out = (V Kᵀ) Q * scale (no softmax) -> LIF(v_th 0.5)
+    -> LIF(BN1d(Conv1d(E, E))). Channel index of qkv: part*E + head*d + j (q, k, v)."""
+
+    def __init__(self, E, heads, scale=0.125):
+        super().__init__()
+        self.heads, self.scale = heads, scale
+        self.qkv_conv_bn = nn.Sequential(Conv1d(E, 3 * E, 1, bias=False), BatchNorm1d(3 * E))
+        self.qkv_lif = _sf_lif()
+        self.attn_lif = _sf_lif(0.5)
+        self.proj_conv_bn = nn.Sequential(Conv1d(E, E, 1, bias=False), BatchNorm1d(E))
+        self.proj_lif = _sf_lif()
+
+    def forward(self, x):  # [T, N, E, L]
+        T, N, E, L = x.shape
+        qkv = self.qkv_lif(self.qkv_conv_bn(x))                  # [T, N, 3E, L]
+        q, k, v = qkv.reshape(T, N, 3, self.heads, E // self.heads, L).unbind(2)  # [T, N, h, d, L]
+        out = (v @ k.transpose(-2, -1)) @ q * self.scale          # [T, N, h, d, L]
+        out = self.attn_lif(out.reshape(T, N, E, L))
+        return self.proj_lif(self.proj_conv_bn(out))
+
+
+class SpikformerMLP(nn.Module):
+    def __init__(self, E, hidden):
+        super().__init__()
+        self.fc1 = nn.Sequential(Conv1d(E, hidden, 1, bias=False), BatchNorm1d(hidden))
+        self.fc1_lif = _sf_lif()
+        self.fc2 = nn.Sequential(Conv1d(hidden, E, 1, bias=False), BatchNorm1d(E))
+        self.fc2_lif = _sf_lif()
+
+    def forward(self, x):
+        return self.fc2_lif(self.fc2(self.fc1_lif(self.fc1(x))))
+
+
+class SpikformerBlock(nn.Module):
+    def __init__(self, E, heads, scale=0.125):
+        super().__init__()
+        self.attn = SpikingSelfAttention(E, heads, scale)
+        self.mlp = SpikformerMLP(E, 4 * E)
+
+    def forward(self, x):
+        x = x + self.attn(x)
+        return x + self.mlp(x)
+
+
+class Spikformer(nn.Module):
+    """spikformer_ti/s (spec §2; names of SpikingJelly 2.0's model.spikformer.Spikformer):
+    [T, N, Cin, S, S] -> [T, N, classes]; head = Linear on the mean over the tokens."""
+
+    def __init__(self, E=256, heads=8, depth=4, image_size=224, num_classes=1000, in_channels=3, scale=0.125):
+        super().__init__()
+        self.patch_embed = SpikformerStem(in_channels, E)
+        self.blocks = nn.ModuleList([SpikformerBlock(E, heads, scale) for _ in range(depth)])
+        self.head = nn.Linear(E, num_classes)
+
+    def forward(self, x_seq):
+        x = self.patch_embed(x_seq)
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x.mean(-1))  # [T, N, classes]
+
+
 MODELS = {
     "cifar10dvs_vgg": dict(build=CIFAR10DVSVGG, input_shape=(2, 48, 48), classes=10, loss="mean_ce"),
     "fmnist_csnn": dict(build=CSNN, input_shape=(1, 28, 28), classes=10, loss="rate_mse"),
+    # image size, classes and channels are spec vars: a case gives them (see torch_parity.CASES)
+    "spikformer_ti": dict(build=Spikformer, input_shape=(3, 224, 224), classes=1000, loss="mean_ce"),
 }
 
 

@@ -26,6 +26,13 @@ struct GradCheckOptions {
   bool check_split = true; // B with split_wgrad then W == fused backward
 };
 
+// The elements of t as doubles (for element-wise comparisons in tests).
+inline std::vector<double> vec(const Tensor& t) {
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) v[i] = t.at(i);
+  return v;
+}
+
 inline Tensor random_tensor(const Shape& shape, DType dt, uint64_t seed, double lo = -1.0, double hi = 1.0) {
   Tensor t = Tensor::empty(shape, dt);
   CounterRng rng(seed, "test/random_tensor");

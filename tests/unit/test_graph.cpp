@@ -16,11 +16,7 @@
 namespace sm {
 namespace {
 
-std::vector<double> vec(const Tensor& t) {
-  std::vector<double> v(static_cast<size_t>(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) v[i] = t.at(i);
-  return v;
-}
+using test::vec;
 
 LayerPtr conv1d(int cin, int cout) {
   return std::make_unique<Conv1d>(Conv1dConfig{cin, cout, true, WeightInit::TorchDefault});

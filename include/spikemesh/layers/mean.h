@@ -1,0 +1,25 @@
+// mean.h — Mean: the mean over one per-sample dimension, e.g. Spikformer's head input
+// [T, N, E, L] -> [T, N, E] (mean over the L tokens; torch `x.mean(3)`). No parameters.
+// Saves only the input shape per slot (backward spreads dy / D evenly). CPU hooks; a CUDA
+// tensor gets the "no CUDA implementation in this build" error until the CUDA hook exists.
+#pragma once
+#include "spikemesh/layers/layer.h"
+
+namespace sm {
+
+class Mean : public Layer {
+ public:
+  // dim: per-sample dimension (0 = the first after [T, N]); negative counts from the end.
+  explicit Mean(int dim = -1);
+  Shape output_shape(const Shape& in) const override;
+  std::string type() const override { return "mean"; }
+  int dim() const { return dim_; }
+
+ protected:
+  SM_CPU_HOOKS_
+
+ private:
+  int dim_;
+};
+
+}  // namespace sm

@@ -1,0 +1,179 @@
+// spiking_attention.cpp — CPU spiking self-attention forward / backward (see the header for
+// the math, layout and invariants). One (b, head) block per OpenMP iteration; each thread
+// owns its scratch (bit rows, d×d matrices, transposes, a row accumulator), so blocks never
+// share memory they write.
+//
+// Dot products over tokens (A = V·Kᵀ, dA = dOut·Qᵀ) are computed as rank-1 updates of a
+// d-long row over a transposed operand (row i += x[i, l] · yᵀ[l, :]): every element is still
+// summed in token order l = 0..L-1, as a plain dot product would, but the inner loop runs
+// over contiguous j and vectorises.
+#include "spikemesh/kernels/cpu/spiking_attention.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace sm::cpu {
+namespace {
+
+// The d×L blocks of one (b, head): q, k, v of qkv [B, 3C, L].
+template <typename T>
+struct HeadBlocks {
+  const T *q, *k, *v;
+};
+
+template <typename T>
+HeadBlocks<T> head_blocks(const T* qkv, const SsaGeom& g, int64_t b, int64_t h) {
+  const int64_t C = g.C(), L = g.L;
+  const T* base = qkv + (b * 3 * C + h * g.d) * L;  // part 0 (q), this head's first channel
+  return {base, base + C * L, base + 2 * C * L};
+}
+
+// Rows [rows, L] of exact 0/1 values -> bits [rows, W] (W = ceil(L/64) words, LSB = token 0).
+template <typename T>
+void pack_rows(const T* x, int64_t rows, int64_t L, int64_t W, uint64_t* bits) {
+  std::fill(bits, bits + rows * W, uint64_t{0});
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * L;
+    uint64_t* br = bits + r * W;
+    for (int64_t l = 0; l < L; ++l) br[l >> 6] |= static_cast<uint64_t>(xr[l] != T(0)) << (l & 63);
+  }
+}
+
+// yt[l, j] = y[j, l]: [d, L] -> [L, d], in double.
+template <typename T>
+void transpose(const T* y, int64_t d, int64_t L, double* yt) {
+  for (int64_t j = 0; j < d; ++j)
+    for (int64_t l = 0; l < L; ++l) yt[l * d + j] = static_cast<double>(y[j * L + l]);
+}
+
+// m[i, j] = s · Σ_l x[i, l] · y[j, l] (summed in token order) for x, y [d, L]; yt: scratch [L, d].
+template <typename T>
+void gram(const T* x, const T* y, int64_t d, int64_t L, double s, double* yt, double* m) {
+  transpose(y, d, L, yt);
+  for (int64_t i = 0; i < d; ++i) {
+    double* mi = m + i * d;  // [d]
+    std::fill(mi, mi + d, 0.0);
+    const T* xi = x + i * L;
+    for (int64_t l = 0; l < L; ++l) {
+      const double xv = static_cast<double>(xi[l]);
+      const double* yl = yt + l * d;
+#pragma omp simd
+      for (int64_t j = 0; j < d; ++j) mi[j] += xv * yl[j];
+    }
+    if (s != 1.0)
+      for (int64_t j = 0; j < d; ++j) mi[j] *= s;
+  }
+}
+
+// out[r, :] = T(s · Σ_c coef(r, c) · y[c, :]) for r < d, y [d, L]; acc: scratch [L].
+template <typename T, typename Coef>
+void combine_rows(const T* y, int64_t d, int64_t L, Coef coef, double s, double* acc, T* out) {
+  for (int64_t r = 0; r < d; ++r) {
+    std::fill(acc, acc + L, 0.0);
+    for (int64_t c = 0; c < d; ++c) {
+      const double a = coef(r, c);
+      const T* yc = y + c * L;
+#pragma omp simd
+      for (int64_t l = 0; l < L; ++l) acc[l] += a * static_cast<double>(yc[l]);
+    }
+    T* o = out + r * L;
+    for (int64_t l = 0; l < L; ++l) o[l] = static_cast<T>(acc[l] * s);
+  }
+}
+
+// Binary forward of one block: A from popcounts, A·Q as exact integer sums in T.
+template <typename T>
+void forward_binary_block(const HeadBlocks<T>& in, int64_t d, int64_t L, T scale, std::vector<uint64_t>& bits,
+                          std::vector<T>& a, T* out) {
+  const int64_t W = (L + 63) / 64;
+  bits.resize(2 * d * W);
+  uint64_t* vb = bits.data();       // [d, W]
+  uint64_t* kb = vb + d * W;        // [d, W]
+  pack_rows(in.v, d, L, W, vb);
+  pack_rows(in.k, d, L, W, kb);
+  a.resize(d * d);                  // [d, d] counts A[i, j] = |V_i ∧ K_j|
+  for (int64_t i = 0; i < d; ++i)
+    for (int64_t j = 0; j < d; ++j) {
+      int64_t n = 0;
+      for (int64_t w = 0; w < W; ++w) n += __builtin_popcountll(vb[i * W + w] & kb[j * W + w]);
+      a[i * d + j] = static_cast<T>(n);
+    }
+  for (int64_t i = 0; i < d; ++i) {
+    T* o = out + i * L;  // [L]
+    std::fill(o, o + L, T(0));
+    for (int64_t j = 0; j < d; ++j) {
+      const T aij = a[i * d + j];
+      if (aij == T(0)) continue;  // Q is 0/1: nothing to add (and no NaN to propagate)
+      const T* qj = in.q + j * L;
+#pragma omp simd
+      for (int64_t l = 0; l < L; ++l) o[l] += aij * qj[l];
+    }
+    for (int64_t l = 0; l < L; ++l) o[l] *= scale;
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void ssa_forward(const T* qkv, const SsaGeom& g, double scale, bool binary, T* out) {
+  const int64_t d = g.d, L = g.L, C = g.C(), blocks = g.batch * g.heads;
+#pragma omp parallel
+  {
+    std::vector<uint64_t> bits;
+    std::vector<T> counts;
+    std::vector<double> a, yt, acc;  // [d, d], [L, d], [L]
+    if (!binary) {
+      a.resize(d * d);
+      yt.resize(L * d);
+      acc.resize(L);
+    }
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < blocks; ++bh) {
+      const int64_t b = bh / g.heads, h = bh % g.heads;
+      const HeadBlocks<T> in = head_blocks(qkv, g, b, h);
+      T* o = out + (b * C + h * d) * L;  // [d, L]
+      if (binary) {
+        forward_binary_block(in, d, L, static_cast<T>(scale), bits, counts, o);
+        continue;
+      }
+      gram(in.v, in.k, d, L, 1.0, yt.data(), a.data());  // A = V·Kᵀ
+      const double* A = a.data();
+      combine_rows(in.q, d, L, [&](int64_t i, int64_t j) { return A[i * d + j]; }, scale, acc.data(), o);
+    }
+  }
+}
+
+template <typename T>
+void ssa_backward(const T* dout, const T* qkv, const SsaGeom& g, double scale, T* dqkv) {
+  const int64_t d = g.d, L = g.L, C = g.C(), blocks = g.batch * g.heads;
+#pragma omp parallel
+  {
+    std::vector<double> a(d * d), da(d * d), yt(L * d), acc(L);  // A, dA [d, d]; [L, d]; [L]
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < blocks; ++bh) {
+      const int64_t b = bh / g.heads, h = bh % g.heads;
+      const HeadBlocks<T> in = head_blocks(qkv, g, b, h);
+      const T* dO = dout + (b * C + h * d) * L;              // [d, L]
+      T* dq = dqkv + (b * 3 * C + h * d) * L;                // [d, L] part 0
+      T* dk = dq + C * L;                                    // [d, L] part 1
+      T* dv = dq + 2 * C * L;                                // [d, L] part 2
+      const double* A = a.data();
+      const double* dA = da.data();
+      gram(in.v, in.k, d, L, 1.0, yt.data(), a.data());     // A = V·Kᵀ
+      gram(dO, in.q, d, L, scale, yt.data(), da.data());    // dA = scale·dOut·Qᵀ
+      // dQ[j, :] = scale · Σ_i A[i, j] · dOut[i, :]
+      combine_rows(dO, d, L, [&](int64_t j, int64_t i) { return A[i * d + j]; }, scale, acc.data(), dq);
+      // dV[i, :] = Σ_j dA[i, j] · K[j, :]
+      combine_rows(in.k, d, L, [&](int64_t i, int64_t j) { return dA[i * d + j]; }, 1.0, acc.data(), dv);
+      // dK[j, :] = Σ_i dA[i, j] · V[i, :]
+      combine_rows(in.v, d, L, [&](int64_t j, int64_t i) { return dA[i * d + j]; }, 1.0, acc.data(), dk);
+    }
+  }
+}
+
+template void ssa_forward<float>(const float*, const SsaGeom&, double, bool, float*);
+template void ssa_forward<double>(const double*, const SsaGeom&, double, bool, double*);
+template void ssa_backward<float>(const float*, const float*, const SsaGeom&, double, float*);
+template void ssa_backward<double>(const double*, const double*, const SsaGeom&, double, double*);
+
+}  // namespace sm::cpu
