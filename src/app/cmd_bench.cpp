@@ -45,7 +45,7 @@ struct BenchOptions {
   std::string mode = "none", prefer = "speed", precision = "fp32", device = "auto", result_log, optimizer = "adam";
   std::string kernel;            // "lif": the neuron kernel microbenchmark instead of training steps
   int64_t kernel_neurons = 1 << 22;
-  int64_t batch_size = 8, steps = 20, warmup = 5, image_size = 224, num_classes = 1000, threads = 0;
+  int64_t batch_size = 8, steps = 20, warmup = 5, image_size = 0, num_classes = 0, threads = 0;  // 0: the spec's
   double lr = 1e-3;
   uint64_t seed = 1;
   bool print_json = false, tp_debug_comm = false, profile = false;
@@ -102,6 +102,32 @@ void run_kernel_bench(const BenchOptions& o, const AppEnv& env) {
 #endif
 }
 
+// --image-size / --num-classes set the spec variables image_size / num_classes (Spikformer's);
+// a model without them refuses the flag by name. An explicit --var of the same name wins.
+void apply_size_flags(BenchOptions& o) {
+  const std::pair<const char*, int64_t> flags[] = {{"image_size", o.image_size}, {"num_classes", o.num_classes}};
+  for (const auto& [var, value] : flags) {
+    if (value == 0) continue;
+    const std::string flag = std::string("--") + (var[0] == 'i' ? "image-size" : "num-classes");
+    if (value < 0) SM_INPUT_ERROR(flag << " must be positive, got " << value);
+    bool given_as_var = false;
+    for (const std::string& v : o.sel.vars) given_as_var |= v.rfind(std::string(var) + "=", 0) == 0;
+    if (given_as_var) continue;
+    ModelSelection probe = o.sel;
+    probe.vars.push_back(std::string(var) + "=" + std::to_string(value));
+    try {
+      (void)probe.build();
+    } catch (const Error& e) {
+      if (std::string(e.what()).find(var) != std::string::npos)
+        SM_INPUT_ERROR(flag << " " << value << ": model '" << (o.sel.model.empty() ? o.sel.spec : o.sel.model)
+                            << "' has no variable " << var << " (the flag applies to models such as spikformer_ti): "
+                            << e.what());
+      throw;
+    }
+    o.sel.vars = probe.vars;
+  }
+}
+
 void run_bench(BenchOptions& o, const AppEnv& env) {
   if (!o.kernel.empty()) {
     if (env.size > 1) SM_INPUT_ERROR("--kernel benchmarks run on one rank (got " << env.size << " ranks)");
@@ -110,6 +136,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   if (o.batch_size <= 0) SM_INPUT_ERROR("--batch-size must be positive, got " << o.batch_size);
   if (o.steps <= 0 || o.warmup < 0) SM_INPUT_ERROR("--steps must be positive and --warmup >= 0");
   if (o.sel.model.empty() && o.sel.spec.empty()) o.sel.model = "cifar10dvs_vgg";
+  apply_size_flags(o);
   RunRequest req;
   req.model = o.sel;
   req.precision = o.precision;
@@ -333,8 +360,10 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--batch-size", o->batch_size, "batch (per rank in weak scaling, global otherwise)")->capture_default_str();
   cmd->add_option("--steps", o->steps, "timed steps")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "warm-up steps (not timed)")->capture_default_str();
-  cmd->add_option("--image-size", o->image_size, "image size for spikformer models (recorded)")->capture_default_str();
-  cmd->add_option("--num-classes", o->num_classes, "classes for spikformer models (recorded)")->capture_default_str();
+  cmd->add_option("--image-size", o->image_size,
+                  "input image size of models with an image_size variable (spikformer_*: default 224)");
+  cmd->add_option("--num-classes", o->num_classes,
+                  "classes of models with a num_classes variable (spikformer_*: default 1000)");
   cmd->add_option("--result-log", o->result_log, "append the JSON record to this file and compare with the previous one");
   cmd->add_option("--distributed-mode", o->mode, "none (one rank) | dp | fsdp (several ranks, weak scaling)")
       ->capture_default_str();
