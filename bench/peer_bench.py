@@ -35,6 +35,8 @@ def add_common_args(ap, model_choices, default_model="cifar10dvs_vgg"):
                     help="bf16: forward and loss under torch.autocast(bfloat16); params stay fp32")
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                     help="torch.compile the model (default: on for cuda, off for cpu)")
+    ap.add_argument("--image-size", type=int, default=224, help="spikformer_*: input image size")
+    ap.add_argument("--num-classes", type=int, default=1000, help="spikformer_*: classes")
     ap.add_argument("--optimizer", choices=("adam",), default="adam")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--dropout", type=float, default=None,
@@ -51,7 +53,7 @@ def add_common_args(ap, model_choices, default_model="cifar10dvs_vgg"):
 
 
 def check_common_args(ap, args):
-    for name in ("batch_size", "T", "steps", "threads"):
+    for name in ("batch_size", "T", "steps", "threads", "image_size", "num_classes"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.warmup < 0:
@@ -192,6 +194,7 @@ def run_benchmark(args, work, opt, x, y, backend, num_classes):
         "per_rank_batch_size": args.batch_size,
         "data_replicas": 1,
         "num_classes": num_classes,
+        "image_size": args.image_size if args.model.startswith("spikformer") else None,
         "T": args.T,
         "steps": args.steps,
         "warmup": args.warmup,

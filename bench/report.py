@@ -58,6 +58,8 @@ def parse_args(argv=None):
     ap.add_argument("--model", default="cifar10dvs_vgg")
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--T", type=int, default=10)
+    ap.add_argument("--image-size", type=int, help="spikformer_*: input image size (default: 224)")
+    ap.add_argument("--num-classes", type=int, help="spikformer_*: classes (default: 1000)")
     ap.add_argument("--steps", type=int, default=5, help="timed steps per run")
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps per run (compilation happens here)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -89,6 +91,9 @@ def command_of(system, args, log):
     common = ["--model", args.model, "--batch-size", str(args.batch_size), "--T", str(args.T),
               "--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads),
               "--result-log", log]
+    for flag, value in (("--image-size", args.image_size), ("--num-classes", args.num_classes)):
+        if value is not None:
+            common += [flag, str(value)]
     if system.python is None:
         return [args.spikemesh, "bench", *common, "--device", "cpu", "--precision", "fp32"]
     return [system.python, os.path.join(REPO, system.script), *common, "--device", "cpu",
@@ -209,14 +214,15 @@ def ratio_text(a, b):
 
 def write_report(args, results, out_dir, multirank_md, command):
     sm = summary_of(results["spikemesh"]) if "spikemesh" in results else None
-    lines = [f"# spikemesh vs its peers: `{args.model}`, batch {args.batch_size}, T {args.T}, "
+    size = f", image {args.image_size}" if args.image_size else ""
+    lines = [f"# spikemesh vs its peers: `{args.model}`{size}, batch {args.batch_size}, T {args.T}, "
              f"fp32, CPU, {args.threads} threads", "",
              f"Command: `{command}`  ",
              f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; host {platform.node()}, "
              f"{cpu_model()}, {os.cpu_count()} cores; load average at the end "
              f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}.  ",
              f"Protocol: each run = {args.warmup} warm-up + {args.steps} timed training steps on one fixed "
-             f"synthetic batch (Adam lr 1e-3, dropout 0.25); {args.rounds} interleaved rounds; figures are "
+             f"synthetic batch (Adam lr 1e-3, the model's dropout); {args.rounds} interleaved rounds; figures are "
              "medians over the rounds of each run's median step (min–max over rounds in brackets). "
              "Peak memory is the process's peak RSS (MiB), which includes each runtime's fixed cost.", "",
              "| system | version | samples/s | step ms | forward / backward / optimizer ms | peak RSS MB "

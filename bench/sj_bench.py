@@ -46,11 +46,11 @@ def run(args):
     if args.device == "cuda":
         torch.backends.cudnn.benchmark = True
 
-    model, info = sj_models.build_model(args.model, args.dropout)
+    model, info = sj_models.build_model(args.model, args.dropout, args.T, args.image_size, args.num_classes)
     args.dropout = info["dropout"]
     model = model.to(device).train()
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    x, y = peer.synthetic_batch(args, info["input_shape"], info["classes"], False, device)
+    x, y = peer.synthetic_batch(args, info["input_shape"], info["classes"], info["static"], device)
     runner = torch.compile(model) if args.compile else model
     work = peer.Workload(model, runner, sj_models.mean_ce_loss, lambda: sj_models.reset(model))
     rec = peer.run_benchmark(args, work, opt, x, y, "spikingjelly", info["classes"])

@@ -1,5 +1,6 @@
 """sj_models.py — spikemesh's built-in models written with SpikingJelly's own public layers and
-neurons (multi-step mode), for the peer benchmarks (bench/sj_bench.py, bench/sj_distributed.py).
+neurons (multi-step mode), for the peer benchmarks (bench/sj_bench.py, bench/sj_distributed.py):
+the VGG from `layer.*` + `neuron.LIFNode`, Spikformer as SpikingJelly's own `model.spikformer`.
 
 No spikemesh code: only `spikingjelly.activation_based` {layer, neuron, surrogate, functional}.
 State-dict names and shapes equal spikemesh's (input/models/*.toml, the parity twins of
@@ -12,7 +13,10 @@ import torch
 import torch.nn as nn
 from spikingjelly.activation_based import functional, layer, neuron, surrogate
 
-MODEL_CHOICES = ("cifar10dvs_vgg",)
+MODEL_CHOICES = ("cifar10dvs_vgg", "spikformer_ti", "spikformer_s")
+
+# spikformer_*: (E, heads, depth) of spec §2 / input/models/spikformer_*.toml
+SPIKFORMER_SIZES = {"spikformer_ti": (256, 8, 4), "spikformer_s": (384, 12, 6)}
 
 # (in, out, avg-pool first) per block — spec/spikingjelly.md §1
 VGG_PLAN = [(2, 64, False), (64, 128, False), (128, 256, True), (256, 256, False),
@@ -68,14 +72,29 @@ class CIFAR10DVSVGG(nn.Module):
         return self.classifier(x)  # [T, N, classes]
 
 
-def build_model(name, dropout=None):
-    """(module, info) with info = {input_shape, classes, dropout}."""
+def build_spikformer(name, T, image_size=224, num_classes=1000):
+    """SpikingJelly 2.0's own Spikformer (model.spikformer.Spikformer: its patch stem, its
+    SpikingSelfAttention, its MLP; default LIF neurons), patch 16 — the same names, shapes and
+    parameter count as spikemesh's input/models/<name>.toml. Input [T, N, 3, S, S]."""
+    from spikingjelly.activation_based.model.spikformer import Spikformer
+    E, heads, depth = SPIKFORMER_SIZES[name]
+    model = Spikformer(T=T, in_channels=3, img_size_h=image_size, img_size_w=image_size, patch_size=16,
+                       num_classes=num_classes, embed_dims=E, num_heads=heads, mlp_ratio=4.0, depths=depth)
+    return model, dict(input_shape=(3, image_size, image_size), classes=num_classes, dropout=0.0, static=True)
+
+
+def build_model(name, dropout=None, T=4, image_size=224, num_classes=1000):
+    """(module, info) with info = {input_shape, classes, dropout, static}."""
+    if name in SPIKFORMER_SIZES:
+        if dropout:
+            raise SystemExit("--dropout: Spikformer has no dropout layer")
+        return build_spikformer(name, T, image_size, num_classes)
     if name != "cifar10dvs_vgg":
-        raise SystemExit(f"sj_models: model {name!r} has no SpikingJelly twin yet (choices: {MODEL_CHOICES})")
+        raise SystemExit(f"sj_models: model {name!r} has no SpikingJelly twin (choices: {MODEL_CHOICES})")
     p = 0.25 if dropout is None else dropout
     if not 0 <= p < 1:
         raise SystemExit(f"--dropout {p}: must be in [0, 1)")
-    return CIFAR10DVSVGG(dropout=p), dict(input_shape=(2, 48, 48), classes=10, dropout=p)
+    return CIFAR10DVSVGG(dropout=p), dict(input_shape=(2, 48, 48), classes=10, dropout=p, static=False)
 
 
 def mean_ce_loss(out, y):

@@ -30,7 +30,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "parity"))
 import torch_models as tm  # noqa: E402  (the parity test's PyTorch twins)
 
-MODEL_CHOICES = ("cifar10dvs_vgg", "fmnist_csnn")
+MODEL_CHOICES = ("cifar10dvs_vgg", "fmnist_csnn", "spikformer_ti", "spikformer_s")
+SPIKFORMER_SIZES = {"spikformer_ti": (256, 8, 4), "spikformer_s": (384, 12, 6)}  # E, heads, depth
 
 
 # ---------------------------------------------------------------------------- arguments
@@ -48,6 +49,8 @@ def parse_args(argv=None):
 MODEL_DEFAULTS = {
     "cifar10dvs_vgg": dict(dropout=0.25, input_kind="events"),
     "fmnist_csnn": dict(dropout=0.0, input_kind="static"),
+    "spikformer_ti": dict(dropout=0.0, input_kind="static"),
+    "spikformer_s": dict(dropout=0.0, input_kind="static"),
 }
 
 
@@ -70,8 +73,15 @@ def build_model(args):
     """The parity twin of spikemesh's built-in model (dropout-free, for determinism), with the
     VGG's dropout put back in front of the Linear as spikemesh has it (classifier.0 = dropout,
     classifier.1 = Linear, the same state-dict names). Returns (module, spec entry)."""
-    spec = tm.MODELS[args.model]
-    model = spec["build"]()
+    if args.model in SPIKFORMER_SIZES:  # the parity twin, sized by the flags
+        E, heads, depth = SPIKFORMER_SIZES[args.model]
+        model = tm.Spikformer(E=E, heads=heads, depth=depth, image_size=args.image_size,
+                              num_classes=args.num_classes)
+        spec = dict(tm.MODELS["spikformer_ti"], input_shape=(3, args.image_size, args.image_size),
+                    classes=args.num_classes)
+    else:
+        spec = tm.MODELS[args.model]
+        model = spec["build"]()
     p = args.dropout if args.dropout is not None else MODEL_DEFAULTS[args.model]["dropout"]
     if not 0 <= p < 1:
         raise SystemExit(f"--dropout {p}: must be in [0, 1)")
