@@ -82,6 +82,55 @@ inline bool takes_over(T v, T best) {
   return (v > best) | ((v != v) & (best == best));
 }
 
+// Kernel 3, any stride and padding: a window inside the image is 9 fixed offsets, taken in
+// row-major order with the same first-maximum / NaN rule as the general path; windows that
+// touch the padding are clipped as there.
+template <typename T, typename Idx>
+void maxpool3_forward(const PoolGeom& g, const T* x, T* y, Idx* argmax) {
+  const int64_t H = g.h, W = g.w, Ho = g.out_h(), Wo = g.out_w();
+  const int64_t st = g.stride, pad = g.padding;
+  const int64_t offs[9] = {0, 1, 2, W, W + 1, W + 2, 2 * W, 2 * W + 1, 2 * W + 2};
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const T* xp = x + p * H * W;
+    for (int64_t i = 0; i < Ho; ++i) {
+      const int64_t h0 = i * st - pad;
+      const int64_t kh0 = std::max<int64_t>(0, -h0), kh1 = std::min<int64_t>(3, H - h0);
+      T* yr = y + (p * Ho + i) * Wo;
+      Idx* ar = argmax + (p * Ho + i) * Wo;
+      for (int64_t j = 0; j < Wo; ++j) {
+        const int64_t w0 = j * st - pad;
+        const int64_t kw0 = std::max<int64_t>(0, -w0), kw1 = std::min<int64_t>(3, W - w0);
+        if (kh0 == 0 && kh1 == 3 && kw0 == 0 && kw1 == 3) {
+          const T* r = xp + h0 * W + w0;
+          T best = r[0];
+          int off = 0;
+          for (int q = 1; q < 9; ++q) {
+            const T v = r[offs[q]];
+            const bool t = takes_over(v, best);
+            best = t ? v : best;
+            off = t ? q : off;
+          }
+          yr[j] = best;
+          ar[j] = static_cast<Idx>(off);
+          continue;
+        }
+        int64_t best_off = kh0 * 3 + kw0;  // the first real element (padding never wins)
+        T best = xp[(h0 + kh0) * W + w0 + kw0];
+        for (int64_t a = kh0; a < kh1; ++a)
+          for (int64_t b = kw0; b < kw1; ++b) {
+            const T v = xp[(h0 + a) * W + w0 + b];
+            const bool t = takes_over(v, best);
+            best = t ? v : best;
+            best_off = t ? a * 3 + b : best_off;
+          }
+        yr[j] = best;
+        ar[j] = static_cast<Idx>(best_off);
+      }
+    }
+  }
+}
+
 template <typename T, typename Idx>
 void maxpool2d_forward(const T* x, const PoolGeom& g, T* y, Idx* argmax) {
   const int64_t H = g.h, W = g.w, Ho = g.out_h(), Wo = g.out_w();
@@ -105,6 +154,10 @@ void maxpool2d_forward(const T* x, const PoolGeom& g, T* y, Idx* argmax) {
     });
     return;
   }
+  if (k == 3) {  // Spikformer's MaxPool2d(3, 2, 1): unrolled interior windows
+    maxpool3_forward(g, x, y, argmax);
+    return;
+  }
   for_each_window(g, [](int64_t) {}, [&](int64_t p, int64_t o, const Window& w) {
     const T* xp = x + p * H * W;
     // Start at the first real element (padding never wins, even against -inf).
@@ -112,12 +165,11 @@ void maxpool2d_forward(const T* x, const PoolGeom& g, T* y, Idx* argmax) {
     T best = xp[(w.h0 + w.kh0) * W + w.w0 + w.kw0];
     for (int64_t a = w.kh0; a < w.kh1; ++a) {
       const T* row = xp + (w.h0 + a) * W + w.w0;
-      for (int64_t b = w.kw0; b < w.kw1; ++b) {
-        const T v = row[b];
-        if (takes_over(v, best)) {
-          best = v;
-          best_off = a * k + b;
-        }
+      for (int64_t b = w.kw0; b < w.kw1; ++b) {  // branch-free: float inputs make the
+        const T v = row[b];                         // winner unpredictable
+        const bool t = takes_over(v, best);
+        best = t ? v : best;
+        best_off = t ? a * k + b : best_off;
       }
     }
     y[p * Ho * Wo + o] = best;
