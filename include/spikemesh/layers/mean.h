@@ -1,7 +1,7 @@
 // mean.h — Mean: the mean over one per-sample dimension, e.g. Spikformer's head input
 // [T, N, E, L] -> [T, N, E] (mean over the L tokens; torch `x.mean(3)`). No parameters.
-// Saves only the input shape per slot (backward spreads dy / D evenly). CPU hooks; a CUDA
-// tensor gets the "no CUDA implementation in this build" error until the CUDA hook exists.
+// Saves only the input shape per slot (backward spreads dy / D evenly). CPU hooks: mean.cpp
+// (the reference); CUDA hooks (CUDA builds): mean_cuda.cpp over kernels/cuda/mean.h.
 #pragma once
 #include "spikemesh/layers/layer.h"
 
@@ -16,7 +16,7 @@ class Mean : public Layer {
   int dim() const { return dim_; }
 
  protected:
-  SM_CPU_HOOKS_
+  SM_LEAF_HOOKS
 
  private:
   int dim_;

@@ -6,8 +6,8 @@
 // Invariants: forward saves only its input in the slot ctx.slot — as bits when it is flagged
 // binary, else a reference (layers never write their inputs); B returns d(qkv) and releases
 // the slot. The output is not binary (multiples of scale). Non-binary input is accepted
-// (gradient checks). CPU only for now: a CUDA tensor gets the default "no CUDA
-// implementation" error.
+// (gradient checks). CPU hooks: spiking_attention.cpp (the reference); CUDA hooks (CUDA
+// builds): spiking_attention_cuda.cpp (popcount forward on spikes, else a tiled f32 GEMM).
 #pragma once
 #include "spikemesh/layers/layer.h"
 
@@ -22,8 +22,7 @@ class SpikingAttention : public Layer {
   double scale() const { return scale_; }
 
  protected:
-  Tensor forward_cpu(const Tensor& x, Ctx& ctx) override;
-  Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) override;
+  SM_LEAF_HOOKS
 
  private:
   int heads_;
