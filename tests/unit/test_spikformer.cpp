@@ -1,8 +1,8 @@
 // test_spikformer.cpp — the pieces Spikformer adds around the attention core (issue 12):
 // Mean over a per-sample dim (naive double reference, finite differences), Flatten with
 // start_dim (tokens), [[unit]] repeat = K with "{i}" names, and the built-in specs
-// spikformer_ti / spikformer_s (parameter counts = SpikingJelly 2.0's Spikformer, state-dict
-// names, a small variant running forward and backward).
+// spikformer_ti / _s / _cifar (parameter counts = SpikingJelly 2.0's Spikformer builders,
+// state-dict names, a small variant running forward and backward).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -160,6 +160,10 @@ TEST(SpikformerSpec, ParameterCountsEqualSpikingJelly) {
   s->finalize(DType::F32, Device::cpu(), 1);
   EXPECT_EQ(count_params(*s), 13244824);
   EXPECT_EQ(s->units.size(), 8u);
+  // spikformer_cifar10() (patch 4, E 384, 12 heads, depth 4, 32 px, 10 classes): 9,310,906
+  auto c = load_builtin_model("spikformer_cifar");
+  c->finalize(DType::F32, Device::cpu(), 1);
+  EXPECT_EQ(count_params(*c), 9310906);
 }
 
 TEST(SpikformerSpec, StateDictNamesAreSpikingJellys) {
