@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "gradient_check.h"
 #include "spikemesh/layers/flatten.h"
@@ -205,6 +206,40 @@ TEST(SpikformerSpec, SmallVariantRunsForwardAndBackward) {
     if (p->name == "head.weight") head_grad = test::detail::max_abs(p->grad);
   }
   EXPECT_GT(head_grad, 0.0);
+}
+
+// Every unit of a tiny Spikformer — the stem (4 conv/BN/[pool]/LIF stages and the positional
+// branch added to its input), an encoder block (SSA with the attention LIF at v_threshold 0.5,
+// the MLP, both residual adds) and the head (mean over tokens, Linear) — against central finite
+// differences in double. Neurons fire their surrogate's primitive (ctx.smooth_spikes) so the
+// loss is differentiable, and without detach_reset (a detached reset is, on purpose, not the
+// derivative of the forward); everything else is the built-in spec and the real layer code.
+TEST(SpikformerSpec, EveryUnitMatchesFiniteDifferences) {
+  std::ifstream in(builtin_model_path("spikformer_cifar"));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string spec = text.str();
+  const std::string detached = "detach_reset = true";
+  ASSERT_NE(spec.find(detached), std::string::npos);
+  spec.replace(spec.find(detached), detached.size(), "detach_reset = false");
+  const std::string path = write_spec("fd", spec);
+  ModelOverrides ov;
+  ov.vars = {{"E", 16}, {"heads", 2}, {"depth", 1}, {"image_size", 8}, {"num_classes", 3}, {"in_channels", 1}};
+  ov.T = 2;
+  auto m = load_model_spec(path, ov);
+  std::remove(path.c_str());
+  m->finalize(DType::F64, Device::cpu(), 3);
+  ASSERT_EQ(m->units.size(), 3u);  // stem, blocks.0, head
+  test::GradCheckOptions o;
+  o.smooth_spikes = true;
+  o.max_checks = 40;
+  const int T = 2, N = 2, E = 16, L = 4;  // 8x8 -> two stride-2 pools -> 2x2 tokens
+  EXPECT_TRUE(test::check_layer_gradients(*m->units[0], test::random_tensor({T, N, 1, 8, 8}, DType::F64, 61, 0, 2), o))
+      << "stem";
+  EXPECT_TRUE(test::check_layer_gradients(*m->units[1], test::random_tensor({T, N, E, L}, DType::F64, 62, 0, 1), o))
+      << "block";
+  EXPECT_TRUE(test::check_layer_gradients(*m->units[2], test::random_tensor({T, N, E, L}, DType::F64, 63), o))
+      << "head";
 }
 
 }  // namespace
