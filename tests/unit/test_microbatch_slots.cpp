@@ -5,8 +5,8 @@
 // slots (fused backward, reset_state between microbatches as the engine does). f64; equal to
 // 1e-12 relative (in practice bitwise: the accumulation order is the same).
 // Layers: Conv2d (also with a spike input kept as bits), Conv1d, Linear, BatchNorm1d/2d,
-// MaxPool2d/AvgPool2d, Flatten, Dropout, LIF/PLIF/IF, Residual, the graph composite, and each
-// Unit of the fmnist_csnn model.
+// MaxPool2d/AvgPool2d, Flatten (also tokens), Mean, Dropout, SSA (also on spikes kept as bits),
+// LIF/PLIF/IF, Residual, the graph composite, and each Unit of the fmnist_csnn model.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -20,8 +20,10 @@
 #include "spikemesh/layers/graph.h"
 #include "spikemesh/layers/graph_ops.h"
 #include "spikemesh/layers/linear.h"
+#include "spikemesh/layers/mean.h"
 #include "spikemesh/layers/neuron.h"
 #include "spikemesh/layers/pool.h"
+#include "spikemesh/layers/spiking_attention.h"
 #include "spikemesh/models/spec_loader.h"
 
 namespace sm {
@@ -168,6 +170,14 @@ TEST(MicrobatchSlots, PoolFlattenDropout) {
   check("avgpool2d", leaf<AvgPool2d>(PoolConfig{3, 2, 1}), {2, 6, 5});
   check("flatten", [] { return test::wrap(std::make_unique<Flatten>()); }, {2, 3, 4});
   check("dropout", [] { return test::wrap(std::make_unique<Dropout>(0.4)); }, {3, 5});
+  check("flatten tokens", [] { return test::wrap(std::make_unique<Flatten>(1)); }, {2, 3, 4});
+  check("mean", [] { return test::wrap(std::make_unique<Mean>(-1)); }, {3, 5});
+}
+
+TEST(MicrobatchSlots, SpikingSelfAttention) {
+  check("ssa", [] { return test::wrap(std::make_unique<SpikingAttention>(2, 0.125)); }, {12, 5});
+  check("ssa spikes", [] { return test::wrap(std::make_unique<SpikingAttention>(2, 0.125)); }, {12, 5},
+        /*binary=*/true);
 }
 
 TEST(MicrobatchSlots, Neurons) {
