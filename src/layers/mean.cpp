@@ -8,26 +8,13 @@
 namespace sm {
 namespace {
 
-struct Geometry {
-  int64_t outer = 1, d = 1, inner = 1;
-};
-
 // dim resolved against the per-sample shape (x without [T, N]).
 int resolve(int dim, size_t per_sample_rank) {
   const int r = static_cast<int>(per_sample_rank);
   return dim < 0 ? dim + r : dim;
 }
 
-Geometry geometry_of(const Shape& x, int per_sample_dim) {  // x: [T, N, ...]
-  Geometry g;
-  const size_t axis = 2 + static_cast<size_t>(per_sample_dim);
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (i < axis) g.outer *= x[i];
-    else if (i == axis) g.d = x[i];
-    else g.inner *= x[i];
-  }
-  return g;
-}
+using Geometry = Mean::View;
 
 template <typename T>
 void mean_forward(const T* x, const Geometry& g, T* y) {
@@ -59,6 +46,20 @@ SlotStore<Shape>& slots_of(std::shared_ptr<void>& p) {
 
 Mean::Mean(int dim) : dim_(dim) {}
 
+Mean::View Mean::view_of(const Shape& x) const {
+  const int d = resolve(dim_, x.size() - 2);
+  SM_CHECK(x.size() >= 3 && d >= 0 && d < static_cast<int>(x.size()) - 2,
+           "mean dim " << dim_ << " out of range for " << shape_str(x));
+  View g;
+  const size_t axis = 2 + static_cast<size_t>(d);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (i < axis) g.outer *= x[i];
+    else if (i == axis) g.d = x[i];
+    else g.inner *= x[i];
+  }
+  return g;
+}
+
 Shape Mean::output_shape(const Shape& in) const {
   const int r = static_cast<int>(in.size());
   const int d = resolve(dim_, in.size());
@@ -72,9 +73,7 @@ Shape Mean::output_shape(const Shape& in) const {
 
 Tensor Mean::forward_cpu(const Tensor& x, Ctx& ctx) {
   SM_CHECK(x.ndim() >= 3, "mean input must be [T, N, ...], got " << shape_str(x.shape()));
-  const int d = resolve(dim_, x.ndim() - 2);
-  SM_CHECK(d >= 0 && d < static_cast<int>(x.ndim()) - 2, "mean dim " << dim_ << " out of range for " << shape_str(x.shape()));
-  const Geometry g = geometry_of(x.shape(), d);
+  const Geometry g = view_of(x.shape());
   Shape out_shape = {x.dim(0), x.dim(1)};
   for (const int64_t s : output_shape(Shape(x.shape().begin() + 2, x.shape().end()))) out_shape.push_back(s);
   Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());  // [T, N, ...without dim]
@@ -88,7 +87,7 @@ Tensor Mean::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
   auto& store = slots_of(impl_);
   const Shape in = store.get(ctx.slot);
   store.release(ctx.slot);
-  const Geometry g = geometry_of(in, resolve(dim_, in.size() - 2));
+  const Geometry g = view_of(in);
   SM_CHECK(dy.numel() == g.outer * g.inner, "mean backward: dy " << shape_str(dy.shape()) << " does not match input "
                                                                  << shape_str(in));
   Tensor dx = Tensor::empty(in, dy.dtype(), dy.device());  // [T, N, ...]

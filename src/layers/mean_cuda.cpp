@@ -11,26 +11,6 @@
 namespace sm {
 namespace {
 
-struct Geometry {
-  int64_t outer = 1, d = 1, inner = 1;
-};
-
-// The per-sample dim (negative counts from the end) as an axis of x [T, N, ...]: the view
-// [outer, D, inner] around it (as mean.cpp).
-Geometry geometry_of(const Shape& x, int dim) {
-  const int per_sample = static_cast<int>(x.size()) - 2;
-  const int d = dim < 0 ? dim + per_sample : dim;
-  SM_CHECK(d >= 0 && d < per_sample, "mean dim " << dim << " out of range for " << shape_str(x));
-  Geometry g;
-  const size_t axis = 2 + static_cast<size_t>(d);
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (i < axis) g.outer *= x[i];
-    else if (i == axis) g.d = x[i];
-    else g.inner *= x[i];
-  }
-  return g;
-}
-
 SlotStore<Shape>& cuda_slots(std::shared_ptr<void>& p) {
   if (!p) p = std::make_shared<SlotStore<Shape>>();
   return *static_cast<SlotStore<Shape>*>(p.get());
@@ -42,7 +22,7 @@ Tensor Mean::forward_cuda(const Tensor& x, Ctx& ctx) {
   SM_CHECK(x.ndim() >= 3, "mean input must be [T, N, ...], got " << shape_str(x.shape()));
   cuda_layer::check_activation(x, "mean", name());
   CudaAllocLabel label("mean forward", &name_);
-  const Geometry g = geometry_of(x.shape(), dim_);
+  const View g = view_of(x.shape());
   Shape out_shape = {x.dim(0), x.dim(1)};
   for (const int64_t s : output_shape(Shape(x.shape().begin() + 2, x.shape().end()))) out_shape.push_back(s);
   Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());  // [T, N, ...without dim]
@@ -60,7 +40,7 @@ Tensor Mean::backward_input_cuda(const Tensor& dy, Ctx& ctx) {
   auto& store = cuda_slots(cuda_impl_);
   const Shape in = store.get(ctx.slot);
   store.release(ctx.slot);
-  const Geometry g = geometry_of(in, dim_);
+  const View g = view_of(in);
   SM_CHECK(dy.device().is_cuda() && dy.numel() == g.outer * g.inner,
            "mean backward: dy " << shape_str(dy.shape()) << " on " << dy.device().str() << " does not match input "
                                 << shape_str(in));

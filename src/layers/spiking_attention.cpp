@@ -18,16 +18,16 @@ using Slots = SlotStore<SavedActivation>;  // qkv [T, N, 3C, L] of each slot's f
 
 Slots& slots_of(const std::shared_ptr<void>& p) { return *static_cast<Slots*>(p.get()); }
 
-cpu::SsaGeom geom_of(const Shape& qkv, int heads) {  // qkv: [T, N, 3C, L]
+}  // namespace
+
+cpu::SsaGeom SpikingAttention::geometry(const Shape& qkv) const {  // qkv: [T, N, 3C, L]
   cpu::SsaGeom g;
   g.batch = qkv[0] * qkv[1];
-  g.heads = heads;
-  g.d = qkv[2] / 3 / heads;
+  g.heads = heads_;
+  g.d = qkv[2] / 3 / heads_;
   g.L = qkv[3];
   return g;
 }
-
-}  // namespace
 
 SpikingAttention::SpikingAttention(int heads, double scale) : heads_(heads), scale_(scale) {
   if (heads < 1) SM_INPUT_ERROR("ssa: heads must be >= 1, got " << heads);
@@ -52,7 +52,7 @@ Tensor SpikingAttention::forward_cpu(const Tensor& x, Ctx& ctx) {
   SM_CHECK(x.ndim() == 4, "ssa input must be [T, N, 3C, L], got " << shape_str(x.shape()));
   layer_ops::check_activation(x, "ssa", name());
   const Shape ps = output_shape({x.dim(2), x.dim(3)});  // [C, L]
-  const cpu::SsaGeom g = geom_of(x.shape(), heads_);
+  const cpu::SsaGeom g = geometry(x.shape());
   Tensor y = Tensor::empty({x.dim(0), x.dim(1), ps[0], ps[1]}, x.dtype(), x.device());  // [T, N, C, L]
   const bool binary = x.is_binary();
   if (x.dtype() == DType::F64)
@@ -72,7 +72,7 @@ Tensor SpikingAttention::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
   SM_CHECK(dy.shape() == ys && dy.dtype() == qkv.dtype(),
            "ssa backward: dy " << shape_str(dy.shape()) << " " << dtype_name(dy.dtype()) << " does not match output "
                                << shape_str(ys) << " " << dtype_name(qkv.dtype()));
-  const cpu::SsaGeom g = geom_of(xs, heads_);
+  const cpu::SsaGeom g = geometry(xs);
   Tensor dx = Tensor::empty(xs, dy.dtype(), dy.device());  // [T, N, 3C, L]
   if (dy.dtype() == DType::F64)
     cpu::ssa_backward<double>(dy.data<double>(), qkv.data<double>(), g, scale_, dx.data<double>());

@@ -27,15 +27,6 @@ Slots& cuda_slots(std::shared_ptr<void>& p) {
   return *static_cast<Slots*>(p.get());
 }
 
-cpu::SsaGeom geom_of(const Shape& qkv, int heads) {  // qkv: [T, N, 3C, L]
-  cpu::SsaGeom g;
-  g.batch = qkv[0] * qkv[1];
-  g.heads = heads;
-  g.d = qkv[2] / 3 / heads;
-  g.L = qkv[3];
-  return g;
-}
-
 Tensor workspace(int64_t floats, const Device& dev) {
   return Tensor::empty({std::max<int64_t>(floats, 1)}, DType::F32, dev);
 }
@@ -47,7 +38,7 @@ Tensor SpikingAttention::forward_cuda(const Tensor& x, Ctx& ctx) {
   cuda_layer::check_activation(x, "ssa", name());
   CudaAllocLabel label("ssa forward", &name_);
   const Shape ps = output_shape({x.dim(2), x.dim(3)});  // [C, L]
-  const cpu::SsaGeom g = geom_of(x.shape(), heads_);
+  const cpu::SsaGeom g = geometry(x.shape());
   Tensor y = Tensor::empty({x.dim(0), x.dim(1), ps[0], ps[1]}, x.dtype(), x.device());  // [T, N, C, L]
   cuda_layer::DeviceSaved& saved = cuda_slots(cuda_impl_).fresh(ctx.slot);
   saved = cuda_layer::DeviceSaved::save(x);  // bits when binary
@@ -76,7 +67,7 @@ Tensor SpikingAttention::backward_input_cuda(const Tensor& dy, Ctx& ctx) {
            "ssa backward: dy " << shape_str(dy.shape()) << " " << dtype_name(dy.dtype()) << " on "
                                << dy.device().str() << " does not match output " << shape_str(ys) << " "
                                << dtype_name(saved.dtype()));
-  const cpu::SsaGeom g = geom_of(xs, heads_);
+  const cpu::SsaGeom g = geometry(xs);
   Tensor dx = Tensor::empty(xs, dy.dtype(), dy.device());  // [T, N, 3C, L]
   const Tensor work = workspace(cuda::ssa_backward_workspace_floats(g), dy.device());
   const Tensor qkv = saved.packed() ? Tensor() : saved.restore();  // the kept input when not bits

@@ -15,6 +15,13 @@ class Mean : public Layer {
   std::string type() const override { return "mean"; }
   int dim() const { return dim_; }
 
+  // x [T, N, ...] viewed as [outer, d, inner] around the averaged dim (both devices' hooks);
+  // an internal error when dim does not fit x.
+  struct View {
+    int64_t outer = 1, d = 1, inner = 1;
+  };
+  View view_of(const Shape& x) const;
+
  protected:
   SM_LEAF_HOOKS
 

@@ -9,6 +9,7 @@
 // (gradient checks). CPU hooks: spiking_attention.cpp (the reference); CUDA hooks (CUDA
 // builds): spiking_attention_cuda.cpp (popcount forward on spikes, else a tiled f32 GEMM).
 #pragma once
+#include "spikemesh/kernels/cpu/spiking_attention.h"
 #include "spikemesh/layers/layer.h"
 
 namespace sm {
@@ -25,6 +26,9 @@ class SpikingAttention : public Layer {
   SM_LEAF_HOOKS
 
  private:
+  // The kernels' view of an input qkv [T, N, 3C, L] (both devices).
+  cpu::SsaGeom geometry(const Shape& qkv) const;
+
   int heads_;
   double scale_;
 };
