@@ -66,6 +66,40 @@ void read_vars(const toml::table& root, Context& ctx, const ModelOverrides& ov) 
   }
 }
 
+// [[require]] value = "image_size / 16", why = "...": an integer expression over the vars that
+// must evaluate (every "/" exact) to at least `min` (default 1); checked once, after overrides,
+// so that a var combination the model cannot use is refused with the spec's own reason.
+void check_requirements(const toml::table& root, const Context& ctx) {
+  const toml::node* n = root.get("require");
+  if (!n) return;
+  const toml::array* reqs = n->as_array();
+  if (!reqs) spec::fail_at(ctx, static_cast<int>(n->source().begin.line), "top level", "'require' must be a list of [[require]] tables");
+  int index = 0;
+  for (const toml::node& e : *reqs) {
+    const std::string where = "[[require]] " + std::to_string(index++);
+    const toml::table* t = e.as_table();
+    if (!t) spec::fail_at(ctx, static_cast<int>(e.source().begin.line), where, "must be a table");
+    FieldReader r(*t, ctx, where);
+    const std::string expr = r.string("value");
+    const std::string why = r.string("why", "");
+    const int64_t min = r.integer("min", 1);
+    r.finish();
+    std::string used;  // "image_size = 100" for every var the expression names
+    for (auto& [name, value] : ctx.vars) {
+      size_t at = expr.find(name);
+      bool whole = at != std::string::npos && (at == 0 || !(std::isalnum(static_cast<unsigned char>(expr[at - 1])) || expr[at - 1] == '_'));
+      size_t end = at + name.size();
+      whole = whole && (end == expr.size() || !(std::isalnum(static_cast<unsigned char>(expr[end])) || expr[end] == '_'));
+      if (whole) used += (used.empty() ? "" : ", ") + name + " = " + std::to_string(value);
+    }
+    std::string err;
+    const std::optional<int64_t> v = spec::eval_int_expr(expr, ctx.vars, &err);
+    if (v && *v < min) err = "evaluates to " + std::to_string(*v) + ", needs >= " + std::to_string(min);
+    if (!err.empty())
+      r.fail("\"" + expr + "\"" + (used.empty() ? "" : " with " + used) + ": " + err + (why.empty() ? "" : " (" + why + ")"));
+  }
+}
+
 void read_neuron_presets(const toml::table& root, Context& ctx) {
   const toml::node* n = root.get("neurons");
   if (!n) return;
@@ -183,11 +217,12 @@ std::unique_ptr<Model> load_model_spec(const std::string& path, const ModelOverr
 
   for (auto&& [k, v] : root) {
     std::string key(k.str());
-    if (key != "model" && key != "vars" && key != "neurons" && key != "unit")
+    if (key != "model" && key != "vars" && key != "neurons" && key != "unit" && key != "require")
       spec::fail_at(ctx, static_cast<int>(v.source().begin.line), "top level",
-                    "unknown table '" + key + "' (valid: [model], [vars], [neurons.<name>], [[unit]])");
+                    "unknown table '" + key + "' (valid: [model], [vars], [[require]], [neurons.<name>], [[unit]])");
   }
   read_vars(root, ctx, ov);
+  check_requirements(root, ctx);
   auto model = std::make_unique<Model>();
   model->info = read_model_table(root, ctx, ov);
   read_neuron_presets(root, ctx);

@@ -143,6 +143,62 @@ TEST(SpecRepeat, Errors) {
   std::remove(zero.c_str());
 }
 
+// ---------------------------------------------------------------------------- [[require]]
+std::string load_error(const std::string& model, const ModelOverrides& ov) {
+  try {
+    load_builtin_model(model, ov);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SpecRequire, RefusesVarsTheModelCannotUseWithTheReason) {
+  const std::string path = write_spec("req", std::string("[[require]]\nvalue = \"depth / 2\"\nwhy = \"pairs\"\n") +
+                                                 repeat_spec("blocks.{i}", "\"depth\""));
+  ModelOverrides ov;
+  ov.vars["depth"] = 2;
+  EXPECT_NO_THROW(load_model_spec(path, ov));
+  ov.vars["depth"] = 3;
+  try {
+    load_model_spec(path, ov);
+    ADD_FAILURE() << "depth 3 accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    for (const char* part : {"depth = 3", "3 / 2 is not an integer", "(pairs)", "[[require]] 0"})
+      EXPECT_NE(m.find(part), std::string::npos) << part << " missing in: " << m;
+    EXPECT_NE(m.find(path + ":1:"), std::string::npos) << m;  // file and line
+  }
+  ov.vars["depth"] = 0;  // min defaults to 1: 0 / 2 = 0 is refused
+  EXPECT_THROW(load_model_spec(path, ov), Error);
+  std::remove(path.c_str());
+}
+
+TEST(SpecRequire, SpikformerSpecsRefuseBadHeadsWidthsAndImageSizes) {
+  struct Case {
+    const char* model;
+    const char* var;
+    int64_t value;
+    const char* expect;
+  };
+  for (const Case& c : {Case{"spikformer_ti", "heads", 0, "heads = 0"}, Case{"spikformer_ti", "heads", -4, "heads = -4"},
+                        Case{"spikformer_ti", "heads", 12, "256 / 12 is not an integer"},
+                        Case{"spikformer_s", "E", 388, "E = 388"},
+                        Case{"spikformer_ti", "image_size", 100, "100 / 16 is not an integer"},
+                        Case{"spikformer_cifar", "image_size", 30, "30 / 4 is not an integer"}}) {
+    ModelOverrides ov;
+    ov.vars[c.var] = c.value;
+    const std::string m = load_error(c.model, ov);
+    EXPECT_NE(m.find(c.expect), std::string::npos) << c.model << " " << c.var << "=" << c.value << ": " << m;
+    EXPECT_NE(m.find(std::string(c.model) + ".toml:"), std::string::npos) << m;
+  }
+  ModelOverrides ok;
+  ok.vars["image_size"] = 28;
+  EXPECT_EQ(load_error("spikformer_cifar", ok), "");
+  ok.vars["image_size"] = 32;
+  EXPECT_EQ(load_error("spikformer_ti", ok), "");
+}
+
 // ---------------------------------------------------------------------------- built-in specs
 int64_t count_params(Model& m) {
   int64_t n = 0;
