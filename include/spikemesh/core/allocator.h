@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "spikemesh/core/device.h"
+#include "spikemesh/core/host_arena.h"
 
 namespace sm {
 
@@ -45,9 +46,13 @@ class Allocator {
   size_t current_ = 0, peak_ = 0, cached_ = 0;
 };
 
-// Host memory, 64-byte aligned, blocks cached by rounded size class.
+// Host memory, 64-byte aligned, sizes rounded to classes (round_size): blocks below
+// kLargeBytes cached per class, larger ones carved from a coalescing HostArena
+// (allocator.cpp). cached_bytes() = cached small blocks + the arena's free ranges.
 class CpuCachingAllocator final : public Allocator {
  public:
+  static constexpr size_t kLargeBytes = size_t{1} << 20;
+  CpuCachingAllocator();
   ~CpuCachingAllocator() override;
   void* allocate(size_t bytes) override;
   void deallocate(void* p, size_t bytes) override;
@@ -55,8 +60,10 @@ class CpuCachingAllocator final : public Allocator {
   static size_t round_size(size_t bytes);
 
  private:
+  void* allocate_large(size_t sz);
   std::mutex mu_;
-  std::map<size_t, std::vector<void*>> free_;  // size class -> cached blocks
+  std::map<size_t, std::vector<void*>> free_;  // size class -> cached blocks (< kLargeBytes)
+  HostArena arena_;                            // blocks >= kLargeBytes
 };
 
 // The allocator of a device: cpu_allocator() or the device's CudaCachingAllocator
