@@ -6,7 +6,9 @@
 #   3. the fused LIF kernel benchmark (CUDA events; GB/s vs a device-to-device copy);
 #   4. cifar10dvs_vgg, T 10, batch 2 and 32, fp32 and bf16: spikemesh bench beside
 #      bench/torch_bench.py (torch.compile) on the same GPU, appended to $OUT/bench.jsonl;
-#   5. the side-by-side table last (bench/compare.py), so it is in the reply's tail.
+#   5. spikformer_ti 224 px, batch 4, T 8, fp32 and bf16 the same way (issue 12's GPU target),
+#      and the SSA forward paths (popcount vs GEMM) from GpuSsa.ForwardPathTimings;
+#   6. the side-by-side table last (bench/compare.py), so it is in the reply's tail.
 # Logs go to $OUT (or /tmp/gpu_check). Any failing step is reported and the rest still runs;
 # the exit status is non-zero when a test failed.
 set -uo pipefail
@@ -33,6 +35,14 @@ for prec in fp32 bf16; do
     "$SM" bench "${args[@]}" --device cuda --precision "$prec" --result-log "$LOG" 2>&1 | tail -6 || status=1
     "$PY" bench/torch_bench.py "${args[@]}" --device cuda --precision "$prec" --compile --result-log "$LOG" 2>&1 | tail -4 || true
   done
+done
+echo "== SSA forward paths (GpuSsa.ForwardPathTimings) =="
+grep "ssa forward" "$OUT/gpu_tests.log" || "$B/bin/spikemesh_tests" --gtest_filter='GpuSsa.ForwardPathTimings' --gtest_color=no 2>&1 | grep "ssa forward"
+for prec in fp32 bf16; do
+  args=(--model spikformer_ti --image-size 224 --batch-size 4 --T 8 --steps 20 --warmup 5)
+  echo "== bench spikformer_ti $prec batch 4 =="
+  "$SM" bench "${args[@]}" --device cuda --precision "$prec" --result-log "$LOG" 2>&1 | tail -6 || status=1
+  "$PY" bench/torch_bench.py "${args[@]}" --device cuda --precision "$prec" --compile --result-log "$LOG" 2>&1 | tail -4 || true
 done
 echo "== spikemesh vs PyTorch (torch.compile), same GPU =="
 "$PY" bench/compare.py "$LOG"

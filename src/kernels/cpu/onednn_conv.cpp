@@ -102,6 +102,25 @@ struct Dims {
   }
 };
 
+// Every convolution primitive takes its scratchpad from the caller (a tensor of our caching
+// allocator, bound per call): oneDNN's own (library-mode) scratchpads are plain mallocs kept
+// per thread at their largest size — up to ~200 MiB for the backward of a 3-channel 224²
+// convolution — which counted in no allocator statistic and could not reuse freed pages.
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// A scratchpad of `desc`'s size for one execution (an empty tensor when it needs none).
+Tensor scratch_for(const md& desc, std::unordered_map<int, dnnl::memory>& args) {
+  const size_t bytes = desc.get_size();
+  if (bytes == 0) return Tensor();
+  Tensor t = Tensor::empty({static_cast<int64_t>((bytes + 3) / 4)}, DType::F32);
+  args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(desc, dnnl_engine(), t.raw());
+  return t;
+}
+
 enum Direction : int64_t { kForward = 0, kBackwardData = 1, kBackwardWeights = 2 };
 
 std::vector<int64_t> cache_key(Direction dir, const Conv2dGeometry& g, bool bias) {
@@ -124,18 +143,19 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Dims& d, bool blocked
                    : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
                                                      dnnl::algorithm::convolution_direct, src, wei,
                                                      dst, d.strides, d.pad, d.pad);
-  return dnnl::convolution_forward::primitive_desc(desc, dnnl_engine());
+  return dnnl::convolution_forward::primitive_desc(desc, user_scratchpad(), dnnl_engine());
 }
 
 struct ForwardEntry {
   dnnl::convolution_forward prim;
   Operand src, wei, dst;
-  md bias;
+  md bias, scratch;
 };
 
 struct BackwardDataEntry {
   dnnl::convolution_backward_data prim;
   Operand diff_dst, wei, diff_src;
+  md scratch;
 };
 
 struct BackwardWeightsEntry {
@@ -143,7 +163,7 @@ struct BackwardWeightsEntry {
   Operand src, diff_dst;
   md diff_wei;            // the primitive's layout
   dnnl::reorder add_wei;  // diff_wei (prim layout) -> user oihw with dst += src
-  md diff_bias;
+  md diff_bias, scratch;
 };
 
 template <class E>
@@ -164,7 +184,7 @@ void conv2d_forward_dnnl(const Conv2dGeometry& g, const float* x, const float* w
     note_dnnl_implementation("conv2d forward", pd.impl_info_str());
     return ForwardEntry{dnnl::convolution_forward(pd), make_input(d.user_src(), pd.src_desc()),
                         make_input(d.user_wei(), pd.weights_desc()),
-                        make_output(d.user_dst(), pd.dst_desc()), d.user_bias()};
+                        make_output(d.user_dst(), pd.dst_desc()), d.user_bias(), pd.scratchpad_desc()};
   }));
   auto& s = dnnl_stream();
   SM_DNNL_CHECK("conv2d forward", {
@@ -173,6 +193,7 @@ void conv2d_forward_dnnl(const Conv2dGeometry& g, const float* x, const float* w
         {DNNL_ARG_SRC, src.prim}, {DNNL_ARG_WEIGHTS, wei.prim}, {DNNL_ARG_DST, dst.prim}};
     if (has_bias)
       args[DNNL_ARG_BIAS] = dnnl::memory(e->bias, dnnl_engine(), const_cast<float*>(bias));
+    const Tensor scratch = scratch_for(e->scratch, args);
     e->prim.execute(s, args);
     finish_output(e->dst, dst, s);
     s.wait();
@@ -190,20 +211,21 @@ void conv2d_backward_data_dnnl(const Conv2dGeometry& g, const float* dy, const f
         dnnl::algorithm::convolution_direct, d.pick(d.src, blocked, tag::nchw),
         d.pick(d.wei, blocked, tag::oihw), d.pick(d.dst, blocked, tag::nchw), d.strides, d.pad,
         d.pad);
-    dnnl::convolution_backward_data::primitive_desc pd(desc, dnnl_engine(), hint);
+    dnnl::convolution_backward_data::primitive_desc pd(desc, user_scratchpad(), dnnl_engine(), hint);
     note_dnnl_implementation("conv2d backward data", pd.impl_info_str());
     return BackwardDataEntry{dnnl::convolution_backward_data(pd),
                              make_input(d.user_dst(), pd.diff_dst_desc()),
                              make_input(d.user_wei(), pd.weights_desc()),
-                             make_output(d.user_src(), pd.diff_src_desc())};
+                             make_output(d.user_src(), pd.diff_src_desc()), pd.scratchpad_desc()};
   }));
   auto& s = dnnl_stream();
   SM_DNNL_CHECK("conv2d backward data", {
     Bound ddst = bind_input(e->diff_dst, dy, s), wei = bind_input(e->wei, w, s),
           dsrc = bind_output(e->diff_src, dx);
-    e->prim.execute(s, {{DNNL_ARG_DIFF_DST, ddst.prim},
-                        {DNNL_ARG_WEIGHTS, wei.prim},
-                        {DNNL_ARG_DIFF_SRC, dsrc.prim}});
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_DIFF_DST, ddst.prim}, {DNNL_ARG_WEIGHTS, wei.prim}, {DNNL_ARG_DIFF_SRC, dsrc.prim}};
+    const Tensor scratch = scratch_for(e->scratch, args);
+    e->prim.execute(s, args);
     finish_output(e->diff_src, dsrc, s);
     s.wait();
   });
@@ -225,7 +247,7 @@ void conv2d_backward_weights_dnnl(const Conv2dGeometry& g, const float* x, const
                          : dnnl::convolution_backward_weights::desc(
                                dnnl::algorithm::convolution_direct, src, wei, dst, d.strides,
                                d.pad, d.pad);
-    dnnl::convolution_backward_weights::primitive_desc pd(desc, dnnl_engine(), hint);
+    dnnl::convolution_backward_weights::primitive_desc pd(desc, user_scratchpad(), dnnl_engine(), hint);
     note_dnnl_implementation("conv2d backward weights", pd.impl_info_str());
     dnnl::post_ops sum;
     sum.append_sum(1.0f);
@@ -236,7 +258,7 @@ void conv2d_backward_weights_dnnl(const Conv2dGeometry& g, const float* x, const
     return BackwardWeightsEntry{dnnl::convolution_backward_weights(pd),
                                 make_input(d.user_src(), pd.src_desc()),
                                 make_input(d.user_dst(), pd.diff_dst_desc()),
-                                pd.diff_weights_desc(), add, d.user_bias()};
+                                pd.diff_weights_desc(), add, d.user_bias(), pd.scratchpad_desc()};
   }));
   auto& s = dnnl_stream();
   SM_DNNL_CHECK("conv2d backward weights", {
@@ -250,6 +272,7 @@ void conv2d_backward_weights_dnnl(const Conv2dGeometry& g, const float* x, const
       btemp = Tensor::empty({g.out_channels}, DType::F32);
       args[DNNL_ARG_DIFF_BIAS] = dnnl::memory(e->diff_bias, dnnl_engine(), btemp.raw());
     }
+    const Tensor scratch = scratch_for(e->scratch, args);
     e->prim.execute(s, args);
     dnnl::memory dw_user(Dims(g).user_wei(), dnnl_engine(), dw);
     e->add_wei.execute(s, dwei_prim, dw_user);
