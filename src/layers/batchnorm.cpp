@@ -193,9 +193,10 @@ Shape BatchNorm::output_shape(const Shape& in) const {
     SM_INPUT_ERROR(type() << " expects per-sample input "
                           << (cfg_.spatial_dims == 1 ? "[C] or [C, L]" : "[C, H, W]") << ", got "
                           << shape_str(in));
-  if (in[0] != cfg_.num_features)
-    SM_INPUT_ERROR(type() << " has " << cfg_.num_features << " channels but its input "
-                          << shape_str(in) << " has " << in[0]);
+  const int64_t C = own_params_[0]->local_shape[0];  // num_features, or its tp channel shard
+  if (in[0] != C)
+    SM_INPUT_ERROR(type() << " has " << C << " channels" << (C != cfg_.num_features ? " (its tensor-parallel shard)" : "")
+                          << " but its input " << shape_str(in) << " has " << in[0]);
   return in;
 }
 
@@ -330,7 +331,7 @@ Tensor BatchNorm::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
 void BatchNorm::backward_weight_cpu(Ctx& ctx) {
   Impl& im = impl_of(impl_);
   Saved& sv = im.slots.get(ctx.slot);
-  SM_CHECK(sv.dgamma.size() == static_cast<size_t>(cfg_.num_features),
+  SM_CHECK(sv.dgamma.size() == static_cast<size_t>(param(0).local_shape[0]),
            "batchnorm backward_weight before backward_input");
   add_doubles(param(0).grad, sv.dgamma);
   add_doubles(param(1).grad, sv.dbeta);

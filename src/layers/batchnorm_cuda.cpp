@@ -148,7 +148,7 @@ void BatchNorm::backward_weight_cuda(Ctx& ctx) {
   CudaImpl& im = impl(cuda_impl_);
   CudaSaved& sv = im.slots.get(ctx.slot);
   SM_CHECK(sv.has_param_grads, "batchnorm backward_weight before backward_input");
-  const int64_t C = cfg_.num_features;
+  const int64_t C = param(0).local_shape[0];  // num_features, or its tp channel shard
   cuda::bn_accumulate_param_grads_cuda(row(sv.stats, kDGamma, C), row(sv.stats, kDBeta, C), C,
                                        param(0).grad.data<float>(), param(1).grad.data<float>(),
                                        cuda_layer::stream_of(sv.stats));

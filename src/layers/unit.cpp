@@ -64,7 +64,7 @@ void Unit::finalize(DType dt, Device dev, uint64_t seed) {
     flat_value_ = flat_value_.to(dev);
     bind();
   }
-  for (Buffer* b : buffers()) b->value = Tensor::full(b->shape, b->init, b->integer ? DType::I64 : dt, dev);
+  for (Buffer* b : buffers()) b->value = Tensor::full(b->held_shape(), b->init, b->integer ? DType::I64 : dt, dev);
 }
 
 }  // namespace sm

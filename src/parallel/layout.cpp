@@ -16,24 +16,34 @@ namespace sm {
 
 void validate_parallel_flags(const LayoutOptions& o) {
   const std::string& m = o.mode;
-  if (m == "tp" || m == "fsdp_tp" || m == "pp" || m == "auto")
-    SM_INPUT_ERROR("--distributed-mode " << m << " is not implemented yet (available: none, dp, fsdp)");
-  if (m != "none" && m != "dp" && m != "fsdp")
-    SM_INPUT_ERROR("--distributed-mode must be none, dp or fsdp, got '" << m << "'");
+  if (m == "fsdp_tp" || m == "pp" || m == "auto")
+    SM_INPUT_ERROR("--distributed-mode " << m << " is not implemented yet (available: none, dp, fsdp, tp)");
+  if (m != "none" && m != "dp" && m != "fsdp" && m != "tp")
+    SM_INPUT_ERROR("--distributed-mode must be none, dp, fsdp or tp, got '" << m << "'");
   const std::string& z = o.strategy.sharding;
   if (z != "none" && z != "zero" && z != "zero2")
     SM_INPUT_ERROR("--optimizer-sharding must be none, zero or zero2, got '" << z << "'");
-  if (z != "none" && m != "dp")
-    SM_INPUT_ERROR("--optimizer-sharding " << z << " needs --distributed-mode dp"
+  if (z != "none" && m != "dp" && m != "tp")
+    SM_INPUT_ERROR("--optimizer-sharding " << z << " needs --distributed-mode dp or tp"
                                            << (m == "fsdp" ? " (fsdp always shards the optimizer state)" : ""));
   if (!(o.strategy.bucket_mb > 0)) SM_INPUT_ERROR("--bucket-mb must be positive, got " << o.strategy.bucket_mb);
 }
 
 void validate_layout_for_mesh(const LayoutOptions& o, int world_size, int tp, int pp) {
   validate_parallel_flags(o);
-  if (tp > 1 || pp > 1)
-    SM_INPUT_ERROR("--mesh-shape dp=" << world_size / (tp * pp) << " tp=" << tp << " pp=" << pp
-                                      << ": tensor and pipeline parallelism are not implemented yet; spikemesh runs data parallelism only (use tp = pp = 1)");
+  const int dp = world_size / (tp * pp);
+  if (pp > 1)
+    SM_INPUT_ERROR("--mesh-shape dp=" << dp << " tp=" << tp << " pp=" << pp
+                                      << ": pipeline parallelism is not implemented yet (use pp = 1)");
+  if (o.mode == "tp" && tp == 1)
+    SM_INPUT_ERROR("--distributed-mode tp needs a tensor-parallel size > 1 in --mesh-shape (e.g. --mesh-shape 1 "
+                   << world_size << " with " << world_size << " ranks)");
+  if (tp > 1 && o.mode == "fsdp")
+    SM_INPUT_ERROR("--distributed-mode fsdp with tp = " << tp << " is fsdp_tp, which is not implemented yet; use "
+                   "--distributed-mode tp (or dp) for dp x tp");
+  if (tp > 1 && o.strategy.sharding != "none")
+    SM_INPUT_ERROR("--optimizer-sharding " << o.strategy.sharding << " with tp = " << tp
+                                           << " is not implemented yet; use --optimizer-sharding none");
   if (o.mode == "none" && world_size > 1)
     SM_INPUT_ERROR("--distributed-mode none runs on one rank; with " << world_size
                                                                      << " ranks use --distributed-mode dp or fsdp");
@@ -43,6 +53,10 @@ Layout::Layout(Model& model, Mesh* mesh, const LayoutOptions& opts)
     : model_(model), mesh_(mesh), opts_(opts), stage_(model, 0, model.units.size()) {
   world_ = mesh ? &mesh->world() : nullptr;
   dp_ = mesh ? &mesh->dp() : nullptr;
+  if (mesh && mesh->shape().tp > 1) {
+    tp_ = &mesh->tp();
+    tp_coll_ = std::make_unique<CommCollectives>(*tp_);
+  }
   build(mesh ? mesh->shape().tp : 1, mesh ? mesh->shape().pp : 1);
 }
 
@@ -55,8 +69,17 @@ Layout::Layout(Model& model, Comm& dp, const LayoutOptions& opts)
 void Layout::build(int tp, int pp) {
   SM_CHECK(model_.finalized(), "a layout needs a finalised model");
   validate_layout_for_mesh(opts_, world_size(), tp, pp);
+  if (tp > 1)
+    for (Param* p : stage_.params()) {
+      const bool tp_shard = p->shard.sharded() && p->shard.group == ShardSpec::Group::TP;
+      SM_CHECK(!tp_shard || p->shard.count == tp, "parameter '" << p->name << "' is split " << p->shard.count
+                                                                 << " ways for tp = " << tp);
+      if (p->grad_summed_over_tp) tp_partial_.push_back(p);
+    }
   if (dp_) {
-    strategy_ = make_strategy(stage_, *dp_, opts_.mode, opts_.strategy);  // collective over dp ("none": dp)
+    // "tp": the dp family's plain gradient all-reduce over dp (of size 1 when the mesh has dp 1)
+    const std::string mode = opts_.mode == "tp" ? "dp" : opts_.mode;
+    strategy_ = make_strategy(stage_, *dp_, mode, opts_.strategy);  // collective over dp ("none": dp)
     if (opts_.sync_bn) bn_sync_ = std::make_unique<CommCollectives>(*dp_);
   } else {
     strategy_ = make_single_rank_strategy(stage_);
@@ -70,11 +93,11 @@ int Layout::world_size() const { return world_ ? world_->size() : 1; }
 std::string Layout::describe() const {
   if (!world_) return "dp=1 tp=1 pp=1";
   const std::string shape = mesh_ ? mesh_->shape().str() : MeshShape{dp_->size(), 1, 1}.str();
-  return shape + " " + strategy_->name() + (opts_.sync_bn ? " sync-bn" : "");
+  return shape + " " + strategy_->name() + (tp_ ? " +tp" : "") + (opts_.sync_bn ? " sync-bn" : "");
 }
 
-// With tp = pp = 1 every rank reads its own samples (its dp part of each global batch) and
-// holds its own shards: the data and checkpoint groups are the world.
+// Every rank reads its dp part of each global batch (the tp ranks of a dp replica read the same
+// samples) and writes its own shards: the data and checkpoint groups are the world.
 Comm* data_group_of(Mesh* mesh) { return mesh ? &mesh->world() : nullptr; }
 int data_ranks_of(Mesh* mesh) { return mesh ? mesh->shape().dp : 1; }
 
@@ -86,13 +109,40 @@ bool Layout::is_root() const { return !world_ || world_->rank() == 0; }
 
 std::vector<Param*> Layout::optimizer_params() { return strategy_->optimizer_params(); }
 Collectives* Layout::shard_group() { return strategy_->shard_group(); }
-std::vector<ParamPlacement> Layout::placements(bool saving) { return strategy_->placements(saving); }
+
+std::vector<Param*> Layout::norm_params() {
+  std::vector<Param*> out = optimizer_params();
+  if (tp_rank() == 0) return out;
+  std::vector<Param*> mine;
+  for (Param* p : out)
+    if (p->shard.sharded() && p->shard.group == ShardSpec::Group::TP) mine.push_back(p);
+  return mine;
+}
+
+Collectives* Layout::norm_group() {
+  if (!tp_) return shard_group();
+  SM_CHECK(shard_group() == nullptr, "the gradient norm over dp shards and tp is not implemented");
+  return tp_coll_.get();
+}
+int Layout::tp_rank() const { return tp_ ? tp_->rank() : 0; }
+int Layout::tp_size() const { return tp_ ? tp_->size() : 1; }
+bool Layout::counts_in_metrics() const { return tp_rank() == 0; }
+
+std::vector<ParamPlacement> Layout::placements(bool saving) {
+  std::vector<ParamPlacement> out = strategy_->placements(saving);
+  if (saving && tp_rank() != 0)  // tensors replicated over tp are written by tp rank 0 alone
+    for (ParamPlacement& pl : out)
+      for (PlacedPiece& pc : pl.pieces)
+        if (!(pc.logical->shard.sharded() && pc.logical->shard.group == ShardSpec::Group::TP))
+          pc.box = empty_box(pc.logical->shape.size());
+  return out;
+}
 bool Layout::holds_replicated(bool saving) const { return strategy_->holds_replicated(saving); }
 void Layout::after_load() { strategy_->after_load(); }
 
 void Layout::fill_ctx(Ctx& ctx) {
   ctx.bn_sync = bn_sync_.get();
-  ctx.tp = nullptr;  // tp = 1: no tensor-parallel group
+  ctx.tp = tp_coll_.get();  // nullptr for tp = 1
   ctx.split_wgrad = opts_.split_wgrad;
 }
 
@@ -120,6 +170,7 @@ MicroResult Layout::forward_backward(const MicroBatch& mb, Ctx& ctx, double loss
   Tensor dout = model_.loss->backward(loss_grad_scale, ctx.slot);  // [T, n, K]
   stage_.backward_input(dout, ctx, strategy_.get());
   if (ctx.split_wgrad) stage_.backward_weight(ctx, strategy_.get());
+  for (Param* p : tp_partial_) tp_coll_->all_reduce_sum(p->grad);  // collective over tp, in param order
   strategy_->end_backward();
   synchronize(model_.device());  // CUDA: the phase time is the device's
   r.backward_ms = t.ms();

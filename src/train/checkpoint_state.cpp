@@ -31,10 +31,15 @@ TensorShard held(const std::string& path, const Shape& shape, const Box& where, 
 
 }  // namespace
 
-std::vector<TensorShard> buffer_shards(Model& model, bool holds) {
+std::vector<TensorShard> buffer_shards(Model& model, bool holds, int tp_rank, bool saving) {
   std::vector<TensorShard> out;
-  for (Buffer* b : model.buffers())
-    out.push_back(held(buffer_dataset_path(b->name), b->shape, full_box(b->shape), b->value, holds));
+  for (Buffer* b : model.buffers()) {
+    Box where = full_box(b->held_shape());
+    const bool split = b->shard.sharded();
+    if (split) where.offset[b->shard.dim] = b->shard.index * b->held_shape()[b->shard.dim];  // a tp channel shard
+    const bool here = holds && (split || !saving || tp_rank == 0);  // whole buffers: tp rank 0 writes
+    out.push_back(held(buffer_dataset_path(b->name), b->shape, where, b->value, here));
+  }
   return out;
 }
 

@@ -41,7 +41,7 @@ EvalOutcome evaluate_test_split(Layout& layout, H5Dataset& ds, const EvalSetting
       y = d.y;
     }
     const StepResult r = eval_step(layout, x, y, ctx);
-    if (r.count == 0) continue;
+    if (r.count == 0 || !layout.counts_in_metrics()) continue;  // tp peers: tp rank 0 counts
     learn_names();
     sums.resize(std::max(sums.size(), 3 + out.layer_names.size()), 0.0);
     sums[0] += r.loss * r.count;

@@ -48,11 +48,13 @@ void check_grad(const Param& p) {
 
 }  // namespace
 
-double clip_grad_norm(const std::vector<Param*>& params, double max_norm, Collectives* group) {
+double clip_grad_norm(const std::vector<Param*>& params, double max_norm, Collectives* group,
+                      const std::vector<Param*>* counted) {
   if (!params.empty() && params.front() != nullptr && params.front()->grad.device().is_cuda())
-    return clip_grad_norm_cuda(params, max_norm, group);
+    return clip_grad_norm_cuda(params, max_norm, group, counted);
+  for (const Param* p : params) SM_CHECK(p != nullptr, "clip_grad_norm: null param");
   double sum_sq = 0.0;
-  for (const Param* p : params) {
+  for (const Param* p : counted ? *counted : params) {
     SM_CHECK(p != nullptr, "clip_grad_norm: null param");
     check_grad(*p);
     const int64_t n = p->grad.numel();

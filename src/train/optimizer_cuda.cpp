@@ -137,8 +137,9 @@ void adam_update_cuda(Param& p, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, 
                        p.value.numel(), a, nullptr, cuda::stream_for(p.value.device()));
 }
 
-double clip_grad_norm_cuda(const std::vector<Param*>& params, double max_norm, Collectives* group) {
-  std::vector<cuda::GradSpan> spans;
+double clip_grad_norm_cuda(const std::vector<Param*>& params, double max_norm, Collectives* group,
+                           const std::vector<Param*>* counted) {
+  std::vector<cuda::GradSpan> spans, counted_spans;
   Device dev = Device::cpu();
   for (Param* p : params) {
     SM_CHECK(p != nullptr, "clip_grad_norm: null param");
@@ -147,11 +148,14 @@ double clip_grad_norm_cuda(const std::vector<Param*>& params, double max_norm, C
     dev = p->grad.device();
     spans.push_back({p->grad.data<float>(), p->grad.numel()});
   }
+  if (counted)
+    for (Param* p : *counted) counted_spans.push_back({p->grad.data<float>(), p->grad.numel()});
   if (spans.empty()) return 0.0;
   cuda::DeviceGuard guard(dev.ordinal);
   cudaStream_t st = cuda::stream_for(dev);
-  Tensor sum_sq = Tensor::empty({1}, DType::F64, dev);
-  cuda::grad_sum_squares_cuda(spans, sum_sq.data<double>(), st);
+  Tensor sum_sq = Tensor::zeros({1}, DType::F64, dev);
+  if (!counted || !counted_spans.empty())
+    cuda::grad_sum_squares_cuda(counted ? counted_spans : spans, sum_sq.data<double>(), st);
   if (group != nullptr) {
     Tensor host = sum_sq.to(Device::cpu());  // synchronises
     group->all_reduce_sum(host);
@@ -174,7 +178,7 @@ void sgd_update_cuda(Param&, Tensor*, double, double, double, bool) {
 void adam_update_cuda(Param&, Tensor&, Tensor&, double, double, double, double, double, bool, int64_t) {
   SM_CHECK(false, "the CUDA optimizer needs a CUDA build");
 }
-double clip_grad_norm_cuda(const std::vector<Param*>&, double, Collectives*) {
+double clip_grad_norm_cuda(const std::vector<Param*>&, double, Collectives*, const std::vector<Param*>*) {
   SM_CHECK(false, "clipping CUDA gradients needs a CUDA build");
   return 0.0;
 }

@@ -9,6 +9,7 @@
 #include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/models/model.h"
+#include "spikemesh/parallel/tp_plan.h"
 
 namespace sm {
 
@@ -49,6 +50,13 @@ RunParts setup_run(const RunRequest& req, Mesh* mesh, const std::function<void(M
   agree_on_error(world, [&] {
     parts.model = req.model.build();
     if (check_model) check_model(*parts.model);
+    if (mesh && mesh->shape().tp > 1) {  // tensor parallelism: shard before the parameters exist
+      TpOptions to;
+      to.tp = mesh->shape().tp;
+      to.keep_first = req.layout.tp_keep_first;
+      to.keep_classifier = req.layout.tp_keep_classifier;
+      apply_tp_plan(make_tp_plan(*parts.model, to), mesh->tp().rank());
+    }
     make_optimizer(req.optimizer, {});  // validates the hyper-parameters before any state exists
   });
   parts.model->finalize(parts.dtype, parts.device, req.seed);

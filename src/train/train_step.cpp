@@ -50,10 +50,13 @@ StepResult train_step(Layout& layout, Optimizer& opt, const std::vector<MicroBat
   }
   t.reset();
   const std::vector<Param*> params = layout.optimizer_params();
-  Collectives* shard_group = layout.shard_group();
-  const bool finite = scaling ? unscale_and_agree(*o.scaler, params, shard_group) : true;
+  Collectives* norm_group = layout.norm_group();  // the holders' shards (dp) and tp
+  const bool finite = scaling ? unscale_and_agree(*o.scaler, params, norm_group) : true;
   if (finite) {
-    if (o.clip_norm > 0) r.grad_norm = clip_grad_norm(params, o.clip_norm, shard_group);
+    if (o.clip_norm > 0) {
+      const std::vector<Param*> counted = layout.norm_params();
+      r.grad_norm = clip_grad_norm(params, o.clip_norm, norm_group, &counted);
+    }
     opt.step();
   }
   layout.after_optimizer_step();

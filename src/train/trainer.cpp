@@ -232,6 +232,7 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
         rep.comm_ms = 1000.0 * (now.total_wait_seconds() - comm_before.total_wait_seconds());
         rep.comm_mb = static_cast<double>(now.total_bus_bytes() - comm_before.total_bus_bytes()) / 1048576.0;
         rep.stop = stop_signal() != 0;
+        if (!layout.counts_in_metrics()) rep.r.count = rep.r.correct = 0;  // tp peers: tp rank 0 counts
         reduce_step_report(layout.metrics_comm(), rep);  // collective: every rank agrees on the stop too
         if (cfg.check_replicas > 0 && st.step % cfg.check_replicas == 0)
           layout.check_replicas("parameters after step " + std::to_string(st.step));

@@ -334,7 +334,7 @@ TEST(ParallelTrainer, BadConfigurationsFailOnEveryRankWithOneMessage) {
     MeshShape tp;
     tp.tp = world_size();
     auto tp_mesh = Mesh::create(world(), tp);
-    TrainRun t({{"run-name", "bad_tp"}, {"distributed-mode", "dp"}});
+    TrainRun t({{"run-name", "bad_tp"}, {"distributed-mode", "fsdp"}});
     e = input_error_of([&] { t.go(tp_mesh.get()); });
     EXPECT_NE(e.find("not implemented yet"), std::string::npos) << e;
   }

@@ -88,18 +88,28 @@ inline std::string tiny_dvs_spec(bool batchnorm) {
 }
 
 // "csnn": fmnist_csnn at C=4 (static [1, 28, 28], T 4, rate_mse); "dvs": tiny_dvs_spec(true);
-// "nobn": tiny_dvs_spec(false). Finalised in `dt` from `seed` on `dev`.
-inline std::unique_ptr<Model> build_model(const std::string& which, DType dt, uint64_t seed = 7,
-                                          double dropout = 0.0, Device dev = Device::cpu()) {
+// "nobn": tiny_dvs_spec(false); "sformer": spikformer_cifar at E 16, 2 heads, 1 block, 8 px,
+// 1 channel, T 2. Built, not finalised (tensor parallelism shards it first).
+inline std::unique_ptr<Model> build_spec_model(const std::string& which, double dropout = 0.0) {
   ModelSelection sel;
   if (which == "csnn") {
     sel.model = "fmnist_csnn";
     sel.vars = {"C=4"};
+  } else if (which == "sformer") {
+    sel.model = "spikformer_cifar";
+    sel.vars = {"E=16", "heads=2", "depth=1", "image_size=8", "in_channels=1", "num_classes=10"};
+    sel.T = 2;
   } else {
     sel.spec = tiny_dvs_spec(which == "dvs");
   }
   sel.dropout = dropout;
-  auto m = sel.build();
+  return sel.build();
+}
+
+// build_spec_model finalised in `dt` from `seed` on `dev`.
+inline std::unique_ptr<Model> build_model(const std::string& which, DType dt, uint64_t seed = 7,
+                                          double dropout = 0.0, Device dev = Device::cpu()) {
+  auto m = build_spec_model(which, dropout);
   m->finalize(dt, dev, seed);
   return m;
 }

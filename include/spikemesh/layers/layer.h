@@ -27,10 +27,13 @@ namespace sm {
 struct Buffer {
   std::string name;        // full state-dict name, set when the unit is finalised
   std::string local_name;  // e.g. "running_mean"
-  Shape shape;
+  Shape shape;             // full logical shape
+  Shape local_shape;       // this rank's part (tensor parallelism: a channel shard); empty = shape
+  ShardSpec shard;         // how local_shape is cut out of shape (as for a Param)
   double init = 0.0;       // every element starts at this value
   bool integer = false;    // stored as i64 (num_batches_tracked), else the model dtype
-  Tensor value;
+  Tensor value;            // local_shape
+  const Shape& held_shape() const { return local_shape.empty() ? shape : local_shape; }
 };
 
 struct LayerStat {

@@ -40,6 +40,9 @@ struct Param {
   ShardSpec shard;
   InitSpec init;
   bool weight_decay = true;  // PyTorch default: decay every parameter
+  // Replicated over tp, but each tp rank's gradient covers only its channel shard (PLIF's w
+  // inside a tensor-parallel region): the layout sums the gradient over tp after backward.
+  bool grad_summed_over_tp = false;
   Tensor value;           // view into the unit's flat value buffer, local_shape
   Tensor grad;            // view into the unit's flat grad buffer, local_shape
 };

@@ -54,10 +54,12 @@ struct MicroResult {
 
 // --distributed-mode and its flags (validated once: validate_parallel_flags()).
 struct LayoutOptions {
-  std::string mode = "none";          // none (one rank) | dp | fsdp
+  std::string mode = "none";          // none (one rank) | dp | fsdp | tp (dp x tp by --mesh-shape)
   StrategyOptions strategy;           // the dp family's settings
   bool sync_bn = false;               // BN statistics over the dp group
   bool split_wgrad = false;           // run B and W separately (the zero-bubble path; tests)
+  bool tp_keep_first = false;         // --tp-keep-first: the first weight layer stays whole
+  bool tp_keep_classifier = false;    // --tp-keep-classifier: the last weight layer stays whole
 };
 
 // The one validation of mode names and their combinations (Input errors naming the flag).
@@ -92,6 +94,13 @@ class Layout {
   int world_size() const;
   std::string describe() const;  // e.g. "dp=2 tp=1 pp=1 zero2 sync-bn"; "dp=1 tp=1 pp=1" alone
 
+  // Tensor parallelism (parallel/tp_plan.h, applied before the model was finalised): this
+  // rank's index in its tp group and the group's size (0 and 1 without tp).
+  int tp_rank() const;
+  int tp_size() const;
+  // Whether this rank's loss, accuracy and sample counts enter the world's metric sums: the tp
+  // ranks of a replica compute the same outputs, so only tp rank 0 counts them.
+  bool counts_in_metrics() const;
   // Data: this rank takes part data_rank() of data_size() of every global batch.
   int data_rank() const;
   int data_size() const;
@@ -105,6 +114,12 @@ class Layout {
   // disjoint shards (global-norm clipping, finite-gradient agreement); nullptr = replicas.
   std::vector<Param*> optimizer_params();
   Collectives* shard_group();
+  // The global gradient norm (clipping) and finite-gradient agreement: each rank sums the
+  // squares of norm_params() (its holders, minus those replicated over tp on tp ranks > 0, so
+  // every element counts once) and the sums are all-reduced over norm_group() (shard_group()
+  // without tp; the tp group with it, where dp holders are replicas). Refused: ZeRO/FSDP x tp.
+  std::vector<Param*> norm_params();
+  Collectives* norm_group();
   // Placement of every holder (placement.h). saving: a replicated piece is listed by one rank
   // of its group (others list empty boxes); loading: every rank lists what it needs.
   std::vector<ParamPlacement> placements(bool saving);
@@ -141,6 +156,9 @@ class Layout {
   Mesh* mesh_ = nullptr;
   Comm* world_ = nullptr;  // metric reductions, data and checkpoint groups (tp = pp = 1)
   Comm* dp_ = nullptr;     // gradient reductions
+  Comm* tp_ = nullptr;     // the tensor-parallel group (tp > 1 only)
+  std::unique_ptr<CommCollectives> tp_coll_;  // handed to layers as ctx.tp
+  std::vector<Param*> tp_partial_;            // gradients summed over tp after backward
   LayoutOptions opts_;
   Stage stage_;
   std::unique_ptr<ParallelStrategy> strategy_;

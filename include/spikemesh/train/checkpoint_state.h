@@ -29,7 +29,9 @@ std::vector<TensorShard> replicated_state_shards(Model& model, Optimizer* opt, b
 // Only the buffers (BN running stats, num_batches_tracked) as whole-tensor TensorShards: they
 // are replicated under every layout (a hand-built sharded list adds them to
 // append_flat_shards' params: holds = dp rank 0 when saving, every rank when loading).
-std::vector<TensorShard> buffer_shards(Model& model, bool holds);
+// Under tensor parallelism a channel-split buffer is its tp shard (every tp rank holds one);
+// whole buffers are written by tp rank 0 alone (saving) and read by every rank.
+std::vector<TensorShard> buffer_shards(Model& model, bool holds, int tp_rank = 0, bool saving = true);
 
 // The meta a save of (model, opt) records: model and optimizer names, optimizer step count.
 // Callers fill state / precision / mesh / config on top.

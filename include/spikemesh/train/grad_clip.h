@@ -15,6 +15,10 @@ namespace sm {
 // whenever that factor is below 1 (PyTorch's clamp(max=1): this also covers norms within 1e-6
 // under max_norm, and a NaN norm turns the grads into NaN as in PyTorch).
 // Returns the norm before clipping. Grads are f32 or f64 CPU tensors.
-double clip_grad_norm(const std::vector<Param*>& params, double max_norm, Collectives* group = nullptr);
+// `counted` (default: params): the grads whose squares enter the norm on this rank, when a
+// grad replicated over the group must be counted by one rank only (tensor parallelism:
+// Layout::norm_params()); every grad of `params` is scaled.
+double clip_grad_norm(const std::vector<Param*>& params, double max_norm, Collectives* group = nullptr,
+                      const std::vector<Param*>* counted = nullptr);
 
 }  // namespace sm

@@ -35,6 +35,7 @@ void adam_update_cuda(Param& p, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, 
 // clip_grad_norm (grad_clip.h) for CUDA grads: the squared sum in a fixed order on the device,
 // all-reduced over `group` when given (through a host double), clipping on the device.
 // Returns the norm before clipping (one synchronisation).
-double clip_grad_norm_cuda(const std::vector<Param*>& params, double max_norm, Collectives* group = nullptr);
+double clip_grad_norm_cuda(const std::vector<Param*>& params, double max_norm, Collectives* group = nullptr,
+                           const std::vector<Param*>* counted = nullptr);
 
 }  // namespace sm

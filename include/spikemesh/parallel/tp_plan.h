@@ -1,0 +1,76 @@
+// tp_plan.h — the tensor-parallel plan of a model, derived from its spec (DESIGN §6 "TP"),
+// never hand-written per model. Walking the layers in order (units inlined, residual bodies
+// planned on their own), a weight layer (conv2d, conv1d, linear) becomes COLWISE (output
+// channels split over tp) when a later weight layer can take the split channels ROWWISE
+// (input channels split, partial outputs all-reduced) and every layer in between is
+// channel-LOCAL: batch norm (exact: its statistics are per channel), neurons, pooling,
+// flatten (the split channels stay one contiguous block of features) and a mean over another
+// dim. Everything else — dropout (its mask is keyed by the element's index), spiking
+// attention, a residual or graph boundary — ends the search, and the weight layer stays
+// REPLICATED; so does one whose channels do not divide by tp, with the reason in `note`.
+// Replicated layers run whole on every tp rank (identical inputs, identical results).
+//
+// Applying the plan (before Model::finalize) gives every sharded Param and Buffer its
+// ShardSpec (group TP, this rank's index) and local shape; init is then drawn from the global
+// index (layers/init.h), so every layout starts from the same weights.
+// Invariants: colwise and rowwise come in pairs with only LOCAL layers between them, so the
+// activations entering and leaving every replicated layer, residual and unit are whole.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "spikemesh/core/tensor.h"
+
+namespace sm {
+
+class Layer;
+class Model;
+struct Param;
+
+enum class TpRole { Replicated, Colwise, Rowwise, Local };
+const char* tp_role_name(TpRole r);
+
+struct TpLayerPlan {
+  Layer* layer = nullptr;
+  int unit = 0;              // index in model.units
+  std::string name, type;    // state-dict path and spec type
+  TpRole role = TpRole::Replicated;
+  Shape out_shape;           // per-sample output, whole
+  Shape local_out_shape;     // per-sample output on this rank (split channels / tp)
+  std::string note;          // why a weight layer stays replicated (empty otherwise)
+  // Per sample and time step, the elements all-reduced over tp: a rowwise layer's output in
+  // forward, a colwise layer's input gradient in backward (0 elsewhere).
+  int64_t forward_all_reduce = 0, backward_all_reduce = 0;
+};
+
+struct TpOptions {
+  int tp = 1;
+  bool keep_first = false;       // the model's first weight layer stays replicated
+  bool keep_classifier = false;  // the model's last weight layer stays replicated
+};
+
+struct TpPlan {
+  int tp = 1;
+  std::vector<TpLayerPlan> layers;  // every leaf layer in forward order
+  // Replicated parameters of LOCAL layers (PLIF's w): each rank's gradient covers only its
+  // channels, so the gradients are summed over tp after backward (apply_tp_plan marks them
+  // Param::grad_summed_over_tp).
+  std::vector<Param*> partial_grad_params;
+  int64_t sharded_layers() const;
+  // Forward and backward all-reduce calls and elements per sample and time step.
+  int64_t all_reduce_calls() const;
+  int64_t all_reduce_elements() const;
+};
+
+// Pure: the model is built (spec loaded), not finalised. tp = 1 gives an all-replicated plan.
+TpPlan make_tp_plan(Model& model, const TpOptions& opts);
+// Sets ShardSpec (group TP, index tp_rank, count plan.tp) and local shapes of every sharded
+// Param and Buffer. Before Model::finalize; a no-op for tp = 1.
+void apply_tp_plan(const TpPlan& plan, int tp_rank);
+// The table `spikemesh plan` prints: per layer role, whole and local output shape, local
+// parameter shapes and the bytes each rank sends per step for a batch of n samples, T steps,
+// `elem_bytes` per element (ring all-reduce: 2(tp-1)/tp of the payload).
+std::string describe_tp_plan(const TpPlan& plan, int64_t batch, int64_t T, int64_t elem_bytes);
+
+}  // namespace sm

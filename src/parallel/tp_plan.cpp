@@ -1,0 +1,300 @@
+// tp_plan.cpp — deriving, applying and printing the tensor-parallel plan (tp_plan.h).
+#include "spikemesh/parallel/tp_plan.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "spikemesh/layers/batchnorm.h"
+#include "spikemesh/layers/flatten.h"
+#include "spikemesh/layers/graph.h"
+#include "spikemesh/layers/mean.h"
+#include "spikemesh/layers/neuron.h"
+#include "spikemesh/layers/pool.h"
+#include "spikemesh/layers/sequential.h"
+#include "spikemesh/layers/unit.h"
+#include "spikemesh/layers/weight_layer.h"
+#include "spikemesh/models/model.h"
+
+namespace sm {
+
+const char* tp_role_name(TpRole r) {
+  switch (r) {
+    case TpRole::Replicated: return "replicated";
+    case TpRole::Colwise: return "colwise";
+    case TpRole::Rowwise: return "rowwise";
+    case TpRole::Local: return "local";
+  }
+  return "?";
+}
+
+int64_t TpPlan::sharded_layers() const {
+  int64_t n = 0;
+  for (const TpLayerPlan& l : layers) n += l.role != TpRole::Replicated;
+  return n;
+}
+
+int64_t TpPlan::all_reduce_calls() const {
+  int64_t n = 0;
+  for (const TpLayerPlan& l : layers) n += (l.forward_all_reduce > 0) + (l.backward_all_reduce > 0);
+  return n;
+}
+
+int64_t TpPlan::all_reduce_elements() const {
+  int64_t n = 0;
+  for (const TpLayerPlan& l : layers) n += l.forward_all_reduce + l.backward_all_reduce;
+  return n;
+}
+
+namespace {
+
+// One entry of a layer sequence: a leaf layer, or a compound (residual) with its own body.
+struct Item {
+  size_t plan_index = 0;      // leaves: index into plan.layers
+  bool compound = false;      // a residual: its body is planned on its own
+  std::vector<Item> body;
+};
+
+bool is_weight(const Layer* l) { return dynamic_cast<const WeightLayer*>(l) != nullptr; }
+
+// Flattens units and plain sequentials into `out`; residuals become compound items; every
+// leaf (graphs included: planned as one replicated leaf) gets its TpLayerPlan.
+void flatten(Layer* l, const std::string& path, int unit, Shape& cur, TpPlan& plan, std::vector<Item>& out) {
+  const bool residual = dynamic_cast<Residual*>(l) != nullptr;
+  const bool sequential = dynamic_cast<Sequential*>(l) != nullptr;
+  if (residual || sequential) {
+    Item compound;
+    compound.compound = true;
+    std::vector<Item>& dst = residual ? compound.body : out;
+    Shape inner = cur;
+    for (Layer* c : l->children()) flatten(c, join_layer_path(path, c->name()), unit, inner, plan, dst);
+    cur = residual ? l->output_shape(cur) : inner;
+    if (residual) out.push_back(std::move(compound));
+    return;
+  }
+  TpLayerPlan p;
+  p.layer = l;
+  p.unit = unit;
+  p.name = path;
+  p.type = l->type();
+  p.out_shape = l->output_shape(cur);
+  p.local_out_shape = p.out_shape;
+  cur = p.out_shape;
+  Item it;
+  it.plan_index = plan.layers.size();
+  plan.layers.push_back(std::move(p));
+  out.push_back(it);
+}
+
+// The weight layers of the whole model in order (for keep_first / keep_classifier).
+void collect_weights(const std::vector<Item>& items, const TpPlan& plan, std::vector<size_t>& out) {
+  for (const Item& it : items) {
+    if (it.compound) collect_weights(it.body, plan, out);
+    else if (is_weight(plan.layers[it.plan_index].layer)) out.push_back(it.plan_index);
+  }
+}
+
+// Whether a layer can run on a channel shard whose split dim is `dim` of its per-sample
+// input; updates dim for its output (flatten keeps the split block contiguous).
+bool passes_local(const Layer* l, const Shape& in, int& dim, std::string& why) {
+  if (dynamic_cast<const BatchNorm*>(l) || dynamic_cast<const Neuron*>(l) || dynamic_cast<const Pool2d*>(l)) {
+    if (dim == 0) return true;
+    why = "its channels are not the split dim";
+    return false;
+  }
+  if (const auto* f = dynamic_cast<const Flatten*>(l)) {
+    if (f->start_dim() == 0) dim = 0;  // [C, H, W] -> [C·H·W]: rank r holds block r
+    return dim == 0;
+  }
+  if (const auto* m = dynamic_cast<const Mean*>(l)) {
+    const int nd = static_cast<int>(in.size());
+    const int d = m->dim() < 0 ? m->dim() + nd : m->dim();
+    if (d == dim) {
+      why = "it averages over the split channels";
+      return false;
+    }
+    if (d < dim) --dim;
+    return true;
+  }
+  why = "'" + l->type() + "' needs whole activations";
+  return false;
+}
+
+struct Planner {
+  TpPlan& plan;
+  const TpOptions& opts;
+  size_t first_weight = SIZE_MAX, last_weight = SIZE_MAX;
+
+  TpLayerPlan& at(const Item& it) { return plan.layers[it.plan_index]; }
+
+  static int64_t out_channels(const TpLayerPlan& p) {
+    return p.layer->params().empty() ? 0 : p.layer->params()[0]->shape[0];
+  }
+  static int64_t in_channels(const TpLayerPlan& p) {
+    return p.layer->params().empty() ? 0 : p.layer->params()[0]->shape[1];
+  }
+
+  void run(std::vector<Item>& items) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i].compound) {
+        run(items[i].body);
+        continue;
+      }
+      TpLayerPlan& w = at(items[i]);
+      if (!is_weight(w.layer) || w.role != TpRole::Replicated) continue;
+      const size_t j = try_pair(items, i);
+      if (j != SIZE_MAX) i = j;  // the rowwise partner is done; continue after it
+    }
+  }
+
+  // Tries to make items[i] colwise with a rowwise partner; returns the partner's index.
+  size_t try_pair(std::vector<Item>& items, size_t i) {
+    TpLayerPlan& w = at(items[i]);
+    const int tp = plan.tp;
+    if (opts.keep_first && items[i].plan_index == first_weight) return note(w, "kept whole (--tp-keep-first)");
+    if (opts.keep_classifier && items[i].plan_index == last_weight)
+      return note(w, "kept whole (--tp-keep-classifier)");
+    const int64_t cout = out_channels(w);
+    if (cout % tp != 0)
+      return note(w, std::to_string(cout) + " output channels do not divide by tp " + std::to_string(tp));
+    int dim = 0;  // the split dim of the activations after the colwise layer
+    for (size_t j = i + 1; j < items.size(); ++j) {
+      if (items[j].compound) return note(w, "no rowwise partner before the residual block that follows");
+      TpLayerPlan& n = at(items[j]);
+      if (is_weight(n.layer)) {
+        if (opts.keep_classifier && items[j].plan_index == last_weight)
+          return note(w, "its partner '" + n.name + "' is kept whole (--tp-keep-classifier)");
+        const int64_t nd = static_cast<int64_t>(at(items[j - 1]).out_shape.size());
+        const bool matmul = n.type == "linear";
+        if (matmul ? dim != nd - 1 : dim != 0)
+          return note(w, "'" + n.name + "' cannot take the split channels rowwise");
+        if (in_channels(n) % tp != 0)
+          return note(w, "'" + n.name + "' has " + std::to_string(in_channels(n)) + " input features, not divisible by tp");
+        shard(items, i, j);
+        return j;
+      }
+      const Shape& in = at(items[j - 1]).out_shape;
+      std::string why;
+      if (!passes_local(n.layer, in, dim, why)) return note(w, "no rowwise partner: '" + n.name + "' ends the split (" + why + ")");
+    }
+    return note(w, "no rowwise partner after it");
+  }
+
+  size_t note(TpLayerPlan& w, const std::string& why) {
+    w.note = why;
+    return SIZE_MAX;
+  }
+
+  void shard(std::vector<Item>& items, size_t i, size_t j) {
+    const int tp = plan.tp;
+    TpLayerPlan& col = at(items[i]);
+    col.role = TpRole::Colwise;
+    col.local_out_shape[0] /= tp;
+    int dim = 0;
+    for (size_t k = i + 1; k < j; ++k) {  // the local layers: their output split along `dim`
+      TpLayerPlan& l = at(items[k]);
+      std::string why;
+      passes_local(l.layer, at(items[k - 1]).out_shape, dim, why);
+      l.role = TpRole::Local;
+      l.local_out_shape[dim] /= tp;
+    }
+    TpLayerPlan& row = at(items[j]);
+    row.role = TpRole::Rowwise;
+    row.forward_all_reduce = shape_numel(row.out_shape);  // the partial outputs, summed over tp
+  }
+};
+
+// A colwise layer's input gradient (the previous leaf's output shape, the model's input for
+// the first) is summed over tp in backward.
+void fill_backward_bytes(TpPlan& plan, const Shape& model_input) {
+  Shape prev = model_input;
+  for (TpLayerPlan& l : plan.layers) {
+    if (l.role == TpRole::Colwise) l.backward_all_reduce = shape_numel(prev);
+    prev = l.out_shape;
+  }
+}
+
+}  // namespace
+
+TpPlan make_tp_plan(Model& model, const TpOptions& opts) {
+  if (opts.tp < 1) SM_INPUT_ERROR("tp must be >= 1, got " << opts.tp);
+  TpPlan plan;
+  plan.tp = opts.tp;
+  std::vector<Item> items;
+  Shape cur = model.info.input_shape;
+  for (size_t u = 0; u < model.units.size(); ++u) {
+    Unit& unit = *model.units[u];
+    for (Layer* c : unit.children())
+      flatten(c, join_layer_path(unit.name(), c->name()), static_cast<int>(u), cur, plan, items);
+  }
+  if (opts.tp == 1) return plan;
+  Planner p{plan, opts};
+  std::vector<size_t> weights;
+  collect_weights(items, plan, weights);
+  if (!weights.empty()) {
+    p.first_weight = weights.front();
+    p.last_weight = weights.back();
+  }
+  p.run(items);
+  fill_backward_bytes(plan, model.info.input_shape);
+  for (TpLayerPlan& l : plan.layers)  // PLIF's w on a channel shard
+    if (l.role == TpRole::Local && dynamic_cast<const Neuron*>(l.layer))
+      for (Param* q : l.layer->params()) plan.partial_grad_params.push_back(q);
+  return plan;
+}
+
+namespace {
+void shard_dim(Param& p, int dim, int tp, int rank) {
+  p.shard = ShardSpec{ShardSpec::Group::TP, dim, rank, tp};
+  p.local_shape = p.shape;
+  p.local_shape[dim] /= tp;
+}
+}  // namespace
+
+void apply_tp_plan(const TpPlan& plan, int tp_rank) {
+  if (plan.tp == 1) return;
+  SM_CHECK(tp_rank >= 0 && tp_rank < plan.tp, "tp rank " << tp_rank << " outside [0, " << plan.tp << ")");
+  for (Param* q : plan.partial_grad_params) q->grad_summed_over_tp = true;
+  for (const TpLayerPlan& l : plan.layers) {
+    std::vector<Param*> ps = l.layer->params();
+    if (l.role == TpRole::Colwise) {
+      for (Param* q : ps) shard_dim(*q, 0, plan.tp, tp_rank);  // weight [Cout, ...] and bias [Cout]
+    } else if (l.role == TpRole::Rowwise) {
+      shard_dim(*ps[0], 1, plan.tp, tp_rank);  // weight [Cout, Cin, ...]; the bias stays whole
+    } else if (l.role == TpRole::Local && dynamic_cast<const BatchNorm*>(l.layer)) {
+      for (Param* q : ps) shard_dim(*q, 0, plan.tp, tp_rank);  // γ, β [C]
+      for (Buffer* b : l.layer->buffers()) {
+        if (b->shape.size() != 1) continue;  // num_batches_tracked: a scalar, whole
+        b->shard = ShardSpec{ShardSpec::Group::TP, 0, tp_rank, plan.tp};
+        b->local_shape = {b->shape[0] / plan.tp};
+      }
+    }
+  }
+}
+
+std::string describe_tp_plan(const TpPlan& plan, int64_t batch, int64_t T, int64_t elem_bytes) {
+  std::ostringstream os;
+  const double ring = plan.tp > 1 ? 2.0 * (plan.tp - 1) / plan.tp : 0.0;
+  const double per_elem = static_cast<double>(batch * T * elem_bytes) * ring;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-4s  %-42s %-12s %-10s %-16s %-16s %-24s %12s\n", "unit", "layer", "type", "tp",
+                "output", "local output", "local params", "sent B/step");
+  os << line;
+  for (const TpLayerPlan& l : plan.layers) {
+    std::string params;
+    for (Param* q : l.layer->params()) params += (params.empty() ? "" : " ") + shape_str(q->local_shape.empty() ? q->shape : q->local_shape);
+    const double sent = per_elem * static_cast<double>(l.forward_all_reduce + l.backward_all_reduce);
+    std::snprintf(line, sizeof line, "%4d  %-42s %-12s %-10s %-16s %-16s %-24s %12.0f\n", l.unit, l.name.c_str(),
+                  l.type.c_str(), tp_role_name(l.role), shape_str(l.out_shape).c_str(),
+                  shape_str(l.local_out_shape).c_str(), params.c_str(), sent);
+    os << line;
+    if (!l.note.empty() && plan.tp > 1) os << "      (" << l.note << ")\n";
+  }
+  const double total = per_elem * static_cast<double>(plan.all_reduce_elements());
+  os << "tp " << plan.tp << ": " << plan.sharded_layers() << " of " << plan.layers.size()
+     << " layers sharded; per step " << plan.all_reduce_calls() << " all-reduce calls of "
+     << plan.all_reduce_elements() * batch * T * elem_bytes << " bytes in all, " << static_cast<int64_t>(total)
+     << " bytes sent by each rank (ring: 2(tp-1)/tp of the payload)\n";
+  return os.str();
+}
+
+}  // namespace sm

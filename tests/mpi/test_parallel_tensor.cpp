@@ -1,0 +1,145 @@
+// test_parallel_tensor.cpp — tensor parallelism (parallel/tp_plan.h) reproduces the
+// single-rank trajectory on the same global batch: fp64, synced batch norm over dp, 20 steps,
+// losses within 1e-9 relative and every rank's parameter shard equal to the matching part of
+// the one-rank parameters; tensors replicated over tp bitwise identical on every tp rank
+// after every step. Layouts: tp = world (2 or 4) for the three model families (the tiny VGG,
+// the CSNN, a small Spikformer), dp 2 x tp 2 on 4 ranks, with clipping by the global norm and
+// dropout. The reference is reference_run (test_parallel_util.h): one rank, no communication.
+#include <gtest/gtest.h>
+
+#include "spikemesh/comm/comm.h"
+#include "spikemesh/comm/mesh.h"
+#include "spikemesh/parallel/layout.h"
+#include "spikemesh/parallel/replica_check.h"
+#include "spikemesh/parallel/tp_plan.h"
+#include "test_parallel_util.h"
+
+namespace sm::test {
+namespace {
+
+constexpr int kSteps = 20;
+constexpr int64_t kGlobal = 8;
+
+struct TpResult {
+  Trajectory tr;                 // losses (mean over the global batch); params: this rank's shards
+  std::vector<Param*> params;    // the shards' Params (for their boxes)
+  int replica_mismatch_step = -1;
+  std::unique_ptr<Model> model;  // keeps the Params alive
+  TpPlan plan;
+};
+
+// Checksum of the tensors replicated over tp (every tp rank must hold the same bits).
+uint64_t replicated_checksum(Model& m) {
+  std::vector<Param*> rep;
+  for (Param* p : m.params())
+    if (!p->shard.sharded()) rep.push_back(p);
+  return params_checksum(rep);
+}
+
+TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, const OptimizerConfig& oc,
+                double dropout = 0.0, double clip_norm = 0.0) {
+  auto mesh = Mesh::create(world(), shape);
+  TpResult out;
+  out.model = build_spec_model(which, dropout);
+  TpOptions to;
+  to.tp = shape.tp;
+  out.plan = make_tp_plan(*out.model, to);
+  apply_tp_plan(out.plan, mesh->tp().rank());
+  Model& m = *out.model;
+  m.finalize(DType::F64, Device::cpu(), 7);
+  LayoutOptions lo;
+  lo.mode = "tp";
+  lo.sync_bn = true;
+  Layout layout(m, mesh.get(), lo);
+  auto opt = make_optimizer(oc, layout.optimizer_params());
+  const int p = layout.data_size(), r = layout.data_rank();
+  const int64_t b = kGlobal / p;
+  for (int s = 0; s < steps; ++s) {
+    Ctx ctx;
+    ctx.seed = 11;
+    ctx.step = s;
+    std::vector<MicroBatch> micro{synth_batch(m, s, r * b, b, DType::F64)};
+    StepOptions so;
+    so.clip_norm = clip_norm;
+    const StepResult res = train_step(layout, *opt, micro, ctx, so);
+    std::vector<double> v{res.loss};
+    all_reduce_doubles(mesh->dp(), v, ReduceOp::Sum);
+    out.tr.losses.push_back(v[0] / p);
+    Tensor mine = Tensor::empty({1}, DType::I64), all = Tensor::empty({shape.tp}, DType::I64);
+    mine.data<int64_t>()[0] = static_cast<int64_t>(replicated_checksum(m));
+    mesh->tp().all_gather(mine, all);
+    for (int q = 1; q < shape.tp; ++q)
+      if (all.data<int64_t>()[q] != all.data<int64_t>()[0] && out.replica_mismatch_step < 0) out.replica_mismatch_step = s;
+  }
+  out.params = m.params();
+  out.tr.params = flat_params(m);
+  return out;
+}
+
+// The part of the one-rank parameters (flat, full shapes, in order) that `params` (local
+// shards of the same model, in the same order) hold, flattened in the same order.
+std::vector<double> matching_part(const std::vector<Param*>& params, const std::vector<double>& full) {
+  std::vector<double> out;
+  size_t base = 0;
+  for (const Param* p : params) {
+    const Shape& g = p->shape;
+    const Shape& l = p->local_shape;
+    const int d = p->shard.sharded() ? p->shard.dim : -1;
+    int64_t inner = 1;
+    if (d >= 0)
+      for (size_t k = d + 1; k < l.size(); ++k) inner *= l[k];
+    const int64_t n = shape_numel(l);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t gi = i;
+      if (d >= 0) {
+        const int64_t outer = i / (inner * l[d]), at = (i / inner) % l[d], in = i % inner;
+        gi = (outer * g[d] + at + p->shard.index * l[d]) * inner + in;
+      }
+      out.push_back(full[base + static_cast<size_t>(gi)]);
+    }
+    base += static_cast<size_t>(shape_numel(g));
+  }
+  return out;
+}
+
+void expect_tp_trajectory(const std::string& which, const MeshShape& shape, const std::string& optim = "adam",
+                          double dropout = 0.0, double clip_norm = 0.0) {
+  const OptimizerConfig oc = test_optimizer(optim);
+  const Trajectory ref = reference_run(which, DType::F64, kSteps, kGlobal, oc, 1, dropout, clip_norm);
+  const TpResult got = tp_run(which, shape, kSteps, oc, dropout, clip_norm);
+  EXPECT_GT(got.plan.sharded_layers(), 0) << which << ": nothing was sharded";
+  ASSERT_EQ(got.tr.losses.size(), ref.losses.size());
+  for (size_t s = 0; s < ref.losses.size(); ++s)
+    EXPECT_LE(rel_diff(got.tr.losses[s], ref.losses[s]), 1e-9)
+        << which << " " << shape.str() << " step " << s << ": " << got.tr.losses[s] << " vs " << ref.losses[s];
+  EXPECT_LE(max_rel_diff(got.tr.params, matching_part(got.params, ref.params)), 1e-9) << which << " " << shape.str();
+  EXPECT_EQ(got.replica_mismatch_step, -1) << "tensors replicated over tp differed after step "
+                                           << got.replica_mismatch_step;
+}
+
+bool tp_world_fits() { return world_size() >= 2 && kGlobal % world_size() == 0; }
+
+TEST(TensorParallel, TpDvsFp64) {
+  if (!tp_world_fits()) GTEST_SKIP();
+  expect_tp_trajectory("dvs", MeshShape{1, world_size(), 1});
+}
+TEST(TensorParallel, TpCsnnFp64) {
+  if (!tp_world_fits()) GTEST_SKIP();
+  expect_tp_trajectory("csnn", MeshShape{1, world_size(), 1});
+}
+TEST(TensorParallel, TpSpikformerFp64) {
+  if (!tp_world_fits()) GTEST_SKIP();
+  expect_tp_trajectory("sformer", MeshShape{1, world_size(), 1});
+}
+TEST(TensorParallel, TpDropoutAndClippingFp64) {
+  if (!tp_world_fits()) GTEST_SKIP();
+  expect_tp_trajectory("dvs", MeshShape{1, world_size(), 1}, "sgd", 0.25, 0.05);
+}
+TEST(TensorParallel, DpTimesTpFp64) {
+  if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks";
+  expect_tp_trajectory("dvs", MeshShape{2, 2, 1});
+  expect_tp_trajectory("csnn", MeshShape{2, 2, 1}, "adam", 0.0, 0.05);
+}
+
+}  // namespace
+}  // namespace sm::test
