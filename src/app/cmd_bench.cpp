@@ -48,7 +48,7 @@ struct BenchOptions {
   int64_t batch_size = 8, steps = 20, warmup = 5, image_size = 0, num_classes = 0, threads = 0;  // 0: the spec's
   double lr = 1e-3;
   uint64_t seed = 1;
-  bool print_json = false, tp_debug_comm = false, profile = false;
+  bool print_json = false, tp_debug_comm = false, profile = false, tp_keep_first = false, tp_keep_classifier = false;
   std::string optimizer_sharding = "none";
   MeshFlags mesh;
 };
@@ -144,6 +144,8 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   req.threads = o.threads;
   req.seed = o.seed;
   req.layout.mode = o.mode;
+  req.layout.tp_keep_first = o.tp_keep_first;
+  req.layout.tp_keep_classifier = o.tp_keep_classifier;
   req.layout.strategy.sharding = o.optimizer_sharding;
   req.layout.strategy.param_dtype = req.layout.strategy.reduce_dtype = master_dtype(precision_from_name(o.precision));
   req.optimizer.name = o.optimizer;
@@ -193,7 +195,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   Allocator& mem = allocator_for(dev);
   mem.reset_peak();
   int64_t mallocs_before_timed = 0;
-  CommCounters comm_at_timed{};
+  CommCounters comm_at_timed{}, tp_at_timed{};
   for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
     if (s == o.warmup && dev.is_cuda()) mallocs_before_timed = cuda_allocator(dev.ordinal).malloc_calls();
     if (s == o.warmup && o.profile) {
@@ -204,7 +206,10 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
     ctx.seed = o.seed;
     ctx.step = s;
     Timer t;
-    if (s == o.warmup) comm_at_timed = layout.comm_counters();
+    if (s == o.warmup) {
+      comm_at_timed = layout.comm_counters();
+      tp_at_timed = layout.tp_comm_counters();
+    }
     // fp16: dynamic loss scaling; on a GPU the phase times are the device's.
     StepResult r = train_step(layout, opt, {MicroBatch{x, y, dp_rank * N}}, ctx, StepOptions{0.0, &scaler});
     double ms = t.ms();
@@ -294,8 +299,15 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   }
   r["dp_comm_wait_ms_per_step"] = comm_ms;
   r["dp_comm_calls_per_step"] = mesh ? double(comm_calls) / o.steps : 0.0;
-  r["tp_all_reduce_calls"] = 0;
-  r["tp_all_reduce_mb"] = 0.0;
+  {  // tensor parallelism: this rank's all-reduces over tp per step (the same on every tp rank)
+    const CommCounters tp_now = layout.tp_comm_counters();
+    const CommOpCounter& a = tp_now[CommOp::AllReduce];
+    const CommOpCounter& b = tp_at_timed[CommOp::AllReduce];
+    r["tp_all_reduce_calls"] = static_cast<double>(a.calls - b.calls) / o.steps;
+    r["tp_all_reduce_mb"] = static_cast<double>(a.payload_bytes - b.payload_bytes) / 1048576.0 / o.steps;
+    r["tp_all_reduce_bus_mb"] = static_cast<double>(a.bus_bytes - b.bus_bytes) / 1048576.0 / o.steps;
+    r["tp_size"] = layout.tp_size();
+  }
   r["forward_ms"] = median(fwd);
   r["backward_ms"] = median(bwd);
   r["optimizer_ms"] = median(optm);
@@ -365,8 +377,11 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--num-classes", o->num_classes,
                   "classes of models with a num_classes variable (spikformer_*: default 1000)");
   cmd->add_option("--result-log", o->result_log, "append the JSON record to this file and compare with the previous one");
-  cmd->add_option("--distributed-mode", o->mode, "none (one rank) | dp | fsdp (several ranks, weak scaling)")
+  cmd->add_option("--distributed-mode", o->mode,
+                  "none (one rank) | dp | fsdp | tp (several ranks, weak scaling; dp x tp by --mesh-shape)")
       ->capture_default_str();
+  cmd->add_flag("--tp-keep-first", o->tp_keep_first, "tp: keep the model's first weight layer whole on every rank");
+  cmd->add_flag("--tp-keep-classifier", o->tp_keep_classifier, "tp: keep the model's last weight layer whole on every rank");
   cmd->add_option("--optimizer-sharding", o->optimizer_sharding, "dp: none | zero | zero2")->capture_default_str();
   add_mesh_flags(*cmd, o->mesh);
   cmd->add_option("--prefer", o->prefer, "speed | memory | capacity (recorded)")->capture_default_str();

@@ -1,15 +1,23 @@
 // cmd_plan.cpp — `spikemesh plan`: build the process mesh exactly as training would and
 // print it (shape, which world ranks form each dp/tp/pp group, the host and node of every
-// rank, tp groups that span nodes). Also home of add_mesh_flags, the mesh/comm flags shared
-// by every command that creates a Mesh.
-// Invariant: the mesh is validated collectively (Mesh::create) before anything is printed,
-// so a bad --mesh-shape gives one message from rank 0 and a non-zero exit on every rank.
+// rank, tp groups that span nodes); with --model / --model-spec also the tensor-parallel plan
+// of that model for the mesh's tp size (parallel/tp_plan.h: per layer role, whole and local
+// shapes, local parameter shapes, bytes each rank sends per step). Run alone (one process),
+// it previews a --mesh-shape without the ranks. Also home of add_mesh_flags, the mesh/comm
+// flags shared by every command that creates a Mesh.
+// Invariant: under mpirun the mesh is validated collectively (Mesh::create) before anything
+// is printed, so a bad --mesh-shape gives one message from rank 0 and a non-zero exit on
+// every rank.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 
 #include "spikemesh/app/commands.h"
+#include "spikemesh/app/model_options.h"
 #include "spikemesh/comm/mesh.h"
+#include "spikemesh/core/error.h"
+#include "spikemesh/models/model.h"
+#include "spikemesh/parallel/tp_plan.h"
 
 namespace sm {
 
@@ -30,19 +38,67 @@ void add_mesh_flags(CLI::App& cmd, MeshFlags& f) {
       ->capture_default_str();
 }
 
+namespace {
+struct PlanOptions {
+  MeshFlags mesh;
+  ModelSelection sel;
+  int64_t batch_size = 8;  // per dp rank
+  int64_t elem_bytes = 4;  // fp32 activations
+  bool keep_first = false, keep_classifier = false;
+};
+
+// Product of the --mesh-shape values: the world a one-process preview resolves against.
+int preview_world(const MeshFlags& f) {
+  long long w = 1;
+  for (int d : f.mesh_shape) w *= d > 0 ? d : 1;
+  return static_cast<int>(w);
+}
+
+void print_tp_plan(const PlanOptions& o, const MeshShape& shape) {
+  auto model = o.sel.build();
+  TpOptions to;
+  to.tp = shape.tp;
+  to.keep_first = o.keep_first;
+  to.keep_classifier = o.keep_classifier;
+  const TpPlan plan = make_tp_plan(*model, to);
+  std::printf("\ntensor-parallel plan of %s for %s (batch %lld per dp rank, T %d, %lld-byte activations):\n",
+              model->info.name.c_str(), shape.str().c_str(), static_cast<long long>(o.batch_size), model->info.T,
+              static_cast<long long>(o.elem_bytes));
+  std::fputs(describe_tp_plan(plan, o.batch_size, model->info.T, o.elem_bytes).c_str(), stdout);
+}
+}  // namespace
+
 void add_plan_command(CLI::App& app, const AppEnv& env) {
-  auto flags = std::make_shared<MeshFlags>();
-  CLI::App* cmd = app.add_subcommand("plan", "print the process mesh: dp/tp/pp groups, hosts, node locality");
-  add_mesh_flags(*cmd, *flags);
+  auto o = std::make_shared<PlanOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "print the process mesh: dp/tp/pp groups, hosts, node locality; with --model, its tensor-parallel plan");
+  add_mesh_flags(*cmd, o->mesh);
+  add_model_options(*cmd, o->sel, false);
+  cmd->add_option("--batch-size", o->batch_size, "samples per dp rank per step (for the bytes per step)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--tp-keep-first", o->keep_first, "keep the model's first weight layer whole on every rank");
+  cmd->add_flag("--tp-keep-classifier", o->keep_classifier, "keep the model's last weight layer whole on every rank");
   cmd->footer(
       "Rank order: tp varies fastest, then dp, then pp (rank = pp_i*dp*tp + dp_i*tp + tp_i).\n"
-      "Example: mpirun -np 4 spikemesh plan --mesh-shape 2 2 1");
-  cmd->callback([flags, &env]() {
-    auto mesh = Mesh::create(env.world, *flags);  // collective over the world
+      "Examples: mpirun -np 4 spikemesh plan --mesh-shape 2 2 1\n"
+      "          spikemesh plan --mesh-shape 1 2 --model cifar10dvs_vgg   # one process: a preview of tp = 2");
+  cmd->callback([o, &env]() {
+    const bool have_model = !o->sel.model.empty() || !o->sel.spec.empty();
+    if (env.size == 1 && have_model) {  // a preview: the shape alone, no ranks needed
+      const MeshShape shape = resolve_mesh_shape(o->mesh, preview_world(o->mesh));
+      if (shape.pp > 1) SM_INPUT_ERROR("--mesh-shape: pipeline parallelism (pp = " << shape.pp << ") is not implemented yet");
+      std::printf("mesh %s (preview on one process; run under mpirun with %d ranks to see the groups)\n",
+                  shape.str().c_str(), static_cast<int>(shape.product()));
+      print_tp_plan(*o, shape);
+      return;
+    }
+    auto mesh = Mesh::create(env.world, o->mesh);  // collective over the world
     std::string text = mesh->describe();
     if (env.rank == 0) {
       std::fputs(text.c_str(), stdout);
-      std::printf("comm: --comm %s, --comm-timeout %g s\n", flags->comm.c_str(), flags->comm_timeout);
+      std::printf("comm: --comm %s, --comm-timeout %g s\n", o->mesh.comm.c_str(), o->mesh.comm_timeout);
+      if (have_model) print_tp_plan(*o, mesh->shape());
       std::fflush(stdout);
     }
   });

@@ -50,6 +50,8 @@ Box param_local_box(const Param& p) {
   SM_CHECK(others, "parameter '" << p.name << "': local shape " << shape_str(p.local_shape) << " is not part "
                                  << p.shard.index << " of " << p.shard.count << " of " << shape_str(p.shape)
                                  << " split along dim " << d);
+  SM_CHECK(p.shard.segments == 1, "parameter '" << p.name << "' is split in " << p.shard.segments
+                                                  << " blocks: it has no single box (param_range_boxes)");
   Box b = full_box(p.local_shape);
   b.offset[d] = p.shard.index * (p.shape[d] / p.shard.count);
   return b;
@@ -57,9 +59,28 @@ Box param_local_box(const Param& p) {
 
 std::vector<Box> param_range_boxes(const Param& p, int64_t begin, int64_t end) {
   std::vector<Box> boxes = flat_range_boxes(p.local_shape, begin, end);
-  const Box local = param_local_box(p);
-  for (Box& b : boxes) b = translate(b, local.offset);
-  return boxes;
+  if (p.shard.segments == 1 || p.local_shape == p.shape) {
+    const Box local = param_local_box(p);
+    for (Box& b : boxes) b = translate(b, local.offset);
+    return boxes;
+  }
+  // Blocks along dim 0: a local box is cut at block boundaries and each part placed in its
+  // block (local rows of block s: [s·ls, (s+1)·ls) -> global s·gs + index·ls + ...). The parts
+  // of one box follow each other in the flat order because dim 0 is the outermost.
+  SM_CHECK(p.shard.dim == 0, "parameter '" << p.name << "': blocks only along dim 0");
+  const int64_t ls = p.local_shape[0] / p.shard.segments, gs = p.shape[0] / p.shard.segments;
+  std::vector<Box> out;
+  for (const Box& b : boxes) {
+    const int64_t lo = b.offset[0], hi = b.offset[0] + b.count[0];
+    for (int64_t s = lo / ls; s * ls < hi; ++s) {
+      const int64_t a = std::max(lo, s * ls), z = std::min(hi, (s + 1) * ls);
+      Box part = b;
+      part.offset[0] = s * gs + p.shard.index * ls + (a - s * ls);
+      part.count[0] = z - a;
+      out.push_back(part);
+    }
+  }
+  return out;
 }
 
 void append_param_range_shards(std::vector<TensorShard>& out, const std::string& path, const Param& p, DType dtype,

@@ -60,7 +60,9 @@ int64_t global_index(const Param& p, int64_t i) {
   int64_t outer_idx = i / (inner * l[d]);
   int64_t dim_idx = (i / inner) % l[d];
   int64_t in_idx = i % inner;
-  int64_t gdim = dim_idx + p.shard.index * l[d];
+  const int64_t seg_len = l[d] / p.shard.segments;  // local rows per block
+  const int64_t seg = dim_idx / seg_len, in_seg = dim_idx % seg_len;
+  const int64_t gdim = seg * (g[d] / p.shard.segments) + p.shard.index * seg_len + in_seg;
   return (outer_idx * g[d] + gdim) * inner + in_idx;
 }
 

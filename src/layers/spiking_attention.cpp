@@ -35,6 +35,11 @@ SpikingAttention::SpikingAttention(int heads, double scale) : heads_(heads), sca
   impl_ = std::make_shared<Slots>();
 }
 
+void SpikingAttention::split_heads(int parts) {
+  SM_CHECK(parts >= 1 && heads_ % parts == 0, "ssa '" << name() << "': " << heads_ << " heads cannot be split " << parts << " ways");
+  heads_ /= parts;
+}
+
 Shape SpikingAttention::output_shape(const Shape& in) const {
   if (in.size() != 2)
     SM_INPUT_ERROR("ssa expects per-sample input [3C, L] (q, k, v channels, tokens), got " << shape_str(in));

@@ -51,7 +51,8 @@ std::vector<ParamPlacement> DataParallel::placements(bool saving) {
   const bool holds = !saving || dp_.rank() == 0;
   std::vector<ParamPlacement> out;
   for (Param* p : stage_.params())
-    out.push_back(ParamPlacement{p, {PlacedPiece{p, holds ? param_local_box(*p) : empty_box(p->shape.size()), 0}}});
+    out.push_back(holds ? ParamPlacement{p, flat_range_pieces_of(*p, 0, shape_numel(p->local_shape), 0)}
+                        : ParamPlacement{p, {PlacedPiece{p, empty_box(p->shape.size()), 0}}});
   return out;
 }
 

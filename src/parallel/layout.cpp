@@ -209,5 +209,6 @@ void Layout::gather_full_params() { strategy_->gather_full_params(); }
 void Layout::release_full_params() { strategy_->release_full_params(); }
 StrategyStats Layout::stats() const { return strategy_->stats(); }
 CommCounters Layout::comm_counters() const { return dp_ ? dp_->counters() : CommCounters{}; }
+CommCounters Layout::tp_comm_counters() const { return tp_ ? tp_->counters() : CommCounters{}; }
 
 }  // namespace sm

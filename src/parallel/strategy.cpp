@@ -16,7 +16,8 @@ class SingleRank final : public ParallelStrategy {
   std::vector<Param*> optimizer_params() override { return stage_.params(); }
   std::vector<ParamPlacement> placements(bool) override {
     std::vector<ParamPlacement> out;
-    for (Param* p : stage_.params()) out.push_back(ParamPlacement{p, {PlacedPiece{p, param_local_box(*p), 0}}});
+    for (Param* p : stage_.params())
+      out.push_back(ParamPlacement{p, flat_range_pieces_of(*p, 0, shape_numel(p->local_shape), 0)});
     return out;
   }
   bool holds_replicated(bool) const override { return true; }

@@ -11,6 +11,7 @@
 #include "spikemesh/layers/neuron.h"
 #include "spikemesh/layers/pool.h"
 #include "spikemesh/layers/sequential.h"
+#include "spikemesh/layers/spiking_attention.h"
 #include "spikemesh/layers/unit.h"
 #include "spikemesh/layers/weight_layer.h"
 #include "spikemesh/models/model.h"
@@ -156,7 +157,8 @@ struct Planner {
     const int64_t cout = out_channels(w);
     if (cout % tp != 0)
       return note(w, std::to_string(cout) + " output channels do not divide by tp " + std::to_string(tp));
-    int dim = 0;  // the split dim of the activations after the colwise layer
+    int dim = 0;            // the split dim of the activations after the colwise layer
+    size_t ssa = SIZE_MAX;  // spiking attention in the chain: split by heads (q, k, v blocks)
     for (size_t j = i + 1; j < items.size(); ++j) {
       if (items[j].compound) return note(w, "no rowwise partner before the residual block that follows");
       TpLayerPlan& n = at(items[j]);
@@ -169,8 +171,16 @@ struct Planner {
           return note(w, "'" + n.name + "' cannot take the split channels rowwise");
         if (in_channels(n) % tp != 0)
           return note(w, "'" + n.name + "' has " + std::to_string(in_channels(n)) + " input features, not divisible by tp");
-        shard(items, i, j);
+        shard(items, i, j, ssa);
         return j;
+      }
+      if (const auto* a = dynamic_cast<const SpikingAttention*>(n.layer)) {
+        // q, k, v are the three blocks of the colwise layer's output: each is split by heads
+        if (ssa != SIZE_MAX || dim != 0 || a->heads() % tp != 0 || cout % (3 * tp) != 0)
+          return note(w, "'" + n.name + "' (" + std::to_string(a->heads()) + " heads) cannot be split by heads over tp " +
+                             std::to_string(tp));
+        ssa = j;
+        continue;
       }
       const Shape& in = at(items[j - 1]).out_shape;
       std::string why;
@@ -184,18 +194,22 @@ struct Planner {
     return SIZE_MAX;
   }
 
-  void shard(std::vector<Item>& items, size_t i, size_t j) {
+  // items[i] colwise, items[j] rowwise, the layers between local; with attention at `ssa`,
+  // the colwise output and the local layers before it are split in 3 blocks (q, k, v).
+  void shard(std::vector<Item>& items, size_t i, size_t j, size_t ssa) {
     const int tp = plan.tp;
     TpLayerPlan& col = at(items[i]);
     col.role = TpRole::Colwise;
     col.local_out_shape[0] /= tp;
+    if (ssa != SIZE_MAX) col.segments = 3;
     int dim = 0;
     for (size_t k = i + 1; k < j; ++k) {  // the local layers: their output split along `dim`
       TpLayerPlan& l = at(items[k]);
       std::string why;
-      passes_local(l.layer, at(items[k - 1]).out_shape, dim, why);
+      if (k != ssa) passes_local(l.layer, at(items[k - 1]).out_shape, dim, why);
       l.role = TpRole::Local;
       l.local_out_shape[dim] /= tp;
+      if (ssa != SIZE_MAX && k < ssa) l.segments = 3;
     }
     TpLayerPlan& row = at(items[j]);
     row.role = TpRole::Rowwise;
@@ -243,8 +257,16 @@ TpPlan make_tp_plan(Model& model, const TpOptions& opts) {
 }
 
 namespace {
-void shard_dim(Param& p, int dim, int tp, int rank) {
-  p.shard = ShardSpec{ShardSpec::Group::TP, dim, rank, tp};
+// The dim a layer's k-th parameter is split along under the plan (-1: whole on every rank).
+int split_dim_of(const TpLayerPlan& l, size_t k) {
+  if (l.role == TpRole::Colwise) return 0;                 // weight [Cout, ...], bias [Cout]
+  if (l.role == TpRole::Rowwise) return k == 0 ? 1 : -1;   // weight [Cout, Cin, ...]; bias whole
+  if (l.role == TpRole::Local && dynamic_cast<const BatchNorm*>(l.layer)) return 0;  // γ, β [C]
+  return -1;
+}
+
+void shard_dim(Param& p, int dim, int tp, int rank, int segments) {
+  p.shard = ShardSpec{ShardSpec::Group::TP, dim, rank, tp, segments};
   p.local_shape = p.shape;
   p.local_shape[dim] /= tp;
 }
@@ -255,19 +277,18 @@ void apply_tp_plan(const TpPlan& plan, int tp_rank) {
   SM_CHECK(tp_rank >= 0 && tp_rank < plan.tp, "tp rank " << tp_rank << " outside [0, " << plan.tp << ")");
   for (Param* q : plan.partial_grad_params) q->grad_summed_over_tp = true;
   for (const TpLayerPlan& l : plan.layers) {
-    std::vector<Param*> ps = l.layer->params();
-    if (l.role == TpRole::Colwise) {
-      for (Param* q : ps) shard_dim(*q, 0, plan.tp, tp_rank);  // weight [Cout, ...] and bias [Cout]
-    } else if (l.role == TpRole::Rowwise) {
-      shard_dim(*ps[0], 1, plan.tp, tp_rank);  // weight [Cout, Cin, ...]; the bias stays whole
-    } else if (l.role == TpRole::Local && dynamic_cast<const BatchNorm*>(l.layer)) {
-      for (Param* q : ps) shard_dim(*q, 0, plan.tp, tp_rank);  // γ, β [C]
+    const std::vector<Param*> ps = l.layer->params();
+    for (size_t k = 0; k < ps.size(); ++k)
+      if (const int d = split_dim_of(l, k); d >= 0) shard_dim(*ps[k], d, plan.tp, tp_rank, l.segments);
+    if (l.role == TpRole::Local && dynamic_cast<const BatchNorm*>(l.layer)) {
       for (Buffer* b : l.layer->buffers()) {
         if (b->shape.size() != 1) continue;  // num_batches_tracked: a scalar, whole
-        b->shard = ShardSpec{ShardSpec::Group::TP, 0, tp_rank, plan.tp};
+        b->shard = ShardSpec{ShardSpec::Group::TP, 0, tp_rank, plan.tp, l.segments};
         b->local_shape = {b->shape[0] / plan.tp};
       }
     }
+    if (l.role == TpRole::Local)
+      if (auto* a = dynamic_cast<SpikingAttention*>(l.layer)) a->split_heads(plan.tp);
   }
 }
 
@@ -281,7 +302,12 @@ std::string describe_tp_plan(const TpPlan& plan, int64_t batch, int64_t T, int64
   os << line;
   for (const TpLayerPlan& l : plan.layers) {
     std::string params;
-    for (Param* q : l.layer->params()) params += (params.empty() ? "" : " ") + shape_str(q->local_shape.empty() ? q->shape : q->local_shape);
+    const std::vector<Param*> ps = l.layer->params();
+    for (size_t k = 0; k < ps.size(); ++k) {
+      Shape local = ps[k]->shape;
+      if (const int d = split_dim_of(l, k); d >= 0) local[d] /= plan.tp;
+      params += (params.empty() ? "" : " ") + shape_str(local);
+    }
     const double sent = per_elem * static_cast<double>(l.forward_all_reduce + l.backward_all_reduce);
     std::snprintf(line, sizeof line, "%4d  %-42s %-12s %-10s %-16s %-16s %-24s %12.0f\n", l.unit, l.name.c_str(),
                   l.type.c_str(), tp_role_name(l.role), shape_str(l.out_shape).c_str(),

@@ -34,11 +34,20 @@ TensorShard held(const std::string& path, const Shape& shape, const Box& where, 
 std::vector<TensorShard> buffer_shards(Model& model, bool holds, int tp_rank, bool saving) {
   std::vector<TensorShard> out;
   for (Buffer* b : model.buffers()) {
-    Box where = full_box(b->held_shape());
     const bool split = b->shard.sharded();
-    if (split) where.offset[b->shard.dim] = b->shard.index * b->held_shape()[b->shard.dim];  // a tp channel shard
     const bool here = holds && (split || !saving || tp_rank == 0);  // whole buffers: tp rank 0 writes
-    out.push_back(held(buffer_dataset_path(b->name), b->shape, where, b->value, here));
+    const int blocks = split ? b->shard.segments : 1;  // a tp channel shard: one box per block
+    const int64_t ls = b->held_shape().empty() ? 1 : b->held_shape()[0] / blocks;
+    for (int s = 0; s < blocks; ++s) {
+      Box where = full_box(b->held_shape());
+      Tensor part = b->value;
+      if (split) {  // rows [s·ls, (s+1)·ls) of the local buffer: block s, piece shard.index
+        where.count[0] = ls;
+        where.offset[0] = s * (b->shape[0] / blocks) + b->shard.index * ls;
+        part = b->value.slice0(s * ls, (s + 1) * ls);
+      }
+      out.push_back(held(buffer_dataset_path(b->name), b->shape, where, part, here));
+    }
   }
   return out;
 }

@@ -93,7 +93,8 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
   add("log-every", K::Int, &c.log_every, "progress line every N steps");
   add("eval-batch-size", K::Int, &c.eval_batch_size, "evaluation batch size (0: --batch-size)");
   add("distributed-mode", K::Str, &c.distributed_mode,
-      "none (one rank) | dp (data parallel, see --optimizer-sharding) | fsdp (fully sharded)");
+      "none (one rank) | dp (data parallel, see --optimizer-sharding; with tp > 1 in --mesh-shape: dp x tp) | "
+      "fsdp (fully sharded) | tp (tensor parallel, dp x tp by --mesh-shape)");
   add("mesh-shape", K::IntList, &c.mesh_shape, "process mesh DP [TP [PP]] (default: dp = number of ranks)");
   add("tp-mesh-dim", K::Int, &c.tp_mesh_dim, "which --mesh-shape dimension is tp (SpikingJelly style; -1: DP TP PP order)");
   add("dp-mesh-dim", K::Int, &c.dp_mesh_dim, "which --mesh-shape dimension is dp (-1: DP TP PP order)");
@@ -106,6 +107,8 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
   add("global-batch-size", K::Int, &c.global_batch_size,
       "samples per optimizer step over all ranks (0: batch-size x dp x grad-accum); sets --batch-size");
   add("sync-bn", K::Bool, &c.sync_bn, "batch-norm statistics over the whole data-parallel batch");
+  add("tp-keep-first", K::Bool, &c.tp_keep_first, "tp: keep the model's first weight layer whole on every rank");
+  add("tp-keep-classifier", K::Bool, &c.tp_keep_classifier, "tp: keep the model's last weight layer whole on every rank");
   add("fsdp-reshard-after-forward", K::Bool, &c.fsdp_reshard_after_forward,
       "fsdp: free gathered parameters after each unit's forward (gather again in backward)");
   add("fsdp-param-dtype", K::Str, &c.fsdp_param_dtype, "fsdp: dtype parameters are gathered in: fp32 | fp64 | bf16");
@@ -299,6 +302,8 @@ LayoutOptions layout_options(const TrainConfig& c, DType master) {
   LayoutOptions o;
   o.mode = c.distributed_mode;
   o.sync_bn = c.sync_bn;
+  o.tp_keep_first = c.tp_keep_first;
+  o.tp_keep_classifier = c.tp_keep_classifier;
   o.strategy.sharding = c.optimizer_sharding;
   o.strategy.bucket_mb = c.bucket_mb;
   o.strategy.reshard_after_forward = c.fsdp_reshard_after_forward;

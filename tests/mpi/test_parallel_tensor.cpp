@@ -3,8 +3,8 @@
 // losses within 1e-9 relative and every rank's parameter shard equal to the matching part of
 // the one-rank parameters; tensors replicated over tp bitwise identical on every tp rank
 // after every step. Layouts: tp = world (2 or 4) for the three model families (the tiny VGG,
-// the CSNN, a small Spikformer), dp 2 x tp 2 on 4 ranks, with clipping by the global norm and
-// dropout. The reference is reference_run (test_parallel_util.h): one rank, no communication.
+// the CSNN, a small Spikformer whose attention is split by heads at tp 2), dp 2 x tp 2 on 4
+// ranks, with clipping by the global norm and dropout. The reference is reference_run (test_parallel_util.h): one rank, no communication.
 #include <gtest/gtest.h>
 
 #include "spikemesh/comm/comm.h"
@@ -91,9 +91,11 @@ std::vector<double> matching_part(const std::vector<Param*>& params, const std::
     const int64_t n = shape_numel(l);
     for (int64_t i = 0; i < n; ++i) {
       int64_t gi = i;
-      if (d >= 0) {
+      if (d >= 0) {  // blocks (segments) along d, each split over tp: rank index holds piece index of each
         const int64_t outer = i / (inner * l[d]), at = (i / inner) % l[d], in = i % inner;
-        gi = (outer * g[d] + at + p->shard.index * l[d]) * inner + in;
+        const int64_t ls = l[d] / p->shard.segments, gs = g[d] / p->shard.segments;
+        const int64_t row = (at / ls) * gs + p->shard.index * ls + at % ls;
+        gi = (outer * g[d] + row) * inner + in;
       }
       out.push_back(full[base + static_cast<size_t>(gi)]);
     }
@@ -130,6 +132,28 @@ TEST(TensorParallel, TpCsnnFp64) {
 TEST(TensorParallel, TpSpikformerFp64) {
   if (!tp_world_fits()) GTEST_SKIP();
   expect_tp_trajectory("sformer", MeshShape{1, world_size(), 1});
+}
+TEST(TensorParallel, SpikformerAttentionIsSplitByHeads) {
+  auto m = build_spec_model("sformer");
+  TpOptions to;
+  to.tp = 2;
+  const TpPlan plan = make_tp_plan(*m, to);
+  int ssa = 0, qkv = 0;
+  for (const TpLayerPlan& l : plan.layers) {
+    if (l.type == "ssa") {
+      EXPECT_EQ(l.role, TpRole::Local) << l.name;
+      EXPECT_EQ(l.local_out_shape[0] * 2, l.out_shape[0]);
+      ++ssa;
+    }
+    if (l.name.find("qkv_conv_bn.0") != std::string::npos) {
+      EXPECT_EQ(l.role, TpRole::Colwise);
+      EXPECT_EQ(l.segments, 3);
+      ++qkv;
+    }
+    if (l.name.find("proj_conv_bn.0") != std::string::npos) EXPECT_EQ(l.role, TpRole::Rowwise) << l.name;
+  }
+  EXPECT_EQ(ssa, 1);
+  EXPECT_EQ(qkv, 1);
 }
 TEST(TensorParallel, TpDropoutAndClippingFp64) {
   if (!tp_world_fits()) GTEST_SKIP();

@@ -312,6 +312,64 @@ TEST(ParallelTrainer, CheckpointsReshardAcrossDpSizes) {
   MPI_Barrier(world());
 }
 
+// Tensor parallelism: checkpoints hold full logical tensors (tp shards written as
+// hyperslabs, whole tensors by tp rank 0), so a run saved at (dp W/2, tp 2) continues at
+// (1, tp W), at (dp W, 1) and on one rank, on the uninterrupted one-rank trajectory (fp64,
+// sync-bn; BN running statistics and Adam moments split over tp included).
+TEST(ParallelTrainer, TensorParallelCheckpointsReshard) {
+  dataset();
+  if (!fits() || world_size() < 2) GTEST_SKIP();
+  clear({"tr_ref", "tr_a", "tr_b", "tr_c", "tr_d"});
+  std::vector<std::pair<std::string, std::string>> common = {{"epochs", "3"}};
+  auto with = [&](std::vector<std::pair<std::string, std::string>> e) {
+    e.insert(e.begin(), common.begin(), common.end());
+    return e;
+  };
+  if (world_rank() == 0) TrainRun(with({{"run-name", "tr_ref"}, {"max-steps", "9"}})).go(nullptr);
+  MeshShape sa;
+  sa.dp = world_size() / 2;
+  sa.tp = 2;
+  auto mesh_a = Mesh::create(world(), sa);
+  TrainRun a(with({{"run-name", "tr_a"}, {"max-steps", "3"}, {"distributed-mode", "tp"}}));
+  TrainSummary ra = a.go(mesh_a.get());
+  ASSERT_EQ(ra.steps, 3);
+  MeshShape sb;
+  sb.tp = world_size();
+  auto mesh_b = Mesh::create(world(), sb);
+  TrainRun b(with({{"run-name", "tr_b"}, {"max-steps", "6"}, {"distributed-mode", "tp"}, {"resume", ra.last_checkpoint}}));
+  TrainSummary rb = b.go(mesh_b.get());
+  EXPECT_EQ(rb.steps, 6);
+  auto mesh_d = world_mesh();
+  TrainRun d(with({{"run-name", "tr_d"}, {"max-steps", "9"}, {"distributed-mode", "dp"}, {"resume", ra.last_checkpoint}}));
+  EXPECT_EQ(d.go(mesh_d.get()).steps, 9);
+  if (world_rank() == 0) {
+    TrainRun c(with({{"run-name", "tr_c"}, {"max-steps", "9"}, {"resume", rb.last_checkpoint}}));
+    EXPECT_EQ(c.go(nullptr).steps, 9);
+    const std::vector<double> ref = column(scratch_dir() + "/tr_ref", "/step/loss");
+    std::vector<double> abc = column(a.dir(), "/step/loss"), ad = abc;
+    for (const std::string& r : {"tr_b", "tr_c"}) {
+      const std::vector<double> more = column(scratch_dir() + "/" + r, "/step/loss");
+      abc.insert(abc.end(), more.begin(), more.end());
+    }
+    const std::vector<double> dl = column(d.dir(), "/step/loss");
+    ad.insert(ad.end(), dl.begin(), dl.end());
+    ASSERT_EQ(ref.size(), 9u);
+    ASSERT_EQ(abc.size(), 9u);
+    ASSERT_EQ(ad.size(), 9u);
+    for (size_t i = 0; i < 9; ++i) {
+      EXPECT_LE(rel_diff(abc[i], ref[i]), 1e-9) << "tp 2 -> tp " << world_size() << " -> 1, step " << i + 1;
+      EXPECT_LE(rel_diff(ad[i], ref[i]), 1e-9) << "tp 2 -> dp " << world_size() << ", step " << i + 1;
+    }
+    // The checkpoint saved under tp holds every tensor whole: h5py-style reads see full shapes.
+    H5File f = H5File::open(ra.last_checkpoint);
+    const Tensor w = f.read("/params/conv_fc.0.weight");  // fmnist_csnn C=4: [C, 1, 3, 3], colwise over tp
+    EXPECT_EQ(w.shape(), (Shape{4, 1, 3, 3}));
+    const Tensor rm = f.read("/buffers/conv_fc.1.running_mean");  // BN inside the split region
+    EXPECT_EQ(rm.shape(), (Shape{4}));
+  }
+  MPI_Barrier(world());
+}
+
 TEST(ParallelTrainer, BadConfigurationsFailOnEveryRankWithOneMessage) {
   dataset();
   auto mesh = world_mesh();

@@ -16,6 +16,10 @@ struct ShardSpec {
   int dim = -1;          // split dimension of the logical shape; -1 = replicated
   int index = 0;         // this rank's shard index in the group
   int count = 1;         // number of shards
+  // The split dim is `segments` equal blocks, each cut into `count` pieces; this rank holds
+  // piece `index` of every block (Spikformer's fused q, k, v split by heads: segments 3).
+  // segments > 1 only with dim 0.
+  int segments = 1;
   bool sharded() const { return group != Group::None && count > 1; }
 };
 

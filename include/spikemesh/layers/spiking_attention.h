@@ -21,6 +21,9 @@ class SpikingAttention : public Layer {
   std::string type() const override { return "ssa"; }
   int heads() const { return heads_; }
   double scale() const { return scale_; }
+  // Tensor parallelism by heads: this rank runs heads()/parts of the heads (its q, k, v
+  // channel blocks; parallel/tp_plan.cpp). Before the first forward; heads % parts == 0.
+  void split_heads(int parts);
 
  protected:
   SM_LEAF_HOOKS

@@ -148,6 +148,7 @@ class Layout {
   // The gradient-reduction piece (introspection: bucket layouts, FSDP memory); tests only.
   ParallelStrategy& strategy() { return *strategy_; }
   CommCounters comm_counters() const;  // the gradient-reduction (dp) comm's counters (zeros alone)
+  CommCounters tp_comm_counters() const;  // the tp group's counters (zeros without tp)
 
  private:
   void fill_ctx(Ctx& ctx);

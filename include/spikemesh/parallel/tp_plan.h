@@ -4,9 +4,12 @@
 // channels split over tp) when a later weight layer can take the split channels ROWWISE
 // (input channels split, partial outputs all-reduced) and every layer in between is
 // channel-LOCAL: batch norm (exact: its statistics are per channel), neurons, pooling,
-// flatten (the split channels stay one contiguous block of features) and a mean over another
-// dim. Everything else — dropout (its mask is keyed by the element's index), spiking
-// attention, a residual or graph boundary — ends the search, and the weight layer stays
+// flatten (the split channels stay one contiguous block of features), a mean over another
+// dim, and Spikformer's spiking attention split BY HEADS (then the colwise layer's q, k, v
+// output blocks are each split by heads: ShardSpec::segments 3, and the attention output is
+// this rank's heads, a contiguous channel block for the rowwise projection). Everything
+// else — dropout (its mask is keyed by the element's index), a residual or graph boundary,
+// a head count not divisible by tp — ends the search, and the weight layer stays
 // REPLICATED; so does one whose channels do not divide by tp, with the reason in `note`.
 // Replicated layers run whole on every tp rank (identical inputs, identical results).
 //
@@ -39,6 +42,7 @@ struct TpLayerPlan {
   Shape out_shape;           // per-sample output, whole
   Shape local_out_shape;     // per-sample output on this rank (split channels / tp)
   std::string note;          // why a weight layer stays replicated (empty otherwise)
+  int segments = 1;          // 3: the split channels are q, k, v blocks, each split by heads
   // Per sample and time step, the elements all-reduced over tp: a rowwise layer's output in
   // forward, a colwise layer's input gradient in backward (0 elsewhere).
   int64_t forward_all_reduce = 0, backward_all_reduce = 0;

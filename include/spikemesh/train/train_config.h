@@ -59,7 +59,7 @@ struct TrainConfig {
   int64_t log_every = 50;
   int64_t eval_batch_size = 0;    // 0: batch-size
   // parallelism (the data-parallel family; docs: README "Multi-rank training")
-  std::string distributed_mode = "none";  // none | dp | fsdp (tp, fsdp_tp, pp, auto: not yet)
+  std::string distributed_mode = "none";  // none | dp | fsdp | tp (fsdp_tp, pp, auto: not yet)
   std::vector<int64_t> mesh_shape;        // DP TP PP (empty: dp = world size)
   int64_t tp_mesh_dim = -1;
   int64_t dp_mesh_dim = -1;
@@ -70,6 +70,8 @@ struct TrainConfig {
   int64_t grad_accum = 1;                 // micro-steps per optimizer step
   int64_t global_batch_size = 0;          // 0: batch-size x dp x grad-accum; else sets batch-size
   bool sync_bn = false;                   // batch-norm statistics over the dp group
+  bool tp_keep_first = false;             // tp: the first weight layer stays whole
+  bool tp_keep_classifier = false;        // tp: the last weight layer stays whole
   bool fsdp_reshard_after_forward = true;
   std::string fsdp_param_dtype;           // "": the --precision dtype
   std::string fsdp_reduce_dtype;          // "": the --precision dtype
