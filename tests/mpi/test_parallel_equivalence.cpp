@@ -118,11 +118,6 @@ void expect_same_trajectory(const std::string& which, const std::string& layout,
                 max_rel_diff(par.tr.params, ref.params));
 }
 
-// This rank's GPU (GPU world rank % visible: the tests run on one node), or the CPU when none.
-Device test_gpu() {
-  return cuda_device_count() > 0 ? select_device(DeviceRequest::Cuda, world_rank()) : Device::cpu();
-}
-
 }  // namespace
 
 TEST(ParallelEquivalence, DpCsnnFp64) { expect_same_trajectory("csnn", "dp", DType::F64, 1e-9); }

@@ -37,7 +37,7 @@ uint64_t replicated_checksum(Model& m) {
 }
 
 TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, const OptimizerConfig& oc,
-                double dropout = 0.0, double clip_norm = 0.0) {
+                double dropout = 0.0, double clip_norm = 0.0, DType dt = DType::F64, Device dev = Device::cpu()) {
   auto mesh = Mesh::create(world(), shape);
   TpResult out;
   out.model = build_spec_model(which, dropout);
@@ -46,7 +46,7 @@ TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, con
   out.plan = make_tp_plan(*out.model, to);
   apply_tp_plan(out.plan, mesh->tp().rank());
   Model& m = *out.model;
-  m.finalize(DType::F64, Device::cpu(), 7);
+  m.finalize(dt, dev, 7);
   LayoutOptions lo;
   lo.mode = "tp";
   lo.sync_bn = true;
@@ -58,7 +58,7 @@ TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, con
     Ctx ctx;
     ctx.seed = 11;
     ctx.step = s;
-    std::vector<MicroBatch> micro{synth_batch(m, s, r * b, b, DType::F64)};
+    std::vector<MicroBatch> micro{on_device(synth_batch(m, s, r * b, b, dt), dev)};
     StepOptions so;
     so.clip_norm = clip_norm;
     const StepResult res = train_step(layout, *opt, micro, ctx, so);
@@ -105,17 +105,20 @@ std::vector<double> matching_part(const std::vector<Param*>& params, const std::
 }
 
 void expect_tp_trajectory(const std::string& which, const MeshShape& shape, const std::string& optim = "adam",
-                          double dropout = 0.0, double clip_norm = 0.0) {
+                          double dropout = 0.0, double clip_norm = 0.0, DType dt = DType::F64,
+                          Device dev = Device::cpu(), double tol = 1e-9) {
   const OptimizerConfig oc = test_optimizer(optim);
-  const Trajectory ref = reference_run(which, DType::F64, kSteps, kGlobal, oc, 1, dropout, clip_norm);
-  const TpResult got = tp_run(which, shape, kSteps, oc, dropout, clip_norm);
+  // fp64 runs on the CPU; the device variant compares the device tp run with the CPU's one rank
+  const Trajectory ref = reference_run(which, dt, kSteps, kGlobal, oc, 1, dropout, clip_norm);
+  const TpResult got = tp_run(which, shape, kSteps, oc, dropout, clip_norm, dt, dev);
   EXPECT_GT(got.plan.sharded_layers(), 0) << which << ": nothing was sharded";
   ASSERT_EQ(got.tr.losses.size(), ref.losses.size());
   for (size_t s = 0; s < ref.losses.size(); ++s)
-    EXPECT_LE(rel_diff(got.tr.losses[s], ref.losses[s]), 1e-9)
+    EXPECT_LE(rel_diff(got.tr.losses[s], ref.losses[s]), tol)
         << which << " " << shape.str() << " step " << s << ": " << got.tr.losses[s] << " vs " << ref.losses[s];
-  EXPECT_LE(max_rel_diff(got.tr.params, matching_part(got.params, ref.params)), 1e-9) << which << " " << shape.str();
-  EXPECT_EQ(got.replica_mismatch_step, -1) << "tensors replicated over tp differed after step "
+  EXPECT_LE(max_rel_diff(got.tr.params, matching_part(got.params, ref.params)), tol) << which << " " << shape.str();
+  if (dev.is_cpu())  // (device kernels need not be bitwise reproducible across tp ranks' shapes)
+    EXPECT_EQ(got.replica_mismatch_step, -1) << "tensors replicated over tp differed after step "
                                            << got.replica_mismatch_step;
 }
 
@@ -159,6 +162,14 @@ TEST(TensorParallel, TpDropoutAndClippingFp64) {
   if (!tp_world_fits()) GTEST_SKIP();
   expect_tp_trajectory("dvs", MeshShape{1, world_size(), 1}, "sgd", 0.25, 0.05);
 }
+// tp 2 on device buffers (CUDA kernels; NCCL when every rank has its own GPU, staged MPI
+// otherwise) against the one-rank CPU run in f32.
+TEST(TensorParallelGpu, Tp2OnTheDeviceEqualsTheCpuRun) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU";
+  if (world_size() != 2) GTEST_SKIP() << "needs 2 ranks";
+  expect_tp_trajectory("dvs", MeshShape{1, 2, 1}, "adam", 0.0, 0.0, DType::F32, test_gpu(), 1e-3);
+}
+
 TEST(TensorParallel, DpTimesTpFp64) {
   if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks";
   expect_tp_trajectory("dvs", MeshShape{2, 2, 1});

@@ -114,6 +114,11 @@ inline std::unique_ptr<Model> build_model(const std::string& which, DType dt, ui
   return m;
 }
 
+// This rank's GPU (GPU world rank % visible: the tests run on one node), or the CPU when none.
+inline Device test_gpu() {
+  return cuda_device_count() > 0 ? select_device(DeviceRequest::Cuda, world_rank()) : Device::cpu();
+}
+
 // A host micro-batch on `dev` (no-op for the CPU).
 inline MicroBatch on_device(MicroBatch b, const Device& dev) {
   if (dev.is_cpu()) return b;
