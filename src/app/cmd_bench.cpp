@@ -378,7 +378,7 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
                   "classes of models with a num_classes variable (spikformer_*: default 1000)");
   cmd->add_option("--result-log", o->result_log, "append the JSON record to this file and compare with the previous one");
   cmd->add_option("--distributed-mode", o->mode,
-                  "none (one rank) | dp | fsdp | tp (several ranks, weak scaling; dp x tp by --mesh-shape)")
+                  "none (one rank) | dp | fsdp | tp | fsdp_tp (several ranks, weak scaling; dp x tp by --mesh-shape)")
       ->capture_default_str();
   cmd->add_flag("--tp-keep-first", o->tp_keep_first, "tp: keep the model's first weight layer whole on every rank");
   cmd->add_flag("--tp-keep-classifier", o->tp_keep_classifier, "tp: keep the model's last weight layer whole on every rank");

@@ -2,6 +2,7 @@
 // collectives handed to layers; the one forward/backward path of a training step.
 #include "spikemesh/parallel/layout.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "spikemesh/comm/mesh.h"
@@ -16,10 +17,10 @@ namespace sm {
 
 void validate_parallel_flags(const LayoutOptions& o) {
   const std::string& m = o.mode;
-  if (m == "fsdp_tp" || m == "pp" || m == "auto")
-    SM_INPUT_ERROR("--distributed-mode " << m << " is not implemented yet (available: none, dp, fsdp, tp)");
-  if (m != "none" && m != "dp" && m != "fsdp" && m != "tp")
-    SM_INPUT_ERROR("--distributed-mode must be none, dp, fsdp or tp, got '" << m << "'");
+  if (m == "pp" || m == "auto")
+    SM_INPUT_ERROR("--distributed-mode " << m << " is not implemented yet (available: none, dp, fsdp, tp, fsdp_tp)");
+  if (m != "none" && m != "dp" && m != "fsdp" && m != "tp" && m != "fsdp_tp")
+    SM_INPUT_ERROR("--distributed-mode must be none, dp, fsdp, tp or fsdp_tp, got '" << m << "'");
   const std::string& z = o.strategy.sharding;
   if (z != "none" && z != "zero" && z != "zero2")
     SM_INPUT_ERROR("--optimizer-sharding must be none, zero or zero2, got '" << z << "'");
@@ -35,15 +36,11 @@ void validate_layout_for_mesh(const LayoutOptions& o, int world_size, int tp, in
   if (pp > 1)
     SM_INPUT_ERROR("--mesh-shape dp=" << dp << " tp=" << tp << " pp=" << pp
                                       << ": pipeline parallelism is not implemented yet (use pp = 1)");
-  if (o.mode == "tp" && tp == 1)
-    SM_INPUT_ERROR("--distributed-mode tp needs a tensor-parallel size > 1 in --mesh-shape (e.g. --mesh-shape 1 "
-                   << world_size << " with " << world_size << " ranks)");
+  if ((o.mode == "tp" || o.mode == "fsdp_tp") && tp == 1)
+    SM_INPUT_ERROR("--distributed-mode " << o.mode << " needs a tensor-parallel size > 1 in --mesh-shape (e.g. --mesh-shape "
+                   << std::max(1, world_size / 2) << " 2 with " << world_size << " ranks)");
   if (tp > 1 && o.mode == "fsdp")
-    SM_INPUT_ERROR("--distributed-mode fsdp with tp = " << tp << " is fsdp_tp, which is not implemented yet; use "
-                   "--distributed-mode tp (or dp) for dp x tp");
-  if (tp > 1 && o.strategy.sharding != "none")
-    SM_INPUT_ERROR("--optimizer-sharding " << o.strategy.sharding << " with tp = " << tp
-                                           << " is not implemented yet; use --optimizer-sharding none");
+    SM_INPUT_ERROR("--mesh-shape has tp = " << tp << ": FSDP over the tensor-parallel shards is --distributed-mode fsdp_tp");
   if (o.mode == "none" && world_size > 1)
     SM_INPUT_ERROR("--distributed-mode none runs on one rank; with " << world_size
                                                                      << " ranks use --distributed-mode dp or fsdp");
@@ -56,6 +53,7 @@ Layout::Layout(Model& model, Mesh* mesh, const LayoutOptions& opts)
   if (mesh && mesh->shape().tp > 1) {
     tp_ = &mesh->tp();
     tp_coll_ = std::make_unique<CommCollectives>(*tp_);
+    world_coll_ = std::make_unique<CommCollectives>(*world_);
   }
   build(mesh ? mesh->shape().tp : 1, mesh ? mesh->shape().pp : 1);
 }
@@ -77,8 +75,9 @@ void Layout::build(int tp, int pp) {
       if (p->grad_summed_over_tp) tp_partial_.push_back(p);
     }
   if (dp_) {
-    // "tp": the dp family's plain gradient all-reduce over dp (of size 1 when the mesh has dp 1)
-    const std::string mode = opts_.mode == "tp" ? "dp" : opts_.mode;
+    // "tp": the dp family over dp (of size 1 when the mesh has dp 1); "fsdp_tp": FSDP over dp of
+    // the tp-local flat buffers
+    const std::string mode = opts_.mode == "tp" ? "dp" : opts_.mode == "fsdp_tp" ? "fsdp" : opts_.mode;
     strategy_ = make_strategy(stage_, *dp_, mode, opts_.strategy);  // collective over dp ("none": dp)
     if (opts_.sync_bn) bn_sync_ = std::make_unique<CommCollectives>(*dp_);
   } else {
@@ -111,19 +110,26 @@ std::vector<Param*> Layout::optimizer_params() { return strategy_->optimizer_par
 Collectives* Layout::shard_group() { return strategy_->shard_group(); }
 
 std::vector<Param*> Layout::norm_params() {
-  std::vector<Param*> out = optimizer_params();
-  if (tp_rank() == 0) return out;
-  std::vector<Param*> mine;
-  for (Param* p : out)
-    if (p->shard.sharded() && p->shard.group == ShardSpec::Group::TP) mine.push_back(p);
-  return mine;
+  if (!tp_) return optimizer_params();
+  // With tp: the pieces this rank would WRITE to a checkpoint hold every element of the model
+  // exactly once over the world (tp shards on their tp rank, tensors replicated over tp on tp
+  // rank 0, dp replicas on dp rank 0, ZeRO/FSDP shards where they live) — as grad views.
+  norm_views_.clear();
+  for (const ParamPlacement& pl : placements(true))
+    for (const PlacedPiece& pc : pl.pieces) {
+      if (!pl.holder || pc.box.empty()) continue;
+      Param v;
+      v.name = pl.holder->name;
+      v.grad = pl.holder->grad.view({-1}).slice0(pc.pos, pc.pos + pc.box.numel());
+      norm_views_.push_back(std::move(v));
+    }
+  std::vector<Param*> out;
+  for (Param& v : norm_views_) out.push_back(&v);
+  return out;
 }
 
-Collectives* Layout::norm_group() {
-  if (!tp_) return shard_group();
-  SM_CHECK(shard_group() == nullptr, "the gradient norm over dp shards and tp is not implemented");
-  return tp_coll_.get();
-}
+Collectives* Layout::norm_group() { return tp_ ? world_coll_.get() : shard_group(); }
+
 int Layout::tp_rank() const { return tp_ ? tp_->rank() : 0; }
 int Layout::tp_size() const { return tp_ ? tp_->size() : 1; }
 bool Layout::counts_in_metrics() const { return tp_rank() == 0; }

@@ -94,7 +94,7 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
   add("eval-batch-size", K::Int, &c.eval_batch_size, "evaluation batch size (0: --batch-size)");
   add("distributed-mode", K::Str, &c.distributed_mode,
       "none (one rank) | dp (data parallel, see --optimizer-sharding; with tp > 1 in --mesh-shape: dp x tp) | "
-      "fsdp (fully sharded) | tp (tensor parallel, dp x tp by --mesh-shape)");
+      "fsdp (fully sharded) | tp (tensor parallel, dp x tp by --mesh-shape) | fsdp_tp (FSDP over dp of the tp shards)");
   add("mesh-shape", K::IntList, &c.mesh_shape, "process mesh DP [TP [PP]] (default: dp = number of ranks)");
   add("tp-mesh-dim", K::Int, &c.tp_mesh_dim, "which --mesh-shape dimension is tp (SpikingJelly style; -1: DP TP PP order)");
   add("dp-mesh-dim", K::Int, &c.dp_mesh_dim, "which --mesh-shape dimension is dp (-1: DP TP PP order)");

@@ -50,7 +50,7 @@ elif grep -q "needs a tensor-parallel size > 1" "$TMP/bad1.log"; then ok "--dist
 else bad "tp without mesh message"; cat "$TMP/bad1.log"; fi
 if timeout 60 mpirun --bind-to none -np 2 "$BIN" bench --model fmnist_csnn --var C=4 --distributed-mode fsdp --mesh-shape 1 2 \
      >"$TMP/bad2.log" 2>&1; then bad "fsdp x tp refused"
-elif grep -q "fsdp_tp, which is not implemented yet" "$TMP/bad2.log"; then ok "fsdp with tp refused with a message"
+elif grep -q "is --distributed-mode fsdp_tp" "$TMP/bad2.log"; then ok "fsdp with tp refused, pointing to fsdp_tp"
 else bad "fsdp x tp message"; cat "$TMP/bad2.log"; fi
 echo "tp_bench: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -36,8 +36,11 @@ uint64_t replicated_checksum(Model& m) {
   return params_checksum(rep);
 }
 
+// `layout`: tp (plain dp over the dp group), zero / zero2 (ZeRO over dp of the tp-local flat
+// buffers) or fsdp_tp.
 TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, const OptimizerConfig& oc,
-                double dropout = 0.0, double clip_norm = 0.0, DType dt = DType::F64, Device dev = Device::cpu()) {
+                double dropout = 0.0, double clip_norm = 0.0, DType dt = DType::F64, Device dev = Device::cpu(),
+                const std::string& layout_name = "tp") {
   auto mesh = Mesh::create(world(), shape);
   TpResult out;
   out.model = build_spec_model(which, dropout);
@@ -48,7 +51,9 @@ TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, con
   Model& m = *out.model;
   m.finalize(dt, dev, 7);
   LayoutOptions lo;
-  lo.mode = "tp";
+  lo.mode = layout_name == "fsdp_tp" ? "fsdp_tp" : "tp";
+  if (layout_name == "zero" || layout_name == "zero2") lo.strategy.sharding = layout_name;
+  lo.strategy.param_dtype = lo.strategy.reduce_dtype = dt;
   lo.sync_bn = true;
   Layout layout(m, mesh.get(), lo);
   auto opt = make_optimizer(oc, layout.optimizer_params());
@@ -65,14 +70,17 @@ TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, con
     std::vector<double> v{res.loss};
     all_reduce_doubles(mesh->dp(), v, ReduceOp::Sum);
     out.tr.losses.push_back(v[0] / p);
+    if (layout_name == "fsdp_tp") continue;  // parameters live as dp shards between steps
     Tensor mine = Tensor::empty({1}, DType::I64), all = Tensor::empty({shape.tp}, DType::I64);
     mine.data<int64_t>()[0] = static_cast<int64_t>(replicated_checksum(m));
     mesh->tp().all_gather(mine, all);
     for (int q = 1; q < shape.tp; ++q)
       if (all.data<int64_t>()[q] != all.data<int64_t>()[0] && out.replica_mismatch_step < 0) out.replica_mismatch_step = s;
   }
+  layout.gather_full_params();  // FSDP: the tp-local tensors whole again (others: a no-op)
   out.params = m.params();
   out.tr.params = flat_params(m);
+  layout.release_full_params();
   return out;
 }
 
@@ -106,16 +114,16 @@ std::vector<double> matching_part(const std::vector<Param*>& params, const std::
 
 void expect_tp_trajectory(const std::string& which, const MeshShape& shape, const std::string& optim = "adam",
                           double dropout = 0.0, double clip_norm = 0.0, DType dt = DType::F64,
-                          Device dev = Device::cpu(), double tol = 1e-9) {
+                          Device dev = Device::cpu(), double tol = 1e-9, const std::string& layout = "tp") {
   const OptimizerConfig oc = test_optimizer(optim);
   // fp64 runs on the CPU; the device variant compares the device tp run with the CPU's one rank
   const Trajectory ref = reference_run(which, dt, kSteps, kGlobal, oc, 1, dropout, clip_norm);
-  const TpResult got = tp_run(which, shape, kSteps, oc, dropout, clip_norm, dt, dev);
+  const TpResult got = tp_run(which, shape, kSteps, oc, dropout, clip_norm, dt, dev, layout);
   EXPECT_GT(got.plan.sharded_layers(), 0) << which << ": nothing was sharded";
   ASSERT_EQ(got.tr.losses.size(), ref.losses.size());
   for (size_t s = 0; s < ref.losses.size(); ++s)
     EXPECT_LE(rel_diff(got.tr.losses[s], ref.losses[s]), tol)
-        << which << " " << shape.str() << " step " << s << ": " << got.tr.losses[s] << " vs " << ref.losses[s];
+        << which << " " << layout << " " << shape.str() << " step " << s << ": " << got.tr.losses[s] << " vs " << ref.losses[s];
   EXPECT_LE(max_rel_diff(got.tr.params, matching_part(got.params, ref.params)), tol) << which << " " << shape.str();
   if (dev.is_cpu())  // (device kernels need not be bitwise reproducible across tp ranks' shapes)
     EXPECT_EQ(got.replica_mismatch_step, -1) << "tensors replicated over tp differed after step "
@@ -168,6 +176,18 @@ TEST(TensorParallelGpu, Tp2OnTheDeviceEqualsTheCpuRun) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU";
   if (world_size() != 2) GTEST_SKIP() << "needs 2 ranks";
   expect_tp_trajectory("dvs", MeshShape{1, 2, 1}, "adam", 0.0, 0.0, DType::F32, test_gpu(), 1e-3);
+}
+
+// ZeRO-1/2 and FSDP over dp of the tp-local flat buffers; clipping by the global norm over
+// dp shards and tp shards (each element once). On 2 ranks dp is 1 (the code paths still run).
+TEST(TensorParallel, ZeroAndFsdpTimesTpFp64) {
+  if (!tp_world_fits()) GTEST_SKIP();
+  const MeshShape shape = world_size() == 4 ? MeshShape{2, 2, 1} : MeshShape{1, world_size(), 1};
+  const Device cpu = Device::cpu();
+  expect_tp_trajectory("dvs", shape, "adam", 0.0, 0.0, DType::F64, cpu, 1e-9, "zero");
+  expect_tp_trajectory("dvs", shape, "sgd", 0.0, 0.05, DType::F64, cpu, 1e-9, "zero2");
+  expect_tp_trajectory("csnn", shape, "adam", 0.0, 0.05, DType::F64, cpu, 1e-9, "fsdp_tp");
+  expect_tp_trajectory("sformer", shape, "adam", 0.0, 0.0, DType::F64, cpu, 1e-9, "fsdp_tp");
 }
 
 TEST(TensorParallel, DpTimesTpFp64) {

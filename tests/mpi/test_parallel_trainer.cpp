@@ -392,9 +392,9 @@ TEST(ParallelTrainer, BadConfigurationsFailOnEveryRankWithOneMessage) {
     MeshShape tp;
     tp.tp = world_size();
     auto tp_mesh = Mesh::create(world(), tp);
-    TrainRun t({{"run-name", "bad_tp"}, {"distributed-mode", "fsdp"}});
+    TrainRun t({{"run-name", "bad_tp"}, {"distributed-mode", "fsdp"}});  // with tp: fsdp_tp
     e = input_error_of([&] { t.go(tp_mesh.get()); });
-    EXPECT_NE(e.find("not implemented yet"), std::string::npos) << e;
+    EXPECT_NE(e.find("--distributed-mode fsdp_tp"), std::string::npos) << e;
   }
   {  // ranks disagreeing on the configuration; one rank failing alone
     Comm w(world(), "w");

@@ -106,7 +106,7 @@ TEST(TrainConfigParallel, ValidationNamesTheFlag) {
     std::string needle;
   };
   const std::vector<Case> cases = {
-      {{"--distributed-mode", "fsdp_tp"}, "not implemented yet"},
+      {{"--distributed-mode", "auto"}, "not implemented yet"},
       {{"--distributed-mode", "pp"}, "not implemented yet"},
       {{"--distributed-mode", "ddp"}, "--distributed-mode"},
       {{"--optimizer-sharding", "zero3"}, "--optimizer-sharding"},

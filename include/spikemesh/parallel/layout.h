@@ -54,7 +54,7 @@ struct MicroResult {
 
 // --distributed-mode and its flags (validated once: validate_parallel_flags()).
 struct LayoutOptions {
-  std::string mode = "none";          // none (one rank) | dp | fsdp | tp (dp x tp by --mesh-shape)
+  std::string mode = "none";  // none (one rank) | dp | fsdp | tp | fsdp_tp (dp x tp by --mesh-shape)
   StrategyOptions strategy;           // the dp family's settings
   bool sync_bn = false;               // BN statistics over the dp group
   bool split_wgrad = false;           // run B and W separately (the zero-bubble path; tests)
@@ -115,9 +115,10 @@ class Layout {
   std::vector<Param*> optimizer_params();
   Collectives* shard_group();
   // The global gradient norm (clipping) and finite-gradient agreement: each rank sums the
-  // squares of norm_params() (its holders, minus those replicated over tp on tp ranks > 0, so
-  // every element counts once) and the sums are all-reduced over norm_group() (shard_group()
-  // without tp; the tp group with it, where dp holders are replicas). Refused: ZeRO/FSDP x tp.
+  // squares of norm_params() and the sums are all-reduced over norm_group(). Without tp: the
+  // optimizer's holders over shard_group(). With tp: views of the grads of the pieces this
+  // rank writes to a checkpoint (every element of the model once over the world), over the
+  // world. The views live until the next call.
   std::vector<Param*> norm_params();
   Collectives* norm_group();
   // Placement of every holder (placement.h). saving: a replicated piece is listed by one rank
@@ -160,6 +161,8 @@ class Layout {
   Comm* tp_ = nullptr;     // the tensor-parallel group (tp > 1 only)
   std::unique_ptr<CommCollectives> tp_coll_;  // handed to layers as ctx.tp
   std::vector<Param*> tp_partial_;            // gradients summed over tp after backward
+  std::unique_ptr<CommCollectives> world_coll_;  // the gradient norm with tp
+  std::vector<Param> norm_views_;                // norm_params()' grad views
   LayoutOptions opts_;
   Stage stage_;
   std::unique_ptr<ParallelStrategy> strategy_;

@@ -59,7 +59,7 @@ struct TrainConfig {
   int64_t log_every = 50;
   int64_t eval_batch_size = 0;    // 0: batch-size
   // parallelism (the data-parallel family; docs: README "Multi-rank training")
-  std::string distributed_mode = "none";  // none | dp | fsdp | tp (fsdp_tp, pp, auto: not yet)
+  std::string distributed_mode = "none";  // none | dp | fsdp | tp | fsdp_tp (pp, auto: not yet)
   std::vector<int64_t> mesh_shape;        // DP TP PP (empty: dp = world size)
   int64_t tp_mesh_dim = -1;
   int64_t dp_mesh_dim = -1;
