@@ -146,6 +146,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   req.layout.mode = o.mode;
   req.layout.tp_keep_first = o.tp_keep_first;
   req.layout.tp_keep_classifier = o.tp_keep_classifier;
+  req.layout.tp_debug_comm = o.tp_debug_comm;
   req.layout.strategy.sharding = o.optimizer_sharding;
   req.layout.strategy.param_dtype = req.layout.strategy.reduce_dtype = master_dtype(precision_from_name(o.precision));
   req.optimizer.name = o.optimizer;
@@ -235,16 +236,20 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   // from the strategy, parameters (full replicas, shards, FSDP's peak of gathered units).
   double optim_state_mb = 0;
   for (const OptimState& st : opt.state()) optim_state_mb += static_cast<double>(st.value->nbytes()) / 1048576.0;
+  // The model's parameters as this rank holds them between steps (tp: its shards; FSDP: see
+  // param_peak_mb_per_rank) and their gradients, for the activation estimate below.
+  double local_param_mb = 0;
+  for (Param* p : layout.optimizer_params()) local_param_mb += static_cast<double>(p->value.nbytes()) / 1048576.0;
   StrategyStats ss = layout.stats();
   if (mesh) {  // the slowest rank sets the pace; memory is the largest rank's
     const CommCounters now = layout.comm_counters();
     comm_mb = (now.total_bus_bytes() - comm_at_timed.total_bus_bytes()) / 1048576.0 / o.steps;
     comm_ms = 1000.0 * (now.total_wait_seconds() - comm_at_timed.total_wait_seconds()) / o.steps;
     std::vector<double> m{step_ms, median(fwd), median(bwd), median(optm), rss, peak_alloc, comm_mb, comm_ms,
-                          optim_state_mb, ss.param_peak_mb, ss.param_shard_mb};
+                          optim_state_mb, ss.param_peak_mb, ss.param_shard_mb, local_param_mb};
     all_reduce_doubles(mesh->world(), m, ReduceOp::Max);
     step_ms = m[0], fwd = {m[1]}, bwd = {m[2]}, optm = {m[3]}, rss = m[4], peak_alloc = m[5], comm_mb = m[6],
-    comm_ms = m[7], optim_state_mb = m[8], ss.param_peak_mb = m[9], ss.param_shard_mb = m[10];
+    comm_ms = m[7], optim_state_mb = m[8], ss.param_peak_mb = m[9], ss.param_shard_mb = m[10], local_param_mb = m[11];
     comm_calls = static_cast<int64_t>(now.total_calls() - comm_at_timed.total_calls());
   }
   BenchRecord r;
@@ -291,6 +296,10 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
                              : nlohmann::json{{"mode", "none"}, {"rationale", "one rank"}};
   r["dp_comm_mb_per_step"] = comm_mb;
   r["optimizer_state_mb_per_rank"] = optim_state_mb;  // max over ranks
+  r["param_mb_per_rank"] = local_param_mb;            // the optimizer's holders (tp shards, ZeRO/FSDP shards)
+  // Peak allocated bytes minus parameters, gradients (as large as the parameters) and
+  // optimizer state: the activations' and workspaces' peak (an estimate under FSDP/ZeRO-2).
+  r["activation_peak_mb_per_rank"] = std::max(0.0, peak_alloc - 2 * local_param_mb - optim_state_mb);
   if (mesh) {
     r["param_full_mb"] = ss.param_full_mb;              // every parameter, unsharded
     r["param_shard_mb_per_rank"] = ss.param_shard_mb;   // ZeRO/FSDP: this rank's shards (max over ranks)
@@ -393,7 +402,7 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--optimizer", o->optimizer, "sgd | adam | adamw")->capture_default_str();
   cmd->add_option("--lr", o->lr, "learning rate")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed of weights and the synthetic batch")->capture_default_str();
-  cmd->add_flag("--tp-debug-comm", o->tp_debug_comm, "log tensor-parallel communication (no effect on one rank)");
+  cmd->add_flag("--tp-debug-comm", o->tp_debug_comm, "print each layer's tensor-parallel all-reduce once: layer, direction, bytes (tp rank 0 of each group)");
   cmd->add_flag("--json", o->print_json, "print the record as JSON");
   cmd->add_flag("--profile", o->profile,
                 "time every layer type in the timed steps (CPU) and print a table with GFLOP/s of conv/linear");

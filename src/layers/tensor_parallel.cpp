@@ -2,6 +2,11 @@
 // channel-bias epilogue they need (CPU loop here; CUDA through kernels/cuda/gemm_cublas.h).
 #include "spikemesh/layers/tensor_parallel.h"
 
+#include <cstdio>
+#include <mutex>
+#include <set>
+#include <string>
+
 #include "spikemesh/layers/collectives.h"
 
 #ifdef SPIKEMESH_HAVE_CUDA
@@ -23,6 +28,21 @@ void add_channel_bias_cpu(const T* bias, const ChannelLayout& l, T* y) {
   }
 }
 
+// --tp-debug-comm: the first time a layer's weight reduces in a direction, tp rank 0 of each
+// group prints one line (layer, direction, op, bytes, group size).
+void debug_line(const Ctx& ctx, const Param& weight, const char* direction, const Tensor& t) {
+  if (!ctx.tp_debug_comm || ctx.tp->rank() != 0) return;
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  std::string layer = weight.name;
+  if (const size_t dot = layer.rfind('.'); dot != std::string::npos) layer.resize(dot);  // drop ".weight"
+  std::lock_guard<std::mutex> lock(mu);
+  if (!seen.insert(layer + "/" + direction).second) return;
+  std::fprintf(stderr, "tp-comm: %-44s %-8s all_reduce %12lld bytes over %d ranks (%s)\n", layer.c_str(), direction,
+               static_cast<long long>(t.nbytes()), ctx.tp->size(),
+               direction[0] == 'f' ? "rowwise partial outputs" : "colwise input gradient");
+}
+
 }  // namespace
 
 TpMode tp_mode(const Param& weight, const Ctx& ctx) {
@@ -37,6 +57,7 @@ int tp_split_dim(TpMode m) { return m == TpMode::Colwise ? 0 : m == TpMode::Roww
 TpForward tp_forward_plan(const Param& weight, const Param* bias, const Ctx& ctx, bool kernel_adds_bias) {
   TpForward p;
   p.mode = tp_mode(weight, ctx);
+  p.weight = &weight;
   if (bias) {
     const bool fused = kernel_adds_bias && p.mode != TpMode::Rowwise;
     (fused ? p.kernel_bias : p.late_bias) = &bias->value;
@@ -45,12 +66,18 @@ TpForward tp_forward_plan(const Param& weight, const Param* bias, const Ctx& ctx
 }
 
 void tp_finish_forward(const TpForward& plan, Ctx& ctx, Tensor& y, const ChannelLayout& layout) {
-  if (plan.mode == TpMode::Rowwise) ctx.tp->all_reduce_sum(y);  // partial sums over the input shards
+  if (plan.mode == TpMode::Rowwise) {
+    debug_line(ctx, *plan.weight, "forward", y);
+    ctx.tp->all_reduce_sum(y);  // partial sums over the input shards
+  }
   if (plan.late_bias) add_channel_bias(y, *plan.late_bias, layout);  // after the reduction: once
 }
 
 void tp_finish_backward_input(const Param& weight, Ctx& ctx, Tensor& dx) {
-  if (tp_mode(weight, ctx) == TpMode::Colwise) ctx.tp->all_reduce_sum(dx);
+  if (tp_mode(weight, ctx) == TpMode::Colwise) {
+    debug_line(ctx, weight, "backward", dx);
+    ctx.tp->all_reduce_sum(dx);
+  }
 }
 
 void add_channel_bias(Tensor& y, const Tensor& bias, const ChannelLayout& layout) {

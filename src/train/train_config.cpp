@@ -109,6 +109,7 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
   add("sync-bn", K::Bool, &c.sync_bn, "batch-norm statistics over the whole data-parallel batch");
   add("tp-keep-first", K::Bool, &c.tp_keep_first, "tp: keep the model's first weight layer whole on every rank");
   add("tp-keep-classifier", K::Bool, &c.tp_keep_classifier, "tp: keep the model's last weight layer whole on every rank");
+  add("tp-debug-comm", K::Bool, &c.tp_debug_comm, "tp: print each layer's tensor-parallel all-reduce once (layer, bytes)");
   add("fsdp-reshard-after-forward", K::Bool, &c.fsdp_reshard_after_forward,
       "fsdp: free gathered parameters after each unit's forward (gather again in backward)");
   add("fsdp-param-dtype", K::Str, &c.fsdp_param_dtype, "fsdp: dtype parameters are gathered in: fp32 | fp64 | bf16");
@@ -304,6 +305,7 @@ LayoutOptions layout_options(const TrainConfig& c, DType master) {
   o.sync_bn = c.sync_bn;
   o.tp_keep_first = c.tp_keep_first;
   o.tp_keep_classifier = c.tp_keep_classifier;
+  o.tp_debug_comm = c.tp_debug_comm;
   o.strategy.sharding = c.optimizer_sharding;
   o.strategy.bucket_mb = c.bucket_mb;
   o.strategy.reshard_after_forward = c.fsdp_reshard_after_forward;

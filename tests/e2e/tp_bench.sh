@@ -39,6 +39,12 @@ PYEOF
 check csnn 4 --model fmnist_csnn --var C=4
 check vgg 1 --model cifar10dvs_vgg --T 2
 
+# --tp-debug-comm: one line per (layer, direction), as many as the plan's calls per step
+if timeout 120 mpirun --bind-to none -np 2 "$BIN" bench --model fmnist_csnn --var C=4 --batch-size 4 --steps 1 --warmup 1 \
+     --threads 1 --device cpu --distributed-mode tp --mesh-shape 1 2 --tp-debug-comm >"$TMP/dbg.log" 2>&1 \
+   && calls=$(grep -oE "per step [0-9]+ all-reduce calls" "$TMP/csnn.plan" | grep -oE "[0-9]+") \
+   && [ "$(grep -c '^tp-comm: ' "$TMP/dbg.log")" -eq "$calls" ]; then ok "--tp-debug-comm prints each tp collective once ($calls)"
+else bad "--tp-debug-comm"; grep "tp-comm" "$TMP/dbg.log"; fi
 # under mpirun: the groups and the plan
 if timeout 60 mpirun --bind-to none -np 2 "$BIN" plan --mesh-shape 1 2 --model fmnist_csnn --var C=4 >"$TMP/p2.log" 2>&1 \
    && grep -q "tp groups" "$TMP/p2.log" && grep -q "rowwise" "$TMP/p2.log"; then ok "plan --model under mpirun"

@@ -40,7 +40,7 @@ uint64_t replicated_checksum(Model& m) {
 // buffers) or fsdp_tp.
 TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, const OptimizerConfig& oc,
                 double dropout = 0.0, double clip_norm = 0.0, DType dt = DType::F64, Device dev = Device::cpu(),
-                const std::string& layout_name = "tp") {
+                const std::string& layout_name = "tp", int accum = 1) {
   auto mesh = Mesh::create(world(), shape);
   TpResult out;
   out.model = build_spec_model(which, dropout);
@@ -58,12 +58,13 @@ TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, con
   Layout layout(m, mesh.get(), lo);
   auto opt = make_optimizer(oc, layout.optimizer_params());
   const int p = layout.data_size(), r = layout.data_rank();
-  const int64_t b = kGlobal / p;
+  const int64_t b = kGlobal / (p * accum);  // rank r takes part k·p + r of micro-batch k
   for (int s = 0; s < steps; ++s) {
     Ctx ctx;
     ctx.seed = 11;
     ctx.step = s;
-    std::vector<MicroBatch> micro{on_device(synth_batch(m, s, r * b, b, dt), dev)};
+    std::vector<MicroBatch> micro;
+    for (int k = 0; k < accum; ++k) micro.push_back(on_device(synth_batch(m, s, (k * p + r) * b, b, dt), dev));
     StepOptions so;
     so.clip_norm = clip_norm;
     const StepResult res = train_step(layout, *opt, micro, ctx, so);
@@ -114,11 +115,12 @@ std::vector<double> matching_part(const std::vector<Param*>& params, const std::
 
 void expect_tp_trajectory(const std::string& which, const MeshShape& shape, const std::string& optim = "adam",
                           double dropout = 0.0, double clip_norm = 0.0, DType dt = DType::F64,
-                          Device dev = Device::cpu(), double tol = 1e-9, const std::string& layout = "tp") {
+                          Device dev = Device::cpu(), double tol = 1e-9, const std::string& layout = "tp",
+                          int accum = 1) {
   const OptimizerConfig oc = test_optimizer(optim);
   // fp64 runs on the CPU; the device variant compares the device tp run with the CPU's one rank
-  const Trajectory ref = reference_run(which, dt, kSteps, kGlobal, oc, 1, dropout, clip_norm);
-  const TpResult got = tp_run(which, shape, kSteps, oc, dropout, clip_norm, dt, dev, layout);
+  const Trajectory ref = reference_run(which, dt, kSteps, kGlobal, oc, accum, dropout, clip_norm);
+  const TpResult got = tp_run(which, shape, kSteps, oc, dropout, clip_norm, dt, dev, layout, accum);
   EXPECT_GT(got.plan.sharded_layers(), 0) << which << ": nothing was sharded";
   ASSERT_EQ(got.tr.losses.size(), ref.losses.size());
   for (size_t s = 0; s < ref.losses.size(); ++s)
@@ -188,6 +190,13 @@ TEST(TensorParallel, ZeroAndFsdpTimesTpFp64) {
   expect_tp_trajectory("dvs", shape, "sgd", 0.0, 0.05, DType::F64, cpu, 1e-9, "zero2");
   expect_tp_trajectory("csnn", shape, "adam", 0.0, 0.05, DType::F64, cpu, 1e-9, "fsdp_tp");
   expect_tp_trajectory("sformer", shape, "adam", 0.0, 0.0, DType::F64, cpu, 1e-9, "fsdp_tp");
+}
+
+// Gradient accumulation: 2 micro-batches per step under tp = one rank accumulating the same 2.
+TEST(TensorParallel, GradAccumulationFp64) {
+  if (!tp_world_fits()) GTEST_SKIP();
+  const MeshShape shape = world_size() == 4 ? MeshShape{2, 2, 1} : MeshShape{1, 2, 1};
+  expect_tp_trajectory("dvs", shape, "adam", 0.0, 0.0, DType::F64, Device::cpu(), 1e-9, "tp", 2);
 }
 
 TEST(TensorParallel, DpTimesTpFp64) {

@@ -18,6 +18,7 @@ struct Ctx {
   bool smooth_spikes = false;  // test mode: neurons fire the surrogate's primitive (FD tests)
   Collectives* bn_sync = nullptr;  // synced batch norm over a group; nullptr = local
   Collectives* tp = nullptr;       // tensor-parallel reductions inside layers
+  bool tp_debug_comm = false;      // print each layer's tp collective once (--tp-debug-comm)
 };
 
 }  // namespace sm

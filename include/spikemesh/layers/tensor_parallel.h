@@ -31,6 +31,7 @@ struct ChannelLayout {
 // How one forward adds its bias.
 struct TpForward {
   TpMode mode = TpMode::None;
+  const Param* weight = nullptr;        // names the layer in --tp-debug-comm lines
   const Tensor* kernel_bias = nullptr;  // the kernel adds this one itself
   const Tensor* late_bias = nullptr;    // tp_finish_forward adds this one (after the reduction)
 };

@@ -60,6 +60,7 @@ struct LayoutOptions {
   bool split_wgrad = false;           // run B and W separately (the zero-bubble path; tests)
   bool tp_keep_first = false;         // --tp-keep-first: the first weight layer stays whole
   bool tp_keep_classifier = false;    // --tp-keep-classifier: the last weight layer stays whole
+  bool tp_debug_comm = false;         // --tp-debug-comm: each layer's tp collective printed once
 };
 
 // The one validation of mode names and their combinations (Input errors naming the flag).

@@ -72,6 +72,7 @@ struct TrainConfig {
   bool sync_bn = false;                   // batch-norm statistics over the dp group
   bool tp_keep_first = false;             // tp: the first weight layer stays whole
   bool tp_keep_classifier = false;        // tp: the last weight layer stays whole
+  bool tp_debug_comm = false;             // tp: print each layer's tp collective once
   bool fsdp_reshard_after_forward = true;
   std::string fsdp_param_dtype;           // "": the --precision dtype
   std::string fsdp_reduce_dtype;          // "": the --precision dtype
