@@ -92,7 +92,7 @@ int Layout::world_size() const { return world_ ? world_->size() : 1; }
 std::string Layout::describe() const {
   if (!world_) return "dp=1 tp=1 pp=1";
   const std::string shape = mesh_ ? mesh_->shape().str() : MeshShape{dp_->size(), 1, 1}.str();
-  return shape + " " + strategy_->name() + (tp_ ? " +tp" : "") + (opts_.sync_bn ? " sync-bn" : "");
+  return shape + " " + strategy_->name() + (tp_ ? "+tp" : "") + (opts_.sync_bn ? " sync-bn" : "");
 }
 
 // Every rank reads its dp part of each global batch (the tp ranks of a dp replica read the same

@@ -1,8 +1,8 @@
 // test_parallel_tensor.cpp — tensor parallelism (parallel/tp_plan.h) reproduces the
 // single-rank trajectory on the same global batch: fp64, synced batch norm over dp, 20 steps,
 // losses within 1e-9 relative and every rank's parameter shard equal to the matching part of
-// the one-rank parameters; tensors replicated over tp bitwise identical on every tp rank
-// after every step. Layouts: tp = world (2 or 4) for the three model families (the tiny VGG,
+// the one-rank parameters; tensors replicated over tp bitwise identical on every tp rank and
+// dp replicas bitwise identical after every step. Layouts: tp = world (2 or 4) for the three model families (the tiny VGG,
 // the CSNN, a small Spikformer whose attention is split by heads at tp 2), dp 2 x tp 2 on 4
 // ranks, with clipping by the global norm and dropout. The reference is reference_run (test_parallel_util.h): one rank, no communication.
 #include <gtest/gtest.h>
@@ -77,6 +77,13 @@ TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, con
     mesh->tp().all_gather(mine, all);
     for (int q = 1; q < shape.tp; ++q)
       if (all.data<int64_t>()[q] != all.data<int64_t>()[0] && out.replica_mismatch_step < 0) out.replica_mismatch_step = s;
+    // dp replicas (same tp rank, different dp rank) hold the same shards, bit for bit
+    Tensor mine_dp = Tensor::empty({1}, DType::I64), all_dp = Tensor::empty({shape.dp}, DType::I64);
+    mine_dp.data<int64_t>()[0] = static_cast<int64_t>(params_checksum(m.params()));
+    mesh->dp().all_gather(mine_dp, all_dp);
+    for (int q = 1; q < shape.dp; ++q)
+      if (all_dp.data<int64_t>()[q] != all_dp.data<int64_t>()[0] && out.replica_mismatch_step < 0)
+        out.replica_mismatch_step = s;
   }
   layout.gather_full_params();  // FSDP: the tp-local tensors whole again (others: a no-op)
   out.params = m.params();
@@ -128,7 +135,7 @@ void expect_tp_trajectory(const std::string& which, const MeshShape& shape, cons
         << which << " " << layout << " " << shape.str() << " step " << s << ": " << got.tr.losses[s] << " vs " << ref.losses[s];
   EXPECT_LE(max_rel_diff(got.tr.params, matching_part(got.params, ref.params)), tol) << which << " " << shape.str();
   if (dev.is_cpu())  // (device kernels need not be bitwise reproducible across tp ranks' shapes)
-    EXPECT_EQ(got.replica_mismatch_step, -1) << "tensors replicated over tp differed after step "
+    EXPECT_EQ(got.replica_mismatch_step, -1) << "replicas (over tp or dp) differed after step "
                                            << got.replica_mismatch_step;
 }
 

@@ -4,6 +4,7 @@
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 BIN="${BIN:-$ROOT/build/bin/spikemesh}"
+case "$BIN" in /*) ;; *) BIN="$PWD/$BIN" ;; esac  # absolute: scripts may cd into $TMP
 PY="${PY:-/usr/bin/python3}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 pass=0; fail=0
