@@ -29,6 +29,10 @@ const PoolCase kCases[] = {
     {{2, 2, 0}, {2, 1, 3, 6, 8}},   // the VGG case (fast path)
     {{2, 2, 0}, {1, 2, 3, 7, 5}},   // fast path with odd H, W (last row/col dropped)
     {{3, 2, 1}, {2, 1, 3, 7, 5}},   // stride 2 + padding, non-square
+    {{3, 2, 1}, {1, 1, 2, 8, 8}},   // Spikformer's stem pool on an even map (separable k3 path)
+    {{3, 2, 1}, {1, 1, 1, 2, 2}},   // k3 windows all clipped
+    {{3, 2, 0}, {1, 1, 2, 7, 9}},   // k3 without padding
+    {{3, 3, 1}, {1, 1, 1, 7, 8}},   // k3 with stride 3
     {{3, 1, 1}, {1, 2, 2, 5, 6}},   // shape-preserving
     {{2, 1, 0}, {1, 1, 3, 4, 3}},   // overlapping windows
     {{4, 3, 2}, {1, 1, 2, 9, 10}},  // large padding
