@@ -1,0 +1,30 @@
+// pp_partition.h — splitting a model's units into contiguous pipeline stages (DESIGN §6 "PP",
+// spec §4): given by the user as `--pp-layout "1|2|2|1"` (units per logical stage), or
+// balanced by measured per-unit costs — the contiguous partition minimising the largest
+// stage cost, found by binary search on that limit with a greedy fill. Pure: no MPI.
+// Invariants of every partition returned: one entry per logical stage, every entry >= 1
+// (a stage without units is refused), entries sum to the number of units.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sm {
+
+// Units per logical stage parsed from --pp-layout ("1|2|2|1"; blanks allowed around numbers).
+// Input errors name the flag and the value: a non-integer or negative entry, an empty stage
+// (0), the wrong number of entries for `stages`, a sum different from `units`.
+std::vector<int> parse_pp_layout(const std::string& text, int stages, int units);
+
+// The contiguous partition of `costs` (one per unit, >= 0) into `stages` non-empty parts
+// whose largest part-sum is smallest (ties: earlier stages take as many units as they can).
+// Input error when stages > units ("more stages than units") or stages < 1.
+std::vector<int> balanced_partition(const std::vector<double>& costs, int stages);
+
+// Sum of the costs of each stage of `layout` (units per stage, in order).
+std::vector<double> stage_costs(const std::vector<double>& costs, const std::vector<int>& layout);
+
+// "1|2|2|1"
+std::string layout_text(const std::vector<int>& layout);
+
+}  // namespace sm

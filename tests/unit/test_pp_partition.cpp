@@ -1,0 +1,93 @@
+// test_pp_partition.cpp — --pp-layout parsing (every bad form named) and the cost-balanced
+// contiguous partition against a brute-force optimum over all splits of small random models.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+
+#include "spikemesh/core/error.h"
+#include "spikemesh/parallel/pp_partition.h"
+
+namespace sm {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PpLayout, ParsesUnitsPerStage) {
+  EXPECT_EQ(parse_pp_layout("1|2|2|1", 4, 6), (std::vector<int>{1, 2, 2, 1}));
+  EXPECT_EQ(parse_pp_layout(" 3 | 1 ", 2, 4), (std::vector<int>{3, 1}));
+  EXPECT_EQ(layout_text({1, 2, 2, 1}), "1|2|2|1");
+}
+
+TEST(PpLayout, BadLayoutsNameTheFlagAndTheProblem) {
+  struct Case {
+    const char* text;
+    int stages, units;
+    const char* expect;
+  };
+  for (const Case& c : {Case{"1|2|2", 4, 6, "has 3 entries"}, Case{"1|-2|2|1", 4, 6, "'-2' is not a non-negative"},
+                        Case{"1|0|4|1", 4, 6, "stage 1 has no units"}, Case{"1|2|2|2", 4, 6, "places 7 units"},
+                        Case{"1||2|3", 4, 6, "entry 2 '' is not"}, Case{"1|2|x|1", 4, 6, "'x' is not"},
+                        Case{"3|3|", 3, 6, "is empty"}}) {
+    const std::string m = error_of([&] { parse_pp_layout(c.text, c.stages, c.units); });
+    EXPECT_NE(m.find("--pp-layout"), std::string::npos) << c.text << ": " << m;
+    EXPECT_NE(m.find(c.expect), std::string::npos) << c.text << ": " << m;
+  }
+}
+
+// The smallest largest-stage cost over every contiguous split into `stages` non-empty parts.
+double brute_force(const std::vector<double>& c, int stages, size_t from = 0) {
+  if (stages == 1) {
+    double s = 0;
+    for (size_t i = from; i < c.size(); ++i) s += c[i];
+    return s;
+  }
+  double best = 1e300, acc = 0;
+  for (size_t end = from + 1; c.size() - end >= static_cast<size_t>(stages - 1); ++end) {
+    acc += c[end - 1];
+    best = std::min(best, std::max(acc, brute_force(c, stages - 1, end)));
+  }
+  return best;
+}
+
+TEST(PpPartition, BalancedEqualsTheBruteForceOptimum) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> cost(0.1, 10.0);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int units = 1 + static_cast<int>(rng() % 9);
+    const int stages = 1 + static_cast<int>(rng() % units);
+    std::vector<double> c(units);
+    for (double& x : c) x = trial % 5 == 0 ? 1.0 : cost(rng);  // equal costs: ties
+    const std::vector<int> l = balanced_partition(c, stages);
+    ASSERT_EQ(l.size(), static_cast<size_t>(stages));
+    int sum = 0;
+    for (int n : l) {
+      EXPECT_GE(n, 1);
+      sum += n;
+    }
+    ASSERT_EQ(sum, units);
+    const std::vector<double> sc = stage_costs(c, l);
+    const double got = *std::max_element(sc.begin(), sc.end());
+    EXPECT_NEAR(got, brute_force(c, stages), 1e-9 * got) << "units " << units << " stages " << stages << " -> "
+                                                         << layout_text(l);
+  }
+}
+
+TEST(PpPartition, ExamplesAndErrors) {
+  EXPECT_EQ(balanced_partition({1, 1, 1, 1}, 2), (std::vector<int>{2, 2}));
+  EXPECT_EQ(balanced_partition({8, 1, 1, 1, 1, 8}, 3), (std::vector<int>{1, 4, 1}));
+  EXPECT_EQ(balanced_partition({5, 5, 5}, 3), (std::vector<int>{1, 1, 1}));
+  EXPECT_NE(error_of([] { balanced_partition({1, 1}, 3); }).find("more stages than units"), std::string::npos);
+  EXPECT_NE(error_of([] { balanced_partition({1, -1}, 1); }).find("not a non-negative"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sm
