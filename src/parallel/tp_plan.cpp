@@ -250,9 +250,6 @@ TpPlan make_tp_plan(Model& model, const TpOptions& opts) {
   }
   p.run(items);
   fill_backward_bytes(plan, model.info.input_shape);
-  for (TpLayerPlan& l : plan.layers)  // PLIF's w on a channel shard
-    if (l.role == TpRole::Local && dynamic_cast<const Neuron*>(l.layer))
-      for (Param* q : l.layer->params()) plan.partial_grad_params.push_back(q);
   return plan;
 }
 
@@ -275,11 +272,12 @@ void shard_dim(Param& p, int dim, int tp, int rank, int segments) {
 void apply_tp_plan(const TpPlan& plan, int tp_rank) {
   if (plan.tp == 1) return;
   SM_CHECK(tp_rank >= 0 && tp_rank < plan.tp, "tp rank " << tp_rank << " outside [0, " << plan.tp << ")");
-  for (Param* q : plan.partial_grad_params) q->grad_summed_over_tp = true;
   for (const TpLayerPlan& l : plan.layers) {
     const std::vector<Param*> ps = l.layer->params();
-    for (size_t k = 0; k < ps.size(); ++k)
+    for (size_t k = 0; k < ps.size(); ++k) {
       if (const int d = split_dim_of(l, k); d >= 0) shard_dim(*ps[k], d, plan.tp, tp_rank, l.segments);
+      else if (l.role == TpRole::Local) ps[k]->grad_summed_over_tp = true;  // PLIF's w on a channel shard
+    }
     if (l.role == TpRole::Local && dynamic_cast<const BatchNorm*>(l.layer)) {
       for (Buffer* b : l.layer->buffers()) {
         if (b->shape.size() != 1) continue;  // num_batches_tracked: a scalar, whole

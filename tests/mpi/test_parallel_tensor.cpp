@@ -134,9 +134,10 @@ void expect_tp_trajectory(const std::string& which, const MeshShape& shape, cons
     EXPECT_LE(rel_diff(got.tr.losses[s], ref.losses[s]), tol)
         << which << " " << layout << " " << shape.str() << " step " << s << ": " << got.tr.losses[s] << " vs " << ref.losses[s];
   EXPECT_LE(max_rel_diff(got.tr.params, matching_part(got.params, ref.params)), tol) << which << " " << shape.str();
-  if (dev.is_cpu())  // (device kernels need not be bitwise reproducible across tp ranks' shapes)
+  if (dev.is_cpu()) {  // (device kernels need not be bitwise reproducible across tp ranks' shapes)
     EXPECT_EQ(got.replica_mismatch_step, -1) << "replicas (over tp or dp) differed after step "
                                            << got.replica_mismatch_step;
+  }
 }
 
 bool tp_world_fits() { return world_size() >= 2 && kGlobal % world_size() == 0; }
@@ -170,7 +171,9 @@ TEST(TensorParallel, SpikformerAttentionIsSplitByHeads) {
       EXPECT_EQ(l.segments, 3);
       ++qkv;
     }
-    if (l.name.find("proj_conv_bn.0") != std::string::npos) EXPECT_EQ(l.role, TpRole::Rowwise) << l.name;
+    if (l.name.find("proj_conv_bn.0") != std::string::npos) {
+      EXPECT_EQ(l.role, TpRole::Rowwise) << l.name;
+    }
   }
   EXPECT_EQ(ssa, 1);
   EXPECT_EQ(qkv, 1);

@@ -8,6 +8,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include "error_of.h"
 #include <hdf5.h>
 #include <omp.h>
 #include <signal.h>
@@ -66,15 +68,6 @@ void copy_file(const std::string& from, const std::string& to, long max_bytes = 
 long file_size(const std::string& p) {
   struct stat s {};
   return stat(p.c_str(), &s) == 0 ? static_cast<long>(s.st_size) : -1;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 const char* kTinySpec = R"([model]

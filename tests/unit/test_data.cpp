@@ -1,5 +1,7 @@
 // test_data.cpp — importers, HDF5 dataset schema/validation, sampler and encoders.
 #include <gtest/gtest.h>
+
+#include "error_of.h"
 #include <hdf5.h>
 #include <unistd.h>
 
@@ -40,14 +42,6 @@ void write_small(const std::string& path, int64_t ntrain, int64_t ylen, int labe
   }
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 }  // namespace
 
 TEST(Dataset, SynthDvsWritesValidatedFileAndReadsAnyOrder) {

@@ -2,6 +2,8 @@
 // contiguous partition against a brute-force optimum over all splits of small random models.
 #include <gtest/gtest.h>
 
+#include "error_of.h"
+
 #include <algorithm>
 #include <functional>
 #include <random>
@@ -11,15 +13,6 @@
 
 namespace sm {
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(PpLayout, ParsesUnitsPerStage) {
   EXPECT_EQ(parse_pp_layout("1|2|2|1", 4, 6), (std::vector<int>{1, 2, 2, 1}));

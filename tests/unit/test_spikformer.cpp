@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "error_of.h"
 #include "gradient_check.h"
 #include "spikemesh/layers/flatten.h"
 #include "spikemesh/layers/mean.h"
@@ -145,12 +146,7 @@ TEST(SpecRepeat, Errors) {
 
 // ---------------------------------------------------------------------------- [[require]]
 std::string load_error(const std::string& model, const ModelOverrides& ov) {
-  try {
-    load_builtin_model(model, ov);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return error_of([&] { load_builtin_model(model, ov); });
 }
 
 TEST(SpecRequire, RefusesVarsTheModelCannotUseWithTheReason) {

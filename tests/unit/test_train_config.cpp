@@ -4,6 +4,8 @@
 // range validation (T >= 1 also for the ModelSelection flags of model/bench), and the resolved
 // TOML reading back into the same configuration.
 #include <gtest/gtest.h>
+
+#include "error_of.h"
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -30,15 +32,6 @@ std::string write_file(const std::string& tag, const std::string& text) {
   std::string p = tmp(tag);
   std::ofstream(p) << text;
   return p;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // Parses `args` (flags only; the program name is added) like `spikemesh train` and resolves.

@@ -3,6 +3,8 @@
 // (and back), the data-parallel flags, and validation messages naming the flag (modes not
 // implemented yet, sharding without dp, bad sizes and dtypes).
 #include <gtest/gtest.h>
+
+#include "error_of.h"
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -16,15 +18,6 @@
 
 namespace sm {
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TrainConfig resolve(TrainConfigResolver& r, TrainConfig& cfg, std::vector<std::string> args) {
   CLI::App app{"test"};

@@ -57,10 +57,6 @@ struct TpOptions {
 struct TpPlan {
   int tp = 1;
   std::vector<TpLayerPlan> layers;  // every leaf layer in forward order
-  // Replicated parameters of LOCAL layers (PLIF's w): each rank's gradient covers only its
-  // channels, so the gradients are summed over tp after backward (apply_tp_plan marks them
-  // Param::grad_summed_over_tp).
-  std::vector<Param*> partial_grad_params;
   int64_t sharded_layers() const;
   // Forward and backward all-reduce calls and elements per sample and time step.
   int64_t all_reduce_calls() const;
@@ -70,7 +66,9 @@ struct TpPlan {
 // Pure: the model is built (spec loaded), not finalised. tp = 1 gives an all-replicated plan.
 TpPlan make_tp_plan(Model& model, const TpOptions& opts);
 // Sets ShardSpec (group TP, index tp_rank, count plan.tp) and local shapes of every sharded
-// Param and Buffer. Before Model::finalize; a no-op for tp = 1.
+// Param and Buffer, and marks the whole parameters of LOCAL layers (PLIF's w: each rank's
+// gradient covers only its channels) Param::grad_summed_over_tp. Before Model::finalize; a
+// no-op for tp = 1.
 void apply_tp_plan(const TpPlan& plan, int tp_rank);
 // The table `spikemesh plan` prints: per layer role, whole and local output shape, local
 // parameter shapes and the bytes each rank sends per step for a batch of n samples, T steps,
