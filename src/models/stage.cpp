@@ -1,4 +1,5 @@
-// stage.cpp — the unit loop over a contiguous range of a model's units (models/stage.h).
+// stage.cpp — the unit loop over one or more contiguous ranges of a model's units
+// (models/stage.h).
 #include "spikemesh/models/stage.h"
 
 #include <algorithm>
@@ -7,15 +8,34 @@
 
 namespace sm {
 
-Stage::Stage(Model& model, size_t first, size_t end) : model_(model), first_(first), end_(end) {
-  SM_CHECK(first <= end && end <= model.units.size(),
-           "stage [" << first << ", " << end << ") of model '" << model.info.name << "' with " << model.units.size()
-                     << " units");
+Stage::Stage(Model& model, size_t first, size_t end) : Stage(model, {{first, end}}) {}
+
+Stage::Stage(Model& model, const std::vector<std::pair<size_t, size_t>>& chunks) : model_(model) {
+  size_t prev_end = 0;
+  for (const auto& [b, e] : chunks) {
+    SM_CHECK(b <= e && e <= model.units.size() && (global_.empty() || b >= prev_end),
+             "stage chunk [" << b << ", " << e << ") of model '" << model.info.name << "' with " << model.units.size()
+                             << " units");
+    if (b == e) continue;
+    chunk_begin_.push_back(global_.size());
+    for (size_t u = b; u < e; ++u) global_.push_back(u);
+    prev_end = e;
+  }
 }
 
-bool Stage::is_first() const { return first_ == 0; }
-bool Stage::is_last() const { return end_ == model_.units.size(); }
-Unit& Stage::unit(size_t k) { return *model_.units[first_ + k]; }
+bool Stage::is_first() const { return !global_.empty() && global_.front() == 0; }
+bool Stage::is_last() const { return !global_.empty() && global_.back() + 1 == model_.units.size(); }
+Unit& Stage::unit(size_t k) { return *model_.units[global_[k]]; }
+
+std::pair<size_t, size_t> Stage::chunk_local(size_t c) const {
+  SM_CHECK(c < chunks(), "chunk " << c << " of a stage with " << chunks());
+  return {chunk_begin_[c], c + 1 < chunks() ? chunk_begin_[c + 1] : global_.size()};
+}
+
+std::pair<size_t, size_t> Stage::chunk_units(size_t c) const {
+  const auto [b, e] = chunk_local(c);
+  return {global_[b], global_[e - 1] + 1};
+}
 
 std::vector<Param*> Stage::params() {
   std::vector<Param*> out;
@@ -41,13 +61,35 @@ void Stage::reset_state() {
   for (size_t k = 0; k < size(); ++k) unit(k).reset_state();
 }
 
+void Stage::reset_state(size_t c) {
+  const auto [b, e] = chunk_local(c);
+  for (size_t k = b; k < e; ++k) unit(k).reset_state();
+}
+
 void Stage::zero_grad() {
   for (size_t k = 0; k < size(); ++k) unit(k).zero_grad();
 }
 
 Tensor Stage::forward(const Tensor& x, Ctx& ctx, UnitHooks* hooks) {
+  Tensor h = x;  // [T, N, ...]
+  for (size_t c = 0; c < chunks(); ++c) h = forward_chunk(c, h, ctx, hooks);
+  return h;  // [T, N, ...stage output]
+}
+
+Tensor Stage::backward_input(const Tensor& dy, Ctx& ctx, UnitHooks* hooks) {
+  Tensor g = dy;  // [T, N, ...stage output]
+  for (size_t c = chunks(); c-- > 0;) g = backward_input_chunk(c, g, ctx, hooks);
+  return g;  // [T, N, ...stage input]
+}
+
+void Stage::backward_weight(Ctx& ctx, UnitHooks* hooks) {
+  for (size_t c = chunks(); c-- > 0;) backward_weight_chunk(c, ctx, hooks);
+}
+
+Tensor Stage::forward_chunk(size_t c, const Tensor& x, Ctx& ctx, UnitHooks* hooks) {
   SM_CHECK(model_.finalized(), "model '" << model_.info.name << "' used before finalize()");
-  if (is_first()) {
+  const auto [b, e] = chunk_local(c);
+  if (global_[b] == 0) {
     const Shape& s = x.shape();
     Shape per_sample(s.begin() + std::min<size_t>(2, s.size()), s.end());
     if (s.size() < 2 || per_sample != model_.info.input_shape)
@@ -55,27 +97,29 @@ Tensor Stage::forward(const Tensor& x, Ctx& ctx, UnitHooks* hooks) {
                                << shape_str(model_.info.input_shape).substr(1) << ", got " << shape_str(s));
   }
   Tensor h = x;  // [T, N, ...]
-  for (size_t k = 0; k < size(); ++k) {
+  for (size_t k = b; k < e; ++k) {
     if (hooks) hooks->before_forward(k, ctx.training);
     h = unit(k).forward(h, ctx);
     if (hooks) hooks->after_forward(k, ctx.training);
   }
-  return h;  // [T, N, ...stage output]
+  return h;  // [T, N, ...chunk output]
 }
 
-Tensor Stage::backward_input(const Tensor& dy, Ctx& ctx, UnitHooks* hooks) {
-  Tensor g = dy;  // [T, N, ...stage output]
-  for (size_t k = size(); k-- > 0;) {
+Tensor Stage::backward_input_chunk(size_t c, const Tensor& dy, Ctx& ctx, UnitHooks* hooks) {
+  const auto [b, e] = chunk_local(c);
+  Tensor g = dy;  // [T, N, ...chunk output]
+  for (size_t k = e; k-- > b;) {
     if (hooks) hooks->before_backward(k);
     g = unit(k).backward_input(g, ctx);
     if (hooks && !ctx.split_wgrad) hooks->after_backward(k);
   }
-  return g;  // [T, N, ...stage input]
+  return g;  // [T, N, ...chunk input]
 }
 
-void Stage::backward_weight(Ctx& ctx, UnitHooks* hooks) {
+void Stage::backward_weight_chunk(size_t c, Ctx& ctx, UnitHooks* hooks) {
   SM_CHECK(ctx.split_wgrad, "backward_weight without split_wgrad: backward_input already accumulated the weights");
-  for (size_t k = size(); k-- > 0;) {
+  const auto [b, e] = chunk_local(c);
+  for (size_t k = e; k-- > b;) {
     unit(k).backward_weight(ctx);
     if (hooks) hooks->after_backward(k);
   }

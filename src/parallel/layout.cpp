@@ -3,39 +3,74 @@
 #include "spikemesh/parallel/layout.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <sstream>
 
+#include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/core/device.h"
 #include "spikemesh/core/timer.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/comm_collectives.h"
 #include "spikemesh/parallel/dist_run.h"
+#include "spikemesh/parallel/flat_shard.h"
+#include "spikemesh/parallel/pp_costs.h"
+#include "spikemesh/parallel/pp_partition.h"
+#include "spikemesh/parallel/pp_runtime.h"
+#include "spikemesh/parallel/pp_simulator.h"
 #include "spikemesh/parallel/replica_check.h"
 
 namespace sm {
 
 void validate_parallel_flags(const LayoutOptions& o) {
   const std::string& m = o.mode;
-  if (m == "pp" || m == "auto")
-    SM_INPUT_ERROR("--distributed-mode " << m << " is not implemented yet (available: none, dp, fsdp, tp, fsdp_tp)");
-  if (m != "none" && m != "dp" && m != "fsdp" && m != "tp" && m != "fsdp_tp")
-    SM_INPUT_ERROR("--distributed-mode must be none, dp, fsdp, tp or fsdp_tp, got '" << m << "'");
+  if (m == "auto")
+    SM_INPUT_ERROR("--distributed-mode auto is not implemented yet (available: none, dp, fsdp, tp, fsdp_tp, pp)");
+  if (m != "none" && m != "dp" && m != "fsdp" && m != "tp" && m != "fsdp_tp" && m != "pp")
+    SM_INPUT_ERROR("--distributed-mode must be none, dp, fsdp, tp, fsdp_tp or pp, got '" << m << "'");
   const std::string& z = o.strategy.sharding;
   if (z != "none" && z != "zero" && z != "zero2")
     SM_INPUT_ERROR("--optimizer-sharding must be none, zero or zero2, got '" << z << "'");
-  if (z != "none" && m != "dp" && m != "tp")
-    SM_INPUT_ERROR("--optimizer-sharding " << z << " needs --distributed-mode dp or tp"
+  if (z != "none" && m != "dp" && m != "tp" && m != "pp")
+    SM_INPUT_ERROR("--optimizer-sharding " << z << " needs --distributed-mode dp, tp or pp"
                                            << (m == "fsdp" ? " (fsdp always shards the optimizer state)" : ""));
   if (!(o.strategy.bucket_mb > 0)) SM_INPUT_ERROR("--bucket-mb must be positive, got " << o.strategy.bucket_mb);
+  if (o.pp_virtual_stages < 1)
+    SM_INPUT_ERROR("--pp-virtual-stages must be at least 1, got " << o.pp_virtual_stages);
+  if (o.pp_microbatches < 0) SM_INPUT_ERROR("--pp-microbatches must be positive, got " << o.pp_microbatches);
+  const std::string& k = o.pp_schedule;
+  if (k != "auto" && k != "gpipe" && k != "1f1b" && k != "interleaved" && k != "zero_bubble")
+    SM_INPUT_ERROR("--pp-schedule must be auto, gpipe, 1f1b, interleaved or zero_bubble, got '" << k << "'");
 }
 
 void validate_layout_for_mesh(const LayoutOptions& o, int world_size, int tp, int pp) {
   validate_parallel_flags(o);
   const int dp = world_size / (tp * pp);
-  if (pp > 1)
-    SM_INPUT_ERROR("--mesh-shape dp=" << dp << " tp=" << tp << " pp=" << pp
-                                      << ": pipeline parallelism is not implemented yet (use pp = 1)");
+  if (o.mode == "pp" && pp == 1)
+    SM_INPUT_ERROR("--distributed-mode pp needs a pipeline size > 1 in --mesh-shape (DP TP PP, e.g. --mesh-shape 1 1 "
+                   << world_size << " with " << world_size << " ranks)");
+  if (pp == 1 && (o.pp_schedule != "auto" || o.pp_virtual_stages != 1 || !o.pp_layout.empty() ||
+                  !o.pp_schedule_file.empty() || o.pp_delay_wgrad))
+    SM_INPUT_ERROR("--pp-schedule/--pp-virtual-stages/--pp-layout/--pp-schedule-file/--pp-delay-wgrad need a "
+                   "pipeline size > 1 in --mesh-shape (DP TP PP)");
+  if (pp > 1) {
+    if (o.mode == "fsdp" || o.mode == "fsdp_tp")
+      SM_INPUT_ERROR("--distributed-mode " << o.mode << " with pp = " << pp
+                     << ": FSDP is not combined with pipeline parallelism (as in Megatron-LM): every microbatch "
+                        "would gather each stage's parameters again; use --distributed-mode pp (dp replicas) or "
+                        "--optimizer-sharding zero");
+    if (o.strategy.sharding == "zero2")
+      SM_INPUT_ERROR("--optimizer-sharding zero2 with pp = " << pp
+                     << ": ZeRO-2 would reduce-scatter every microbatch's gradients (DeepSpeed refuses it with "
+                        "pipelines too); use --optimizer-sharding zero (ZeRO-1)");
+    if (o.pp_schedule_file.empty() && o.pp_microbatches > 0) {
+      const std::string kind = o.pp_schedule == "auto" ? auto_schedule(o.pp_delay_wgrad, o.pp_virtual_stages)
+                                                       : o.pp_schedule;
+      check_schedule_choice(kind, o.pp_virtual_stages, o.pp_delay_wgrad, o.pp_microbatches,
+                            pp * o.pp_virtual_stages);
+    }
+  }
   if ((o.mode == "tp" || o.mode == "fsdp_tp") && tp == 1)
     SM_INPUT_ERROR("--distributed-mode " << o.mode << " needs a tensor-parallel size > 1 in --mesh-shape (e.g. --mesh-shape "
                    << std::max(1, world_size / 2) << " 2 with " << world_size << " ranks)");
@@ -47,19 +82,19 @@ void validate_layout_for_mesh(const LayoutOptions& o, int world_size, int tp, in
 }
 
 Layout::Layout(Model& model, Mesh* mesh, const LayoutOptions& opts)
-    : model_(model), mesh_(mesh), opts_(opts), stage_(model, 0, model.units.size()) {
+    : model_(model), mesh_(mesh), opts_(opts), stage_(std::make_unique<Stage>(model, 0, model.units.size())) {
   world_ = mesh ? &mesh->world() : nullptr;
   dp_ = mesh ? &mesh->dp() : nullptr;
   if (mesh && mesh->shape().tp > 1) {
     tp_ = &mesh->tp();
     tp_coll_ = std::make_unique<CommCollectives>(*tp_);
-    world_coll_ = std::make_unique<CommCollectives>(*world_);
   }
+  if (mesh && (mesh->shape().tp > 1 || mesh->shape().pp > 1)) world_coll_ = std::make_unique<CommCollectives>(*world_);
   build(mesh ? mesh->shape().tp : 1, mesh ? mesh->shape().pp : 1);
 }
 
 Layout::Layout(Model& model, Comm& dp, const LayoutOptions& opts)
-    : model_(model), opts_(opts), stage_(model, 0, model.units.size()) {
+    : model_(model), opts_(opts), stage_(std::make_unique<Stage>(model, 0, model.units.size())) {
   world_ = dp_ = &dp;
   build(1, 1);
 }
@@ -67,8 +102,9 @@ Layout::Layout(Model& model, Comm& dp, const LayoutOptions& opts)
 void Layout::build(int tp, int pp) {
   SM_CHECK(model_.finalized(), "a layout needs a finalised model");
   validate_layout_for_mesh(opts_, world_size(), tp, pp);
+  if (pp > 1) build_pipeline(pp);
   if (tp > 1)
-    for (Param* p : stage_.params()) {
+    for (Param* p : stage_->params()) {
       const bool tp_shard = p->shard.sharded() && p->shard.group == ShardSpec::Group::TP;
       SM_CHECK(!tp_shard || p->shard.count == tp, "parameter '" << p->name << "' is split " << p->shard.count
                                                                  << " ways for tp = " << tp);
@@ -78,10 +114,10 @@ void Layout::build(int tp, int pp) {
     // "tp": the dp family over dp (of size 1 when the mesh has dp 1); "fsdp_tp": FSDP over dp of
     // the tp-local flat buffers
     const std::string mode = opts_.mode == "tp" ? "dp" : opts_.mode == "fsdp_tp" ? "fsdp" : opts_.mode;
-    strategy_ = make_strategy(stage_, *dp_, mode, opts_.strategy);  // collective over dp ("none": dp)
+    strategy_ = make_strategy(*stage_, *dp_, mode, opts_.strategy);  // collective over dp ("none": dp)
     if (opts_.sync_bn) bn_sync_ = std::make_unique<CommCollectives>(*dp_);
   } else {
-    strategy_ = make_single_rank_strategy(stage_);
+    strategy_ = make_single_rank_strategy(*stage_);
   }
 }
 
@@ -92,7 +128,11 @@ int Layout::world_size() const { return world_ ? world_->size() : 1; }
 std::string Layout::describe() const {
   if (!world_) return "dp=1 tp=1 pp=1";
   const std::string shape = mesh_ ? mesh_->shape().str() : MeshShape{dp_->size(), 1, 1}.str();
-  return shape + " " + strategy_->name() + (tp_ ? "+tp" : "") + (opts_.sync_bn ? " sync-bn" : "");
+  std::string pipe;
+  if (pipeline_)
+    pipe = " pp:" + pipeline_->schedule().kind + " v" + std::to_string(opts_.pp_virtual_stages) + " m" +
+           std::to_string(pipeline_->schedule().microbatches) + " layout " + layout_text(pp_partition_);
+  return shape + " " + strategy_->name() + (tp_ ? "+tp" : "") + pipe + (opts_.sync_bn ? " sync-bn" : "");
 }
 
 // Every rank reads its dp part of each global batch (the tp ranks of a dp replica read the same
@@ -110,8 +150,8 @@ std::vector<Param*> Layout::optimizer_params() { return strategy_->optimizer_par
 Collectives* Layout::shard_group() { return strategy_->shard_group(); }
 
 std::vector<Param*> Layout::norm_params() {
-  if (!tp_) return optimizer_params();
-  // With tp: the pieces this rank would WRITE to a checkpoint hold every element of the model
+  if (!tp_ && !pp_) return optimizer_params();
+  // With tp or pp: the pieces this rank would WRITE to a checkpoint hold every element of the model
   // exactly once over the world (tp shards on their tp rank, tensors replicated over tp on tp
   // rank 0, dp replicas on dp rank 0, ZeRO/FSDP shards where they live) — as grad views.
   norm_views_.clear();
@@ -128,11 +168,13 @@ std::vector<Param*> Layout::norm_params() {
   return out;
 }
 
-Collectives* Layout::norm_group() { return tp_ ? world_coll_.get() : shard_group(); }
+Collectives* Layout::norm_group() { return tp_ || pp_ ? world_coll_.get() : shard_group(); }
 
 int Layout::tp_rank() const { return tp_ ? tp_->rank() : 0; }
 int Layout::tp_size() const { return tp_ ? tp_->size() : 1; }
-bool Layout::counts_in_metrics() const { return tp_rank() == 0; }
+bool Layout::counts_in_metrics() const { return tp_rank() == 0 && (!pp_ || stage_->is_last()); }
+int Layout::pp_rank() const { return pp_ ? pp_->rank() : 0; }
+int Layout::pp_size() const { return pp_ ? pp_->size() : 1; }
 
 std::vector<ParamPlacement> Layout::placements(bool saving) {
   std::vector<ParamPlacement> out = strategy_->placements(saving);
@@ -160,28 +202,147 @@ void Layout::sync_buffers() {
 void Layout::begin_step() { strategy_->begin_step(); }
 
 MicroResult Layout::forward_backward(const MicroBatch& mb, Ctx& ctx, double loss_grad_scale, bool last_micro) {
-  SM_CHECK(stage_.is_last() && model_.loss, "the training step needs the loss on this stage");
+  SM_CHECK(stage_->is_last() && model_.loss, "the training step needs the loss on this stage");
   MicroResult r;
   fill_ctx(ctx);
   ctx.training = true;
   ctx.sample_offset = mb.sample_offset;
   Timer t;
-  stage_.reset_state();  // neuron state starts at rest for every microbatch
+  stage_->reset_state();  // neuron state starts at rest for every microbatch
   strategy_->begin_micro(last_micro);
   r.reset_ms = t.ms();
   t.reset();
-  Tensor out = stage_.forward(mb.x, ctx, strategy_.get());     // [T, n, K]
+  Tensor out = stage_->forward(mb.x, ctx, strategy_.get());     // [T, n, K]
   r.loss = model_.loss->forward(out, mb.y, ctx.slot);
   r.forward_ms = t.ms();
   t.reset();
   Tensor dout = model_.loss->backward(loss_grad_scale, ctx.slot);  // [T, n, K]
-  stage_.backward_input(dout, ctx, strategy_.get());
-  if (ctx.split_wgrad) stage_.backward_weight(ctx, strategy_.get());
-  for (Param* p : tp_partial_) tp_coll_->all_reduce_sum(p->grad);  // collective over tp, in param order
+  stage_->backward_input(dout, ctx, strategy_.get());
+  if (ctx.split_wgrad) stage_->backward_weight(ctx, strategy_.get());
+  if (last_micro)  // the accumulated partial sums, once per step
+    for (Param* p : tp_partial_) tp_coll_->all_reduce_sum(p->grad);  // collective over tp, in param order
   strategy_->end_backward();
   synchronize(model_.device());  // CUDA: the phase time is the device's
   r.backward_ms = t.ms();
   return r;
+}
+
+std::vector<MicroResult> Layout::run_microbatches(const std::vector<MicroBatch>& micro, Ctx& ctx,
+                                                  double loss_grad_scale) {
+  std::vector<MicroResult> out;
+  if (!pipeline_) {
+    for (size_t m = 0; m < micro.size(); ++m)
+      out.push_back(forward_backward(micro[m], ctx, loss_grad_scale, m + 1 == micro.size()));
+    return out;
+  }
+  fill_ctx(ctx);
+  ctx.training = true;
+  strategy_->begin_micro(true);  // the runtime lets a unit's last backward through to the reduction
+  const PpStepOutcome o = pipeline_->train(micro, ctx, loss_grad_scale, strategy_.get());  // collective over pp
+  Timer t;
+  for (Param* p : tp_partial_) tp_coll_->all_reduce_sum(p->grad);  // collective over tp, in param order
+  strategy_->end_backward();                                     // dp reductions of the stage finish
+  synchronize(model_.device());
+  out.resize(micro.size());
+  for (size_t m = 0; m < micro.size(); ++m) out[m].loss = o.losses[m];
+  out[0].reset_ms = o.reset_ms;  // the step's sums
+  out[0].forward_ms = o.forward_ms;
+  out[0].backward_ms = o.backward_ms + o.wait_ms + t.ms();
+  return out;
+}
+
+void Layout::build_pipeline(int P) {
+  pp_ = &mesh_->pp();
+  const int v = opts_.pp_virtual_stages, S = P * v;
+  const int units = static_cast<int>(model_.units.size());
+  if (S > units)
+    SM_INPUT_ERROR("pipeline: " << S << " logical stages (pp " << P << " x --pp-virtual-stages " << v << ") but model '"
+                                << model_.info.name << "' has only " << units << " units");
+  PpSchedule sched;
+  if (!opts_.pp_schedule_file.empty()) {
+    std::ifstream f(opts_.pp_schedule_file);
+    if (!f) SM_INPUT_ERROR("--pp-schedule-file " << opts_.pp_schedule_file << ": cannot open");
+    std::stringstream text;
+    text << f.rdbuf();
+    sched = parse_schedule(text.str(), v, opts_.pp_schedule_file);
+    if (sched.ranks != P)
+      SM_INPUT_ERROR("--pp-schedule-file " << opts_.pp_schedule_file << ": " << sched.ranks
+                                           << " action lines for a pipeline of " << P << " ranks");
+    if (opts_.pp_microbatches > 0 && sched.microbatches != opts_.pp_microbatches)
+      SM_INPUT_ERROR("--pp-schedule-file " << opts_.pp_schedule_file << " runs " << sched.microbatches
+                                           << " microbatches but --pp-microbatches is " << opts_.pp_microbatches);
+  } else {
+    SM_CHECK(opts_.pp_microbatches > 0, "pipeline layout without a resolved microbatch count");
+    const std::string kind =
+        opts_.pp_schedule == "auto" ? auto_schedule(opts_.pp_delay_wgrad, v) : opts_.pp_schedule;
+    check_schedule_choice(kind, v, opts_.pp_delay_wgrad, opts_.pp_microbatches, S);
+    sched = make_schedule(kind, P, v, opts_.pp_microbatches);
+  }
+  require_valid_schedule(sched, opts_.pp_schedule_file.empty() ? "--pp-schedule " + sched.kind
+                                                               : "--pp-schedule-file " + opts_.pp_schedule_file);
+  if (!opts_.pp_layout.empty()) {
+    pp_partition_ = parse_pp_layout(opts_.pp_layout, S, units);
+  } else {  // measured: a dry run of every unit on every rank (tp peers together), the max over the world
+    Ctx ctx;
+    ctx.tp = tp_coll_.get();
+    pp_unit_costs_ = measure_unit_costs(model_, opts_.pp_cost_samples, ctx);
+    all_reduce_doubles(*world_, pp_unit_costs_, ReduceOp::Max);  // identical on every rank
+    pp_partition_ = balanced_partition(pp_unit_costs_, S);
+  }
+  std::vector<size_t> start{0};
+  for (int n : pp_partition_) start.push_back(start.back() + static_cast<size_t>(n));
+  std::vector<std::pair<size_t, size_t>> chunks;
+  for (int s = pp_->rank(); s < S; s += P) chunks.emplace_back(start[s], start[s + 1]);
+  stage_ = std::make_unique<Stage>(model_, chunks);
+  // Units of other stages keep no parameter storage here (their names and shapes remain).
+  std::vector<bool> mine(model_.units.size(), false);
+  for (size_t k = 0; k < stage_->size(); ++k) mine[stage_->global_index(k)] = true;
+  for (size_t u = 0; u < model_.units.size(); ++u)
+    if (!mine[u]) bind_unit_flat(*model_.units[u], Tensor(), Tensor());
+  pipeline_ = std::make_unique<PipelineRuntime>(*stage_, *pp_, sched, pp_partition_, model_.loss.get());
+}
+
+std::vector<LayerStat> Layout::layer_stats() {
+  if (!pp_) return stage_->stats();
+  // Each rank's units' stats as "unit\tlayer\tkey\tvalue" lines, gathered over pp.
+  std::ostringstream os;
+  for (size_t k = 0; k < stage_->size(); ++k) {
+    std::vector<LayerStat> st;
+    stage_->unit(k).collect_stats(st);
+    char v[40];
+    for (const LayerStat& s : st) {
+      std::snprintf(v, sizeof v, "%.17g", s.value);
+      os << stage_->global_index(k) << '\t' << s.layer << '\t' << s.key << '\t' << v << '\n';
+    }
+  }
+  const std::string mine = os.str();
+  const int P = pp_->size();
+  Tensor len = Tensor::full({1}, static_cast<double>(mine.size()), DType::I64), lens = Tensor::empty({P}, DType::I64);
+  pp_->all_gather(len, lens);  // collective over pp
+  int64_t cap = 1;
+  for (int r = 0; r < P; ++r) cap = std::max(cap, lens.data<int64_t>()[r]);
+  Tensor buf = Tensor::zeros({cap}, DType::U8), all = Tensor::empty({cap * P}, DType::U8);
+  std::copy(mine.begin(), mine.end(), buf.data<uint8_t>());
+  pp_->all_gather(buf, all);  // collective over pp
+  std::vector<std::pair<size_t, LayerStat>> rows;
+  for (int r = 0; r < P; ++r) {
+    std::istringstream in(std::string(reinterpret_cast<const char*>(all.data<uint8_t>()) + r * cap,
+                                      static_cast<size_t>(lens.data<int64_t>()[r])));
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string u, layer, key, value;
+      std::getline(f, u, '\t');
+      std::getline(f, layer, '\t');
+      std::getline(f, key, '\t');
+      std::getline(f, value);
+      rows.push_back({std::stoul(u), LayerStat{layer, key, std::stod(value)}});
+    }
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<LayerStat> out;
+  for (auto& r : rows) out.push_back(std::move(r.second));
+  return out;
 }
 
 void Layout::after_optimizer_step() { strategy_->after_optimizer_step(); }
@@ -192,12 +353,14 @@ MicroResult Layout::evaluate(const Tensor& x, const Tensor& y, Ctx& ctx) {
   const bool was = ctx.training;
   ctx.training = false;
   Timer t;
-  if (x.defined() && x.ndim() >= 2 && x.dim(1) > 0) {
-    stage_.reset_state();
-    Tensor out = stage_.forward(x, ctx, strategy_.get());  // [T, n, K]
+  if (pipeline_) {  // the pp ranks of a replica hold the same samples: all run or none
+    if (x.defined() && x.ndim() >= 2 && x.dim(1) > 0) r.loss = pipeline_->evaluate(x, y, ctx);  // collective over pp
+  } else if (x.defined() && x.ndim() >= 2 && x.dim(1) > 0) {
+    stage_->reset_state();
+    Tensor out = stage_->forward(x, ctx, strategy_.get());  // [T, n, K]
     r.loss = model_.loss->forward(out, y, ctx.slot);
   } else {  // no samples here: only the strategy's collectives, in unit order
-    for (size_t k = 0; k < stage_.size(); ++k) {
+    for (size_t k = 0; k < stage_->size(); ++k) {
       strategy_->before_forward(k, false);
       strategy_->after_forward(k, false);
     }
@@ -209,7 +372,7 @@ MicroResult Layout::evaluate(const Tensor& x, const Tensor& y, Ctx& ctx) {
 
 void Layout::check_replicas(const std::string& what) {
   if (dp_ && strategy_->replicated_params())
-    check_replicas_identical(*dp_, params_checksum(stage_.params()), what);
+    check_replicas_identical(*dp_, params_checksum(stage_->params()), what);
 }
 
 void Layout::gather_full_params() { strategy_->gather_full_params(); }

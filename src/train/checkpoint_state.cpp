@@ -31,11 +31,13 @@ TensorShard held(const std::string& path, const Shape& shape, const Box& where, 
 
 }  // namespace
 
-std::vector<TensorShard> buffer_shards(Model& model, bool holds, int tp_rank, bool saving) {
+std::vector<TensorShard> buffer_shards(Model& model, bool holds, int tp_rank, bool saving,
+                                       const std::vector<Buffer*>* local) {
   std::vector<TensorShard> out;
   for (Buffer* b : model.buffers()) {
     const bool split = b->shard.sharded();
-    const bool here = holds && (split || !saving || tp_rank == 0);  // whole buffers: tp rank 0 writes
+    const bool on_stage = !local || std::find(local->begin(), local->end(), b) != local->end();
+    const bool here = on_stage && holds && (split || !saving || tp_rank == 0);  // whole buffers: tp rank 0 writes
     const int blocks = split ? b->shard.segments : 1;  // a tp channel shard: one box per block
     const int64_t ls = b->held_shape().empty() ? 1 : b->held_shape()[0] / blocks;
     for (int s = 0; s < blocks; ++s) {

@@ -61,7 +61,10 @@ std::vector<TensorShard> layout_checkpoint_shards(Layout& layout, Optimizer& opt
   for (Param* p : logical)
     emit(param_dataset_path(p->name), *p,
          [](const Piece& pc) { return flat_run(pc.holder->value, pc.pos, pc.box.numel()); });
-  for (TensorShard& s : buffer_shards(model, layout.holds_replicated(saving), layout.tp_rank(), saving)) out.push_back(std::move(s));
+  const std::vector<Buffer*> stage_buffers = layout.stage().buffers();  // pipelines: this rank's stages only
+  for (TensorShard& s : buffer_shards(model, layout.holds_replicated(saving), layout.tp_rank(), saving,
+                                      layout.pp_size() > 1 ? &stage_buffers : nullptr))
+    out.push_back(std::move(s));
   std::map<std::pair<const Param*, std::string>, Tensor*> state;  // (holder, state name) -> tensor
   std::map<std::string, Param*> holder_by_name;
   for (Param* h : opt.params()) holder_by_name[h->name] = h;

@@ -23,9 +23,11 @@ EvalOutcome evaluate_test_split(Layout& layout, H5Dataset& ds, const EvalSetting
   EvalOutcome out;
   // Neurons report once they have run: after training that is now; a run that evaluates
   // before any forward in this process learns the names from its first batch.
+  // Collective over pp (every rank calls it at the same points): the model's stats.
+  std::vector<LayerStat> stats = layout.layer_stats();
   auto learn_names = [&] {
     if (!out.layer_names.empty()) return;
-    for (const LayerStat& st : layout.stage().stats()) out.layer_names.push_back(st.layer);
+    for (const LayerStat& st : stats) out.layer_names.push_back(st.layer);
   };
   learn_names();
   std::vector<double> sums(3 + out.layer_names.size(), 0.0);  // loss·n, correct, n, firing·n ...
@@ -41,13 +43,13 @@ EvalOutcome evaluate_test_split(Layout& layout, H5Dataset& ds, const EvalSetting
       y = d.y;
     }
     const StepResult r = eval_step(layout, x, y, ctx);
-    if (r.count == 0 || !layout.counts_in_metrics()) continue;  // tp peers: tp rank 0 counts
+    stats = layout.layer_stats();
+    if (r.count == 0 || !layout.counts_in_metrics()) continue;  // tp peers: tp rank 0 counts; pp: the last stage
     learn_names();
     sums.resize(std::max(sums.size(), 3 + out.layer_names.size()), 0.0);
     sums[0] += r.loss * r.count;
     sums[1] += static_cast<double>(r.correct);
     sums[2] += static_cast<double>(r.count);
-    const std::vector<LayerStat> stats = layout.stage().stats();
     for (size_t i = 0; i < stats.size() && 3 + i < sums.size(); ++i) sums[3 + i] += stats[i].value * r.count;
   }
   if (Comm* c = layout.metrics_comm()) {  // every rank sums vectors of one length

@@ -94,7 +94,8 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
   add("eval-batch-size", K::Int, &c.eval_batch_size, "evaluation batch size (0: --batch-size)");
   add("distributed-mode", K::Str, &c.distributed_mode,
       "none (one rank) | dp (data parallel, see --optimizer-sharding; with tp > 1 in --mesh-shape: dp x tp) | "
-      "fsdp (fully sharded) | tp (tensor parallel, dp x tp by --mesh-shape) | fsdp_tp (FSDP over dp of the tp shards)");
+      "fsdp (fully sharded) | tp (tensor parallel, dp x tp by --mesh-shape) | fsdp_tp (FSDP over dp of the tp shards) | "
+      "pp (pipeline parallel: dp x tp x pp by --mesh-shape; also implied by dp/tp with pp > 1)");
   add("mesh-shape", K::IntList, &c.mesh_shape, "process mesh DP [TP [PP]] (default: dp = number of ranks)");
   add("tp-mesh-dim", K::Int, &c.tp_mesh_dim, "which --mesh-shape dimension is tp (SpikingJelly style; -1: DP TP PP order)");
   add("dp-mesh-dim", K::Int, &c.dp_mesh_dim, "which --mesh-shape dimension is dp (-1: DP TP PP order)");
@@ -114,6 +115,19 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
       "fsdp: free gathered parameters after each unit's forward (gather again in backward)");
   add("fsdp-param-dtype", K::Str, &c.fsdp_param_dtype, "fsdp: dtype parameters are gathered in: fp32 | fp64 | bf16");
   add("fsdp-reduce-dtype", K::Str, &c.fsdp_reduce_dtype, "fsdp: dtype gradients are reduce-scattered in: fp32 | fp64 | bf16");
+  add("pp-schedule", K::Str, &c.pp_schedule,
+      "pp: auto (zero_bubble with --pp-delay-wgrad, interleaved with virtual stages, else 1f1b) | gpipe | 1f1b | "
+      "interleaved | zero_bubble");
+  add("pp-virtual-stages", K::Int, &c.pp_virtual_stages, "pp: logical stages per pipeline rank (interleaved, zero_bubble: >= 2)");
+  add("pp-microbatches", K::Int, &c.pp_microbatches,
+      "pp: microbatches per step, dividing --batch-size (0: the largest divisor of the batch in [stages, 4 x stages])");
+  add("pp-layout", K::Str, &c.pp_layout,
+      "pp: units per logical stage, e.g. \"1|2|2|1\" (default: balanced by a dry run's measured unit costs)");
+  add("pp-delay-wgrad", K::Bool, &c.pp_delay_wgrad, "pp: split backward into input and weight gradients, weights delayed");
+  add("pp-schedule-file", K::Str, &c.pp_schedule_file,
+      "pp: run this schedule (one line of actions per pipeline rank, e.g. \"0F0 0SF0 0F1 ...\"; validated first)");
+  add("pp-timeline-steps", K::Int, &c.pp_timeline_steps,
+      "pp: record every action's start/end of the first N steps in <run>/pipeline.h5 (0: none)");
   add("check-replicas", K::Int, &c.check_replicas,
       "dp: verify every N steps that all replicas are bitwise identical (0: at the start only)");
 }
@@ -279,6 +293,7 @@ void validate_train_config(const TrainConfig& c) {
     SM_INPUT_ERROR("--device must be cpu, cuda or auto, got '" << c.device << "'");
   if (c.run_name.find('/') != std::string::npos) SM_INPUT_ERROR("--run-name must not contain '/'");
   // Parallelism.
+  if (c.pp_timeline_steps < 0) SM_INPUT_ERROR("--pp-timeline-steps must be >= 0, got " << c.pp_timeline_steps);
   validate_parallel_flags(layout_options(c));
   if (c.mesh_shape.size() > 3) SM_INPUT_ERROR("--mesh-shape takes at most 3 dimensions (DP TP PP)");
   for (int64_t d : c.mesh_shape)
@@ -306,6 +321,12 @@ LayoutOptions layout_options(const TrainConfig& c, DType master) {
   o.tp_keep_first = c.tp_keep_first;
   o.tp_keep_classifier = c.tp_keep_classifier;
   o.tp_debug_comm = c.tp_debug_comm;
+  o.pp_schedule = c.pp_schedule;
+  o.pp_virtual_stages = static_cast<int>(c.pp_virtual_stages);
+  o.pp_microbatches = static_cast<int>(c.pp_microbatches);
+  o.pp_layout = c.pp_layout;
+  o.pp_delay_wgrad = c.pp_delay_wgrad;
+  o.pp_schedule_file = c.pp_schedule_file;
   o.strategy.sharding = c.optimizer_sharding;
   o.strategy.bucket_mb = c.bucket_mb;
   o.strategy.reshard_after_forward = c.fsdp_reshard_after_forward;

@@ -2,8 +2,11 @@
 #include "spikemesh/train/train_plan.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include "spikemesh/models/model.h"
+#include "spikemesh/parallel/pp_schedule.h"
 
 namespace sm {
 
@@ -32,7 +35,33 @@ RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& di) {
   return req;
 }
 
-TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model& model, int dp) {
+int pipeline_microbatches(const TrainConfig& cfg, int dp, int pp) {
+  if (pp <= 1) return 0;
+  if (cfg.grad_accum > 1)
+    SM_INPUT_ERROR("--grad-accum " << cfg.grad_accum << " with pp = " << pp
+                                   << ": a pipeline accumulates over its microbatches; use --pp-microbatches");
+  int64_t batch = cfg.batch_size;
+  if (cfg.global_batch_size > 0) {
+    if (cfg.global_batch_size % dp != 0)
+      SM_INPUT_ERROR("--global-batch-size " << cfg.global_batch_size << " is not divisible by dp " << dp);
+    batch = cfg.global_batch_size / dp;
+  }
+  const int stages = pp * static_cast<int>(cfg.pp_virtual_stages);
+  int m = cfg.pp_microbatches > 0 ? static_cast<int>(cfg.pp_microbatches) : 0;
+  if (m == 0 && !cfg.pp_schedule_file.empty()) {  // the file decides
+    std::ifstream f(cfg.pp_schedule_file);
+    if (!f) SM_INPUT_ERROR("--pp-schedule-file " << cfg.pp_schedule_file << ": cannot open");
+    std::stringstream text;
+    text << f.rdbuf();
+    m = parse_schedule(text.str(), static_cast<int>(cfg.pp_virtual_stages), cfg.pp_schedule_file).microbatches;
+  }
+  if (m == 0) m = default_microbatches(static_cast<int>(batch), stages);
+  if (batch % m != 0)
+    SM_INPUT_ERROR("--pp-microbatches " << m << " does not divide the batch of " << batch << " samples per replica");
+  return m;
+}
+
+TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model& model, int dp, int pp_micro) {
   const ModelInfo& mi = model.info;
   const DatasetInfo& di = ds.info();
   Shape have = di.is_events() ? Shape(di.sample_shape.begin() + 1, di.sample_shape.end()) : di.sample_shape;
@@ -46,7 +75,11 @@ TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model
   p.encoding = encoding_from_name(cfg.encoding);
   p.accum = cfg.grad_accum;
   p.batch = cfg.batch_size;
-  if (cfg.global_batch_size > 0) {
+  if (pp_micro > 0) {  // a pipeline: the replica's batch in microbatches (pipeline_microbatches checked it)
+    const int64_t replica = cfg.global_batch_size > 0 ? cfg.global_batch_size / dp : cfg.batch_size;
+    p.accum = pp_micro;
+    p.batch = replica / pp_micro;
+  } else if (cfg.global_batch_size > 0) {
     if (cfg.global_batch_size % (dp * p.accum) != 0)
       SM_INPUT_ERROR("--global-batch-size " << cfg.global_batch_size << " is not divisible by dp " << dp
                                             << " x --grad-accum " << p.accum << " = " << dp * p.accum);

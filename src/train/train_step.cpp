@@ -39,8 +39,7 @@ StepResult train_step(Layout& layout, Optimizer& opt, const std::vector<MicroBat
   layout.begin_step();
   r.reset_ms = t.ms();
   double loss_sum = 0;
-  for (size_t m = 0; m < M; ++m) {
-    const MicroResult mr = layout.forward_backward(micro[m], ctx, loss_grad_scale, m + 1 == M);
+  for (const MicroResult& mr : layout.run_microbatches(micro, ctx, loss_grad_scale)) {  // pp: the schedule
     r.reset_ms += mr.reset_ms;
     r.forward_ms += mr.forward_ms;
     r.backward_ms += mr.backward_ms;

@@ -30,6 +30,7 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/dist_run.h"
 #include "spikemesh/train/checkpointing.h"
+#include "spikemesh/train/pipeline_record.h"
 #include "spikemesh/train/evaluation.h"
 #include "spikemesh/train/run_dir.h"
 #include "spikemesh/train/step_metrics.h"
@@ -75,7 +76,10 @@ std::string header_line(const TrainConfig& cfg, const H5Dataset& ds, Layout& lay
   h << "spikemesh train: model " << m.info.name << " (" << m.num_parameters() << " parameters, T " << m.info.T << ", "
     << cfg.precision << "), data " << cfg.data << " (" << ds.size(Split::Train) << " train / " << ds.size(Split::Test)
     << " test), batch " << plan.batch;
-  if (layout.distributed() || plan.accum > 1)
+  if (layout.pipeline())
+    h << " per microbatch (global " << plan.global_batch << " = " << plan.batch << " x dp " << dp << " x "
+      << plan.accum << " microbatches)";
+  else if (layout.distributed() || plan.accum > 1)
     h << " per rank (global " << plan.global_batch << " = " << plan.batch << " x dp " << dp << " x accum "
       << plan.accum << ")";
   h << ", " << plan.per_epoch << " steps/epoch, ";
@@ -95,9 +99,18 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   // ---- set-up: data first (a bad file fails before anything is written), then the parts.
   H5Dataset ds = H5Dataset::open(cfg.data, data_group_of(mesh));  // collective over the data group
   RunRequest req;
-  agree_on_error(world, [&] { req = run_request_of(cfg, ds.info()); });
+  int pp_micro = 0;  // pipelines: microbatches per step
+  agree_on_error(world, [&] {
+    req = run_request_of(cfg, ds.info());
+    pp_micro = pipeline_microbatches(cfg, data_ranks_of(mesh), mesh ? mesh->shape().pp : 1);
+    req.layout.pp_microbatches = pp_micro;
+    if (pp_micro > 0)  // the dry run that balances the stages runs one real-size microbatch
+      req.layout.pp_cost_samples =
+          std::max<int64_t>(1, (cfg.global_batch_size > 0 ? cfg.global_batch_size / data_ranks_of(mesh) : cfg.batch_size) /
+                                   pp_micro);
+  });
   TrainPlan plan;
-  RunParts parts = setup_run(req, mesh, [&](Model& m) { plan = plan_training(cfg, ds, m, data_ranks_of(mesh)); });
+  RunParts parts = setup_run(req, mesh, [&](Model& m) { plan = plan_training(cfg, ds, m, data_ranks_of(mesh), pp_micro); });
   Model& model = *parts.model;
   Layout& layout = *parts.layout;
   Optimizer& opt = *parts.optimizer;
@@ -170,6 +183,11 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   Allocator& mem = allocator_for(dev);  // the device's (CPU: the host allocator)
   mem.reset_peak();
   CommCounters comm_before = layout.comm_counters();
+  PipelineRecorder pipe_rec(layout, cfg.pp_timeline_steps);  // pipelines: <run>/pipeline.h5
+  auto write_pipeline = [&] {
+    std::lock_guard<std::mutex> l(hdf5_mutex());
+    pipe_rec.write(run_dir + "/pipeline.h5");
+  };
   ProgressWindow window;
   Timer run_timer;
   bool stop = false;
@@ -221,7 +239,11 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
           st.batch_in_epoch = 0;
           epoch_done = true;
         }
-        for (const LayerStat& s : layout.stage().stats()) {
+        if (pipe_rec.active()) {
+          pipe_rec.after_step(st.step);  // collective over pp
+          if (!pipe_rec.active()) write_pipeline();
+        }
+        for (const LayerStat& s : layout.layer_stats()) {  // pp: every stage's, gathered
           rep.firing_rate.push_back(s.value);
           rep.layer_names.push_back(s.layer);
         }
@@ -280,6 +302,7 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
     if (last_eval_step != st.step) evaluate();
     save();
   }
+  if (pipe_rec.active()) write_pipeline();  // fewer steps than --pp-timeline-steps
   sum.steps = st.step;
   std::ostringstream os;
   os << "done: " << st.step << " steps in " << format_duration(run_timer.ms() / 1000.0);

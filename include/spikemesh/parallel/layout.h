@@ -39,6 +39,7 @@ class Mesh;
 class Model;
 class CommCollectives;
 struct CommCounters;
+class PipelineRuntime;
 
 // One microbatch of this rank: x [T, n, ...] (the stage's input), y [n] i64, and the global
 // index of its first sample in the step's global batch (dropout masks are keyed by it).
@@ -61,6 +62,14 @@ struct LayoutOptions {
   bool tp_keep_first = false;         // --tp-keep-first: the first weight layer stays whole
   bool tp_keep_classifier = false;    // --tp-keep-classifier: the last weight layer stays whole
   bool tp_debug_comm = false;         // --tp-debug-comm: each layer's tp collective printed once
+  // Pipeline parallelism (pp > 1 in the mesh; spec §4 flags):
+  std::string pp_schedule = "auto";   // auto | gpipe | 1f1b | interleaved | zero_bubble
+  int pp_virtual_stages = 1;          // logical stages per pipeline rank
+  int pp_microbatches = 0;            // microbatches per step (resolved by the caller: > 0 with pp)
+  std::string pp_layout;              // "1|2|2|1" units per logical stage; "": balanced by measured cost
+  bool pp_delay_wgrad = false;        // zero-bubble: W split off and delayed
+  std::string pp_schedule_file;       // a user-written schedule (text form of pp_schedule.h)
+  int64_t pp_cost_samples = 1;        // samples per microbatch of the dry-run that measures unit costs
 };
 
 // The one validation of mode names and their combinations (Input errors naming the flag).
@@ -89,7 +98,7 @@ class Layout {
   Layout& operator=(const Layout&) = delete;
 
   Model& model() { return model_; }
-  Stage& stage() { return stage_; }
+  Stage& stage() { return *stage_; }
   bool distributed() const { return world_ != nullptr; }
   Mesh* mesh() { return mesh_; }  // null alone or over a single Comm
   int world_size() const;
@@ -146,6 +155,24 @@ class Layout {
   void gather_full_params();
   void release_full_params();
 
+  // Every microbatch of one optimizer step, forward and backward (pp = 1: forward_backward
+  // per microbatch; pp > 1: the pipeline schedule over all of them). One result per microbatch
+  // (the loss counts only where it is computed: the last stage). Collective over dp, tp, pp.
+  std::vector<MicroResult> run_microbatches(const std::vector<MicroBatch>& micro, Ctx& ctx, double loss_grad_scale);
+  // Firing rates etc. of every layer of the MODEL in model order (pp > 1: each stage's gathered
+  // over the pp group, so every rank returns the same list; collective over pp). Layers that
+  // have not run yet are missing (as Model::stats()).
+  std::vector<LayerStat> layer_stats();
+  // Pipeline parallelism: the runtime (null when pp = 1), this rank's pipeline rank and size,
+  // the partition (units per logical stage) and the measured per-unit costs (ms; empty when
+  // --pp-layout was given).
+  PipelineRuntime* pipeline() { return pipeline_.get(); }
+  int pp_rank() const;
+  int pp_size() const;
+  const std::vector<int>& pp_partition() const { return pp_partition_; }
+  const std::vector<double>& pp_unit_costs() const { return pp_unit_costs_; }
+  Comm* pp_comm() { return pp_; }
+
   StrategyStats stats() const;
   // The gradient-reduction piece (introspection: bucket layouts, FSDP memory); tests only.
   ParallelStrategy& strategy() { return *strategy_; }
@@ -155,17 +182,22 @@ class Layout {
  private:
   void fill_ctx(Ctx& ctx);
   void build(int tp, int pp);
+  void build_pipeline(int pp);
   Model& model_;
   Mesh* mesh_ = nullptr;
   Comm* world_ = nullptr;  // metric reductions, data and checkpoint groups (tp = pp = 1)
   Comm* dp_ = nullptr;     // gradient reductions
   Comm* tp_ = nullptr;     // the tensor-parallel group (tp > 1 only)
+  Comm* pp_ = nullptr;     // the pipeline group (pp > 1 only)
   std::unique_ptr<CommCollectives> tp_coll_;  // handed to layers as ctx.tp
   std::vector<Param*> tp_partial_;            // gradients summed over tp after backward
   std::unique_ptr<CommCollectives> world_coll_;  // the gradient norm with tp
   std::vector<Param> norm_views_;                // norm_params()' grad views
   LayoutOptions opts_;
-  Stage stage_;
+  std::unique_ptr<Stage> stage_;
+  std::unique_ptr<PipelineRuntime> pipeline_;
+  std::vector<int> pp_partition_;
+  std::vector<double> pp_unit_costs_;
   std::unique_ptr<ParallelStrategy> strategy_;
   std::unique_ptr<CommCollectives> bn_sync_;
 };

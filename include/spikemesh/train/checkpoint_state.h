@@ -16,6 +16,7 @@ namespace sm {
 
 class Model;
 class Optimizer;
+struct Buffer;
 
 // The whole state of a model whose every rank holds its parameters whole (or its tp shard),
 // and of its optimizer, as TensorShards. `holds` true: this rank holds each tensor's box (the
@@ -31,7 +32,9 @@ std::vector<TensorShard> replicated_state_shards(Model& model, Optimizer* opt, b
 // append_flat_shards' params: holds = dp rank 0 when saving, every rank when loading).
 // Under tensor parallelism a channel-split buffer is its tp shard (every tp rank holds one);
 // whole buffers are written by tp rank 0 alone (saving) and read by every rank.
-std::vector<TensorShard> buffer_shards(Model& model, bool holds, int tp_rank = 0, bool saving = true);
+// `local` (pipelines): only these buffers are held here; the model's others are listed empty.
+std::vector<TensorShard> buffer_shards(Model& model, bool holds, int tp_rank = 0, bool saving = true,
+                                       const std::vector<Buffer*>* local = nullptr);
 
 // The meta a save of (model, opt) records: model and optimizer names, optimizer step count.
 // Callers fill state / precision / mesh / config on top.

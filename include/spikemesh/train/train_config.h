@@ -59,7 +59,7 @@ struct TrainConfig {
   int64_t log_every = 50;
   int64_t eval_batch_size = 0;    // 0: batch-size
   // parallelism (the data-parallel family; docs: README "Multi-rank training")
-  std::string distributed_mode = "none";  // none | dp | fsdp | tp | fsdp_tp (pp, auto: not yet)
+  std::string distributed_mode = "none";  // none | dp | fsdp | tp | fsdp_tp | pp (auto: not yet)
   std::vector<int64_t> mesh_shape;        // DP TP PP (empty: dp = world size)
   int64_t tp_mesh_dim = -1;
   int64_t dp_mesh_dim = -1;
@@ -76,6 +76,13 @@ struct TrainConfig {
   bool fsdp_reshard_after_forward = true;
   std::string fsdp_param_dtype;           // "": the --precision dtype
   std::string fsdp_reduce_dtype;          // "": the --precision dtype
+  std::string pp_schedule = "auto";       // pp: auto | gpipe | 1f1b | interleaved | zero_bubble
+  int64_t pp_virtual_stages = 1;
+  int64_t pp_microbatches = 0;            // 0: default_microbatches(batch, stages)
+  std::string pp_layout;                  // "": balanced by measured unit costs
+  bool pp_delay_wgrad = false;
+  std::string pp_schedule_file;
+  int64_t pp_timeline_steps = 10;         // steps recorded in <run>/pipeline.h5
   int64_t check_replicas = 0;             // verify dp replicas every N steps (0: at start only)
 
   std::string model_label() const;  // model name or spec path

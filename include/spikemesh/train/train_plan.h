@@ -27,8 +27,15 @@ struct TrainPlan {
 // (Input error when --T disagrees with it).
 RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& data);
 
+// Pipelines (pp > 1): the microbatches per step — --pp-microbatches, or the largest divisor of
+// the per-replica batch in [stages, 4·stages] — checked to divide the batch; 0 when pp = 1.
+// Input errors name the flags (also --grad-accum, which a pipeline replaces).
+int pipeline_microbatches(const TrainConfig& cfg, int data_ranks, int pp);
+
 // Checks that `model` fits the dataset (input shape, classes) and plans the batches over
-// `data_ranks` ranks. Input errors name the file and the flags.
-TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model& model, int data_ranks);
+// `data_ranks` ranks; with `pp_micro` > 0 (a pipeline) --batch-size per replica is split into
+// that many microbatches (the micro-steps). Input errors name the file and the flags.
+TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model& model, int data_ranks,
+                        int pp_micro = 0);
 
 }  // namespace sm

@@ -28,7 +28,8 @@ struct StepOptions {
 };
 
 // One optimizer step over M >= 1 microbatches (gradient accumulation): layout.begin_step()
-// (zero gradients); per microbatch forward, loss and backward with the loss
+// (zero gradients); every microbatch's forward, loss and backward (layout.run_microbatches:
+// one after another, or the pipeline schedule) with the loss
 // gradient scaled by 1/M (times the loss scale when scaling); then unscale and check (a
 // non-finite gradient on any rank of the layout's shard group skips clipping and the update
 // on every rank), clipping by the global norm over the shard group, the optimizer step on

@@ -1,0 +1,111 @@
+// pp_timeline.cpp — measured bubble and measured costs of pipeline steps (pp_timeline.h).
+#include "spikemesh/parallel/pp_timeline.h"
+
+#include <algorithm>
+
+#include "spikemesh/comm/comm.h"
+#include "spikemesh/core/error.h"
+
+namespace sm {
+
+namespace {
+void span_of(const PpStepTimeline& step, double& first, double& last) {
+  first = 1e300;
+  last = -1e300;
+  for (const auto& rank : step)
+    for (const PpRecordedAction& a : rank) {
+      first = std::min(first, a.start);
+      last = std::max(last, a.end);
+    }
+}
+}  // namespace
+
+PpStepTimeline gather_step_timeline(Comm& pp, const std::vector<PpRecordedAction>& mine) {
+  constexpr int kFields = 5;  // kind, stage, microbatch, start, end
+  const int P = pp.size();
+  Tensor n = Tensor::full({1}, static_cast<double>(mine.size()), DType::I64), ns = Tensor::empty({P}, DType::I64);
+  pp.all_gather(n, ns);  // collective over pp
+  int64_t cap = 1;
+  for (int r = 0; r < P; ++r) cap = std::max(cap, ns.data<int64_t>()[r]);
+  Tensor buf = Tensor::zeros({cap * kFields}, DType::F64), all = Tensor::empty({cap * kFields * P}, DType::F64);
+  double* b = buf.data<double>();
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const PpRecordedAction& a = mine[i];
+    double* row = b + i * kFields;
+    row[0] = static_cast<double>(static_cast<int>(a.action.kind));
+    row[1] = a.action.stage;
+    row[2] = a.action.microbatch;
+    row[3] = a.start;
+    row[4] = a.end;
+  }
+  pp.all_gather(buf, all);  // collective over pp
+  PpStepTimeline out(P);
+  for (int r = 0; r < P; ++r)
+    for (int64_t i = 0; i < ns.data<int64_t>()[r]; ++i) {
+      const double* row = all.data<double>() + (r * cap + i) * kFields;
+      PpRecordedAction a;
+      a.action.kind = static_cast<PpActionKind>(static_cast<int>(row[0]));
+      a.action.stage = static_cast<int>(row[1]);
+      a.action.microbatch = static_cast<int>(row[2]);
+      a.start = row[3];
+      a.end = row[4];
+      out[r].push_back(a);
+    }
+  return out;
+}
+
+double measured_bubble(const PpStepTimeline& step) {
+  double first, last, busy = 0;
+  span_of(step, first, last);
+  if (step.empty() || last <= first) return 0.0;
+  for (const auto& rank : step)
+    for (const PpRecordedAction& a : rank)
+      if (is_compute(a.action.kind)) busy += a.end - a.start;
+  return 1.0 - busy / (static_cast<double>(step.size()) * (last - first));
+}
+
+PpCosts costs_from_timeline(const PpSchedule& schedule, const std::vector<PpStepTimeline>& steps) {
+  const int S = schedule.logical_stages();
+  PpCosts c;
+  std::vector<double> f(S, 0), b(S, 0), w(S, 0);
+  std::vector<int> nf(S, 0), nb(S, 0), nw(S, 0);
+  double comm = 0;
+  int ncomm = 0;
+  for (const PpStepTimeline& step : steps)
+    for (const auto& rank : step)
+      for (const PpRecordedAction& a : rank) {
+        const double d = a.end - a.start;
+        const int s = a.action.stage;
+        SM_CHECK(s >= 0 && s < S, "timeline action of stage " << s << " for " << S << " stages");
+        switch (a.action.kind) {
+          case PpActionKind::F: f[s] += d, ++nf[s]; break;
+          case PpActionKind::B: b[s] += d, ++nb[s]; break;
+          case PpActionKind::W: w[s] += d, ++nw[s]; break;
+          case PpActionKind::BW: b[s] += d / 2, w[s] += d / 2, ++nb[s], ++nw[s]; break;
+          case PpActionKind::SEND_F:
+          case PpActionKind::SEND_B: comm += d, ++ncomm; break;
+          default: break;
+        }
+      }
+  for (int s = 0; s < S; ++s) {
+    c.f.push_back(nf[s] ? f[s] / nf[s] : 0.0);
+    c.b.push_back(nb[s] ? b[s] / nb[s] : 0.0);
+    c.w.push_back(nw[s] ? w[s] / nw[s] : 0.0);
+  }
+  c.comm = ncomm ? comm / ncomm : 0.0;
+  return c;
+}
+
+PpStepTimeline aligned(const PpStepTimeline& step) {
+  double first, last;
+  span_of(step, first, last);
+  PpStepTimeline out = step;
+  for (auto& rank : out)
+    for (PpRecordedAction& a : rank) {
+      a.start -= first;
+      a.end -= first;
+    }
+  return out;
+}
+
+}  // namespace sm
