@@ -115,7 +115,8 @@ TEST_MPI_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_MPI_SRC))
 TEST_MPI_BIN := $(BUILD)/bin/spikemesh_mpi_tests
 MPIRUN       := timeout 300 mpirun --bind-to none
 MPI_TEST_RUN  = OMP_NUM_THREADS=1 $(MPIRUN) -np 2 $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 $(if $(FILTER),--gtest_filter=$(FILTER)) && \
-                OMP_NUM_THREADS=1 $(MPIRUN) -np 4 --oversubscribe $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 $(if $(FILTER),--gtest_filter=$(FILTER))
+                OMP_NUM_THREADS=1 $(MPIRUN) -np 4 --oversubscribe $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 $(if $(FILTER),--gtest_filter=$(FILTER)) && \
+                OMP_NUM_THREADS=1 $(MPIRUN) -np 8 --oversubscribe $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 --gtest_filter=$(or $(FILTER),'PipelineParallel3D.*')
 
 $(TEST_MPI_BIN): $(TEST_MPI_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
@@ -131,7 +132,7 @@ test:
 	@$(MAKE) --no-print-directory -j$(NPROC) all $(TEST_BIN)
 	@echo "== unit tests ==" && $(TEST_BIN) --gtest_color=no --gtest_brief=1
 	@$(MAKE) --no-print-directory -j$(NPROC) $(TEST_MPI_BIN)
-	@echo "== MPI tests (np 2, np 4) ==" && $(MPI_TEST_RUN)
+	@echo "== MPI tests (np 2, np 4; np 8: the 3-D mesh) ==" && $(MPI_TEST_RUN)
 	@echo "== PyTorch parity ==" && $(PY) tests/parity/torch_parity.py --bin $(BIN)
 	@set -e; for t in tests/e2e/*.sh; do echo "== $$t ==" && BIN=$(BIN) PY=$(PY) bash $$t; done
 	@echo "== all test suites passed =="

@@ -20,6 +20,8 @@
 #include "spikemesh/app/commands.h"
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/parallel/dist_run.h"
+#include "spikemesh/parallel/pp_partition.h"
+#include "spikemesh/parallel/pp_timeline.h"
 #include "spikemesh/layers/layer_profile.h"
 #include "spikemesh/app/model_options.h"
 #include "spikemesh/core/allocator.h"
@@ -51,6 +53,10 @@ struct BenchOptions {
   bool print_json = false, tp_debug_comm = false, profile = false, tp_keep_first = false, tp_keep_classifier = false;
   std::string optimizer_sharding = "none";
   MeshFlags mesh;
+  // pipeline parallelism (pp > 1 in --mesh-shape)
+  std::string pp_schedule = "auto", pp_layout, pp_schedule_file;
+  int64_t pp_virtual_stages = 1, pp_microbatches = 0;
+  bool pp_delay_wgrad = false;
 };
 
 // Per-layer-type time per step of the timed steps (layer_profile.h). Matrix-product layers also
@@ -78,6 +84,38 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The spec's pp_* fields plus the measured bubble (median over the timed steps), the bubble the
+// simulator gives for the same schedule with the costs measured in those steps, the bytes sent
+// between stages per step (max over ranks) and each pipeline rank's peak allocated memory.
+// Collective over the world.
+void add_pipeline_fields(BenchRecord& r, Layout& layout, const std::vector<PpStepTimeline>& steps,
+                         const PpTraffic& at_timed, int64_t timed_steps, double peak_alloc_mb) {
+  const PipelineRuntime& pipe = *layout.pipeline();
+  const PpSchedule& sched = pipe.schedule();
+  r["pp_microbatches"] = sched.microbatches;
+  r["pp_schedule"] = sched.kind;
+  r["pp_virtual_stages"] = sched.virtual_stages;
+  r["pp_layout"] = layout_text(pipe.units_per_stage());
+  std::vector<double> bubbles;
+  for (const PpStepTimeline& st : steps) bubbles.push_back(measured_bubble(st));
+  r["pp_bubble_measured"] = median(bubbles);
+  r["pp_bubble_simulated"] = simulate(sched, costs_from_timeline(sched, steps)).bubble_fraction;
+  r["pp_bubble_simulated_unit_costs"] = simulate(sched, PpCosts::uniform(sched.logical_stages())).bubble_fraction;
+  const PpTraffic& now = pipe.traffic();
+  std::vector<double> t{double(now.activation_bytes - at_timed.activation_bytes) / timed_steps,
+                        double(now.spike_elements - at_timed.spike_elements) / timed_steps,
+                        double(now.gradient_bytes - at_timed.gradient_bytes) / timed_steps};
+  all_reduce_doubles(layout.mesh()->world(), t, ReduceOp::Max);
+  r["pp_activation_bytes_per_step"] = t[0];
+  r["pp_spike_elements_per_step"] = t[1];
+  r["pp_gradient_bytes_per_step"] = t[2];
+  // Peak allocated memory of each pipeline rank (max over its dp and tp peers).
+  std::vector<double> per_stage(layout.pp_size(), 0.0);
+  per_stage[layout.pp_rank()] = peak_alloc_mb;
+  all_reduce_doubles(layout.mesh()->world(), per_stage, ReduceOp::Max);
+  r["pp_stage_peak_allocated_mb"] = per_stage;
 }
 
 void run_kernel_bench(const BenchOptions& o, const AppEnv& env) {
@@ -148,6 +186,11 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   req.layout.tp_keep_classifier = o.tp_keep_classifier;
   req.layout.tp_debug_comm = o.tp_debug_comm;
   req.layout.strategy.sharding = o.optimizer_sharding;
+  req.layout.pp_schedule = o.pp_schedule;
+  req.layout.pp_virtual_stages = static_cast<int>(o.pp_virtual_stages);
+  req.layout.pp_layout = o.pp_layout;
+  req.layout.pp_delay_wgrad = o.pp_delay_wgrad;
+  req.layout.pp_schedule_file = o.pp_schedule_file;
   req.layout.strategy.param_dtype = req.layout.strategy.reduce_dtype = master_dtype(precision_from_name(o.precision));
   req.optimizer.name = o.optimizer;
   req.optimizer.lr = o.lr;
@@ -155,6 +198,15 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   std::unique_ptr<Mesh> mesh;
   if (env.size > 1 || o.mode != "none") {
     const MeshShape shape = resolve_mesh_shape(o.mesh, env.size);  // identical on every rank
+    if (shape.pp > 1) {  // the per-replica batch in microbatches (spec §4 default)
+      const int stages = shape.pp * static_cast<int>(o.pp_virtual_stages);
+      const int m = o.pp_microbatches > 0 ? static_cast<int>(o.pp_microbatches)
+                                          : default_microbatches(static_cast<int>(o.batch_size), stages);
+      if (o.batch_size % m != 0)
+        SM_INPUT_ERROR("--pp-microbatches " << m << " does not divide --batch-size " << o.batch_size);
+      req.layout.pp_microbatches = m;
+      req.layout.pp_cost_samples = o.batch_size / m;
+    }
     validate_layout_for_mesh(req.layout, env.size, shape.tp, shape.pp);
     mesh = Mesh::create(env.world, o.mesh);  // collective over the world
   }
@@ -171,21 +223,37 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   const int dp_size = layout.data_size(), dp_rank = layout.data_rank();
   const int64_t global_N = N * dp_size;
 
-  // One fixed synthetic batch: x ~ N(0, 1) [T, N, ...], y ~ U{0..K-1}.
-  Shape xs = {T, N};
-  xs.insert(xs.end(), mi.input_shape.begin(), mi.input_shape.end());
-  Tensor x = Tensor::empty(xs, dt), y = Tensor::empty({N}, DType::I64);
+  // One fixed synthetic batch: x ~ N(0, 1) [T, N, ...], y ~ U{0..K-1}; under pp in M
+  // microbatches of N/M samples (the same values: element (t, i, e) of the whole batch).
+  PipelineRuntime* pipe = layout.pipeline();
+  const int M = pipe ? pipe->schedule().microbatches : 1;
+  if (N % M != 0) SM_INPUT_ERROR("the pipeline schedule runs " << M << " microbatches: they must divide --batch-size " << N);
+  const int64_t n = N / M;
+  int64_t per = 1;
+  for (int64_t d : mi.input_shape) per *= d;
   CounterRng rx(o.seed, "bench/x"), ry(o.seed, "bench/y");
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    double v = rx.normal(static_cast<uint64_t>(dp_rank) * static_cast<uint64_t>(x.numel()) + i);
-    if (dt == DType::F32) x.data<float>()[i] = static_cast<float>(v);
-    else x.data<double>()[i] = v;
-  }
-  for (int64_t i = 0; i < N; ++i)
-    y.data<int64_t>()[i] = static_cast<int64_t>(ry.uniform(dp_rank * N + i) * mi.num_classes) % mi.num_classes;
-  if (dev.is_cuda()) {
-    x = x.to(dev).to_dtype(act);  // [T, N, ...] in the activation dtype
-    y = y.to(dev);
+  std::vector<MicroBatch> micro;
+  for (int k = 0; k < M; ++k) {
+    Shape xs = {T, n};
+    xs.insert(xs.end(), mi.input_shape.begin(), mi.input_shape.end());
+    Tensor x = Tensor::empty(xs, dt), y = Tensor::empty({n}, DType::I64);  // [T, n, ...], [n]
+    for (int t = 0; t < T; ++t)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t e = 0; e < per; ++e) {
+          const int64_t whole = (t * N + k * n + i) * per + e;  // index in the [T, N, ...] batch
+          const double v = rx.normal(static_cast<uint64_t>(dp_rank) * static_cast<uint64_t>(T * N * per) + whole);
+          const int64_t at = (t * n + i) * per + e;
+          if (dt == DType::F32) x.data<float>()[at] = static_cast<float>(v);
+          else x.data<double>()[at] = v;
+        }
+    for (int64_t i = 0; i < n; ++i)
+      y.data<int64_t>()[i] =
+          static_cast<int64_t>(ry.uniform(dp_rank * N + k * n + i) * mi.num_classes) % mi.num_classes;
+    if (dev.is_cuda()) {
+      x = x.to(dev).to_dtype(act);  // [T, n, ...] in the activation dtype
+      y = y.to(dev);
+    }
+    micro.push_back(MicroBatch{x, y, dp_rank * N + k * n});
   }
 
   if (env.rank == 0)
@@ -197,6 +265,8 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   mem.reset_peak();
   int64_t mallocs_before_timed = 0;
   CommCounters comm_at_timed{}, tp_at_timed{};
+  PpTraffic pp_at_timed;
+  std::vector<PpStepTimeline> pp_steps;  // pipelines: every timed step's gathered timeline
   for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
     if (s == o.warmup && dev.is_cuda()) mallocs_before_timed = cuda_allocator(dev.ordinal).malloc_calls();
     if (s == o.warmup && o.profile) {
@@ -210,10 +280,12 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
     if (s == o.warmup) {
       comm_at_timed = layout.comm_counters();
       tp_at_timed = layout.tp_comm_counters();
+      if (pipe) pp_at_timed = pipe->traffic();
     }
     // fp16: dynamic loss scaling; on a GPU the phase times are the device's.
-    StepResult r = train_step(layout, opt, {MicroBatch{x, y, dp_rank * N}}, ctx, StepOptions{0.0, &scaler});
+    StepResult r = train_step(layout, opt, micro, ctx, StepOptions{0.0, &scaler});
     double ms = t.ms();
+    if (pipe && s >= o.warmup) pp_steps.push_back(gather_step_timeline(*layout.pp_comm(), pipe->last_timeline()));
     if (s >= o.warmup) {
       lat.push_back(ms);
       fwd.push_back(r.forward_ms);
@@ -231,6 +303,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   layer_profile_enable(false);
   double step_ms = median(lat);
   double rss = peak_rss_mb(), peak_alloc = mem.peak_bytes() / 1048576.0, comm_mb = 0, comm_ms = 0;
+  const double local_peak_alloc = peak_alloc;  // this rank's (the record's is the max over ranks)
   int64_t comm_calls = 0;
   // Memory of the model state on this rank: optimizer state (ZeRO: this rank's shards) and,
   // from the strategy, parameters (full replicas, shards, FSDP's peak of gathered units).
@@ -287,6 +360,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   r["pp_layout"] = nullptr;
   r["pp_delay_wgrad"] = false;
   r["pp_memopt_stages"] = nlohmann::json::array();
+  if (pipe) add_pipeline_fields(r, layout, pp_steps, pp_at_timed, o.steps, local_peak_alloc);
   r["step_latency_ms"] = step_ms;
   r["global_throughput_sps"] = step_ms > 0 ? 1000.0 * global_N / step_ms : 0.0;
   r["per_device_throughput_sps"] = step_ms > 0 ? 1000.0 * N / step_ms : 0.0;
@@ -350,6 +424,13 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
                 dev.str().c_str(), r["peak_reserved_mb"].get<double>(),
                 static_cast<long long>(r["device_mallocs_timed"].get<int64_t>()), scaler.scale(),
                 static_cast<long long>(scaler.skipped_steps()));
+  if (pipe)
+    std::printf("  pipeline     %s, %d ranks x %d virtual stages, %d microbatches, layout %s: bubble %.1f%% measured, "
+                "%.1f%% simulated with the measured costs; %.2f MiB activations sent per step per rank (max)\n",
+                r["pp_schedule"].get<std::string>().c_str(), layout.pp_size(), r["pp_virtual_stages"].get<int>(),
+                r["pp_microbatches"].get<int>(), r["pp_layout"].get<std::string>().c_str(),
+                100 * r["pp_bubble_measured"].get<double>(), 100 * r["pp_bubble_simulated"].get<double>(),
+                r["pp_activation_bytes_per_step"].get<double>() / 1048576.0);
   if (o.profile) print_layer_profile(o.steps, step_ms);
   if (!o.result_log.empty()) {
     auto prev = find_previous_record(o.result_log, r);
@@ -372,6 +453,7 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
       "Examples:\n"
       "  spikemesh bench --model cifar10dvs_vgg --batch-size 4 --T 10 --result-log output/bench.jsonl\n"
       "  spikemesh bench --model cifar10dvs_vgg --device cuda --precision bf16 --batch-size 32\n"
+      "  mpirun -np 2 spikemesh bench --distributed-mode pp --mesh-shape 1 1 2 --pp-schedule 1f1b --batch-size 8 --T 4\n"
       "  make bench    # spikemesh and the same-model PyTorch script side by side\n"
       "Each record is compared with the most recent earlier record of the same configuration.");
   add_model_options(*cmd, o->sel);
@@ -387,12 +469,24 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
                   "classes of models with a num_classes variable (spikformer_*: default 1000)");
   cmd->add_option("--result-log", o->result_log, "append the JSON record to this file and compare with the previous one");
   cmd->add_option("--distributed-mode", o->mode,
-                  "none (one rank) | dp | fsdp | tp | fsdp_tp (several ranks, weak scaling; dp x tp by --mesh-shape)")
+                  "none (one rank) | dp | fsdp | tp | fsdp_tp | pp (several ranks, weak scaling; dp x tp x pp by "
+                  "--mesh-shape)")
       ->capture_default_str();
   cmd->add_flag("--tp-keep-first", o->tp_keep_first, "tp: keep the model's first weight layer whole on every rank");
   cmd->add_flag("--tp-keep-classifier", o->tp_keep_classifier, "tp: keep the model's last weight layer whole on every rank");
   cmd->add_option("--optimizer-sharding", o->optimizer_sharding, "dp: none | zero | zero2")->capture_default_str();
   add_mesh_flags(*cmd, o->mesh);
+  cmd->add_option("--pp-schedule", o->pp_schedule,
+                  "pp: auto (zero_bubble with --pp-delay-wgrad, interleaved with virtual stages, else 1f1b) | gpipe | "
+                  "1f1b | interleaved | zero_bubble")
+      ->capture_default_str();
+  cmd->add_option("--pp-virtual-stages", o->pp_virtual_stages, "pp: logical stages per pipeline rank")->capture_default_str();
+  cmd->add_option("--pp-microbatches", o->pp_microbatches,
+                  "pp: microbatches per step, dividing --batch-size (0: largest divisor in [stages, 4 x stages])")
+      ->capture_default_str();
+  cmd->add_option("--pp-layout", o->pp_layout, "pp: units per logical stage, e.g. \"1|2|2|1\" (default: measured balance)");
+  cmd->add_flag("--pp-delay-wgrad", o->pp_delay_wgrad, "pp: weight gradients split off and delayed (zero_bubble)");
+  cmd->add_option("--pp-schedule-file", o->pp_schedule_file, "pp: run this schedule (text form, validated first)");
   cmd->add_option("--prefer", o->prefer, "speed | memory | capacity (recorded)")->capture_default_str();
   cmd->add_option("--precision", o->precision, "fp32 | bf16 | fp16 (GPU) | fp64 (CPU)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu | cuda | auto (GPU when one is visible)")->capture_default_str();

@@ -280,13 +280,15 @@ void Layout::build_pipeline(int P) {
   }
   require_valid_schedule(sched, opts_.pp_schedule_file.empty() ? "--pp-schedule " + sched.kind
                                                                : "--pp-schedule-file " + opts_.pp_schedule_file);
-  if (!opts_.pp_layout.empty()) {
-    pp_partition_ = parse_pp_layout(opts_.pp_layout, S, units);
-  } else {  // measured: a dry run of every unit on every rank (tp peers together), the max over the world
-    Ctx ctx;
-    ctx.tp = tp_coll_.get();
-    pp_unit_costs_ = measure_unit_costs(model_, opts_.pp_cost_samples, ctx);
-    all_reduce_doubles(*world_, pp_unit_costs_, ReduceOp::Max);  // identical on every rank
+  // A dry run of every unit on every rank (tp peers together): local output shapes, and the
+  // measured costs (max over the world: identical everywhere) unless --pp-layout fixes the split.
+  if (!opts_.pp_layout.empty()) pp_partition_ = parse_pp_layout(opts_.pp_layout, S, units);
+  Ctx ctx;
+  ctx.tp = tp_coll_.get();
+  const UnitDryRun dry = dry_run_units(model_, opts_.pp_cost_samples, ctx, opts_.pp_layout.empty());
+  if (opts_.pp_layout.empty()) {
+    pp_unit_costs_ = dry.ms;
+    all_reduce_doubles(*world_, pp_unit_costs_, ReduceOp::Max);
     pp_partition_ = balanced_partition(pp_unit_costs_, S);
   }
   std::vector<size_t> start{0};
@@ -299,7 +301,7 @@ void Layout::build_pipeline(int P) {
   for (size_t k = 0; k < stage_->size(); ++k) mine[stage_->global_index(k)] = true;
   for (size_t u = 0; u < model_.units.size(); ++u)
     if (!mine[u]) bind_unit_flat(*model_.units[u], Tensor(), Tensor());
-  pipeline_ = std::make_unique<PipelineRuntime>(*stage_, *pp_, sched, pp_partition_, model_.loss.get());
+  pipeline_ = std::make_unique<PipelineRuntime>(*stage_, *pp_, sched, pp_partition_, dry.out_shape, model_.loss.get());
 }
 
 std::vector<LayerStat> Layout::layer_stats() {

@@ -24,45 +24,45 @@ Tensor synthetic(const Shape& shape, DType dt, Device dev, uint64_t key) {
 }
 }  // namespace
 
-std::vector<double> measure_unit_costs(Model& model, int64_t samples, Ctx ctx) {
-  SM_CHECK(model.finalized(), "unit costs of model '" << model.info.name << "' before finalize()");
+UnitDryRun dry_run_units(Model& model, int64_t samples, Ctx ctx, bool timed) {
+  SM_CHECK(model.finalized(), "dry run of model '" << model.info.name << "' before finalize()");
   const Device dev = model.device();
   const DType dt = model.dtype();
   const int T = model.info.T;
-  const std::vector<Shape> outs = model.unit_output_shapes();
+  if (!timed) samples = 1;
   // BN running statistics change in a training forward: saved and put back.
   std::vector<Tensor> saved;
   for (Buffer* b : model.buffers()) saved.push_back(b->value.defined() ? b->value.clone() : Tensor());
   ctx.training = true;
   ctx.split_wgrad = false;
   ctx.slot = 0;
-  std::vector<double> costs;
+  UnitDryRun out;
+  Shape in{T, samples};
+  in.insert(in.end(), model.info.input_shape.begin(), model.info.input_shape.end());
+  Tensor x = synthetic(in, dt, dev, 17);  // [T, samples, ...input]
   for (size_t u = 0; u < model.units.size(); ++u) {
-    Shape in{T, samples};
-    const Shape& per = u == 0 ? model.info.input_shape : outs[u - 1];
-    in.insert(in.end(), per.begin(), per.end());
-    Shape out{T, samples};
-    out.insert(out.end(), outs[u].begin(), outs[u].end());
-    const Tensor x = synthetic(in, dt, dev, 17 + u), dy = synthetic(out, dt, dev, 1017 + u);
     Unit& unit = *model.units[u];
+    Tensor y;
     double best = 1e300;
-    for (int rep = 0; rep < 3; ++rep) {
+    for (int rep = 0; rep < (timed ? 3 : 1); ++rep) {
       synchronize(dev);
       Timer t;
       unit.reset_state();
-      unit.forward(x, ctx);
-      unit.backward_input(dy, ctx);
+      y = unit.forward(x, ctx);  // [T, samples, ...unit output] (local under tp)
+      if (timed) unit.backward_input(synthetic(y.shape(), dt, dev, 1017 + u), ctx);
       synchronize(dev);
-      if (rep > 0) best = std::min(best, t.ms());
+      if (rep > 0 || !timed) best = std::min(best, t.ms());
     }
-    costs.push_back(best);
+    if (timed) out.ms.push_back(best);
+    out.out_shape.push_back(Shape(y.shape().begin() + 2, y.shape().end()));
+    x = y;
   }
   model.zero_grad();
   model.reset_state();
   std::vector<Buffer*> bufs = model.buffers();
   for (size_t i = 0; i < bufs.size(); ++i)
     if (saved[i].defined()) bufs[i]->value.copy_from(saved[i]);
-  return costs;
+  return out;
 }
 
 }  // namespace sm

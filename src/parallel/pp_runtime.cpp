@@ -69,7 +69,8 @@ struct PostedRecv {
 bool unit_emits_spikes(Unit& unit) { return ends_in_spikes(unit); }
 
 PipelineRuntime::PipelineRuntime(Stage& stage, Comm& pp, const PpSchedule& schedule,
-                                 const std::vector<int>& units_per_stage, Loss* loss)
+                                 const std::vector<int>& units_per_stage, const std::vector<Shape>& unit_out_shapes,
+                                 Loss* loss)
     : stage_(stage), pp_(pp), schedule_(schedule), units_per_stage_(units_per_stage), loss_(loss) {
   const int S = schedule.logical_stages();
   SM_CHECK(static_cast<int>(units_per_stage.size()) == S,
@@ -78,7 +79,8 @@ PipelineRuntime::PipelineRuntime(Stage& stage, Comm& pp, const PpSchedule& sched
   SM_CHECK(static_cast<int>(stage.chunks()) == schedule.virtual_stages,
            "pipeline rank holds " << stage.chunks() << " chunks, the schedule " << schedule.virtual_stages);
   Model& model = stage.model();
-  const std::vector<Shape> outs = model.unit_output_shapes();
+  const std::vector<Shape>& outs = unit_out_shapes;
+  SM_CHECK(outs.size() == model.units.size(), "pipeline: " << outs.size() << " unit shapes for " << model.units.size());
   size_t u = 0;
   for (int s = 0; s < S; ++s) {
     u += static_cast<size_t>(units_per_stage[s]);

@@ -92,34 +92,6 @@ TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, con
   return out;
 }
 
-// The part of the one-rank parameters (flat, full shapes, in order) that `params` (local
-// shards of the same model, in the same order) hold, flattened in the same order.
-std::vector<double> matching_part(const std::vector<Param*>& params, const std::vector<double>& full) {
-  std::vector<double> out;
-  size_t base = 0;
-  for (const Param* p : params) {
-    const Shape& g = p->shape;
-    const Shape& l = p->local_shape;
-    const int d = p->shard.sharded() ? p->shard.dim : -1;
-    int64_t inner = 1;
-    if (d >= 0)
-      for (size_t k = d + 1; k < l.size(); ++k) inner *= l[k];
-    const int64_t n = shape_numel(l);
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t gi = i;
-      if (d >= 0) {  // blocks (segments) along d, each split over tp: rank index holds piece index of each
-        const int64_t outer = i / (inner * l[d]), at = (i / inner) % l[d], in = i % inner;
-        const int64_t ls = l[d] / p->shard.segments, gs = g[d] / p->shard.segments;
-        const int64_t row = (at / ls) * gs + p->shard.index * ls + at % ls;
-        gi = (outer * g[d] + row) * inner + in;
-      }
-      out.push_back(full[base + static_cast<size_t>(gi)]);
-    }
-    base += static_cast<size_t>(shape_numel(g));
-  }
-  return out;
-}
-
 void expect_tp_trajectory(const std::string& which, const MeshShape& shape, const std::string& optim = "adam",
                           double dropout = 0.0, double clip_norm = 0.0, DType dt = DType::F64,
                           Device dev = Device::cpu(), double tol = 1e-9, const std::string& layout = "tp",

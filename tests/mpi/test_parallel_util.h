@@ -207,6 +207,51 @@ inline Trajectory reference_run(const std::string& which, DType dt, int steps, i
   return tr;
 }
 
+// The part of the one-rank parameters (flat, full shapes, in order) that `params` (local
+// shards of the same model, in the same order) hold, flattened in the same order. With
+// `skip_missing` (pipelines), Params without storage here (other stages' units) are skipped.
+inline std::vector<double> matching_part(const std::vector<Param*>& params, const std::vector<double>& full,
+                                         bool skip_missing = false) {
+  std::vector<double> out;
+  size_t base = 0;
+  for (const Param* p : params) {
+    const Shape& g = p->shape;
+    const Shape& l = p->local_shape;
+    if (skip_missing && !p->value.defined()) {
+      base += static_cast<size_t>(shape_numel(g));
+      continue;
+    }
+    const int d = p->shard.sharded() ? p->shard.dim : -1;
+    int64_t inner = 1;
+    if (d >= 0)
+      for (size_t k = d + 1; k < l.size(); ++k) inner *= l[k];
+    const int64_t n = shape_numel(l);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t gi = i;
+      if (d >= 0) {  // blocks (segments) along d, each split over tp: rank index holds piece index of each
+        const int64_t outer = i / (inner * l[d]), at = (i / inner) % l[d], in = i % inner;
+        const int64_t ls = l[d] / p->shard.segments, gs = g[d] / p->shard.segments;
+        const int64_t row = (at / ls) * gs + p->shard.index * ls + at % ls;
+        gi = (outer * g[d] + row) * inner + in;
+      }
+      out.push_back(full[base + static_cast<size_t>(gi)]);
+    }
+    base += static_cast<size_t>(shape_numel(g));
+  }
+  return out;
+}
+
+// Every parameter value held here (Params with storage), in order, flattened to doubles.
+inline std::vector<double> held_params(Model& m) {
+  std::vector<double> out;
+  for (Param* p : m.params()) {
+    if (!p->value.defined()) continue;
+    const Tensor v = p->value.to(Device::cpu());
+    for (int64_t i = 0; i < v.numel(); ++i) out.push_back(v.at(i));
+  }
+  return out;
+}
+
 inline double rel_diff(double a, double b) { return std::fabs(a - b) / std::max(1e-30, std::max(std::fabs(a), std::fabs(b))); }
 
 inline double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {

@@ -1,20 +1,28 @@
 // pp_costs.h — measured per-unit costs for the cost-balanced pipeline partition (spec §4):
 // a dry-run forward + backward of every unit of a finalised model on the real shapes
-// ([T, samples, ...unit input]), synthetic inputs, one warm-up and the best of two timed
-// repetitions. The model's state is left as it was: BN running statistics restored,
+// ([T, samples, ...unit input]; the units chained, so each sees the previous unit's real
+// output — spikes where spikes flow — and its LOCAL shape under tensor parallelism), one
+// warm-up and the best of two timed repetitions. Untimed, one forward pass gives the local
+// per-sample output shape of every unit (what pipeline stages exchange). The model's state is left as it was: BN running statistics restored,
 // gradients zeroed, neurons reset. Units whose layers reduce over tp (ctx.tp) communicate,
 // so every rank of a tp group must call it together (collective over ctx.tp when set).
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include "spikemesh/core/tensor.h"
 #include "spikemesh/layers/ctx.h"
 
 namespace sm {
 
 class Model;
 
-// Milliseconds per unit (forward + full backward of one microbatch of `samples` samples).
-std::vector<double> measure_unit_costs(Model& model, int64_t samples, Ctx ctx);
+struct UnitDryRun {
+  std::vector<double> ms;        // per unit: forward + full backward of one microbatch (timed runs)
+  std::vector<Shape> out_shape;  // per unit: its local per-sample output shape
+};
+
+// timed: costs and shapes; otherwise one forward of one sample (shapes only, ms empty).
+UnitDryRun dry_run_units(Model& model, int64_t samples, Ctx ctx, bool timed);
 
 }  // namespace sm

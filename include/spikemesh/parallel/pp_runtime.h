@@ -55,9 +55,10 @@ class PipelineRuntime {
  public:
   // `units_per_stage`: the partition (one entry per logical stage, schedule.logical_stages()
   // entries); `stage` holds exactly this rank's logical stages. `pp` is the pipeline comm
-  // (rank = pipeline rank). Everything must outlive the runtime.
+  // (rank = pipeline rank). `unit_out_shapes`: every unit's LOCAL per-sample output shape
+  // (pp_costs.h dry_run_units: channel shards under tp). Everything must outlive the runtime.
   PipelineRuntime(Stage& stage, Comm& pp, const PpSchedule& schedule, const std::vector<int>& units_per_stage,
-                  Loss* loss);
+                  const std::vector<Shape>& unit_out_shapes, Loss* loss);
 
   // One training step's microbatches through the schedule. Collective over the pp comm.
   PpStepOutcome train(const std::vector<MicroBatch>& micro, Ctx& ctx, double loss_grad_scale, UnitHooks* grad_hooks);

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# pp_train.sh — pipeline parallelism from the command line, on a synthetic CIFAR10-DVS-shaped
+# dataset (cifar10dvs_vgg, T 2, global batch 8 in 4 microbatches, fp64, --sync-bn):
+#   * `mpirun -np 2 train --mesh-shape 1 1 2 --distributed-mode pp` with 1f1b and zero_bubble
+#     (2 virtual stages) reproduces one rank's run with --grad-accum 4 (losses, evaluation);
+#   * its pipeline.h5 holds the measured and simulated timelines; scripts/plot_pipeline.py
+#     draws them; `spikemesh ckpt info` shows the layout;
+#   * the pp 2 checkpoint resumes at pp 1 and at pp 4 (oversubscribed) on the uninterrupted
+#     one-rank trajectory;
+#   * `spikemesh bench --distributed-mode pp` records the pp_* fields, and the spikes leaving the
+#     first stage travel at 1 bit per element (from the runtime's byte counters);
+#   * bad pipeline settings give one message naming the flag and a non-zero exit.
+E2E_NAME=pp_train
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+cd "$TMP"
+"$BIN" data synth-dvs --out dvs.h5 --T 2 --train 64 --test 16 >/dev/null 2>&1 || { bad "synth-dvs"; exit 1; }
+COMMON=(--model cifar10dvs_vgg --data dvs.h5 --T 2 --global-batch-size 8 --precision fp64 --sync-bn
+        --seed 3 --output out --eval-batch-size 16 --log-every 1)
+MPI=(timeout 300 mpirun --bind-to none --oversubscribe)
+same_losses() {  # same_losses REF RUN [FIRST_STEP]: RUN's step losses (and eval) equal REF's at the same steps
+  "$PY" - "$@" <<'PYEOF'
+import sys, h5py
+a, b = (h5py.File(p, "r") for p in sys.argv[1:3])
+ra = dict(zip(a["step/step"][:], a["step/loss"][:]))
+rb = dict(zip(b["step/step"][:], b["step/loss"][:]))
+assert rb and all(s in ra for s in rb), (sorted(ra), sorted(rb))
+for s, v in rb.items():
+    u = ra[s]
+    assert abs(u - v) <= 1e-9 * max(abs(u), abs(v), 1e-30), (s, u, v)
+if "eval/loss" in b and len(b["eval/loss"]):
+    assert abs(a["eval/loss"][-1] - b["eval/loss"][-1]) <= 1e-9 * abs(a["eval/loss"][-1]), "eval"
+PYEOF
+}
+timeout 300 "$BIN" train "${COMMON[@]}" --max-steps 6 --grad-accum 4 --run-name one >one.log 2>&1 && ok "one rank trains" || { bad "one rank"; tail -5 one.log; }
+timeout 300 "$BIN" train "${COMMON[@]}" --max-steps 3 --grad-accum 4 --run-name one3 >one3.log 2>&1 || bad "one rank, 3 steps"
+for sched in "1f1b 1" "zero_bubble 2"; do
+  set -- $sched
+  if "${MPI[@]}" -np 2 "$BIN" train "${COMMON[@]}" --max-steps 3 --run-name "pp_$1" --mesh-shape 1 1 2 \
+       --distributed-mode pp --pp-microbatches 4 --pp-schedule "$1" --pp-virtual-stages "$2" >"pp_$1.log" 2>&1; then
+    if same_losses out/one3/metrics.h5 "out/pp_$1/metrics.h5"; then ok "pp 2 $1 (v$2) = one rank accumulating the same microbatches"
+    else bad "pp 2 $1 trajectory"; fi
+  else bad "pp 2 $1 train exits 0"; tail -5 "pp_$1.log"; fi
+done
+if "$PY" - out/pp_zero_bubble/pipeline.h5 <<'PYEOF'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+assert f.attrs["schedule"] == "zero_bubble" and f.attrs["ranks"] == 2 and f.attrs["microbatches"] == 4
+n = len(f["measured/kind"])
+# 3 steps of 4 logical stages x 4 microbatches x (F, B, W), and per microbatch 3 stage boundaries
+# x 2 directions x (send, receive)
+assert n == 3 * (4 * 4 * 3 + 4 * 3 * 2 * 2), n
+assert set(f["measured/rank"][:]) == {0, 1}
+assert 0 <= f.attrs["measured_bubble"] < 1 and 0 <= f.attrs["simulated_bubble"] < 1
+assert len(f["simulated/kind"]) > 0
+PYEOF
+then ok "pipeline.h5: measured and simulated timelines"; else bad "pipeline.h5 contents"; fi
+if "$PY" "$ROOT/scripts/plot_pipeline.py" out/pp_zero_bubble --out pp.png >plot.log 2>&1 && [ -s pp.png ]; then
+  ok "plot_pipeline.py draws the timeline"; else bad "plot_pipeline.py"; cat plot.log; fi
+if "$BIN" ckpt info out/pp_1f1b/ckpt_000000003.h5 2>&1 | grep -q "pp=2 dp pp:1f1b v1 m4"; then ok "ckpt info shows the pipeline layout"
+else bad "ckpt info layout"; "$BIN" ckpt info out/pp_1f1b/ckpt_000000003.h5 | head; fi
+
+# ---- the pp 2 checkpoint resumes at pp 1 and pp 4 --------------------------------------------
+CK=out/pp_1f1b/ckpt_000000003.h5
+if timeout 300 "$BIN" train "${COMMON[@]}" --max-steps 6 --grad-accum 4 --run-name to1 --resume "$CK" >to1.log 2>&1 &&
+   same_losses out/one/metrics.h5 out/to1/metrics.h5; then ok "pp 2 checkpoint resumes on one rank on the same trajectory"
+else bad "pp 2 -> one rank"; tail -3 to1.log; fi
+if "${MPI[@]}" -np 4 "$BIN" train "${COMMON[@]}" --max-steps 6 --run-name to4 --mesh-shape 1 1 4 --distributed-mode pp \
+     --pp-microbatches 4 --resume "$CK" >to4.log 2>&1 && same_losses out/one/metrics.h5 out/to4/metrics.h5; then
+  ok "pp 2 checkpoint resumes at pp 4 on the same trajectory"
+else bad "pp 2 -> pp 4"; tail -3 to4.log; fi
+
+# ---- bench: pp record fields, spikes at 1 bit per element ---------------------------------------
+if "${MPI[@]}" -np 2 "$BIN" bench --model cifar10dvs_vgg --T 2 --batch-size 4 --steps 2 --warmup 1 --distributed-mode pp \
+     --mesh-shape 1 1 2 --pp-schedule 1f1b --pp-microbatches 2 --pp-layout "1|9" --json >bench.log 2>&1; then
+  if "$PY" - bench.log <<'PYEOF'
+import sys, json
+rec = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][-1]
+for k in ("pp_schedule", "pp_microbatches", "pp_virtual_stages", "pp_layout", "pp_bubble_measured", "pp_bubble_simulated"):
+    assert k in rec and rec[k] is not None, k
+assert rec["pp_schedule"] == "1f1b" and rec["pp_microbatches"] == 2 and rec["pp_layout"] == "1|9"
+# stage 0 = features.0 (conv, BN, LIF): its [T 2, 2, 64, 48, 48] spikes per microbatch at 1 bit each
+n = 2 * 2 * 64 * 48 * 48
+assert rec["pp_spike_elements_per_step"] == 2 * n, rec["pp_spike_elements_per_step"]
+assert rec["pp_activation_bytes_per_step"] == 2 * n / 8, rec["pp_activation_bytes_per_step"]
+PYEOF
+  then ok "bench pp: record fields, spikes sent at 1 bit per element"; else bad "bench pp record"; tail -3 bench.log; fi
+else bad "bench pp exits 0"; tail -5 bench.log; fi
+
+# ---- bad input: one message naming the flag, non-zero exit on every rank -------------------------
+expect_error() {  # expect_error PATTERN NP ARGS...
+  local pat="$1" np="$2"; shift 2
+  if "${MPI[@]}" -np "$np" "$BIN" train "${COMMON[@]}" --max-steps 1 --run-name err "$@" >err.log 2>&1; then
+    bad "accepted: $*"
+  elif grep -q -- "$pat" err.log; then ok "refused: $* ($pat)"
+  else bad "message for $*"; tail -3 err.log; fi
+}
+expect_error "FSDP is not combined with pipeline" 2 --mesh-shape 1 1 2 --distributed-mode fsdp
+expect_error "zero2 with pp" 2 --mesh-shape 1 1 2 --distributed-mode pp --optimizer-sharding zero2
+expect_error "needs a pipeline size > 1" 2 --mesh-shape 2 1 1 --distributed-mode pp
+expect_error "--pp-layout" 2 --mesh-shape 1 1 2 --distributed-mode pp --pp-layout "3|3"
+expect_error "gpipe" 2 --mesh-shape 1 1 2 --distributed-mode pp --pp-schedule gpipe --pp-delay-wgrad
+expect_error "--pp-microbatches 3 does not divide" 2 --mesh-shape 1 1 2 --distributed-mode pp --pp-microbatches 3
+echo "0F0 0SF0\n" > bad.pp
+expect_error "bad.pp" 2 --mesh-shape 1 1 2 --distributed-mode pp --pp-schedule-file bad.pp
+echo "pp_train: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,319 @@
+// test_parallel_pipeline.cpp — pipeline parallelism (parallel/pp_runtime.h through the Layout)
+// reproduces the single-rank trajectory: fp64, synced batch norm, 20 steps, losses within 1e-9
+// relative and every parameter a rank holds equal to the one-rank run's. The reference is one
+// rank running the SAME microbatches with gradient accumulation (reference_run with accum = M):
+// batch-norm statistics are per microbatch under pp. Cases by world size:
+//   np 2: pp 2 × {gpipe, 1f1b, interleaved v2, zero_bubble v2} (tiny VGG), the CSNN and a small
+//         Spikformer with 1f1b, dropout + clipping, a user-written schedule file;
+//   np 4: pp 4 × every schedule (an 8-unit VGG; v2 where needed), dp 2 × pp 2 with ZeRO-1 and
+//         clipping, tp 2 × pp 2;
+//   np 8: dp 2 × tp 2 × pp 2 (run by `make test` with --gtest_filter=PipelineParallel3D.*).
+// Also: the runtime's traffic — spike activations at 1 bit per element, gradients in full.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "spikemesh/comm/comm.h"
+#include "spikemesh/comm/mesh.h"
+#include "spikemesh/parallel/layout.h"
+#include "spikemesh/parallel/pp_runtime.h"
+#include "spikemesh/parallel/pp_schedule.h"
+#include "spikemesh/parallel/replica_check.h"
+#include "spikemesh/parallel/tp_plan.h"
+#include "test_parallel_util.h"
+
+namespace sm::test {
+namespace {
+
+constexpr int kSteps = 20;
+constexpr int64_t kGlobal = 8;
+
+// An 8-unit VGG-like model (events [2, 8, 8], T 2) for pp 4 x 2 virtual stages: conv-BN-LIF
+// units, an avg-pool unit, a max-pool unit (spikes stay spikes), a BN-free conv unit and the
+// classifier.
+std::string deep_spec() {
+  auto block = [](const std::string& name, int in, bool bn) {
+    return "[[unit]]\nname = \"" + name + "\"\nlayers = [\n  { type = \"conv2d\", name = \"conv\", in_channels = " +
+           std::to_string(in) + ", out_channels = 4, kernel_size = 3, padding = 1" + (bn ? ", bias = false" : "") +
+           " },\n" + (bn ? "  { type = \"batchnorm2d\", name = \"bn\", num_features = 4 },\n" : "") +
+           "  { type = \"neuron\", name = \"neuron\", neuron = \"lif\" },\n]\n\n";
+  };
+  return write_spec("deep8",
+                    "[model]\nname = \"deep8\"\ninput = [2, 8, 8]\nnum_classes = 10\nT = 2\nloss = \"mean_ce\"\n"
+                    "input_kind = \"events\"\n\n"
+                    "[neurons.lif]\ntype = \"lif\"\ntau = 2.0\ndecay_input = true\nv_threshold = 0.5\n"
+                    "v_reset = 0.0\ndetach_reset = true\nsurrogate = \"atan\"\n\n" +
+                        block("f.0", 2, true) + block("f.1", 4, true) +
+                        "[[unit]]\nname = \"f.2\"\nlayers = [\n  { type = \"avgpool2d\", kernel_size = 2 },\n]\n\n" +
+                        block("f.3", 4, true) +
+                        "[[unit]]\nname = \"f.4\"\nlayers = [\n  { type = \"maxpool2d\", kernel_size = 2 },\n]\n\n" +
+                        block("f.5", 4, true) + block("f.6", 4, false) +
+                        "[[unit]]\nname = \"classifier\"\nlayers = [\n  { type = \"flatten\", name = \"flatten\" },\n"
+                        "  { type = \"linear\", in_features = 16, out_features = 10 },\n]\n");
+}
+
+std::unique_ptr<Model> build_pp_model(const std::string& which, double dropout) {
+  if (which != "deep") return build_spec_model(which, dropout);
+  ModelSelection sel;
+  sel.spec = deep_spec();
+  sel.dropout = dropout;
+  return sel.build();
+}
+
+Trajectory reference(const std::string& which, int steps, int micro, const OptimizerConfig& oc, double dropout,
+                     double clip, DType dt = DType::F64) {
+  auto m = build_pp_model(which, dropout);
+  m->finalize(dt, Device::cpu(), 7);
+  Layout layout(*m, nullptr, LayoutOptions{});
+  auto opt = make_optimizer(oc, layout.optimizer_params());
+  Trajectory tr;
+  for (int s = 0; s < steps; ++s) {
+    Ctx ctx;
+    ctx.seed = 11;
+    ctx.step = s;
+    std::vector<MicroBatch> mb;
+    for (int k = 0; k < micro; ++k) mb.push_back(synth_batch(*m, s, k * kGlobal / micro, kGlobal / micro, dt));
+    StepOptions so;
+    so.clip_norm = clip;
+    tr.losses.push_back(train_step(layout, *opt, mb, ctx, so).loss);
+  }
+  tr.params = flat_params(*m);
+  return tr;
+}
+
+struct PpCase {
+  std::string which = "dvs";
+  MeshShape shape;
+  std::string schedule = "1f1b";
+  int virtual_stages = 1;
+  int micro = 4;
+  std::string optim = "adam";
+  double dropout = 0.0, clip = 0.0;
+  std::string sharding = "none";
+  std::string layout_text;   // "": measured
+  std::string schedule_file;
+  DType dt = DType::F64;
+  Device dev = Device::cpu();
+  double tol = 1e-9;
+};
+
+struct PpRun {
+  Trajectory tr;  // losses: mean over the global batch; params: held here (matching order)
+  std::vector<double> expected_params;
+  int replica_mismatch_step = -1;
+  PpTraffic traffic;
+  std::vector<bool> spikes;  // per logical stage boundary
+};
+
+PpRun pp_run(const PpCase& c, const Trajectory& ref) {
+  auto mesh = Mesh::create(world(), c.shape);
+  auto model = build_pp_model(c.which, c.dropout);
+  if (c.shape.tp > 1) {
+    TpOptions to;
+    to.tp = c.shape.tp;
+    apply_tp_plan(make_tp_plan(*model, to), mesh->tp().rank());
+  }
+  Model& m = *model;
+  m.finalize(c.dt, c.dev, 7);
+  LayoutOptions lo;
+  lo.mode = "pp";
+  lo.sync_bn = true;
+  lo.strategy.sharding = c.sharding;
+  lo.pp_schedule = c.schedule;
+  lo.pp_virtual_stages = c.virtual_stages;
+  lo.pp_microbatches = c.schedule_file.empty() ? c.micro : 0;
+  lo.pp_layout = c.layout_text;
+  lo.pp_schedule_file = c.schedule_file;
+  lo.pp_cost_samples = kGlobal / (c.shape.dp * c.micro);
+  Layout layout(m, mesh.get(), lo);
+  auto opt = make_optimizer(test_optimizer(c.optim), layout.optimizer_params());
+  const int p = layout.data_size(), r = layout.data_rank();
+  const int64_t b = kGlobal / (p * c.micro);  // dp rank r takes part k·p + r of microbatch k
+  PpRun out;
+  for (int s = 0; s < kSteps; ++s) {
+    Ctx ctx;
+    ctx.seed = 11;
+    ctx.step = s;
+    std::vector<MicroBatch> micro;
+    for (int k = 0; k < c.micro; ++k) micro.push_back(on_device(synth_batch(m, s, (k * p + r) * b, b, c.dt), c.dev));
+    StepOptions so;
+    so.clip_norm = c.clip;
+    const StepResult res = train_step(layout, *opt, micro, ctx, so);
+    std::vector<double> v{layout.counts_in_metrics() ? res.loss : 0.0};
+    all_reduce_doubles(mesh->world(), v, ReduceOp::Sum);
+    out.tr.losses.push_back(v[0] / p);
+    Tensor mine = Tensor::empty({1}, DType::I64), all = Tensor::empty({c.shape.dp}, DType::I64);
+    mine.data<int64_t>()[0] = static_cast<int64_t>(params_checksum(layout.stage().params()));
+    mesh->dp().all_gather(mine, all);  // dp replicas of a stage hold the same bits
+    for (int q = 1; q < c.shape.dp; ++q)
+      if (all.data<int64_t>()[q] != all.data<int64_t>()[0] && out.replica_mismatch_step < 0) out.replica_mismatch_step = s;
+  }
+  out.tr.params = held_params(m);
+  out.expected_params = matching_part(m.params(), ref.params, true);
+  out.traffic = layout.pipeline()->traffic();
+  for (int s = 0; s < layout.pipeline()->schedule().logical_stages(); ++s)
+    out.spikes.push_back(layout.pipeline()->boundary_is_spikes(s));
+  return out;
+}
+
+void expect_pp_trajectory(const PpCase& c) {
+  const std::string what = c.which + " " + c.shape.str() + " " + c.schedule + " v" + std::to_string(c.virtual_stages);
+  const Trajectory ref = reference(c.which, kSteps, c.micro, test_optimizer(c.optim), c.dropout, c.clip);
+  const PpRun got = pp_run(c, ref);
+  ASSERT_EQ(got.tr.losses.size(), ref.losses.size());
+  for (size_t s = 0; s < ref.losses.size(); ++s)
+    EXPECT_LE(rel_diff(got.tr.losses[s], ref.losses[s]), c.tol)
+        << what << " step " << s << ": " << got.tr.losses[s] << " vs " << ref.losses[s];
+  EXPECT_FALSE(got.tr.params.empty()) << what << ": this rank holds no parameters";
+  EXPECT_LE(max_rel_diff(got.tr.params, got.expected_params), c.tol) << what << ": parameters";
+  EXPECT_EQ(got.replica_mismatch_step, -1) << what << ": dp replicas differed after step " << got.replica_mismatch_step;
+}
+
+bool world_is(int n) { return world_size() == n; }
+
+const char* kSchedules[][2] = {{"gpipe", "1"}, {"1f1b", "1"}, {"interleaved", "2"}, {"zero_bubble", "2"}};
+
+TEST(PipelineParallel, EverySchedulePp2Fp64) {
+  if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
+  for (auto& k : kSchedules) {
+    PpCase c;
+    c.shape = MeshShape{1, 1, 2};
+    c.schedule = k[0];
+    c.virtual_stages = std::atoi(k[1]);
+    expect_pp_trajectory(c);
+  }
+}
+
+TEST(PipelineParallel, CsnnAndSpikformerPp2Fp64) {
+  if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
+  PpCase c;
+  c.shape = MeshShape{1, 1, 2};
+  c.which = "csnn";
+  expect_pp_trajectory(c);
+  c.which = "sformer";
+  c.schedule = "gpipe";
+  c.layout_text = "1|2";  // the residual block and the head on stage 1
+  expect_pp_trajectory(c);
+}
+
+TEST(PipelineParallel, DropoutClippingAndSgdPp2Fp64) {
+  if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
+  PpCase c;
+  c.shape = MeshShape{1, 1, 2};
+  c.optim = "sgd";
+  c.dropout = 0.25;
+  c.clip = 0.05;
+  c.schedule = "zero_bubble";
+  c.virtual_stages = 2;
+  expect_pp_trajectory(c);
+}
+
+// A user-written schedule (gpipe order written out by hand with 2 microbatches) runs after
+// validation and gives the same trajectory.
+TEST(PipelineParallel, UserScheduleFileFp64) {
+  if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
+  const std::string path = scratch_dir() + "/user.pp";
+  if (world_rank() == 0)
+    std::ofstream(path) << "# rank 0 then rank 1\n"
+                           "0F0 0SF0 0F1 0SF1 0RB0 0BW0 0RB1 0BW1\n"
+                           "1RF0 1F0 1RF1 1F1 1BW0 1SB0 1BW1 1SB1\n";
+  MPI_Barrier(world());
+  PpCase c;
+  c.shape = MeshShape{1, 1, 2};
+  c.micro = 2;
+  c.schedule_file = path;
+  expect_pp_trajectory(c);
+}
+
+// Spikes leave a conv-BN-LIF stage at 1 bit per element; gradients travel in full.
+TEST(PipelineParallel, SpikesTravelAsBits) {
+  if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
+  PpCase c;
+  c.shape = MeshShape{1, 1, 2};
+  c.layout_text = "1|3";  // stage 0 = features.0 (conv, BN, LIF): its output is spikes
+  const Trajectory ref = reference(c.which, kSteps, c.micro, test_optimizer(c.optim), 0.0, 0.0);
+  const PpRun got = pp_run(c, ref);
+  ASSERT_EQ(got.spikes.size(), 2u);
+  EXPECT_TRUE(got.spikes[0]);
+  if (world_rank() == 0) {
+    // every step sends 4 microbatches of [T 3, 2, 8, 16, 16] spikes
+    const uint64_t elements = static_cast<uint64_t>(kSteps) * 4 * 3 * 2 * 8 * 16 * 16;
+    EXPECT_EQ(got.traffic.activation_elements, elements);
+    EXPECT_EQ(got.traffic.spike_elements, elements);
+    EXPECT_EQ(got.traffic.activation_bytes, elements / 8);
+    EXPECT_EQ(got.traffic.gradient_bytes, 0u);
+  } else {
+    EXPECT_EQ(got.traffic.activation_bytes, 0u);  // the last stage sends gradients only
+    EXPECT_EQ(got.traffic.gradient_bytes, static_cast<uint64_t>(kSteps) * 4 * 3 * 2 * 8 * 16 * 16 * sizeof(double));
+  }
+}
+
+TEST(PipelineParallel, EverySchedulePp4Fp64) {
+  if (!world_is(4)) GTEST_SKIP() << "needs 4 ranks";
+  for (auto& k : kSchedules) {
+    PpCase c;
+    c.which = "deep";
+    c.shape = MeshShape{1, 1, 4};
+    c.schedule = k[0];
+    c.virtual_stages = std::atoi(k[1]);
+    c.micro = c.virtual_stages == 2 ? 8 : 4;
+    expect_pp_trajectory(c);
+  }
+}
+
+TEST(PipelineParallel, DpTimesPpWithZeroAndClippingFp64) {
+  if (!world_is(4)) GTEST_SKIP() << "needs 4 ranks";
+  PpCase c;
+  c.shape = MeshShape{2, 1, 2};
+  c.micro = 2;
+  c.sharding = "zero";
+  c.clip = 0.05;
+  expect_pp_trajectory(c);
+  c.sharding = "none";
+  c.schedule = "interleaved";
+  c.virtual_stages = 2;
+  c.micro = 4;
+  c.clip = 0;
+  expect_pp_trajectory(c);
+}
+
+TEST(PipelineParallel, TpTimesPpFp64) {
+  if (!world_is(4)) GTEST_SKIP() << "needs 4 ranks";
+  PpCase c;
+  c.shape = MeshShape{1, 2, 2};
+  expect_pp_trajectory(c);
+  c.which = "sformer";
+  c.layout_text = "1|2";
+  expect_pp_trajectory(c);
+}
+
+TEST(PipelineParallel3D, DpTpPpFp64) {
+  if (!world_is(8)) GTEST_SKIP() << "needs 8 ranks";
+  PpCase c;
+  c.shape = MeshShape{2, 2, 2};
+  c.micro = 2;
+  c.clip = 0.05;
+  expect_pp_trajectory(c);
+  c.schedule = "zero_bubble";
+  c.virtual_stages = 2;
+  c.micro = 4;
+  c.clip = 0;
+  expect_pp_trajectory(c);
+}
+
+// pp 2 on device buffers against the one-rank CPU run in f32.
+TEST(PipelineParallelGpu, Pp2OnTheDeviceEqualsTheCpuRun) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU";
+  if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
+  PpCase c;
+  c.shape = MeshShape{1, 1, 2};
+  c.dt = DType::F32;
+  c.dev = test_gpu();
+  c.tol = 1e-3;
+  const Trajectory ref = reference(c.which, kSteps, c.micro, test_optimizer(c.optim), 0.0, 0.0, DType::F32);
+  const PpRun got = pp_run(c, ref);
+  for (size_t s = 0; s < ref.losses.size(); ++s) EXPECT_LE(rel_diff(got.tr.losses[s], ref.losses[s]), c.tol) << s;
+}
+
+}  // namespace
+}  // namespace sm::test
