@@ -18,6 +18,7 @@
 #include "spikemesh/core/error.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/tp_plan.h"
+#include "plan_pipeline.h"
 
 namespace sm {
 
@@ -45,6 +46,7 @@ struct PlanOptions {
   int64_t batch_size = 8;  // per dp rank
   int64_t elem_bytes = 4;  // fp32 activations
   bool keep_first = false, keep_classifier = false;
+  PpPlanFlags pp;
 };
 
 // Product of the --mesh-shape values: the world a one-process preview resolves against.
@@ -71,7 +73,9 @@ void print_tp_plan(const PlanOptions& o, const MeshShape& shape) {
 void add_plan_command(CLI::App& app, const AppEnv& env) {
   auto o = std::make_shared<PlanOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "plan", "print the process mesh: dp/tp/pp groups, hosts, node locality; with --model, its tensor-parallel plan");
+      "plan",
+      "print the process mesh: dp/tp/pp groups, hosts, node locality; with --model, its tensor-parallel plan and, "
+      "with pp > 1, its pipeline plan (stages, measured costs, memory, simulated bubble, ASCII timeline)");
   add_mesh_flags(*cmd, o->mesh);
   add_model_options(*cmd, o->sel, false);
   cmd->add_option("--batch-size", o->batch_size, "samples per dp rank per step (for the bytes per step)")
@@ -79,18 +83,20 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--tp-keep-first", o->keep_first, "keep the model's first weight layer whole on every rank");
   cmd->add_flag("--tp-keep-classifier", o->keep_classifier, "keep the model's last weight layer whole on every rank");
+  add_pp_plan_flags(*cmd, o->pp);
   cmd->footer(
       "Rank order: tp varies fastest, then dp, then pp (rank = pp_i*dp*tp + dp_i*tp + tp_i).\n"
       "Examples: mpirun -np 4 spikemesh plan --mesh-shape 2 2 1\n"
-      "          spikemesh plan --mesh-shape 1 2 --model cifar10dvs_vgg   # one process: a preview of tp = 2");
+      "          spikemesh plan --mesh-shape 1 2 --model cifar10dvs_vgg   # one process: a preview of tp = 2\n"
+      "          spikemesh plan --mesh-shape 1 1 4 --model cifar10dvs_vgg --pp-schedule 1f1b --T 4   # pipeline");
   cmd->callback([o, &env]() {
     const bool have_model = !o->sel.model.empty() || !o->sel.spec.empty();
     if (env.size == 1 && have_model) {  // a preview: the shape alone, no ranks needed
       const MeshShape shape = resolve_mesh_shape(o->mesh, preview_world(o->mesh));
-      if (shape.pp > 1) SM_INPUT_ERROR("--mesh-shape: pipeline parallelism (pp = " << shape.pp << ") is not implemented yet");
       std::printf("mesh %s (preview on one process; run under mpirun with %d ranks to see the groups)\n",
                   shape.str().c_str(), static_cast<int>(shape.product()));
-      print_tp_plan(*o, shape);
+      if (shape.tp > 1 || shape.pp == 1) print_tp_plan(*o, shape);
+      if (shape.pp > 1) print_pp_plan(o->sel, o->pp, shape, o->batch_size);
       return;
     }
     auto mesh = Mesh::create(env.world, o->mesh);  // collective over the world
@@ -98,7 +104,8 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
     if (env.rank == 0) {
       std::fputs(text.c_str(), stdout);
       std::printf("comm: --comm %s, --comm-timeout %g s\n", o->mesh.comm.c_str(), o->mesh.comm_timeout);
-      if (have_model) print_tp_plan(*o, mesh->shape());
+      if (have_model && (mesh->shape().tp > 1 || mesh->shape().pp == 1)) print_tp_plan(*o, mesh->shape());
+      if (have_model && mesh->shape().pp > 1) print_pp_plan(o->sel, o->pp, mesh->shape(), o->batch_size);
       std::fflush(stdout);
     }
   });

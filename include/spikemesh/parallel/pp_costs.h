@@ -20,6 +20,7 @@ class Model;
 struct UnitDryRun {
   std::vector<double> ms;        // per unit: forward + full backward of one microbatch (timed runs)
   std::vector<Shape> out_shape;  // per unit: its local per-sample output shape
+  std::vector<double> saved_mb;  // per unit: bytes its forward keeps for backward (timed runs), MiB
 };
 
 // timed: costs and shapes; otherwise one forward of one sample (shapes only, ms empty).

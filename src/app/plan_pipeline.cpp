@@ -1,0 +1,122 @@
+// plan_pipeline.cpp — `spikemesh plan` for pipelines (plan_pipeline.h).
+#include "plan_pipeline.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "spikemesh/core/error.h"
+#include "spikemesh/models/model.h"
+#include "spikemesh/parallel/pp_costs.h"
+#include "spikemesh/parallel/pp_partition.h"
+#include "spikemesh/parallel/pp_runtime.h"
+#include "spikemesh/parallel/pp_simulator.h"
+
+namespace sm {
+
+void add_pp_plan_flags(CLI::App& cmd, PpPlanFlags& f) {
+  cmd.add_option("--pp-schedule", f.schedule, "pp: auto | gpipe | 1f1b | interleaved | zero_bubble")->capture_default_str();
+  cmd.add_option("--pp-virtual-stages", f.virtual_stages, "pp: logical stages per pipeline rank")->capture_default_str();
+  cmd.add_option("--pp-microbatches", f.microbatches,
+                 "pp: microbatches per step (0: largest divisor of --batch-size in [stages, 4 x stages])")
+      ->capture_default_str();
+  cmd.add_option("--pp-layout", f.layout, "pp: units per logical stage, e.g. \"1|2|2|1\" (default: measured balance)");
+  cmd.add_flag("--pp-delay-wgrad", f.delay_wgrad, "pp: weight gradients split off and delayed (zero_bubble)");
+  cmd.add_option("--pp-schedule-file", f.schedule_file, "pp: plan this user-written schedule (validated)");
+  cmd.add_flag("--pp-print-schedule", f.print_schedule, "pp: print the schedule's actions (the --pp-schedule-file form)");
+  cmd.add_option("--timeline-columns", f.columns, "width of the ASCII timeline")->capture_default_str();
+}
+
+namespace {
+std::string read_file(const std::string& path, const char* flag) {
+  std::ifstream in(path);
+  if (!in) SM_INPUT_ERROR(flag << " " << path << ": cannot open");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+}  // namespace
+
+void print_pp_plan(const ModelSelection& sel, const PpPlanFlags& f, const MeshShape& shape, int64_t batch) {
+  const int P = shape.pp, v = static_cast<int>(f.virtual_stages), S = P * v;
+  auto model = sel.build();
+  model->finalize(DType::F32, Device::cpu(), 1);
+  const int units = static_cast<int>(model->units.size());
+  PpSchedule sched;
+  if (!f.schedule_file.empty()) {
+    sched = parse_schedule(read_file(f.schedule_file, "--pp-schedule-file"), v, f.schedule_file);
+    if (sched.ranks != P)
+      SM_INPUT_ERROR("--pp-schedule-file " << f.schedule_file << ": " << sched.ranks << " action lines for pp = " << P);
+  } else {
+    const int m = f.microbatches > 0 ? static_cast<int>(f.microbatches) : default_microbatches(static_cast<int>(batch), S);
+    const std::string kind = f.schedule == "auto" ? auto_schedule(f.delay_wgrad, v) : f.schedule;
+    check_schedule_choice(kind, v, f.delay_wgrad, m, S);
+    sched = make_schedule(kind, P, v, m);
+  }
+  require_valid_schedule(sched, "--pp-schedule " + sched.kind);
+  const int M = sched.microbatches;
+  if (batch % M != 0) SM_INPUT_ERROR("--pp-microbatches " << M << " does not divide --batch-size " << batch);
+  if (S > units)
+    SM_INPUT_ERROR(S << " logical stages but model '" << model->info.name << "' has only " << units << " units");
+  const int64_t n = batch / M;
+  const UnitDryRun dry = dry_run_units(*model, n, Ctx{}, true);
+  const std::vector<int> layout = f.layout.empty() ? balanced_partition(dry.ms, S) : parse_pp_layout(f.layout, S, units);
+  const std::vector<double> cost = stage_costs(dry.ms, layout);
+  const int T = model->info.T;
+  std::printf("\npipeline plan of %s: pp %d x %d virtual stage%s = %d logical stages, schedule %s, %d microbatches of "
+              "%lld samples (batch %lld per replica, T %d)\n",
+              model->info.name.c_str(), P, v, v > 1 ? "s" : "", S, sched.kind.c_str(), M, static_cast<long long>(n),
+              static_cast<long long>(batch), T);
+  std::printf("partition %s (%s); unit costs from a dry run on this process: forward + backward of one microbatch\n",
+              layout_text(layout).c_str(), f.layout.empty() ? "balanced by the measured costs" : "--pp-layout");
+  std::printf("  %-5s %-4s %-40s %9s %10s %12s %14s\n", "stage", "rank", "units", "cost ms", "params MiB",
+              "saved MiB/mb", "sends per mb");
+  size_t u = 0;
+  std::vector<double> saved_of_stage;
+  for (int s = 0; s < S; ++s) {
+    const size_t first = u, last = u + layout[s] - 1;
+    double params = 0, saved = 0;
+    for (size_t k = first; k <= last; ++k) {
+      params += static_cast<double>(model->units[k]->num_params()) * 4 / 1048576.0;
+      saved += dry.saved_mb[k];
+    }
+    saved_of_stage.push_back(saved);
+    std::string names = model->units[first]->name() + (last > first ? " .. " + model->units[last]->name() : "");
+    names += " (" + std::to_string(layout[s]) + ")";
+    std::string sends = "-";
+    if (s + 1 < S) {
+      int64_t numel = T * n;
+      for (int64_t d : dry.out_shape[last]) numel *= d;
+      const bool bits = unit_emits_spikes(*model->units[last]);
+      char b[48];
+      std::snprintf(b, sizeof b, "%.3f MiB%s", (bits ? numel / 8.0 : numel * 4.0) / 1048576.0, bits ? " bits" : "");
+      sends = b;
+    }
+    std::printf("  %-5d %-4d %-40s %9.2f %10.2f %12.2f %14s\n", s, sched.rank_of_stage(s), names.c_str(), cost[s], params,
+                saved, sends.c_str());
+    u = last + 1;
+  }
+  // The simulator: F = B = W = a third of each stage's measured forward + backward.
+  PpCosts c;
+  for (int s = 0; s < S; ++s) {
+    c.f.push_back(cost[s] / 3);
+    c.b.push_back(cost[s] / 3);
+    c.w.push_back(cost[s] / 3);
+  }
+  const PpSimulation sim = simulate(sched, c);
+  std::printf("simulated (F = B = W = a third of the measured cost): step %.1f ms, bubble %.1f%%\n", sim.makespan,
+              100 * sim.bubble_fraction);
+  for (int r = 0; r < P; ++r) {
+    double per_mb = 0;
+    for (int s = r; s < S; s += P) per_mb += saved_of_stage[s] / v;
+    std::printf("  rank %d: bubble %.1f%%, peak live activations %d microbatch-stages (~%.1f MiB saved)%s\n", r,
+                100 * sim.bubble[r], sim.peak_live_activations[r], sim.peak_live_activations[r] * per_mb,
+                sim.peak_pending_wgrads[r] ? (", " + std::to_string(sim.peak_pending_wgrads[r]) + " pending W").c_str() : "");
+  }
+  std::printf("timeline (F forward, B backward, W weight gradient, ~ transfer, . idle):\n%s",
+              ascii_timeline(sim, static_cast<int>(f.columns)).c_str());
+  if (f.print_schedule) std::printf("schedule (--pp-schedule-file form):\n%s", to_text(sched).c_str());
+}
+
+}  // namespace sm
