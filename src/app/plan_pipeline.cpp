@@ -82,7 +82,11 @@ void print_pp_plan(const ModelSelection& sel, const PpPlanFlags& f, const MeshSh
       saved += dry.saved_mb[k];
     }
     saved_of_stage.push_back(saved);
-    std::string names = model->units[first]->name() + (last > first ? " .. " + model->units[last]->name() : "");
+    auto name_of = [&](size_t k) {  // an unnamed unit by its index
+      const std::string& nm = model->units[k]->name();
+      return nm.empty() ? "unit " + std::to_string(k) : nm;
+    };
+    std::string names = name_of(first) + (last > first ? " .. " + name_of(last) : "");
     names += " (" + std::to_string(layout[s]) + ")";
     std::string sends = "-";
     if (s + 1 < S) {

@@ -43,7 +43,7 @@ UnitDryRun dry_run_units(Model& model, int64_t samples, Ctx ctx, bool timed) {
   Tensor x = synthetic(in, dt, dev, 17);  // [T, samples, ...input]
   for (size_t u = 0; u < model.units.size(); ++u) {
     Unit& unit = *model.units[u];
-    Tensor y;
+    Tensor y, dy;  // dy: made once, outside the timed region
     double best = 1e300, saved = 0;
     Allocator& mem = allocator_for(dev);
     for (int rep = 0; rep < (timed ? 3 : 1); ++rep) {
@@ -55,9 +55,16 @@ UnitDryRun dry_run_units(Model& model, int64_t samples, Ctx ctx, bool timed) {
       y = unit.forward(x, ctx);  // [T, samples, ...unit output] (local under tp)
       saved = (static_cast<double>(mem.current_bytes()) - static_cast<double>(before) - static_cast<double>(y.nbytes())) /
               1048576.0;
-      if (timed) unit.backward_input(synthetic(y.shape(), dt, dev, 1017 + u), ctx);
       synchronize(dev);
-      if (rep > 0 || !timed) best = std::min(best, t.ms());
+      double ms = t.ms();
+      if (timed) {
+        if (!dy.defined()) dy = synthetic(y.shape(), dt, dev, 1017 + u);  // [T, samples, ...unit output]
+        Timer tb;
+        unit.backward_input(dy, ctx);
+        synchronize(dev);
+        ms += tb.ms();
+      }
+      if (rep > 0 || !timed) best = std::min(best, ms);
     }
     if (timed) out.ms.push_back(best), out.saved_mb.push_back(std::max(0.0, saved));
     out.out_shape.push_back(Shape(y.shape().begin() + 2, y.shape().end()));
