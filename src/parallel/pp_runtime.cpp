@@ -53,6 +53,11 @@ bool all_binary(const Tensor& h) {
   return false;
 }
 
+// A receive buffer on the host (pinned when the data go on to a GPU).
+Tensor host_buffer(const Shape& shape, DType dt, Device dev) {
+  return dev.is_cuda() ? Tensor::empty_pinned(shape, dt) : Tensor::empty(shape, dt);
+}
+
 struct PendingSend {
   std::unique_ptr<CommHandle> handle;
   Tensor keep;  // the buffer in flight
@@ -139,7 +144,8 @@ PpStepOutcome PipelineRuntime::train(const std::vector<MicroBatch>& micro, Ctx& 
     const int src_stage = fwd ? a.stage - 1 : a.stage;  // the boundary's lower stage
     const Shape sh = shape_of(src_stage, a.microbatch);
     r.packed = fwd && spikes_[src_stage];
-    r.buffer = r.packed ? Tensor::empty({(shape_numel(sh) + 7) / 8}, DType::U8) : Tensor::empty(sh, act, dev);
+    // Host buffers always (device tensors are staged: see the header on NCCL).
+    r.buffer = r.packed ? Tensor::empty({(shape_numel(sh) + 7) / 8}, DType::U8) : host_buffer(sh, act, dev);
     r.handle = pp_.recv_async(r.buffer, peer, fwd ? fwd_tag(src_stage, a.microbatch) : bwd_tag(src_stage, a.microbatch));
   };
   auto take_recv = [&](const PpAction& a) -> Tensor {
@@ -154,9 +160,9 @@ PpStepOutcome PipelineRuntime::train(const std::vector<MicroBatch>& micro, Ctx& 
       const Shape sh = shape_of(a.stage - 1, a.microbatch);
       Tensor h = Tensor::empty(sh, act);  // [T, n, ...] host
       unpack_bits(t, h);
-      t = dev.is_cuda() ? h.to(dev).set_binary(true) : h;
+      return dev.is_cuda() ? h.to(dev).set_binary(true) : h;
     }
-    return t;
+    return dev.is_cuda() ? t.to(dev) : t;
   };
   auto send = [&](const Tensor& t, int peer, int tag, bool as_bits, bool activation) {
     PendingSend p;
@@ -167,7 +173,7 @@ PpStepOutcome PipelineRuntime::train(const std::vector<MicroBatch>& micro, Ctx& 
       traffic_.spike_elements += static_cast<uint64_t>(t.numel());
       traffic_.spike_bytes += p.keep.nbytes();
     } else {
-      p.keep = t;
+      p.keep = t.to(Device::cpu());  // device tensors staged through host memory
     }
     if (activation) {
       traffic_.activation_elements += static_cast<uint64_t>(t.numel());
@@ -305,8 +311,9 @@ LossResult PipelineRuntime::evaluate(const Tensor& x, const Tensor& y, Ctx& ctx)
       } else {
         Shape sh{x.dim(0), y.numel()};
         sh.insert(sh.end(), boundary_shape_[s - 1].begin(), boundary_shape_[s - 1].end());
-        in = Tensor::empty(sh, act, dev);
+        in = host_buffer(sh, act, dev);
         pp_.recv(in, prev, 2 * S * M + s - 1);
+        if (dev.is_cuda()) in = in.to(dev);
       }
     }
     stage_.reset_state(static_cast<size_t>(s / P));
@@ -315,7 +322,7 @@ LossResult PipelineRuntime::evaluate(const Tensor& x, const Tensor& y, Ctx& ctx)
       r = loss_->forward(h, y, 0);
     } else if (schedule_.rank_of_stage(s + 1) != me) {
       PendingSend p;
-      p.keep = h;
+      p.keep = h.to(Device::cpu());
       p.handle = pp_.send_async(p.keep, schedule_.rank_of_stage(s + 1), 2 * S * M + s);
       sends.push_back(std::move(p));
     }

@@ -9,6 +9,7 @@
 #     one-rank trajectory;
 #   * `spikemesh bench --distributed-mode pp` records the pp_* fields, and the spikes leaving the
 #     first stage travel at 1 bit per element (from the runtime's byte counters);
+#   * SIGUSR1 stops every pipeline rank at one step with a checkpoint, exit 0;
 #   * bad pipeline settings give one message naming the flag and a non-zero exit.
 E2E_NAME=pp_train
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -85,6 +86,24 @@ assert rec["pp_activation_bytes_per_step"] == 2 * n / 8, rec["pp_activation_byte
 PYEOF
   then ok "bench pp: record fields, spikes sent at 1 bit per element"; else bad "bench pp record"; tail -3 bench.log; fi
 else bad "bench pp exits 0"; tail -5 bench.log; fi
+
+# ---- SIGUSR1 to mpirun: every pipeline rank stops at the same step, checkpoints, exit 0 --------
+mpirun --bind-to none --oversubscribe -np 2 "$BIN" train "${COMMON[@]}" --epochs 400 --run-name sig --mesh-shape 1 1 2 \
+  --distributed-mode pp --pp-microbatches 2 --pp-timeline-steps 0 >sig.log 2>&1 &
+PID=$!
+for _ in $(seq 1 1200); do
+  grep -q "step 1/" out/sig/log.txt 2>/dev/null && break
+  sleep 0.1
+done
+kill -USR1 "$PID" 2>/dev/null
+for _ in $(seq 1 600); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$PID" 2>/dev/null; then kill -TERM "$PID"; sleep 2; kill -KILL "$PID" 2>/dev/null; fi
+wait "$PID"
+RC=$?
+CK=$(ls out/sig/ckpt_*.h5 2>/dev/null | tail -n 1)
+if [ "$RC" -eq 0 ] && [ -n "$CK" ] && grep -q "stop requested" out/sig/log.txt; then
+  ok "SIGUSR1 under mpirun (pp 2): checkpoint at a common step, exit 0"
+else bad "SIGUSR1 under mpirun (pp 2): exit $RC, checkpoint '${CK}'"; tail -3 sig.log; fi
 
 # ---- bad input: one message naming the flag, non-zero exit on every rank -------------------------
 expect_error() {  # expect_error PATTERN NP ARGS...

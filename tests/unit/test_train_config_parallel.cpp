@@ -100,7 +100,10 @@ TEST(TrainConfigParallel, ValidationNamesTheFlag) {
   };
   const std::vector<Case> cases = {
       {{"--distributed-mode", "auto"}, "not implemented yet"},
-      {{"--distributed-mode", "pp"}, "not implemented yet"},
+      {{"--pp-schedule", "pipedream"}, "--pp-schedule"},
+      {{"--pp-virtual-stages", "0"}, "--pp-virtual-stages"},
+      {{"--pp-microbatches", "-1"}, "--pp-microbatches"},
+      {{"--pp-timeline-steps", "-1"}, "--pp-timeline-steps"},
       {{"--distributed-mode", "ddp"}, "--distributed-mode"},
       {{"--optimizer-sharding", "zero3"}, "--optimizer-sharding"},
       {{"--optimizer-sharding", "zero"}, "needs --distributed-mode dp"},

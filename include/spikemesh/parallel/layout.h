@@ -1,6 +1,8 @@
 // layout.h — the one place that knows how a run is laid out over ranks (DESIGN §6
 // "Composition"). Built once from the mesh and the finalised model, a Layout owns:
-//   * the local Stage (models/stage.h): the contiguous units this rank runs (all when pp = 1);
+//   * the local Stage (models/stage.h): the units this rank runs (all when pp = 1; with pp > 1
+//     one contiguous chunk per logical stage it holds, run by the pipeline runtime,
+//     parallel/pp_runtime.h, over the pp comm: partition, schedule and runtime are built here);
 //   * the gradient-reduction policy: a composable strategy piece over the dp comm (one rank:
 //     none; dp with buckets, ZeRO-1/2, FSDP), which also decides each parameter's placement
 //     (placement.h: replicated, or dp flat shards of the tp-local flat buffers);
@@ -10,7 +12,8 @@
 //
 //   [trainer: sync_buffers() before every step and evaluation; collective over dp]
 //   begin_step()                                         zero gradients
-//   for microbatch m of M:  forward_backward(mb, ctx, loss_grad_scale, m == M-1)
+//   run_microbatches(micro, ctx, loss_grad_scale)       pp = 1: forward_backward(mb, ..., m == M-1)
+//                                                       for each; pp > 1: the pipeline schedule
 //   [caller: unscale/check with shard_group(), clip, optimizer step on optimizer_params()]
 //   after_optimizer_step()                               collective over dp (ZeRO gathers)
 //

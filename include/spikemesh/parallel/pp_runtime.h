@@ -7,9 +7,13 @@
 //   B / BW    input-gradient (B) or full (BW) backward of (s, m): the last stage starts from
 //             the loss gradient (scaled by loss_grad_scale), the others from the received one.
 //   W         weight-gradient half of (s, m) (ctx.split_wgrad).
-//   SEND_*/RECV_*   point-to-point on the pp comm, tag = (direction, lower stage, microbatch);
+//   SEND_*/RECV_*   point-to-point on the pp comm (MPI), tag = (direction, lower stage, microbatch);
 //             sends are asynchronous and complete by the end of the step; every RECV is posted
 //             early — when the compute action before it starts — so transfers overlap compute.
+// Transfers always go through host memory and MPI (device tensors are copied to and from
+// pinned host buffers): NCCL's send/recv have no tags and are ordered on their stream, so a
+// receive posted early for one message could wait behind — or deadlock with — a different
+// message between the same two ranks in an arbitrary (user) schedule; MPI matches by tag.
 // Activations whose producing unit ends in a spiking neuron (optionally followed by max-pool
 // or flatten) are exactly {0,1} and travel bit-packed (1 bit per element; the sender checks
 // every value); everything else (gradients, residual streams) travels in its dtype.
