@@ -45,10 +45,10 @@ PYEOF
 run dp --distributed-mode dp
 run zero --distributed-mode dp --optimizer-sharding zero
 run fsdp --distributed-mode fsdp
-# asking for pp (not implemented): a clear message, non-zero exit, no hang
-if timeout 60 mpirun --bind-to none -np 2 "$BIN" bench --model fmnist_csnn --var C=4 --distributed-mode dp --mesh-shape 1 1 2 \
-     >"$TMP/bad.log" 2>&1; then bad "pp mesh refused"
-elif grep -q "pipeline parallelism is not implemented" "$TMP/bad.log"; then ok "bench --mesh-shape 1 1 2 refused with a message"
-else bad "pp mesh message"; cat "$TMP/bad.log"; fi
+# FSDP over a pipeline (refused, as in Megatron): a clear message, non-zero exit, no hang
+if timeout 60 mpirun --bind-to none -np 2 "$BIN" bench --model fmnist_csnn --var C=4 --distributed-mode fsdp --mesh-shape 1 1 2 \
+     >"$TMP/bad.log" 2>&1; then bad "fsdp x pp refused"
+elif grep -q "FSDP is not combined with pipeline parallelism" "$TMP/bad.log"; then ok "bench fsdp --mesh-shape 1 1 2 refused with a message"
+else bad "fsdp x pp message"; cat "$TMP/bad.log"; fi
 echo "dp_bench: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

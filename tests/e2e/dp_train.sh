@@ -177,8 +177,8 @@ expect_mpi_error "global batch not divisible by dp" "--global-batch-size 7" -- \
 [ -e "$T/out/bad1" ] && fail "nothing written for a bad configuration" "$T/out/bad1 exists"
 expect_mpi_error "dataset shorter than one global batch" "fewer than one global batch" -- \
   -np 2 "${BASE[@]}" --model-spec "$T/tiny.toml" --run-name bad2 --distributed-mode dp --global-batch-size 64
-expect_mpi_error "pipeline parallelism refused" "pipeline parallelism is not implemented yet" -- \
-  -np 2 "${TRAIN[@]}" --run-name bad3 --distributed-mode dp --mesh-shape 1 1 2
+expect_mpi_error "fsdp with pipeline parallelism refused" "FSDP is not combined with pipeline parallelism" -- \
+  -np 2 "${TRAIN[@]}" --run-name bad3 --distributed-mode fsdp --mesh-shape 1 1 2
 expect_mpi_error "two ranks without a distributed mode" "--distributed-mode" -- \
   -np 2 "${TRAIN[@]}" --run-name bad4
 expect_mpi_error "ranks disagreeing on the configuration" "disagree" -- \
