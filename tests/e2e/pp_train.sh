@@ -110,7 +110,8 @@ expect_error() {  # expect_error PATTERN NP ARGS...
   local pat="$1" np="$2"; shift 2
   if "${MPI[@]}" -np "$np" "$BIN" train "${COMMON[@]}" --max-steps 1 --run-name err "$@" >err.log 2>&1; then
     bad "accepted: $*"
-  elif grep -q -- "$pat" err.log; then ok "refused: $* ($pat)"
+  elif [ "$(grep -c '^spikemesh: error:' err.log)" -ne 1 ]; then bad "not exactly one message for $*"; cat err.log
+  elif grep '^spikemesh: error:' err.log | grep -q -- "$pat"; then ok "refused: $* ($pat)"
   else bad "message for $*"; tail -3 err.log; fi
 }
 expect_error "FSDP is not combined with pipeline" 2 --mesh-shape 1 1 2 --distributed-mode fsdp
