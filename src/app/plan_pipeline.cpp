@@ -68,8 +68,9 @@ void print_pp_plan(const ModelSelection& sel, const PpPlanFlags& f, const MeshSh
               "%lld samples (batch %lld per replica, T %d)\n",
               model->info.name.c_str(), P, v, v > 1 ? "s" : "", S, sched.kind.c_str(), M, static_cast<long long>(n),
               static_cast<long long>(batch), T);
-  std::printf("partition %s (%s); unit costs from a dry run on this process: forward + backward of one microbatch\n",
-              layout_text(layout).c_str(), f.layout.empty() ? "balanced by the measured costs" : "--pp-layout");
+  std::printf("partition %s (%s); unit costs from a dry run on this process: forward + backward of one microbatch%s\n",
+              layout_text(layout).c_str(), f.layout.empty() ? "balanced by the measured costs" : "--pp-layout",
+              shape.tp > 1 ? " of the whole units (a run measures its tp shards)" : "");
   std::printf("  %-5s %-4s %-40s %9s %10s %12s %14s\n", "stage", "rank", "units", "cost ms", "params MiB",
               "saved MiB/mb", "sends per mb");
   size_t u = 0;
