@@ -61,7 +61,7 @@ void print_pp_plan(const ModelSelection& sel, const PpPlanFlags& f, const MeshSh
     SM_INPUT_ERROR(S << " logical stages but model '" << model->info.name << "' has only " << units << " units");
   const int64_t n = batch / M;
   const UnitDryRun dry = dry_run_units(*model, n, Ctx{}, true);
-  const std::vector<int> layout = f.layout.empty() ? balanced_partition(dry.ms, S) : parse_pp_layout(f.layout, S, units);
+  const std::vector<int> layout = f.layout.empty() ? simulated_best_partition(dry.ms, sched) : parse_pp_layout(f.layout, S, units);
   const std::vector<double> cost = stage_costs(dry.ms, layout);
   const int T = model->info.T;
   std::printf("\npipeline plan of %s: pp %d x %d virtual stage%s = %d logical stages, schedule %s, %d microbatches of "
@@ -69,7 +69,7 @@ void print_pp_plan(const ModelSelection& sel, const PpPlanFlags& f, const MeshSh
               model->info.name.c_str(), P, v, v > 1 ? "s" : "", S, sched.kind.c_str(), M, static_cast<long long>(n),
               static_cast<long long>(batch), T);
   std::printf("partition %s (%s); unit costs from a dry run on this process: forward + backward of one microbatch%s\n",
-              layout_text(layout).c_str(), f.layout.empty() ? "balanced by the measured costs" : "--pp-layout",
+              layout_text(layout).c_str(), f.layout.empty() ? "the split whose schedule simulates fastest with the measured costs" : "--pp-layout",
               shape.tp > 1 ? " of the whole units (a run measures its tp shards)" : "");
   std::printf("  %-5s %-4s %-40s %9s %10s %12s %14s\n", "stage", "rank", "units", "cost ms", "params MiB",
               "saved MiB/mb", "sends per mb");

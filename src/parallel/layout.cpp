@@ -289,7 +289,7 @@ void Layout::build_pipeline(int P) {
   if (opts_.pp_layout.empty()) {
     pp_unit_costs_ = dry.ms;
     all_reduce_doubles(*world_, pp_unit_costs_, ReduceOp::Max);
-    pp_partition_ = balanced_partition(pp_unit_costs_, S);
+    pp_partition_ = simulated_best_partition(pp_unit_costs_, sched);
   }
   std::vector<size_t> start{0};
   for (int n : pp_partition_) start.push_back(start.back() + static_cast<size_t>(n));

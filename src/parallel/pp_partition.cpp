@@ -3,6 +3,8 @@
 #include "spikemesh/parallel/pp_partition.h"
 
 #include <algorithm>
+#include <functional>
+#include <cstdint>
 #include <cctype>
 #include <numeric>
 #include <sstream>
@@ -94,6 +96,44 @@ std::vector<int> balanced_partition(const std::vector<double>& costs, int stages
     u += take;
   }
   return out;
+}
+
+std::vector<int> best_partition(const std::vector<double>& costs, int stages,
+                                const std::function<double(const std::vector<int>&)>& score, int64_t max_candidates) {
+  const std::vector<int> balanced = balanced_partition(costs, stages);  // validates the arguments too
+  const int units = static_cast<int>(costs.size());
+  // C(units - 1, stages - 1) splits, counted with a cap
+  double count = 1;
+  for (int k = 1; k <= stages - 1 && count <= static_cast<double>(max_candidates); ++k)
+    count = count * (units - stages + k) / k;
+  if (count > static_cast<double>(max_candidates)) return balanced;
+  std::vector<int> best = balanced, cur;
+  auto largest = [&](const std::vector<int>& l) {
+    const std::vector<double> sc = stage_costs(costs, l);
+    return *std::max_element(sc.begin(), sc.end());
+  };
+  double best_score = score(balanced), best_largest = largest(balanced);
+  std::function<void(int)> rec = [&](int u) {  // units [u, units) into the remaining stages
+    const int left = stages - static_cast<int>(cur.size());
+    if (left == 1) {
+      cur.push_back(units - u);
+      const double sc = score(cur), lg = largest(cur);
+      if (sc < best_score * (1 - 1e-9) || (sc <= best_score * (1 + 1e-9) && lg < best_largest)) {
+        best = cur;
+        best_score = sc;
+        best_largest = lg;
+      }
+      cur.pop_back();
+      return;
+    }
+    for (int take = 1; u + take <= units - (left - 1); ++take) {
+      cur.push_back(take);
+      rec(u + take);
+      cur.pop_back();
+    }
+  };
+  rec(0);
+  return best;
 }
 
 std::vector<double> stage_costs(const std::vector<double>& costs, const std::vector<int>& layout) {

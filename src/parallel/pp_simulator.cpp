@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "spikemesh/core/error.h"
+#include "spikemesh/parallel/pp_partition.h"
 
 namespace sm {
 
@@ -358,6 +359,23 @@ std::string ascii_timeline(const PpSimulation& sim, int columns) {
     out += label + " |" + row + "|\n";
   }
   return out;
+}
+
+PpCosts stage_costs_of(const std::vector<double>& unit_costs, const std::vector<int>& layout) {
+  PpCosts c;
+  for (double x : stage_costs(unit_costs, layout)) {
+    c.f.push_back(x / 3);
+    c.b.push_back(x / 3);
+    c.w.push_back(x / 3);
+  }
+  return c;
+}
+
+std::vector<int> simulated_best_partition(const std::vector<double>& unit_costs, const PpSchedule& schedule) {
+  require_valid_schedule(schedule, "pipeline schedule");
+  return best_partition(unit_costs, schedule.logical_stages(), [&](const std::vector<int>& layout) {
+    return simulate(schedule, stage_costs_of(unit_costs, layout)).makespan;
+  });
 }
 
 }  // namespace sm

@@ -68,6 +68,13 @@ struct PpSimulation {
 // Validates first (input error if invalid); costs must have one entry per logical stage.
 PpSimulation simulate(const PpSchedule& schedule, const PpCosts& costs);
 
+// Costs of each logical stage for a partition of measured per-unit costs (forward + backward
+// of one microbatch): F = B = W = a third of the stage's sum.
+PpCosts stage_costs_of(const std::vector<double>& unit_costs, const std::vector<int>& layout);
+// The partition of `unit_costs` into the schedule's logical stages whose simulated makespan is
+// smallest (pp_partition.h best_partition with the simulator as the score).
+std::vector<int> simulated_best_partition(const std::vector<double>& unit_costs, const PpSchedule& schedule);
+
 // One row per rank, `columns` characters spanning [0, makespan]: each column shows the action
 // at its midpoint — 'F', 'B' (B or BW), 'W', '~' (a transfer), '.' idle.
 //   rank 0 |FF...BBBB|
