@@ -199,11 +199,9 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   if (env.size > 1 || o.mode != "none") {
     const MeshShape shape = resolve_mesh_shape(o.mesh, env.size);  // identical on every rank
     if (shape.pp > 1) {  // the per-replica batch in microbatches (spec §4 default)
-      const int stages = shape.pp * static_cast<int>(o.pp_virtual_stages);
-      const int m = o.pp_microbatches > 0 ? static_cast<int>(o.pp_microbatches)
-                                          : default_microbatches(static_cast<int>(o.batch_size), stages);
-      if (o.batch_size % m != 0)
-        SM_INPUT_ERROR("--pp-microbatches " << m << " does not divide --batch-size " << o.batch_size);
+      const int m = resolve_microbatches(o.batch_size, shape.pp * static_cast<int>(o.pp_virtual_stages),
+                                         static_cast<int>(o.pp_microbatches), o.pp_schedule_file,
+                                         static_cast<int>(o.pp_virtual_stages));
       req.layout.pp_microbatches = m;
       req.layout.pp_cost_samples = o.batch_size / m;
     }
@@ -226,8 +224,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   // One fixed synthetic batch: x ~ N(0, 1) [T, N, ...], y ~ U{0..K-1}; under pp in M
   // microbatches of N/M samples (the same values: element (t, i, e) of the whole batch).
   PipelineRuntime* pipe = layout.pipeline();
-  const int M = pipe ? pipe->schedule().microbatches : 1;
-  if (N % M != 0) SM_INPUT_ERROR("the pipeline schedule runs " << M << " microbatches: they must divide --batch-size " << N);
+  const int M = pipe ? pipe->schedule().microbatches : 1;  // divides N (resolve_microbatches)
   const int64_t n = N / M;
   int64_t per = 1;
   for (int64_t d : mi.input_shape) per *= d;

@@ -3,8 +3,6 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "spikemesh/core/error.h"
 #include "spikemesh/models/model.h"
@@ -28,35 +26,15 @@ void add_pp_plan_flags(CLI::App& cmd, PpPlanFlags& f) {
   cmd.add_option("--timeline-columns", f.columns, "width of the ASCII timeline")->capture_default_str();
 }
 
-namespace {
-std::string read_file(const std::string& path, const char* flag) {
-  std::ifstream in(path);
-  if (!in) SM_INPUT_ERROR(flag << " " << path << ": cannot open");
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-}  // namespace
-
 void print_pp_plan(const ModelSelection& sel, const PpPlanFlags& f, const MeshShape& shape, int64_t batch) {
   const int P = shape.pp, v = static_cast<int>(f.virtual_stages), S = P * v;
   auto model = sel.build();
   model->finalize(DType::F32, Device::cpu(), 1);
   const int units = static_cast<int>(model->units.size());
-  PpSchedule sched;
-  if (!f.schedule_file.empty()) {
-    sched = parse_schedule(read_file(f.schedule_file, "--pp-schedule-file"), v, f.schedule_file);
-    if (sched.ranks != P)
-      SM_INPUT_ERROR("--pp-schedule-file " << f.schedule_file << ": " << sched.ranks << " action lines for pp = " << P);
-  } else {
-    const int m = f.microbatches > 0 ? static_cast<int>(f.microbatches) : default_microbatches(static_cast<int>(batch), S);
-    const std::string kind = f.schedule == "auto" ? auto_schedule(f.delay_wgrad, v) : f.schedule;
-    check_schedule_choice(kind, v, f.delay_wgrad, m, S);
-    sched = make_schedule(kind, P, v, m);
-  }
+  const int m = resolve_microbatches(batch, S, static_cast<int>(f.microbatches), f.schedule_file, v);
+  const PpSchedule sched = resolve_schedule(f.schedule, f.schedule_file, P, v, f.delay_wgrad, m);
   require_valid_schedule(sched, "--pp-schedule " + sched.kind);
   const int M = sched.microbatches;
-  if (batch % M != 0) SM_INPUT_ERROR("--pp-microbatches " << M << " does not divide --batch-size " << batch);
   if (S > units)
     SM_INPUT_ERROR(S << " logical stages but model '" << model->info.name << "' has only " << units << " units");
   const int64_t n = batch / M;
@@ -102,14 +80,7 @@ void print_pp_plan(const ModelSelection& sel, const PpPlanFlags& f, const MeshSh
                 saved, sends.c_str());
     u = last + 1;
   }
-  // The simulator: F = B = W = a third of each stage's measured forward + backward.
-  PpCosts c;
-  for (int s = 0; s < S; ++s) {
-    c.f.push_back(cost[s] / 3);
-    c.b.push_back(cost[s] / 3);
-    c.w.push_back(cost[s] / 3);
-  }
-  const PpSimulation sim = simulate(sched, c);
+  const PpSimulation sim = simulate(sched, stage_costs_of(dry.ms, layout));  // F = B = W = a third
   std::printf("simulated (F = B = W = a third of the measured cost): step %.1f ms, bubble %.1f%%\n", sim.makespan,
               100 * sim.bubble_fraction);
   for (int r = 0; r < P; ++r) {

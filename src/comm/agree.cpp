@@ -2,6 +2,7 @@
 // variable-length gather and f64 reductions over a Comm (comm/agree.h).
 #include "spikemesh/comm/agree.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -98,6 +99,22 @@ std::string broadcast_string(Comm& comm, const std::string& s, int root) {
   if (comm.rank() == root) std::memcpy(buf.raw(), s.data(), static_cast<size_t>(n));
   comm.broadcast(buf, root);
   return std::string(static_cast<const char*>(buf.raw()), static_cast<size_t>(n));
+}
+
+std::vector<std::string> all_gather_strings(Comm& comm, const std::string& mine) {
+  const int p = comm.size();
+  Tensor len = Tensor::empty({1}, DType::I64), lens = Tensor::empty({p}, DType::I64);
+  len.data<int64_t>()[0] = static_cast<int64_t>(mine.size());
+  comm.all_gather(len, lens);
+  int64_t cap = 1;
+  for (int r = 0; r < p; ++r) cap = std::max(cap, lens.data<int64_t>()[r]);
+  Tensor buf = Tensor::zeros({cap}, DType::U8), all = Tensor::empty({cap * p}, DType::U8);  // [cap], [p·cap]
+  std::memcpy(buf.raw(), mine.data(), mine.size());
+  comm.all_gather(buf, all);
+  std::vector<std::string> out;
+  for (int r = 0; r < p; ++r)
+    out.emplace_back(static_cast<const char*>(all.raw()) + r * cap, static_cast<size_t>(lens.data<int64_t>()[r]));
+  return out;
 }
 
 void broadcast_i64s(Comm& comm, std::vector<int64_t>& v, int root) {

@@ -32,11 +32,6 @@ std::pair<size_t, size_t> Stage::chunk_local(size_t c) const {
   return {chunk_begin_[c], c + 1 < chunks() ? chunk_begin_[c + 1] : global_.size()};
 }
 
-std::pair<size_t, size_t> Stage::chunk_units(size_t c) const {
-  const auto [b, e] = chunk_local(c);
-  return {global_[b], global_[e - 1] + 1};
-}
-
 std::vector<Param*> Stage::params() {
   std::vector<Param*> out;
   for (size_t k = 0; k < size(); ++k)

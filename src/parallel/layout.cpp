@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "spikemesh/comm/agree.h"
@@ -131,7 +130,7 @@ std::string Layout::describe() const {
   std::string pipe;
   if (pipeline_)
     pipe = " pp:" + pipeline_->schedule().kind + " v" + std::to_string(opts_.pp_virtual_stages) + " m" +
-           std::to_string(pipeline_->schedule().microbatches) + " layout " + layout_text(pp_partition_);
+           std::to_string(pipeline_->schedule().microbatches) + " layout " + layout_text(pipeline_->units_per_stage());
   return shape + " " + strategy_->name() + (tp_ ? "+tp" : "") + pipe + (opts_.sync_bn ? " sync-bn" : "");
 }
 
@@ -258,41 +257,24 @@ void Layout::build_pipeline(int P) {
   if (S > units)
     SM_INPUT_ERROR("pipeline: " << S << " logical stages (pp " << P << " x --pp-virtual-stages " << v << ") but model '"
                                 << model_.info.name << "' has only " << units << " units");
-  PpSchedule sched;
-  if (!opts_.pp_schedule_file.empty()) {
-    std::ifstream f(opts_.pp_schedule_file);
-    if (!f) SM_INPUT_ERROR("--pp-schedule-file " << opts_.pp_schedule_file << ": cannot open");
-    std::stringstream text;
-    text << f.rdbuf();
-    sched = parse_schedule(text.str(), v, opts_.pp_schedule_file);
-    if (sched.ranks != P)
-      SM_INPUT_ERROR("--pp-schedule-file " << opts_.pp_schedule_file << ": " << sched.ranks
-                                           << " action lines for a pipeline of " << P << " ranks");
-    if (opts_.pp_microbatches > 0 && sched.microbatches != opts_.pp_microbatches)
-      SM_INPUT_ERROR("--pp-schedule-file " << opts_.pp_schedule_file << " runs " << sched.microbatches
-                                           << " microbatches but --pp-microbatches is " << opts_.pp_microbatches);
-  } else {
-    SM_CHECK(opts_.pp_microbatches > 0, "pipeline layout without a resolved microbatch count");
-    const std::string kind =
-        opts_.pp_schedule == "auto" ? auto_schedule(opts_.pp_delay_wgrad, v) : opts_.pp_schedule;
-    check_schedule_choice(kind, v, opts_.pp_delay_wgrad, opts_.pp_microbatches, S);
-    sched = make_schedule(kind, P, v, opts_.pp_microbatches);
-  }
+  const PpSchedule sched = resolve_schedule(opts_.pp_schedule, opts_.pp_schedule_file, P, v, opts_.pp_delay_wgrad,
+                                           opts_.pp_microbatches);
   require_valid_schedule(sched, opts_.pp_schedule_file.empty() ? "--pp-schedule " + sched.kind
                                                                : "--pp-schedule-file " + opts_.pp_schedule_file);
   // A dry run of every unit on every rank (tp peers together): local output shapes, and the
   // measured costs (max over the world: identical everywhere) unless --pp-layout fixes the split.
-  if (!opts_.pp_layout.empty()) pp_partition_ = parse_pp_layout(opts_.pp_layout, S, units);
+  std::vector<int> partition;  // units per logical stage
+  if (!opts_.pp_layout.empty()) partition = parse_pp_layout(opts_.pp_layout, S, units);
   Ctx ctx;
   ctx.tp = tp_coll_.get();
   const UnitDryRun dry = dry_run_units(model_, opts_.pp_cost_samples, ctx, opts_.pp_layout.empty());
   if (opts_.pp_layout.empty()) {
     pp_unit_costs_ = dry.ms;
     all_reduce_doubles(*world_, pp_unit_costs_, ReduceOp::Max);
-    pp_partition_ = simulated_best_partition(pp_unit_costs_, sched);
+    partition = simulated_best_partition(pp_unit_costs_, sched);
   }
   std::vector<size_t> start{0};
-  for (int n : pp_partition_) start.push_back(start.back() + static_cast<size_t>(n));
+  for (int n : partition) start.push_back(start.back() + static_cast<size_t>(n));
   std::vector<std::pair<size_t, size_t>> chunks;
   for (int s = pp_->rank(); s < S; s += P) chunks.emplace_back(start[s], start[s + 1]);
   stage_ = std::make_unique<Stage>(model_, chunks);
@@ -301,7 +283,7 @@ void Layout::build_pipeline(int P) {
   for (size_t k = 0; k < stage_->size(); ++k) mine[stage_->global_index(k)] = true;
   for (size_t u = 0; u < model_.units.size(); ++u)
     if (!mine[u]) bind_unit_flat(*model_.units[u], Tensor(), Tensor());
-  pipeline_ = std::make_unique<PipelineRuntime>(*stage_, *pp_, sched, pp_partition_, dry.out_shape, model_.loss.get());
+  pipeline_ = std::make_unique<PipelineRuntime>(*stage_, *pp_, sched, partition, dry.out_shape, model_.loss.get());
 }
 
 std::vector<LayerStat> Layout::layer_stats() {
@@ -317,19 +299,9 @@ std::vector<LayerStat> Layout::layer_stats() {
       os << stage_->global_index(k) << '\t' << s.layer << '\t' << s.key << '\t' << v << '\n';
     }
   }
-  const std::string mine = os.str();
-  const int P = pp_->size();
-  Tensor len = Tensor::full({1}, static_cast<double>(mine.size()), DType::I64), lens = Tensor::empty({P}, DType::I64);
-  pp_->all_gather(len, lens);  // collective over pp
-  int64_t cap = 1;
-  for (int r = 0; r < P; ++r) cap = std::max(cap, lens.data<int64_t>()[r]);
-  Tensor buf = Tensor::zeros({cap}, DType::U8), all = Tensor::empty({cap * P}, DType::U8);
-  std::copy(mine.begin(), mine.end(), buf.data<uint8_t>());
-  pp_->all_gather(buf, all);  // collective over pp
   std::vector<std::pair<size_t, LayerStat>> rows;
-  for (int r = 0; r < P; ++r) {
-    std::istringstream in(std::string(reinterpret_cast<const char*>(all.data<uint8_t>()) + r * cap,
-                                      static_cast<size_t>(lens.data<int64_t>()[r])));
+  for (const std::string& text : all_gather_strings(*pp_, os.str())) {  // collective over pp
+    std::istringstream in(text);
     std::string line;
     while (std::getline(in, line)) {
       std::istringstream f(line);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <deque>
+#include <fstream>
 #include <sstream>
 
 #include "spikemesh/core/error.h"
@@ -406,6 +407,44 @@ void check_schedule_choice(const std::string& kind, int virtual_stages, bool del
   if (chosen == "interleaved" && ranks > 0 && microbatches % ranks != 0)
     SM_INPUT_ERROR("--pp-microbatches " << microbatches << " must be a multiple of the " << ranks
                                         << " pipeline ranks for --pp-schedule interleaved" << by_auto);
+}
+
+namespace {
+PpSchedule read_schedule_file(const std::string& path, int virtual_stages) {
+  std::ifstream f(path);
+  if (!f) SM_INPUT_ERROR("--pp-schedule-file " << path << ": cannot open");
+  std::stringstream text;
+  text << f.rdbuf();
+  return parse_schedule(text.str(), virtual_stages, path);
+}
+}  // namespace
+
+int resolve_microbatches(int64_t batch, int logical_stages, int requested, const std::string& schedule_file,
+                         int virtual_stages) {
+  int m = requested;
+  if (m <= 0 && !schedule_file.empty()) m = read_schedule_file(schedule_file, virtual_stages).microbatches;
+  if (m <= 0) m = default_microbatches(static_cast<int>(batch), logical_stages);
+  if (batch % m != 0)
+    SM_INPUT_ERROR("--pp-microbatches " << m << " does not divide the batch of " << batch << " samples per replica");
+  return m;
+}
+
+PpSchedule resolve_schedule(const std::string& kind, const std::string& schedule_file, int ranks, int virtual_stages,
+                            bool delay_wgrad, int microbatches) {
+  if (schedule_file.empty()) {
+    SM_CHECK(microbatches > 0, "pipeline schedule without a resolved microbatch count");
+    const std::string chosen = kind == "auto" ? auto_schedule(delay_wgrad, virtual_stages) : kind;
+    check_schedule_choice(chosen, virtual_stages, delay_wgrad, microbatches, ranks * virtual_stages);
+    return make_schedule(chosen, ranks, virtual_stages, microbatches);
+  }
+  PpSchedule s = read_schedule_file(schedule_file, virtual_stages);
+  if (s.ranks != ranks)
+    SM_INPUT_ERROR("--pp-schedule-file " << schedule_file << ": " << s.ranks << " action lines for a pipeline of "
+                                         << ranks << " ranks");
+  if (microbatches > 0 && s.microbatches != microbatches)
+    SM_INPUT_ERROR("--pp-schedule-file " << schedule_file << " runs " << s.microbatches
+                                         << " microbatches but --pp-microbatches is " << microbatches);
+  return s;
 }
 
 int default_microbatches(int batch, int stages) {

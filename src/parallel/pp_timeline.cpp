@@ -2,8 +2,9 @@
 #include "spikemesh/parallel/pp_timeline.h"
 
 #include <algorithm>
+#include <cstring>
 
-#include "spikemesh/comm/comm.h"
+#include "spikemesh/comm/agree.h"
 #include "spikemesh/core/error.h"
 
 namespace sm {
@@ -21,36 +22,27 @@ void span_of(const PpStepTimeline& step, double& first, double& last) {
 }  // namespace
 
 PpStepTimeline gather_step_timeline(Comm& pp, const std::vector<PpRecordedAction>& mine) {
-  constexpr int kFields = 5;  // kind, stage, microbatch, start, end
-  const int P = pp.size();
-  Tensor n = Tensor::full({1}, static_cast<double>(mine.size()), DType::I64), ns = Tensor::empty({P}, DType::I64);
-  pp.all_gather(n, ns);  // collective over pp
-  int64_t cap = 1;
-  for (int r = 0; r < P; ++r) cap = std::max(cap, ns.data<int64_t>()[r]);
-  Tensor buf = Tensor::zeros({cap * kFields}, DType::F64), all = Tensor::empty({cap * kFields * P}, DType::F64);
-  double* b = buf.data<double>();
-  for (size_t i = 0; i < mine.size(); ++i) {
-    const PpRecordedAction& a = mine[i];
-    double* row = b + i * kFields;
-    row[0] = static_cast<double>(static_cast<int>(a.action.kind));
-    row[1] = a.action.stage;
-    row[2] = a.action.microbatch;
-    row[3] = a.start;
-    row[4] = a.end;
-  }
-  pp.all_gather(buf, all);  // collective over pp
-  PpStepTimeline out(P);
-  for (int r = 0; r < P; ++r)
-    for (int64_t i = 0; i < ns.data<int64_t>()[r]; ++i) {
-      const double* row = all.data<double>() + (r * cap + i) * kFields;
+  constexpr size_t kFields = 5;  // kind, stage, microbatch, start, end: one row of doubles per action
+  std::vector<double> rows;
+  for (const PpRecordedAction& a : mine)
+    rows.insert(rows.end(), {static_cast<double>(static_cast<int>(a.action.kind)), static_cast<double>(a.action.stage),
+                             static_cast<double>(a.action.microbatch), a.start, a.end});
+  const std::string bytes(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(double));
+  PpStepTimeline out;
+  for (const std::string& b : all_gather_strings(pp, bytes)) {  // collective over pp
+    std::vector<double> d(b.size() / sizeof(double));
+    std::memcpy(d.data(), b.data(), b.size());
+    out.emplace_back();
+    for (size_t i = 0; i + kFields <= d.size(); i += kFields) {
       PpRecordedAction a;
-      a.action.kind = static_cast<PpActionKind>(static_cast<int>(row[0]));
-      a.action.stage = static_cast<int>(row[1]);
-      a.action.microbatch = static_cast<int>(row[2]);
-      a.start = row[3];
-      a.end = row[4];
-      out[r].push_back(a);
+      a.action.kind = static_cast<PpActionKind>(static_cast<int>(d[i]));
+      a.action.stage = static_cast<int>(d[i + 1]);
+      a.action.microbatch = static_cast<int>(d[i + 2]);
+      a.start = d[i + 3];
+      a.end = d[i + 4];
+      out.back().push_back(a);
     }
+  }
   return out;
 }
 

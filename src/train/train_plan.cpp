@@ -2,8 +2,6 @@
 #include "spikemesh/train/train_plan.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/pp_schedule.h"
@@ -46,19 +44,9 @@ int pipeline_microbatches(const TrainConfig& cfg, int dp, int pp) {
       SM_INPUT_ERROR("--global-batch-size " << cfg.global_batch_size << " is not divisible by dp " << dp);
     batch = cfg.global_batch_size / dp;
   }
-  const int stages = pp * static_cast<int>(cfg.pp_virtual_stages);
-  int m = cfg.pp_microbatches > 0 ? static_cast<int>(cfg.pp_microbatches) : 0;
-  if (m == 0 && !cfg.pp_schedule_file.empty()) {  // the file decides
-    std::ifstream f(cfg.pp_schedule_file);
-    if (!f) SM_INPUT_ERROR("--pp-schedule-file " << cfg.pp_schedule_file << ": cannot open");
-    std::stringstream text;
-    text << f.rdbuf();
-    m = parse_schedule(text.str(), static_cast<int>(cfg.pp_virtual_stages), cfg.pp_schedule_file).microbatches;
-  }
-  if (m == 0) m = default_microbatches(static_cast<int>(batch), stages);
-  if (batch % m != 0)
-    SM_INPUT_ERROR("--pp-microbatches " << m << " does not divide the batch of " << batch << " samples per replica");
-  return m;
+  return resolve_microbatches(batch, pp * static_cast<int>(cfg.pp_virtual_stages),
+                              static_cast<int>(cfg.pp_microbatches), cfg.pp_schedule_file,
+                              static_cast<int>(cfg.pp_virtual_stages));
 }
 
 TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model& model, int dp, int pp_micro) {

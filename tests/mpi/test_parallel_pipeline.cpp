@@ -28,59 +28,6 @@ namespace {
 constexpr int kSteps = 20;
 constexpr int64_t kGlobal = 8;
 
-// An 8-unit VGG-like model (events [2, 8, 8], T 2) for pp 4 x 2 virtual stages: conv-BN-LIF
-// units, an avg-pool unit, a max-pool unit (spikes stay spikes), a BN-free conv unit and the
-// classifier.
-std::string deep_spec() {
-  auto block = [](const std::string& name, int in, bool bn) {
-    return "[[unit]]\nname = \"" + name + "\"\nlayers = [\n  { type = \"conv2d\", name = \"conv\", in_channels = " +
-           std::to_string(in) + ", out_channels = 4, kernel_size = 3, padding = 1" + (bn ? ", bias = false" : "") +
-           " },\n" + (bn ? "  { type = \"batchnorm2d\", name = \"bn\", num_features = 4 },\n" : "") +
-           "  { type = \"neuron\", name = \"neuron\", neuron = \"lif\" },\n]\n\n";
-  };
-  return write_spec("deep8",
-                    "[model]\nname = \"deep8\"\ninput = [2, 8, 8]\nnum_classes = 10\nT = 2\nloss = \"mean_ce\"\n"
-                    "input_kind = \"events\"\n\n"
-                    "[neurons.lif]\ntype = \"lif\"\ntau = 2.0\ndecay_input = true\nv_threshold = 0.5\n"
-                    "v_reset = 0.0\ndetach_reset = true\nsurrogate = \"atan\"\n\n" +
-                        block("f.0", 2, true) + block("f.1", 4, true) +
-                        "[[unit]]\nname = \"f.2\"\nlayers = [\n  { type = \"avgpool2d\", kernel_size = 2 },\n]\n\n" +
-                        block("f.3", 4, true) +
-                        "[[unit]]\nname = \"f.4\"\nlayers = [\n  { type = \"maxpool2d\", kernel_size = 2 },\n]\n\n" +
-                        block("f.5", 4, true) + block("f.6", 4, false) +
-                        "[[unit]]\nname = \"classifier\"\nlayers = [\n  { type = \"flatten\", name = \"flatten\" },\n"
-                        "  { type = \"linear\", in_features = 16, out_features = 10 },\n]\n");
-}
-
-std::unique_ptr<Model> build_pp_model(const std::string& which, double dropout) {
-  if (which != "deep") return build_spec_model(which, dropout);
-  ModelSelection sel;
-  sel.spec = deep_spec();
-  sel.dropout = dropout;
-  return sel.build();
-}
-
-Trajectory reference(const std::string& which, int steps, int micro, const OptimizerConfig& oc, double dropout,
-                     double clip, DType dt = DType::F64) {
-  auto m = build_pp_model(which, dropout);
-  m->finalize(dt, Device::cpu(), 7);
-  Layout layout(*m, nullptr, LayoutOptions{});
-  auto opt = make_optimizer(oc, layout.optimizer_params());
-  Trajectory tr;
-  for (int s = 0; s < steps; ++s) {
-    Ctx ctx;
-    ctx.seed = 11;
-    ctx.step = s;
-    std::vector<MicroBatch> mb;
-    for (int k = 0; k < micro; ++k) mb.push_back(synth_batch(*m, s, k * kGlobal / micro, kGlobal / micro, dt));
-    StepOptions so;
-    so.clip_norm = clip;
-    tr.losses.push_back(train_step(layout, *opt, mb, ctx, so).loss);
-  }
-  tr.params = flat_params(*m);
-  return tr;
-}
-
 struct PpCase {
   std::string which = "dvs";
   MeshShape shape;
@@ -107,7 +54,7 @@ struct PpRun {
 
 PpRun pp_run(const PpCase& c, const Trajectory& ref) {
   auto mesh = Mesh::create(world(), c.shape);
-  auto model = build_pp_model(c.which, c.dropout);
+  auto model = build_spec_model(c.which, c.dropout);
   if (c.shape.tp > 1) {
     TpOptions to;
     to.tp = c.shape.tp;
@@ -158,7 +105,7 @@ PpRun pp_run(const PpCase& c, const Trajectory& ref) {
 
 void expect_pp_trajectory(const PpCase& c) {
   const std::string what = c.which + " " + c.shape.str() + " " + c.schedule + " v" + std::to_string(c.virtual_stages);
-  const Trajectory ref = reference(c.which, kSteps, c.micro, test_optimizer(c.optim), c.dropout, c.clip);
+  const Trajectory ref = reference_run(c.which, DType::F64, kSteps, kGlobal, test_optimizer(c.optim), c.micro, c.dropout, c.clip);
   const PpRun got = pp_run(c, ref);
   ASSERT_EQ(got.tr.losses.size(), ref.losses.size());
   for (size_t s = 0; s < ref.losses.size(); ++s)
@@ -231,7 +178,7 @@ TEST(PipelineParallel, SpikesTravelAsBits) {
   PpCase c;
   c.shape = MeshShape{1, 1, 2};
   c.layout_text = "1|3";  // stage 0 = features.0 (conv, BN, LIF): its output is spikes
-  const Trajectory ref = reference(c.which, kSteps, c.micro, test_optimizer(c.optim), 0.0, 0.0);
+  const Trajectory ref = reference_run(c.which, DType::F64, kSteps, kGlobal, test_optimizer(c.optim), c.micro);
   const PpRun got = pp_run(c, ref);
   ASSERT_EQ(got.spikes.size(), 2u);
   EXPECT_TRUE(got.spikes[0]);
@@ -310,7 +257,7 @@ TEST(PipelineParallelGpu, Pp2OnTheDeviceEqualsTheCpuRun) {
   c.dt = DType::F32;
   c.dev = test_gpu();
   c.tol = 1e-3;
-  const Trajectory ref = reference(c.which, kSteps, c.micro, test_optimizer(c.optim), 0.0, 0.0, DType::F32);
+  const Trajectory ref = reference_run(c.which, DType::F32, kSteps, kGlobal, test_optimizer(c.optim), c.micro);
   const PpRun got = pp_run(c, ref);
   for (size_t s = 0; s < ref.losses.size(); ++s) EXPECT_LE(rel_diff(got.tr.losses[s], ref.losses[s]), c.tol) << s;
 }

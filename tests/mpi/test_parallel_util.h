@@ -87,9 +87,33 @@ inline std::string tiny_dvs_spec(bool batchnorm) {
                         "  { type = \"linear\", in_features = 128, out_features = 10 },\n]\n");
 }
 
+// An 8-unit VGG-like model (events [2, 8, 8], T 2) for pp 4 x 2 virtual stages: conv-BN-LIF
+// units, an avg-pool unit, a max-pool unit (spikes stay spikes), a BN-free conv unit and the
+// classifier.
+inline std::string deep_spec() {
+  auto block = [](const std::string& name, int in, bool bn) {
+    return "[[unit]]\nname = \"" + name + "\"\nlayers = [\n  { type = \"conv2d\", name = \"conv\", in_channels = " +
+           std::to_string(in) + ", out_channels = 4, kernel_size = 3, padding = 1" + (bn ? ", bias = false" : "") +
+           " },\n" + (bn ? "  { type = \"batchnorm2d\", name = \"bn\", num_features = 4 },\n" : "") +
+           "  { type = \"neuron\", name = \"neuron\", neuron = \"lif\" },\n]\n\n";
+  };
+  return write_spec("deep8",
+                    "[model]\nname = \"deep8\"\ninput = [2, 8, 8]\nnum_classes = 10\nT = 2\nloss = \"mean_ce\"\n"
+                    "input_kind = \"events\"\n\n"
+                    "[neurons.lif]\ntype = \"lif\"\ntau = 2.0\ndecay_input = true\nv_threshold = 0.5\n"
+                    "v_reset = 0.0\ndetach_reset = true\nsurrogate = \"atan\"\n\n" +
+                        block("f.0", 2, true) + block("f.1", 4, true) +
+                        "[[unit]]\nname = \"f.2\"\nlayers = [\n  { type = \"avgpool2d\", kernel_size = 2 },\n]\n\n" +
+                        block("f.3", 4, true) +
+                        "[[unit]]\nname = \"f.4\"\nlayers = [\n  { type = \"maxpool2d\", kernel_size = 2 },\n]\n\n" +
+                        block("f.5", 4, true) + block("f.6", 4, false) +
+                        "[[unit]]\nname = \"classifier\"\nlayers = [\n  { type = \"flatten\", name = \"flatten\" },\n"
+                        "  { type = \"linear\", in_features = 16, out_features = 10 },\n]\n");
+}
+
 // "csnn": fmnist_csnn at C=4 (static [1, 28, 28], T 4, rate_mse); "dvs": tiny_dvs_spec(true);
 // "nobn": tiny_dvs_spec(false); "sformer": spikformer_cifar at E 16, 2 heads, 1 block, 8 px,
-// 1 channel, T 2. Built, not finalised (tensor parallelism shards it first).
+// 1 channel, T 2; "deep": deep_spec(). Built, not finalised (tensor parallelism shards it first).
 inline std::unique_ptr<Model> build_spec_model(const std::string& which, double dropout = 0.0) {
   ModelSelection sel;
   if (which == "csnn") {
@@ -99,6 +123,8 @@ inline std::unique_ptr<Model> build_spec_model(const std::string& which, double 
     sel.model = "spikformer_cifar";
     sel.vars = {"E=16", "heads=2", "depth=1", "image_size=8", "in_channels=1", "num_classes=10"};
     sel.T = 2;
+  } else if (which == "deep") {
+    sel.spec = deep_spec();
   } else {
     sel.spec = tiny_dvs_spec(which == "dvs");
   }

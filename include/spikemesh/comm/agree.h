@@ -45,6 +45,10 @@ void broadcast_i64s(Comm& comm, std::vector<int64_t>& v, int root);
 // (lengths may differ); the other ranks return an empty vector.
 std::vector<int64_t> gather_i64s(Comm& comm, const std::vector<int64_t>& mine, int root);
 
+// Collective over `comm`: every rank's `mine` (any bytes, lengths may differ), in rank order, on
+// every rank.
+std::vector<std::string> all_gather_strings(Comm& comm, const std::string& mine);
+
 // Collective over `comm`: true on every rank when `local` is true on at least one rank.
 bool any_rank(Comm& comm, bool local);
 

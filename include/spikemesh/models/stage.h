@@ -53,8 +53,6 @@ class Stage {
   size_t chunks() const { return chunk_begin_.size(); }
   // Local indices [begin, end) of chunk c.
   std::pair<size_t, size_t> chunk_local(size_t c) const;
-  // Model unit indices [begin, end) of chunk c.
-  std::pair<size_t, size_t> chunk_units(size_t c) const;
 
   std::vector<Param*> params();
   std::vector<Buffer*> buffers();

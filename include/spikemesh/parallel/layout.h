@@ -167,12 +167,11 @@ class Layout {
   // have not run yet are missing (as Model::stats()).
   std::vector<LayerStat> layer_stats();
   // Pipeline parallelism: the runtime (null when pp = 1), this rank's pipeline rank and size,
-  // the partition (units per logical stage) and the measured per-unit costs (ms; empty when
-  // --pp-layout was given).
+  // and the measured per-unit costs (ms; empty when --pp-layout was given; the partition is
+  // pipeline()->units_per_stage()).
   PipelineRuntime* pipeline() { return pipeline_.get(); }
   int pp_rank() const;
   int pp_size() const;
-  const std::vector<int>& pp_partition() const { return pp_partition_; }
   const std::vector<double>& pp_unit_costs() const { return pp_unit_costs_; }
   Comm* pp_comm() { return pp_; }
 
@@ -199,7 +198,6 @@ class Layout {
   LayoutOptions opts_;
   std::unique_ptr<Stage> stage_;
   std::unique_ptr<PipelineRuntime> pipeline_;
-  std::vector<int> pp_partition_;
   std::vector<double> pp_unit_costs_;
   std::unique_ptr<ParallelStrategy> strategy_;
   std::unique_ptr<CommCollectives> bn_sync_;

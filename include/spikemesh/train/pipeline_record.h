@@ -21,7 +21,6 @@ class PipelineRecorder {
   // After a training step (global step number `step`, 1-based): gathers the step's timeline.
   // Collective over the layout's pp comm while active() (every rank of a run agrees on it).
   void after_step(int64_t step);
-  const std::vector<PpStepTimeline>& steps() const { return steps_; }
   // Writes `path` when this rank is world rank 0 and something was recorded. Not collective.
   void write(const std::string& path) const;
 
