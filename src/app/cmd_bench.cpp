@@ -79,13 +79,6 @@ void print_layer_profile(int64_t steps, double step_ms) {
               100.0 * total / step_ms);
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // The spec's pp_* fields plus the measured bubble (median over the timed steps), the bubble the
 // simulator gives for the same schedule with the costs measured in those steps, the bytes sent
 // between stages per step (max over ranks) and each pipeline rank's peak allocated memory.

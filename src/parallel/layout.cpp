@@ -45,7 +45,6 @@ void validate_parallel_flags(const LayoutOptions& o) {
 
 void validate_layout_for_mesh(const LayoutOptions& o, int world_size, int tp, int pp) {
   validate_parallel_flags(o);
-  const int dp = world_size / (tp * pp);
   if (o.mode == "pp" && pp == 1)
     SM_INPUT_ERROR("--distributed-mode pp needs a pipeline size > 1 in --mesh-shape (DP TP PP, e.g. --mesh-shape 1 1 "
                    << world_size << " with " << world_size << " ranks)");

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "spikemesh/core/timer.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/parallel/pp_partition.h"
@@ -11,13 +12,6 @@
 namespace sm {
 
 namespace {
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // Columns of one table of actions (measured or simulated).
 struct Columns {
   std::vector<int64_t> step;
@@ -96,7 +90,7 @@ void PipelineRecorder::write(const std::string& path) const {
     steps.write_raw("measured_bubble", DType::F64, {static_cast<int64_t>(bubbles.size())}, bubbles.data());
   }
   std::vector<double> bubbles_warm(bubbles.begin() + (bubbles.size() > 1 ? 1 : 0), bubbles.end());
-  f.set_attr("measured_bubble", median_of(bubbles_warm));
+  f.set_attr("measured_bubble", median(bubbles_warm));
   f.set_attr("simulated_bubble", sim.bubble_fraction);
   {
   H5Group c = f.require_group("costs");

@@ -9,6 +9,7 @@
 #include "spikemesh/core/bitpack.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/core/tensor.h"
+#include "spikemesh/core/timer.h"
 #include "spikemesh/kernels/cpu/elementwise.h"
 #include "spikemesh/layers/unit.h"
 
@@ -96,6 +97,13 @@ TEST(Rng, UniformAndNormalMomentsAndIndependence) {
   EXPECT_NEAR(sn2 / n, 1.0, 0.02);
   EXPECT_EQ(same, 0);
   EXPECT_EQ(a.uniform(12345, 7, 9), CounterRng(1, "x").uniform(12345, 7, 9));  // pure function
+}
+
+TEST(Median, OddEvenAndEmpty) {
+  EXPECT_EQ(median({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_EQ(median({4.0, 1.0, 3.0, 2.0}), 2.5);
+  EXPECT_EQ(median({7.0}), 7.0);
+  EXPECT_EQ(median({}), 0.0);
 }
 
 TEST(BitPack, RoundTripAndSize) {
