@@ -192,9 +192,9 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   if (env.size > 1 || o.mode != "none") {
     const MeshShape shape = resolve_mesh_shape(o.mesh, env.size);  // identical on every rank
     if (shape.pp > 1) {  // the per-replica batch in microbatches (spec §4 default)
-      const int m = resolve_microbatches(o.batch_size, shape.pp * static_cast<int>(o.pp_virtual_stages),
-                                         static_cast<int>(o.pp_microbatches), o.pp_schedule_file,
-                                         static_cast<int>(o.pp_virtual_stages));
+      const int m = resolve_microbatches(o.batch_size, shape.pp, static_cast<int>(o.pp_virtual_stages),
+                                         static_cast<int>(o.pp_microbatches), o.pp_schedule, o.pp_delay_wgrad,
+                                         o.pp_schedule_file);
       req.layout.pp_microbatches = m;
       req.layout.pp_cost_samples = o.batch_size / m;
     }

@@ -14,6 +14,7 @@
 
 #include "spikemesh/app/commands.h"
 #include "spikemesh/app/model_options.h"
+#include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/models/model.h"
@@ -101,13 +102,15 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
     }
     auto mesh = Mesh::create(env.world, o->mesh);  // collective over the world
     std::string text = mesh->describe();
-    if (env.rank == 0) {
+    // Rank 0 prints; a bad flag found there fails every rank (collective over the world).
+    agree_on_error(&mesh->world(), [&] {
+      if (env.rank != 0) return;
       std::fputs(text.c_str(), stdout);
       std::printf("comm: --comm %s, --comm-timeout %g s\n", o->mesh.comm.c_str(), o->mesh.comm_timeout);
       if (have_model && (mesh->shape().tp > 1 || mesh->shape().pp == 1)) print_tp_plan(*o, mesh->shape());
       if (have_model && mesh->shape().pp > 1) print_pp_plan(o->sel, o->pp, mesh->shape(), o->batch_size);
       std::fflush(stdout);
-    }
+    });
   });
 }
 

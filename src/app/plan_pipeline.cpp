@@ -31,9 +31,11 @@ void print_pp_plan(const ModelSelection& sel, const PpPlanFlags& f, const MeshSh
   auto model = sel.build();
   model->finalize(DType::F32, Device::cpu(), 1);
   const int units = static_cast<int>(model->units.size());
-  const int m = resolve_microbatches(batch, S, static_cast<int>(f.microbatches), f.schedule_file, v);
+  const int m = resolve_microbatches(batch, P, v, static_cast<int>(f.microbatches), f.schedule, f.delay_wgrad,
+                                     f.schedule_file);
   const PpSchedule sched = resolve_schedule(f.schedule, f.schedule_file, P, v, f.delay_wgrad, m);
   require_valid_schedule(sched, "--pp-schedule " + sched.kind);
+  check_pp_message_tags(sched);
   const int M = sched.microbatches;
   if (S > units)
     SM_INPUT_ERROR(S << " logical stages but model '" << model->info.name << "' has only " << units << " units");

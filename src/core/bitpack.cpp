@@ -50,6 +50,33 @@ void unpack_bits(const Tensor& bits, Tensor& out) {
   out.set_binary(true);
 }
 
+namespace {
+// Every value exactly 0 or 1 (host tensor, f32/f64).
+template <typename T>
+bool all_binary(const T* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (p[i] != T(0) && p[i] != T(1)) return false;
+  return true;
+}
+bool is_half(DType dt) { return dt == DType::BF16 || dt == DType::F16; }
+}  // namespace
+
+Tensor pack_spikes_on_host(const Tensor& spikes) {
+  Tensor h = spikes.to(Device::cpu());
+  if (is_half(h.dtype())) h = h.to_dtype(DType::F32);  // 0 and 1 are exact in every float type
+  SM_CHECK(h.dtype() == DType::F32 || h.dtype() == DType::F64, "pack_spikes_on_host of " << dtype_name(h.dtype()));
+  const bool binary = h.dtype() == DType::F32 ? all_binary(h.data<float>(), h.numel())
+                                              : all_binary(h.data<double>(), h.numel());
+  return binary ? pack_bits(h) : Tensor();
+}
+
+Tensor unpack_spikes_on_host(const Tensor& bits, const Shape& shape, DType dt) {
+  SM_CHECK(dt == DType::F32 || dt == DType::F64 || is_half(dt), "unpack_spikes_on_host into " << dtype_name(dt));
+  Tensor h = Tensor::empty(shape, is_half(dt) ? DType::F32 : dt);  // [shape] host
+  unpack_bits(bits.to(Device::cpu()), h);
+  return is_half(dt) ? h.to_dtype(dt).set_binary(true) : h;
+}
+
 SavedActivation SavedActivation::save(const Tensor& x) {
   SavedActivation s;
   s.shape_ = x.shape();

@@ -256,10 +256,17 @@ void Layout::build_pipeline(int P) {
   if (S > units)
     SM_INPUT_ERROR("pipeline: " << S << " logical stages (pp " << P << " x --pp-virtual-stages " << v << ") but model '"
                                 << model_.info.name << "' has only " << units << " units");
-  const PpSchedule sched = resolve_schedule(opts_.pp_schedule, opts_.pp_schedule_file, P, v, opts_.pp_delay_wgrad,
-                                           opts_.pp_microbatches);
-  require_valid_schedule(sched, opts_.pp_schedule_file.empty() ? "--pp-schedule " + sched.kind
-                                                               : "--pp-schedule-file " + opts_.pp_schedule_file);
+  // Every rank reads a schedule file itself: one that is missing or different on some node
+  // must fail everywhere with one message, not leave the others waiting (collective over world).
+  PpSchedule sched;
+  agree_on_error(world_, [&] {
+    sched = resolve_schedule(opts_.pp_schedule, opts_.pp_schedule_file, P, v, opts_.pp_delay_wgrad,
+                             opts_.pp_microbatches);
+    require_valid_schedule(sched, opts_.pp_schedule_file.empty() ? "--pp-schedule " + sched.kind
+                                                                 : "--pp-schedule-file " + opts_.pp_schedule_file);
+  });
+  check_same_text(*world_, to_text(sched),
+                  opts_.pp_schedule_file.empty() ? "the pipeline schedule" : "--pp-schedule-file " + opts_.pp_schedule_file);
   // A dry run of every unit on every rank (tp peers together): local output shapes, and the
   // measured costs (max over the world: identical everywhere) unless --pp-layout fixes the split.
   std::vector<int> partition;  // units per logical stage

@@ -35,24 +35,6 @@ bool ends_in_spikes(Layer& layer) {
   return false;
 }
 
-// Every value exactly 0 or 1 (host tensor, f32/f64).
-bool all_binary(const Tensor& h) {
-  const int64_t n = h.numel();
-  if (h.dtype() == DType::F32) {
-    const float* p = h.data<float>();
-    for (int64_t i = 0; i < n; ++i)
-      if (p[i] != 0.0f && p[i] != 1.0f) return false;
-    return true;
-  }
-  if (h.dtype() == DType::F64) {
-    const double* p = h.data<double>();
-    for (int64_t i = 0; i < n; ++i)
-      if (p[i] != 0.0 && p[i] != 1.0) return false;
-    return true;
-  }
-  return false;
-}
-
 // A receive buffer on the host (pinned when the data go on to a GPU).
 Tensor host_buffer(const Shape& shape, DType dt, Device dev) {
   return dev.is_cuda() ? Tensor::empty_pinned(shape, dt) : Tensor::empty(shape, dt);
@@ -92,7 +74,12 @@ PipelineRuntime::PipelineRuntime(Stage& stage, Comm& pp, const PpSchedule& sched
     boundary_shape_.push_back(outs[u - 1]);
     spikes_.push_back(unit_emits_spikes(*model.units[u - 1]));
   }
-  const int64_t tags = 2LL * S * schedule.microbatches + S;
+  check_pp_message_tags(schedule);
+}
+
+void check_pp_message_tags(const PpSchedule& schedule) {
+  const int S = schedule.logical_stages();
+  const int64_t tags = 2LL * S * schedule.microbatches + S;  // forward, backward, evaluation
   if (tags > 32767)
     SM_INPUT_ERROR("pipeline: " << S << " logical stages x " << schedule.microbatches
                                 << " microbatches need more message tags than MPI guarantees (32767); use fewer "
@@ -157,9 +144,7 @@ PpStepOutcome PipelineRuntime::train(const std::vector<MicroBatch>& micro, Ctx& 
     Tensor t = r.buffer;
     r.buffer = Tensor();
     if (r.packed) {
-      const Shape sh = shape_of(a.stage - 1, a.microbatch);
-      Tensor h = Tensor::empty(sh, act);  // [T, n, ...] host
-      unpack_bits(t, h);
+      Tensor h = unpack_spikes_on_host(t, shape_of(a.stage - 1, a.microbatch), act);  // [T, n, ...] host
       return dev.is_cuda() ? h.to(dev).set_binary(true) : h;
     }
     return dev.is_cuda() ? t.to(dev) : t;
@@ -167,9 +152,8 @@ PpStepOutcome PipelineRuntime::train(const std::vector<MicroBatch>& micro, Ctx& 
   auto send = [&](const Tensor& t, int peer, int tag, bool as_bits, bool activation) {
     PendingSend p;
     if (as_bits) {
-      Tensor h = t.to(Device::cpu());
-      SM_CHECK(all_binary(h), "pipeline: an activation expected to be spikes holds values other than 0 and 1");
-      p.keep = pack_bits(h);  // [ceil(numel/8)] u8, host
+      p.keep = pack_spikes_on_host(t);  // [ceil(numel/8)] u8, host
+      SM_CHECK(p.keep.defined(), "pipeline: an activation expected to be spikes holds values other than 0 and 1");
       traffic_.spike_elements += static_cast<uint64_t>(t.numel());
       traffic_.spike_bytes += p.keep.nbytes();
     } else {
@@ -283,8 +267,8 @@ PpStepOutcome PipelineRuntime::train(const std::vector<MicroBatch>& micro, Ctx& 
     }
     rec.end = now_s();
     timeline_.push_back(rec);
-    for (PendingSend& p : sends)  // let MPI progress the sends in flight
-      if (p.handle && p.handle->test()) p.handle.reset();
+    for (PendingSend& p : sends)  // let MPI progress the sends in flight; a finished one frees its buffer
+      if (p.handle && p.handle->test()) p = PendingSend{};
   }
   for (PendingSend& p : sends)
     if (p.handle) p.handle->wait();
@@ -309,11 +293,18 @@ LossResult PipelineRuntime::evaluate(const Tensor& x, const Tensor& y, Ctx& ctx)
       if (prev == me) {
         in = h;
       } else {
-        Shape sh{x.dim(0), y.numel()};
+        Shape sh{x.dim(0), y.numel()};  // [T, n, ...boundary]
         sh.insert(sh.end(), boundary_shape_[s - 1].begin(), boundary_shape_[s - 1].end());
-        in = host_buffer(sh, act, dev);
-        pp_.recv(in, prev, 2 * S * M + s - 1);
-        if (dev.is_cuda()) in = in.to(dev);
+        const int tag = 2 * S * M + s - 1;
+        if (spikes_[s - 1]) {  // spikes arrive bit-packed, as in training
+          Tensor bits = Tensor::empty({(shape_numel(sh) + 7) / 8}, DType::U8);
+          pp_.recv(bits, prev, tag);
+          in = unpack_spikes_on_host(bits, sh, act);
+        } else {
+          in = host_buffer(sh, act, dev);
+          pp_.recv(in, prev, tag);
+        }
+        if (dev.is_cuda()) in = in.to(dev).set_binary(spikes_[s - 1]);
       }
     }
     stage_.reset_state(static_cast<size_t>(s / P));
@@ -322,7 +313,12 @@ LossResult PipelineRuntime::evaluate(const Tensor& x, const Tensor& y, Ctx& ctx)
       r = loss_->forward(h, y, 0);
     } else if (schedule_.rank_of_stage(s + 1) != me) {
       PendingSend p;
-      p.keep = h.to(Device::cpu());
+      if (spikes_[s]) {
+        p.keep = pack_spikes_on_host(h);  // [ceil(numel/8)] u8, host
+        SM_CHECK(p.keep.defined(), "pipeline: an activation expected to be spikes holds values other than 0 and 1");
+      } else {
+        p.keep = h.to(Device::cpu());
+      }
       p.handle = pp_.send_async(p.keep, schedule_.rank_of_stage(s + 1), 2 * S * M + s);
       sends.push_back(std::move(p));
     }

@@ -419,11 +419,14 @@ PpSchedule read_schedule_file(const std::string& path, int virtual_stages) {
 }
 }  // namespace
 
-int resolve_microbatches(int64_t batch, int logical_stages, int requested, const std::string& schedule_file,
-                         int virtual_stages) {
+int resolve_microbatches(int64_t batch, int ranks, int virtual_stages, int requested, const std::string& kind,
+                         bool delay_wgrad, const std::string& schedule_file) {
   int m = requested;
   if (m <= 0 && !schedule_file.empty()) m = read_schedule_file(schedule_file, virtual_stages).microbatches;
-  if (m <= 0) m = default_microbatches(static_cast<int>(batch), logical_stages);
+  if (m <= 0) {
+    const std::string chosen = kind == "auto" ? auto_schedule(delay_wgrad, virtual_stages) : kind;
+    m = default_microbatches(static_cast<int>(batch), ranks * virtual_stages, chosen == "interleaved" ? ranks : 1);
+  }
   if (batch % m != 0)
     SM_INPUT_ERROR("--pp-microbatches " << m << " does not divide the batch of " << batch << " samples per replica");
   return m;
@@ -447,14 +450,18 @@ PpSchedule resolve_schedule(const std::string& kind, const std::string& schedule
   return s;
 }
 
-int default_microbatches(int batch, int stages) {
-  if (batch < 1 || stages < 1)
+int default_microbatches(int batch, int stages, int multiple_of) {
+  if (batch < 1 || stages < 1 || multiple_of < 1)
     SM_INPUT_ERROR("--pp-microbatches: cannot choose a default for batch size " << batch << " and " << stages
                                                                                << " pipeline stages");
   const int high = std::min(batch, 4 * stages);
   for (int m = high; m >= stages; --m)
-    if (batch % m == 0) return m;
-  SM_INPUT_ERROR("--pp-microbatches: no divisor of the batch size " << batch << " lies in [" << stages << ", " << high
+    if (batch % m == 0 && m % multiple_of == 0) return m;
+  const std::string multiple = multiple_of > 1 ? " that is a multiple of " + std::to_string(multiple_of) +
+                                                     " (the interleaved schedule's rounds of one microbatch per rank)"
+                                               : "";
+  SM_INPUT_ERROR("--pp-microbatches: no divisor of the batch size " << batch << multiple << " lies in [" << stages
+                                                                     << ", " << high
                                                                      << "] (at least one microbatch per logical "
                                                                         "stage); pass --pp-microbatches or change "
                                                                         "--batch-size");

@@ -192,6 +192,11 @@ std::string missing_input(const PpSchedule& s, const ActionIndex& index, const s
   const std::string tag = rank_tag(r) + quoted(a) + " runs before ";
   switch (a.kind) {
     case K::F:
+      // A stage's forwards run in microbatch order: batch-norm running statistics are a moving
+      // average in that order, as on one rank accumulating the same microbatches.
+      if (mb > 0 && done[index.key(K::F, a.stage, mb - 1)] == 0)
+        return tag + "the forward of the microbatch before it, " + quoted(K::F, a.stage, mb - 1) +
+               " (a stage's forwards run in microbatch order: batch-norm running statistics depend on it)";
       if (a.stage == 0) return "";
       if (s.rank_of_stage(a.stage - 1) == r)
         return ran(K::F, a.stage - 1) ? "" : tag + "the previous stage's forward " + quoted(K::F, a.stage - 1, mb);

@@ -2,6 +2,7 @@
 #include "spikemesh/parallel/pp_timeline.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "spikemesh/comm/agree.h"
@@ -23,23 +24,30 @@ void span_of(const PpStepTimeline& step, double& first, double& last) {
 
 PpStepTimeline gather_step_timeline(Comm& pp, const std::vector<PpRecordedAction>& mine) {
   constexpr size_t kFields = 5;  // kind, stage, microbatch, start, end: one row of doubles per action
-  std::vector<double> rows;
+  // Clocks of different nodes have unrelated origins: every rank reads its clock as it leaves
+  // one barrier, and its times are shifted by rank 0's reading minus its own.
+  pp.barrier();  // collective over pp
+  std::vector<double> rows{
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count()};
   for (const PpRecordedAction& a : mine)
     rows.insert(rows.end(), {static_cast<double>(static_cast<int>(a.action.kind)), static_cast<double>(a.action.stage),
                              static_cast<double>(a.action.microbatch), a.start, a.end});
   const std::string bytes(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(double));
   PpStepTimeline out;
+  double sync0 = 0;
   for (const std::string& b : all_gather_strings(pp, bytes)) {  // collective over pp
     std::vector<double> d(b.size() / sizeof(double));
     std::memcpy(d.data(), b.data(), b.size());
+    if (out.empty()) sync0 = d[0];
+    const double shift = sync0 - d[0];  // onto rank 0's clock
     out.emplace_back();
-    for (size_t i = 0; i + kFields <= d.size(); i += kFields) {
+    for (size_t i = 1; i + kFields <= d.size(); i += kFields) {
       PpRecordedAction a;
       a.action.kind = static_cast<PpActionKind>(static_cast<int>(d[i]));
       a.action.stage = static_cast<int>(d[i + 1]);
       a.action.microbatch = static_cast<int>(d[i + 2]);
-      a.start = d[i + 3];
-      a.end = d[i + 4];
+      a.start = d[i + 3] + shift;
+      a.end = d[i + 4] + shift;
       out.back().push_back(a);
     }
   }

@@ -63,7 +63,7 @@ void PipelineRecorder::write(const std::string& path) const {
   f.set_attr("layout", layout_text(rt.units_per_stage()));
   f.set_attr("schedule_text", to_text(sched));
   f.set_attr("kind_codes", "0 F, 1 B, 2 W, 3 BW, 4 SEND_F, 5 RECV_F, 6 SEND_B, 7 RECV_B");
-  f.set_attr("time_unit", "seconds from the step's earliest action (one clock per node)");
+  f.set_attr("time_unit", "seconds from the step's earliest action (pp rank 0's clock)");
   Columns measured;
   std::vector<double> bubbles;
   std::vector<int64_t> numbers;

@@ -44,9 +44,9 @@ int pipeline_microbatches(const TrainConfig& cfg, int dp, int pp) {
       SM_INPUT_ERROR("--global-batch-size " << cfg.global_batch_size << " is not divisible by dp " << dp);
     batch = cfg.global_batch_size / dp;
   }
-  return resolve_microbatches(batch, pp * static_cast<int>(cfg.pp_virtual_stages),
-                              static_cast<int>(cfg.pp_microbatches), cfg.pp_schedule_file,
-                              static_cast<int>(cfg.pp_virtual_stages));
+  return resolve_microbatches(batch, pp, static_cast<int>(cfg.pp_virtual_stages),
+                              static_cast<int>(cfg.pp_microbatches), cfg.pp_schedule, cfg.pp_delay_wgrad,
+                              cfg.pp_schedule_file);
 }
 
 TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model& model, int dp, int pp_micro) {

@@ -10,7 +10,8 @@
 #   * `spikemesh bench --distributed-mode pp` records the pp_* fields, and the spikes leaving the
 #     first stage travel at 1 bit per element (from the runtime's byte counters);
 #   * SIGUSR1 stops every pipeline rank at one step with a checkpoint, exit 0;
-#   * bad pipeline settings give one message naming the flag and a non-zero exit.
+#   * bad pipeline settings give one message naming the flag and a non-zero exit, also when a
+#     schedule file is missing or different on one rank.
 E2E_NAME=pp_train
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "$TMP"
@@ -122,5 +123,29 @@ expect_error "gpipe" 2 --mesh-shape 1 1 2 --distributed-mode pp --pp-schedule gp
 expect_error "--pp-microbatches 3 does not divide" 2 --mesh-shape 1 1 2 --distributed-mode pp --pp-microbatches 3
 echo "0F0 0SF0\n" > bad.pp
 expect_error "bad.pp" 2 --mesh-shape 1 1 2 --distributed-mode pp --pp-schedule-file bad.pp
+# A schedule file that one rank cannot read, or reads differently (other node, other copy): one
+# message naming the file, every rank exits non-zero within seconds (MPMD: one working directory
+# per rank).
+mkdir -p nodeA nodeB
+printf '%s\n' "0F0 0SF0 0F1 0SF1 0F2 0SF2 0F3 0SF3 0RB0 0BW0 0RB1 0BW1 0RB2 0BW2 0RB3 0BW3" \
+  "1RF0 1F0 1BW0 1SB0 1RF1 1F1 1BW1 1SB1 1RF2 1F2 1BW2 1SB2 1RF3 1F3 1BW3 1SB3" >nodeA/s.pp
+printf '%s\n' "0F0 0SF0 0F1 0SF1 0F2 0SF2 0F3 0SF3 0RB0 0BW0 0RB1 0BW1 0RB2 0BW2 0RB3 0BW3" \
+  "1RF0 1F0 1RF1 1F1 1RF2 1F2 1RF3 1F3 1BW0 1SB0 1BW1 1SB1 1BW2 1SB2 1BW3 1SB3" >nodeB/s.pp
+ABS=(train --model cifar10dvs_vgg --data "$TMP/dvs.h5" --T 2 --global-batch-size 8 --seed 3 --output "$TMP/out"
+     --max-steps 1 --run-name mpmd --mesh-shape 1 1 2 --distributed-mode pp --pp-microbatches 4
+     --pp-schedule-file s.pp --comm-timeout 60)
+for case in "missing:cannot open" "differ:disagree on --pp-schedule-file"; do
+  name="${case%%:*}"; pat="${case#*:}"
+  [ "$name" = missing ] && mv nodeB/s.pp nodeB/s.off
+  [ "$name" = differ ] && mv nodeB/s.off nodeB/s.pp
+  T0=$(date +%s)
+  if timeout 120 mpirun --bind-to none -np 1 --wdir "$TMP/nodeA" "$BIN" "${ABS[@]}" : \
+       -np 1 --wdir "$TMP/nodeB" "$BIN" "${ABS[@]}" >mpmd.log 2>&1; then bad "schedule file $name on one rank: accepted"
+  elif [ "$(grep -c '^spikemesh: error:' mpmd.log)" -ne 1 ] || ! grep '^spikemesh: error:' mpmd.log | grep -q "$pat"; then
+    bad "schedule file $name on one rank: message"; cat mpmd.log
+  elif [ $(( $(date +%s) - T0 )) -gt 30 ]; then bad "schedule file $name on one rank: took $(( $(date +%s) - T0 )) s"
+  else ok "schedule file $name on one rank: one message ($pat), non-zero exit, no hang"; fi
+done
+
 echo "pp_train: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

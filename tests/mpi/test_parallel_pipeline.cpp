@@ -8,6 +8,7 @@
 //   np 4: pp 4 × every schedule (an 8-unit VGG; v2 where needed), dp 2 × pp 2 with ZeRO-1 and
 //         clipping, tp 2 × pp 2;
 //   np 8: dp 2 × tp 2 × pp 2 (run by `make test` with --gtest_filter=PipelineParallel3D.*).
+// After the steps, an evaluation through the stages equals the one-rank evaluation.
 // Also: the runtime's traffic — spike activations at 1 bit per element, gradients in full.
 #include <gtest/gtest.h>
 
@@ -97,6 +98,16 @@ PpRun pp_run(const PpCase& c, const Trajectory& ref) {
   }
   out.tr.params = held_params(m);
   out.expected_params = matching_part(m.params(), ref.params, true);
+  {  // evaluation through the stages (every dp replica the whole batch), counted by the last stage
+    Ctx ctx;
+    const MicroBatch e = on_device(synth_batch(m, kSteps, 0, kGlobal, c.dt), c.dev);  // [T, kGlobal, ...]
+    const StepResult res = eval_step(layout, e.x, e.y, ctx);
+    std::vector<double> v{layout.counts_in_metrics() ? res.loss : 0.0,
+                          layout.counts_in_metrics() ? static_cast<double>(res.correct) : 0.0};
+    all_reduce_doubles(mesh->world(), v, ReduceOp::Sum);
+    out.tr.eval_loss = v[0] / p;
+    out.tr.eval_correct = static_cast<int64_t>(v[1]) / p;
+  }
   out.traffic = layout.pipeline()->traffic();
   for (int s = 0; s < layout.pipeline()->schedule().logical_stages(); ++s)
     out.spikes.push_back(layout.pipeline()->boundary_is_spikes(s));
@@ -113,6 +124,9 @@ void expect_pp_trajectory(const PpCase& c) {
         << what << " step " << s << ": " << got.tr.losses[s] << " vs " << ref.losses[s];
   EXPECT_FALSE(got.tr.params.empty()) << what << ": this rank holds no parameters";
   EXPECT_LE(max_rel_diff(got.tr.params, got.expected_params), c.tol) << what << ": parameters";
+  EXPECT_LE(rel_diff(got.tr.eval_loss, ref.eval_loss), c.tol)
+      << what << ": evaluation " << got.tr.eval_loss << " vs " << ref.eval_loss;
+  EXPECT_EQ(got.tr.eval_correct, ref.eval_correct) << what << ": evaluation";
   EXPECT_EQ(got.replica_mismatch_step, -1) << what << ": dp replicas differed after step " << got.replica_mismatch_step;
 }
 

@@ -207,6 +207,8 @@ inline std::vector<double> flat_params(Model& m) {
 struct Trajectory {
   std::vector<double> losses;   // per optimizer step (mean over the global batch)
   std::vector<double> params;   // final parameter values
+  double eval_loss = 0;         // eval-mode loss on a fresh global batch after the last step
+  int64_t eval_correct = -1;
 };
 
 // The single-rank trajectory: `steps` optimizer steps on global batches of `global` samples
@@ -230,6 +232,11 @@ inline Trajectory reference_run(const std::string& which, DType dt, int steps, i
     tr.losses.push_back(train_step(layout, *opt, micro, ctx, so).loss);
   }
   tr.params = flat_params(*m);
+  Ctx ctx;
+  const MicroBatch e = on_device(synth_batch(*m, steps, 0, global, dt), dev);  // [T, global, ...]
+  const StepResult r = eval_step(layout, e.x, e.y, ctx);
+  tr.eval_loss = r.loss;
+  tr.eval_correct = r.correct;
   return tr;
 }
 

@@ -106,6 +106,32 @@ TEST(Median, OddEvenAndEmpty) {
   EXPECT_EQ(median({}), 0.0);
 }
 
+TEST(BitPack, SpikeMessagesInEveryFloatDtype) {
+  // The pipeline's stage-boundary messages: any float dtype packs to the same bits and comes
+  // back in the receiver's dtype; a value other than 0 or 1 refuses to pack.
+  Tensor s = Tensor::empty({2, 3, 11}, DType::F64);  // [T, n, features]
+  CounterRng rng(5, "spikes");
+  for (int64_t i = 0; i < s.numel(); ++i) s.data<double>()[i] = rng.uniform(i) < 0.4 ? 1.0 : 0.0;
+  const Tensor ref = pack_bits(s);
+  for (DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor bits = pack_spikes_on_host(s.to_dtype(dt));
+    ASSERT_TRUE(bits.defined());
+    ASSERT_EQ(bits.numel(), (s.numel() + 7) / 8);
+    for (int64_t j = 0; j < bits.numel(); ++j) ASSERT_EQ(bits.data<uint8_t>()[j], ref.data<uint8_t>()[j]) << j;
+    const Tensor back = unpack_spikes_on_host(bits, s.shape(), dt);
+    EXPECT_EQ(back.dtype(), dt);
+    EXPECT_EQ(back.shape(), s.shape());
+    EXPECT_TRUE(back.is_binary());
+    const Tensor b64 = back.to_dtype(DType::F64);
+    for (int64_t i = 0; i < s.numel(); ++i) ASSERT_EQ(b64.data<double>()[i], s.data<double>()[i]) << i;
+  }
+  Tensor not_spikes = s.to_dtype(DType::BF16).to_dtype(DType::F32);
+  not_spikes.data<float>()[7] = 0.5f;
+  EXPECT_FALSE(pack_spikes_on_host(not_spikes).defined());
+  EXPECT_FALSE(pack_spikes_on_host(not_spikes.to_dtype(DType::F16)).defined());
+}
+
 TEST(BitPack, RoundTripAndSize) {
   Tensor s = Tensor::empty({3, 37}, DType::F32);
   CounterRng rng(3, "bits");

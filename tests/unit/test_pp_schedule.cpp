@@ -208,6 +208,11 @@ TEST(PpSimulator, RejectsOrderErrors) {
   EXPECT_NE(f_first.find("rank 1: '1F0' runs before its receive '1RF0'"), std::string::npos) << f_first;
   const std::string b_early = validation_errors("0BW0 0F0 1F0 1BW0\n", 2);
   EXPECT_NE(b_early.find("'0BW0' runs before its forward '0F0'"), std::string::npos) << b_early;
+  // Forwards of a stage out of microbatch order (batch-norm running statistics would differ).
+  const std::string swapped = validation_errors("0F1 0F0 1F0 1F1 1BW0 1BW1 0BW0 0BW1\n", 2);
+  EXPECT_NE(swapped.find("rank 0: '0F1' runs before the forward of the microbatch before it, '0F0'"),
+            std::string::npos)
+      << swapped;
 }
 
 TEST(PpSimulator, RejectsDuplicatesAndMissingPasses) {
@@ -276,6 +281,13 @@ TEST(PpSchedule, SpecRules) {
   const std::string none = input_error_of([] { sm::default_microbatches(17, 2); });
   EXPECT_NE(none.find("--pp-microbatches: no divisor of the batch size 17 lies in [2, 8]"), std::string::npos) << none;
   EXPECT_NE(input_error_of([] { sm::default_microbatches(3, 4); }).find("--pp-microbatches"), std::string::npos);
+  // Interleaved runs microbatches in rounds of P: the default is a multiple of the ranks.
+  EXPECT_EQ(sm::default_microbatches(18, 4, 2), 6);  // 9 divides 18 but is odd
+  EXPECT_EQ(sm::resolve_microbatches(18, 2, 2, 0, "interleaved", false, ""), 6);
+  EXPECT_EQ(sm::resolve_microbatches(18, 2, 2, 0, "auto", false, ""), 6);        // auto -> interleaved
+  EXPECT_EQ(sm::resolve_microbatches(18, 2, 2, 0, "zero_bubble", false, ""), 9);  // any count
+  EXPECT_EQ(sm::resolve_microbatches(18, 2, 2, 3, "interleaved", false, ""), 3);  // as requested
+  EXPECT_NE(input_error_of([] { sm::default_microbatches(15, 4, 2); }).find("multiple of 2"), std::string::npos);
 
   // Allowed combinations pass.
   sm::check_schedule_choice("1f1b", 1, false, 4, 4);

@@ -11,6 +11,13 @@ Tensor pack_bits(const Tensor& binary);
 // Unpack into `out` (f32/f64, numel elements) — out must be preallocated.
 void unpack_bits(const Tensor& bits, Tensor& out);
 
+// Spikes as a message (the pipeline's stage boundaries): `spikes` of any floating dtype
+// (f32/f64/bf16/f16) on any device, copied to the host and packed into u8 [ceil(numel/8)].
+// Returns an undefined tensor when some value is not exactly 0 or 1.
+Tensor pack_spikes_on_host(const Tensor& spikes);
+// The inverse: a host tensor of `shape` in `dt` (f32/f64/bf16/f16), flagged binary.
+Tensor unpack_spikes_on_host(const Tensor& bits, const Shape& shape, DType dt);
+
 class SavedActivation {
  public:
   SavedActivation() = default;

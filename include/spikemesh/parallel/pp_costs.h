@@ -23,7 +23,7 @@ struct UnitDryRun {
   std::vector<double> saved_mb;  // per unit: bytes its forward keeps for backward (timed runs), MiB
 };
 
-// timed: costs and shapes; otherwise one forward of one sample (shapes only, ms empty).
+// timed: costs and shapes; otherwise one forward + backward of one sample (shapes only, ms empty).
 UnitDryRun dry_run_units(Model& model, int64_t samples, Ctx ctx, bool timed);
 
 }  // namespace sm

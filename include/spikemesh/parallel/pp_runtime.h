@@ -66,8 +66,9 @@ class PipelineRuntime {
 
   // One training step's microbatches through the schedule. Collective over the pp comm.
   PpStepOutcome train(const std::vector<MicroBatch>& micro, Ctx& ctx, double loss_grad_scale, UnitHooks* grad_hooks);
-  // Eval-mode forward of one batch through every stage in order; the loss on the last stage
-  // (count 0 elsewhere). Collective over the pp comm.
+  // Eval-mode forward of one batch through every stage in order (spikes bit-packed between
+  // stages, as in train()); the loss on the last stage (count 0 elsewhere). Collective over
+  // the pp comm.
   LossResult evaluate(const Tensor& x, const Tensor& y, Ctx& ctx);
 
   const PpSchedule& schedule() const { return schedule_; }
@@ -89,6 +90,10 @@ class PipelineRuntime {
   std::vector<PpRecordedAction> timeline_;
   PpTraffic traffic_;
 };
+
+// An input error when `schedule` needs more message tags (2·S·M + S: forward, backward and
+// evaluation messages) than MPI guarantees (32767). Local.
+void check_pp_message_tags(const PpSchedule& schedule);
 
 // Whether `unit`'s output is exactly {0,1}: its last layer is a spiking neuron, possibly
 // followed by max-pooling or flatten (which keep spikes binary).

@@ -3,7 +3,8 @@
 // of one step (every rank's recorded actions, pp_runtime.h) and the action costs measured in
 // it, so that the simulator (pp_simulator.h) can replay the same schedule with them and the
 // two bubbles can be compared (bench, pipeline.h5, scripts/plot_pipeline.py).
-// Times are seconds on one clock (the node's monotonic clock: ranks of one node agree).
+// Times are seconds on pipeline rank 0's monotonic clock: every rank's clock is mapped onto it
+// at a barrier when the step is gathered (error: the barrier's exit skew, microseconds).
 #pragma once
 #include <vector>
 
@@ -18,7 +19,7 @@ class Comm;
 using PpStepTimeline = std::vector<std::vector<PpRecordedAction>>;
 
 // Every pipeline rank's recorded actions of the last step (PipelineRuntime::last_timeline()),
-// on every rank. Collective over `pp`.
+// on every rank, on pp rank 0's clock. Collective over `pp`.
 PpStepTimeline gather_step_timeline(Comm& pp, const std::vector<PpRecordedAction>& mine);
 
 // 1 − Σ compute time / (ranks · (latest end − earliest start)); compute = F, B, W, BW.
