@@ -107,22 +107,43 @@ if [ "$RC" -eq 0 ] && [ -n "$CK" ] && grep -q "stop requested" out/sig/log.txt; 
 else bad "SIGUSR1 under mpirun (pp 2): exit $RC, checkpoint '${CK}'"; tail -3 sig.log; fi
 
 # ---- bad input: one message naming the flag, non-zero exit on every rank -------------------------
-expect_error() {  # expect_error PATTERN NP ARGS...
-  local pat="$1" np="$2"; shift 2
-  if "${MPI[@]}" -np "$np" "$BIN" train "${COMMON[@]}" --max-steps 1 --run-name err "$@" >err.log 2>&1; then
+expect_error() {  # expect_error PATTERN NP ARGS... (ARGS replace --global-batch-size 8 when they set it)
+  local pat="$1" np="$2" t0; shift 2
+  local args=() skip=0 a
+  for a in "${COMMON[@]}"; do  # drop COMMON's --global-batch-size when ARGS set their own
+    if [ "$skip" = 1 ]; then skip=0; continue; fi
+    if [ "$a" = --global-batch-size ] && [[ " $* " == *" --global-batch-size "* ]]; then skip=1; continue; fi
+    args+=("$a")
+  done
+  t0=$(date +%s)
+  if "${MPI[@]}" -np "$np" "$BIN" train "${args[@]}" --max-steps 1 --run-name err "$@" >err.log 2>&1; then
     bad "accepted: $*"
   elif [ "$(grep -c '^spikemesh: error:' err.log)" -ne 1 ]; then bad "not exactly one message for $*"; cat err.log
-  elif grep '^spikemesh: error:' err.log | grep -q -- "$pat"; then ok "refused: $* ($pat)"
-  else bad "message for $*"; tail -3 err.log; fi
+  elif ! grep '^spikemesh: error:' err.log | grep -q -- "$pat"; then bad "message for $*"; tail -3 err.log
+  elif [ $(( $(date +%s) - t0 )) -gt 30 ]; then bad "refused only after $(( $(date +%s) - t0 )) s: $*"
+  else ok "refused: $* ($pat)"; fi
 }
 expect_error "FSDP is not combined with pipeline" 2 --mesh-shape 1 1 2 --distributed-mode fsdp
 expect_error "zero2 with pp" 2 --mesh-shape 1 1 2 --distributed-mode pp --optimizer-sharding zero2
 expect_error "needs a pipeline size > 1" 2 --mesh-shape 2 1 1 --distributed-mode pp
 expect_error "--pp-layout" 2 --mesh-shape 1 1 2 --distributed-mode pp --pp-layout "3|3"
+expect_error 'has 3 entries, but the pipeline has 2 logical stages' 2 --mesh-shape 1 1 2 --distributed-mode pp \
+  --pp-layout "5|4|1"
+expect_error "entry 1 '-1' is not a non-negative integer" 2 --mesh-shape 1 1 2 --distributed-mode pp --pp-layout "-1|11"
+expect_error "--pp-microbatches 1 is fewer than the 2 logical pipeline stages" 2 --mesh-shape 1 1 2 \
+  --distributed-mode pp --pp-microbatches 1
+expect_error "interleaved needs --pp-virtual-stages 2 or more" 2 --mesh-shape 1 1 2 --distributed-mode pp \
+  --pp-schedule interleaved
+expect_error "1f1b needs --pp-virtual-stages 1" 2 --mesh-shape 1 1 2 --distributed-mode pp --pp-schedule 1f1b \
+  --pp-virtual-stages 2
+expect_error "12 logical stages (pp 2 x --pp-virtual-stages 6) but model 'cifar10dvs_vgg' has only 10 units" 2 \
+  --mesh-shape 1 1 2 --distributed-mode pp --pp-virtual-stages 6 --pp-schedule interleaved --pp-microbatches 12 \
+  --global-batch-size 24
 expect_error "gpipe" 2 --mesh-shape 1 1 2 --distributed-mode pp --pp-schedule gpipe --pp-delay-wgrad
 expect_error "--pp-microbatches 3 does not divide" 2 --mesh-shape 1 1 2 --distributed-mode pp --pp-microbatches 3
-echo "0F0 0SF0\n" > bad.pp
-expect_error "bad.pp" 2 --mesh-shape 1 1 2 --distributed-mode pp --pp-schedule-file bad.pp
+printf '0F0 0SF0\n1RF0 1F0 1XB0\n' > bad.pp
+expect_error "bad.pp:2: action '1XB0': unknown action 'XB'" 2 --mesh-shape 1 1 2 --distributed-mode pp \
+  --pp-schedule-file bad.pp
 # A schedule file that one rank cannot read, or reads differently (other node, other copy): one
 # message naming the file, every rank exits non-zero within seconds (MPMD: one working directory
 # per rank).
