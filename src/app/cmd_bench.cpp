@@ -348,7 +348,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   r["pp_schedule"] = nullptr;
   r["pp_virtual_stages"] = 1;
   r["pp_layout"] = nullptr;
-  r["pp_delay_wgrad"] = false;
+  r["pp_delay_wgrad"] = o.pp_delay_wgrad;
   r["pp_memopt_stages"] = nlohmann::json::array();
   if (pipe) add_pipeline_fields(r, layout, pp_steps, pp_at_timed, o.steps, local_peak_alloc);
   r["step_latency_ms"] = step_ms;

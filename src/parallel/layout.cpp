@@ -293,7 +293,17 @@ void Layout::build_pipeline(int P) {
 }
 
 std::vector<LayerStat> Layout::layer_stats() {
-  if (!pp_) return stage_->stats();
+  std::vector<LayerStat> out = pp_ ? stats_over_pp() : stage_->stats();
+  if (tp_ && tp_->size() > 1) {  // a split layer's rate: the mean over its equal channel shards
+    std::vector<double> v;
+    for (const LayerStat& s : out) v.push_back(s.value);
+    all_reduce_doubles(*tp_, v, ReduceOp::Sum);  // collective over tp (same layers on every tp rank)
+    for (size_t i = 0; i < out.size(); ++i) out[i].value = v[i] / tp_->size();
+  }
+  return out;
+}
+
+std::vector<LayerStat> Layout::stats_over_pp() {
   // Each rank's units' stats as "unit\tlayer\tkey\tvalue" lines, gathered over pp.
   std::ostringstream os;
   for (size_t k = 0; k < stage_->size(); ++k) {
@@ -360,5 +370,15 @@ void Layout::release_full_params() { strategy_->release_full_params(); }
 StrategyStats Layout::stats() const { return strategy_->stats(); }
 CommCounters Layout::comm_counters() const { return dp_ ? dp_->counters() : CommCounters{}; }
 CommCounters Layout::tp_comm_counters() const { return tp_ ? tp_->counters() : CommCounters{}; }
+CommCounters Layout::all_comm_counters() const {
+  CommCounters c;
+  std::vector<const Comm*> seen;
+  for (const Comm* g : {static_cast<const Comm*>(dp_), static_cast<const Comm*>(tp_), static_cast<const Comm*>(pp_)})
+    if (g && std::find(seen.begin(), seen.end(), g) == seen.end()) {
+      c += g->counters();
+      seen.push_back(g);
+    }
+  return c;
+}
 
 }  // namespace sm

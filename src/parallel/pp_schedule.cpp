@@ -399,6 +399,10 @@ void check_schedule_choice(const std::string& kind, int virtual_stages, bool del
                                     << virtual_stages << ")");
   if (chosen == "gpipe" && delay_wgrad)
     SM_INPUT_ERROR("--pp-schedule gpipe refuses --pp-delay-wgrad (delayed weight gradients need zero_bubble)");
+  if ((chosen == "1f1b" || chosen == "interleaved") && delay_wgrad)
+    SM_INPUT_ERROR("--pp-delay-wgrad with --pp-schedule " << chosen << ": this schedule runs every backward whole "
+                   "(input and weight gradient together), so nothing would be delayed; use --pp-schedule "
+                   "zero_bubble (or auto)");
   if (microbatches < logical_stages)
     SM_INPUT_ERROR("--pp-microbatches " << microbatches << " is fewer than the " << logical_stages
                                         << " logical pipeline stages (ranks x --pp-virtual-stages); use at least "

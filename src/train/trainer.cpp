@@ -182,7 +182,7 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   const Device dev = parts.device;
   Allocator& mem = allocator_for(dev);  // the device's (CPU: the host allocator)
   mem.reset_peak();
-  CommCounters comm_before = layout.comm_counters();
+  CommCounters comm_before = layout.all_comm_counters();
   PipelineRecorder pipe_rec(layout, cfg.pp_timeline_steps);  // pipelines: <run>/pipeline.h5
   auto write_pipeline = [&] {
     std::lock_guard<std::mutex> l(hdf5_mutex());
@@ -250,7 +250,7 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
         rep.peak_mb = mem.peak_bytes() / 1048576.0;
         rep.rss_mb = peak_rss_mb();
         rep.load_ms = bt->data_ms;
-        const CommCounters now = layout.comm_counters();
+        const CommCounters now = layout.all_comm_counters();
         rep.comm_ms = 1000.0 * (now.total_wait_seconds() - comm_before.total_wait_seconds());
         rep.comm_mb = static_cast<double>(now.total_bus_bytes() - comm_before.total_bus_bytes()) / 1048576.0;
         rep.stop = stop_signal() != 0;
@@ -258,7 +258,7 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
         reduce_step_report(layout.metrics_comm(), rep);  // collective: every rank agrees on the stop too
         if (cfg.check_replicas > 0 && st.step % cfg.check_replicas == 0)
           layout.check_replicas("parameters after step " + std::to_string(st.step));
-        comm_before = layout.comm_counters();
+        comm_before = layout.all_comm_counters();
         window.add(rep);
         if (metrics) {
           std::map<std::string, double> row = step_row(rep, st.step, epoch, lr, layout.distributed());

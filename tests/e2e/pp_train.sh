@@ -56,6 +56,13 @@ assert 0 <= f.attrs["measured_bubble"] < 1 and 0 <= f.attrs["simulated_bubble"] 
 assert len(f["simulated/kind"]) > 0
 PYEOF
 then ok "pipeline.h5: measured and simulated timelines"; else bad "pipeline.h5 contents"; fi
+if "$PY" - out/pp_1f1b/metrics.h5 <<'PYEOF'
+import sys, h5py
+s = h5py.File(sys.argv[1], "r")["step"]
+# the stages' activations and gradients travel on the pp communicator: counted in comm_mb
+assert (s["comm_mb"][:] > 0).all() and (s["comm_ms"][:] >= 0).all(), (s["comm_mb"][:], s["comm_ms"][:])
+PYEOF
+then ok "metrics.h5: comm_mb counts the pipeline's messages"; else bad "metrics.h5 comm_mb under pp"; fi
 if "$PY" "$ROOT/scripts/plot_pipeline.py" out/pp_zero_bubble --out pp.png >plot.log 2>&1 && [ -s pp.png ]; then
   ok "plot_pipeline.py draws the timeline"; else bad "plot_pipeline.py"; cat plot.log; fi
 if "$BIN" ckpt info out/pp_1f1b/ckpt_000000003.h5 2>&1 | grep -q "pp=2 dp pp:1f1b v1 m4"; then ok "ckpt info shows the pipeline layout"
@@ -80,6 +87,7 @@ rec = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][-1]
 for k in ("pp_schedule", "pp_microbatches", "pp_virtual_stages", "pp_layout", "pp_bubble_measured", "pp_bubble_simulated"):
     assert k in rec and rec[k] is not None, k
 assert rec["pp_schedule"] == "1f1b" and rec["pp_microbatches"] == 2 and rec["pp_layout"] == "1|9"
+assert rec["pp_delay_wgrad"] is False, rec["pp_delay_wgrad"]
 # stage 0 = features.0 (conv, BN, LIF): its [T 2, 2, 64, 48, 48] spikes per microbatch at 1 bit each
 n = 2 * 2 * 64 * 48 * 48
 assert rec["pp_spike_elements_per_step"] == 2 * n, rec["pp_spike_elements_per_step"]
@@ -140,6 +148,8 @@ expect_error "12 logical stages (pp 2 x --pp-virtual-stages 6) but model 'cifar1
   --mesh-shape 1 1 2 --distributed-mode pp --pp-virtual-stages 6 --pp-schedule interleaved --pp-microbatches 12 \
   --global-batch-size 24
 expect_error "gpipe" 2 --mesh-shape 1 1 2 --distributed-mode pp --pp-schedule gpipe --pp-delay-wgrad
+expect_error "--pp-delay-wgrad with --pp-schedule 1f1b" 2 --mesh-shape 1 1 2 --distributed-mode pp \
+  --pp-schedule 1f1b --pp-delay-wgrad
 expect_error "--pp-microbatches 3 does not divide" 2 --mesh-shape 1 1 2 --distributed-mode pp --pp-microbatches 3
 printf '0F0 0SF0\n1RF0 1F0 1XB0\n' > bad.pp
 expect_error "bad.pp:2: action '1XB0': unknown action 'XB'" 2 --mesh-shape 1 1 2 --distributed-mode pp \

@@ -8,7 +8,8 @@
 //   np 4: pp 4 × every schedule (an 8-unit VGG; v2 where needed), dp 2 × pp 2 with ZeRO-1 and
 //         clipping, tp 2 × pp 2;
 //   np 8: dp 2 × tp 2 × pp 2 (run by `make test` with --gtest_filter=PipelineParallel3D.*).
-// After the steps, an evaluation through the stages equals the one-rank evaluation.
+// After the steps, every layer's firing rate and an evaluation through the stages equal the
+// one-rank run's.
 // Also: the runtime's traffic — spike activations at 1 bit per element, gradients in full.
 #include <gtest/gtest.h>
 
@@ -98,6 +99,7 @@ PpRun pp_run(const PpCase& c, const Trajectory& ref) {
   }
   out.tr.params = held_params(m);
   out.expected_params = matching_part(m.params(), ref.params, true);
+  out.tr.firing = firing_over_replicas(layout, &mesh->dp());
   {  // evaluation through the stages (every dp replica the whole batch), counted by the last stage
     Ctx ctx;
     const MicroBatch e = on_device(synth_batch(m, kSteps, 0, kGlobal, c.dt), c.dev);  // [T, kGlobal, ...]
@@ -124,6 +126,8 @@ void expect_pp_trajectory(const PpCase& c) {
         << what << " step " << s << ": " << got.tr.losses[s] << " vs " << ref.losses[s];
   EXPECT_FALSE(got.tr.params.empty()) << what << ": this rank holds no parameters";
   EXPECT_LE(max_rel_diff(got.tr.params, got.expected_params), c.tol) << what << ": parameters";
+  ASSERT_EQ(got.tr.firing.size(), ref.firing.size()) << what << ": layer stats";
+  EXPECT_LE(max_rel_diff(got.tr.firing, ref.firing), c.tol) << what << ": firing rates";
   EXPECT_LE(rel_diff(got.tr.eval_loss, ref.eval_loss), c.tol)
       << what << ": evaluation " << got.tr.eval_loss << " vs " << ref.eval_loss;
   EXPECT_EQ(got.tr.eval_correct, ref.eval_correct) << what << ": evaluation";

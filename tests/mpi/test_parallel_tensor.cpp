@@ -85,6 +85,7 @@ TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, con
       if (all_dp.data<int64_t>()[q] != all_dp.data<int64_t>()[0] && out.replica_mismatch_step < 0)
         out.replica_mismatch_step = s;
   }
+  out.tr.firing = firing_over_replicas(layout, &mesh->dp());  // tp: the mean of the channel shards
   layout.gather_full_params();  // FSDP: the tp-local tensors whole again (others: a no-op)
   out.params = m.params();
   out.tr.params = flat_params(m);
@@ -106,6 +107,8 @@ void expect_tp_trajectory(const std::string& which, const MeshShape& shape, cons
     EXPECT_LE(rel_diff(got.tr.losses[s], ref.losses[s]), tol)
         << which << " " << layout << " " << shape.str() << " step " << s << ": " << got.tr.losses[s] << " vs " << ref.losses[s];
   EXPECT_LE(max_rel_diff(got.tr.params, matching_part(got.params, ref.params)), tol) << which << " " << shape.str();
+  ASSERT_EQ(got.tr.firing.size(), ref.firing.size()) << which << " " << shape.str() << ": layer stats";
+  EXPECT_LE(max_rel_diff(got.tr.firing, ref.firing), tol) << which << " " << shape.str() << ": firing rates";
   if (dev.is_cpu()) {  // (device kernels need not be bitwise reproducible across tp ranks' shapes)
     EXPECT_EQ(got.replica_mismatch_step, -1) << "replicas (over tp or dp) differed after step "
                                            << got.replica_mismatch_step;

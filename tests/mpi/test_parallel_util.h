@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "mpi_test_env.h"
+#include "spikemesh/comm/agree.h"
 #include "spikemesh/models/model_selection.h"
 #include "spikemesh/core/device.h"
 #include "spikemesh/core/rng.h"
@@ -209,7 +210,20 @@ struct Trajectory {
   std::vector<double> params;   // final parameter values
   double eval_loss = 0;         // eval-mode loss on a fresh global batch after the last step
   int64_t eval_correct = -1;
+  std::vector<double> firing;   // every layer's stat (firing rate) after the last step, model order
 };
+
+// layout.layer_stats() as values, averaged over the dp replicas (equal sample shares, so the
+// mean of their rates is the global batch's). Collective over the world's dp, tp and pp groups.
+inline std::vector<double> firing_over_replicas(Layout& layout, Comm* dp) {
+  std::vector<double> v;
+  for (const LayerStat& s : layout.layer_stats()) v.push_back(s.value);
+  if (dp && dp->size() > 1) {
+    all_reduce_doubles(*dp, v, ReduceOp::Sum);
+    for (double& x : v) x /= dp->size();
+  }
+  return v;
+}
 
 // The single-rank trajectory: `steps` optimizer steps on global batches of `global` samples
 // (split into `accum` micro-batches when accum > 1), no communication.
@@ -232,6 +246,7 @@ inline Trajectory reference_run(const std::string& which, DType dt, int steps, i
     tr.losses.push_back(train_step(layout, *opt, micro, ctx, so).loss);
   }
   tr.params = flat_params(*m);
+  tr.firing = firing_over_replicas(layout, nullptr);
   Ctx ctx;
   const MicroBatch e = on_device(synth_batch(*m, steps, 0, global, dt), dev);  // [T, global, ...]
   const StepResult r = eval_step(layout, e.x, e.y, ctx);

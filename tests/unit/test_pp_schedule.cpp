@@ -308,6 +308,10 @@ TEST(PpSchedule, SpecRules) {
   const std::string auto_zb = msg("auto", 1, true, 8, 4);
   EXPECT_NE(auto_zb.find("zero_bubble (chosen by --pp-schedule auto)"), std::string::npos) << auto_zb;
   EXPECT_NE(msg("gpipe", 1, true, 8, 4).find("--pp-delay-wgrad"), std::string::npos);
+  // 1f1b and interleaved run whole backwards: a delayed wgrad would be silently ignored.
+  EXPECT_NE(msg("1f1b", 1, true, 8, 4).find("--pp-delay-wgrad with --pp-schedule 1f1b"), std::string::npos);
+  EXPECT_NE(msg("interleaved", 2, true, 8, 8).find("--pp-delay-wgrad with --pp-schedule interleaved"),
+            std::string::npos);
   const std::string few = msg("1f1b", 1, false, 3, 4);
   EXPECT_NE(few.find("--pp-microbatches 3 is fewer than the 4 logical pipeline stages"), std::string::npos) << few;
   EXPECT_NE(msg("interleaved", 2, false, 10, 8).find("multiple of the 4 pipeline ranks"), std::string::npos);

@@ -163,8 +163,9 @@ class Layout {
   // (the loss counts only where it is computed: the last stage). Collective over dp, tp, pp.
   std::vector<MicroResult> run_microbatches(const std::vector<MicroBatch>& micro, Ctx& ctx, double loss_grad_scale);
   // Firing rates etc. of every layer of the MODEL in model order (pp > 1: each stage's gathered
-  // over the pp group, so every rank returns the same list; collective over pp). Layers that
-  // have not run yet are missing (as Model::stats()).
+  // over the pp group, so every rank returns the same list; tp > 1: the mean over the tp group,
+  // whose ranks hold equal channel shards of a split layer; collective over pp and tp). Layers
+  // that have not run yet are missing (as Model::stats()).
   std::vector<LayerStat> layer_stats();
   // Pipeline parallelism: the runtime (null when pp = 1), this rank's pipeline rank and size,
   // and the measured per-unit costs (ms; empty when --pp-layout was given; the partition is
@@ -180,9 +181,11 @@ class Layout {
   ParallelStrategy& strategy() { return *strategy_; }
   CommCounters comm_counters() const;  // the gradient-reduction (dp) comm's counters (zeros alone)
   CommCounters tp_comm_counters() const;  // the tp group's counters (zeros without tp)
+  CommCounters all_comm_counters() const;  // dp + tp + pp (each group once; zeros alone)
 
  private:
   void fill_ctx(Ctx& ctx);
+  std::vector<LayerStat> stats_over_pp();  // collective over pp
   void build(int tp, int pp);
   void build_pipeline(int pp);
   Model& model_;

@@ -89,7 +89,8 @@ PpSchedule parse_schedule(const std::string& text, int virtual_stages, const std
 std::string auto_schedule(bool delay_wgrad, int virtual_stages);
 // Throws an input error naming the flags when the combination is not allowed: unknown kind;
 // gpipe and 1f1b need v = 1; interleaved and zero_bubble need v ≥ 2; gpipe refuses delayed
-// wgrad; microbatches ≥ logical stages; interleaved needs microbatches a multiple of the ranks
+// wgrad, and so do 1f1b and interleaved (whole backwards: it would be ignored); microbatches ≥
+// logical stages; interleaved needs microbatches a multiple of the ranks
 // (logical_stages / v). "auto" is resolved with auto_schedule first.
 void check_schedule_choice(const std::string& kind, int virtual_stages, bool delay_wgrad, int microbatches,
                            int logical_stages);
