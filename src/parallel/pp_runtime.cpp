@@ -92,7 +92,7 @@ PpStepOutcome PipelineRuntime::train(const std::vector<MicroBatch>& micro, Ctx& 
   SM_CHECK(static_cast<int>(micro.size()) == M, "pipeline step with " << micro.size() << " microbatches for a schedule of " << M);
   const int me = pp_.rank();
   const std::vector<PpAction>& actions = schedule_.per_rank[me];
-  const Device dev = micro[0].y.device();
+  const Device dev = stage_.model().device();  // where the stage's layers run
   const DType act = micro[0].x.dtype();
   auto idx = [&](int s, int m) { return static_cast<size_t>(s) * M + m; };
   auto chunk_of = [&](int s) { return static_cast<size_t>(s / P); };
@@ -279,7 +279,7 @@ PpStepOutcome PipelineRuntime::train(const std::vector<MicroBatch>& micro, Ctx& 
 LossResult PipelineRuntime::evaluate(const Tensor& x, const Tensor& y, Ctx& ctx) {
   const int P = schedule_.ranks, S = schedule_.logical_stages(), M = schedule_.microbatches;
   const int me = pp_.rank();
-  const Device dev = y.device();
+  const Device dev = stage_.model().device();
   const DType act = x.dtype();
   LossResult r;
   Tensor h;  // the activation handed between consecutive stages on this rank

@@ -266,7 +266,9 @@ TEST(PipelineParallel3D, DpTpPpFp64) {
   expect_pp_trajectory(c);
 }
 
-// pp 2 on device buffers against the one-rank CPU run in f32.
+// pp 2 on device buffers against the one-rank CPU run in f32 (1e-3): losses, the parameters
+// each rank holds, firing rates and an evaluation through the stages. Both boundary kinds run:
+// "1|3" sends spikes bit-packed, "3|1" a pooled f32 activation through pinned host buffers.
 TEST(PipelineParallelGpu, Pp2OnTheDeviceEqualsTheCpuRun) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU";
   if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
@@ -276,8 +278,15 @@ TEST(PipelineParallelGpu, Pp2OnTheDeviceEqualsTheCpuRun) {
   c.dev = test_gpu();
   c.tol = 1e-3;
   const Trajectory ref = reference_run(c.which, DType::F32, kSteps, kGlobal, test_optimizer(c.optim), c.micro);
-  const PpRun got = pp_run(c, ref);
-  for (size_t s = 0; s < ref.losses.size(); ++s) EXPECT_LE(rel_diff(got.tr.losses[s], ref.losses[s]), c.tol) << s;
+  for (const char* layout : {"1|3", "3|1"}) {
+    c.layout_text = layout;
+    const PpRun got = pp_run(c, ref);
+    for (size_t s = 0; s < ref.losses.size(); ++s)
+      EXPECT_LE(rel_diff(got.tr.losses[s], ref.losses[s]), c.tol) << layout << " step " << s;
+    EXPECT_LE(max_rel_diff(got.tr.params, got.expected_params), c.tol) << layout << ": parameters";
+    EXPECT_LE(max_rel_diff(got.tr.firing, ref.firing), c.tol) << layout << ": firing rates";
+    EXPECT_LE(rel_diff(got.tr.eval_loss, ref.eval_loss), c.tol) << layout << ": evaluation";
+  }
 }
 
 }  // namespace
