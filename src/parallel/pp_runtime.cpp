@@ -35,9 +35,26 @@ bool ends_in_spikes(Layer& layer) {
   return false;
 }
 
-// A receive buffer on the host (pinned when the data go on to a GPU).
-Tensor host_buffer(const Shape& shape, DType dt, Device dev) {
-  return dev.is_cuda() ? Tensor::empty_pinned(shape, dt) : Tensor::empty(shape, dt);
+// The host buffer a message of `shape` arrives in: u8 bits when packed, else the tensor in
+// `act` (pinned when the data go on to a GPU).
+Tensor receive_buffer(const Shape& shape, bool packed, DType act, Device dev) {
+  if (packed) return Tensor::empty({(shape_numel(shape) + 7) / 8}, DType::U8);
+  return dev.is_cuda() ? Tensor::empty_pinned(shape, act) : Tensor::empty(shape, act);
+}
+
+// A received message as the stage's input on `dev`: unpacked into `shape` in `act` when packed.
+Tensor received_tensor(const Tensor& buffer, bool packed, const Shape& shape, DType act, Device dev) {
+  Tensor t = packed ? unpack_spikes_on_host(buffer, shape, act) : buffer;  // [T, n, ...] host
+  return dev.is_cuda() ? t.to(dev).set_binary(packed) : t;
+}
+
+// The host bytes that carry `t`: bit-packed spikes (every value checked to be 0 or 1), else
+// `t` itself staged to the host (device tensors are copied).
+Tensor message_of(const Tensor& t, bool as_bits) {
+  if (!as_bits) return t.to(Device::cpu());
+  Tensor bits = pack_spikes_on_host(t);  // [ceil(numel/8)] u8, host
+  SM_CHECK(bits.defined(), "pipeline: an activation expected to be spikes holds values other than 0 and 1");
+  return bits;
 }
 
 struct PendingSend {
@@ -131,8 +148,7 @@ PpStepOutcome PipelineRuntime::train(const std::vector<MicroBatch>& micro, Ctx& 
     const int src_stage = fwd ? a.stage - 1 : a.stage;  // the boundary's lower stage
     const Shape sh = shape_of(src_stage, a.microbatch);
     r.packed = fwd && spikes_[src_stage];
-    // Host buffers always (device tensors are staged: see the header on NCCL).
-    r.buffer = r.packed ? Tensor::empty({(shape_numel(sh) + 7) / 8}, DType::U8) : host_buffer(sh, act, dev);
+    r.buffer = receive_buffer(sh, r.packed, act, dev);  // host always (device tensors are staged: see the header)
     r.handle = pp_.recv_async(r.buffer, peer, fwd ? fwd_tag(src_stage, a.microbatch) : bwd_tag(src_stage, a.microbatch));
   };
   auto take_recv = [&](const PpAction& a) -> Tensor {
@@ -141,23 +157,16 @@ PpStepOutcome PipelineRuntime::train(const std::vector<MicroBatch>& micro, Ctx& 
     PostedRecv& r = posted[(fwd ? 0 : S * M) + idx(a.stage, a.microbatch)];
     r.handle->wait();  // collective-free wait on the pp comm (watchdog applies)
     r.handle.reset();
-    Tensor t = r.buffer;
+    Tensor t = received_tensor(r.buffer, r.packed, shape_of(fwd ? a.stage - 1 : a.stage, a.microbatch), act, dev);
     r.buffer = Tensor();
-    if (r.packed) {
-      Tensor h = unpack_spikes_on_host(t, shape_of(a.stage - 1, a.microbatch), act);  // [T, n, ...] host
-      return dev.is_cuda() ? h.to(dev).set_binary(true) : h;
-    }
-    return dev.is_cuda() ? t.to(dev) : t;
+    return t;
   };
   auto send = [&](const Tensor& t, int peer, int tag, bool as_bits, bool activation) {
     PendingSend p;
+    p.keep = message_of(t, as_bits);
     if (as_bits) {
-      p.keep = pack_spikes_on_host(t);  // [ceil(numel/8)] u8, host
-      SM_CHECK(p.keep.defined(), "pipeline: an activation expected to be spikes holds values other than 0 and 1");
       traffic_.spike_elements += static_cast<uint64_t>(t.numel());
       traffic_.spike_bytes += p.keep.nbytes();
-    } else {
-      p.keep = t.to(Device::cpu());  // device tensors staged through host memory
     }
     if (activation) {
       traffic_.activation_elements += static_cast<uint64_t>(t.numel());
@@ -295,16 +304,9 @@ LossResult PipelineRuntime::evaluate(const Tensor& x, const Tensor& y, Ctx& ctx)
       } else {
         Shape sh{x.dim(0), y.numel()};  // [T, n, ...boundary]
         sh.insert(sh.end(), boundary_shape_[s - 1].begin(), boundary_shape_[s - 1].end());
-        const int tag = 2 * S * M + s - 1;
-        if (spikes_[s - 1]) {  // spikes arrive bit-packed, as in training
-          Tensor bits = Tensor::empty({(shape_numel(sh) + 7) / 8}, DType::U8);
-          pp_.recv(bits, prev, tag);
-          in = unpack_spikes_on_host(bits, sh, act);
-        } else {
-          in = host_buffer(sh, act, dev);
-          pp_.recv(in, prev, tag);
-        }
-        if (dev.is_cuda()) in = in.to(dev).set_binary(spikes_[s - 1]);
+        Tensor buffer = receive_buffer(sh, spikes_[s - 1], act, dev);  // spikes bit-packed, as in training
+        pp_.recv(buffer, prev, 2 * S * M + s - 1);
+        in = received_tensor(buffer, spikes_[s - 1], sh, act, dev);
       }
     }
     stage_.reset_state(static_cast<size_t>(s / P));
@@ -313,12 +315,7 @@ LossResult PipelineRuntime::evaluate(const Tensor& x, const Tensor& y, Ctx& ctx)
       r = loss_->forward(h, y, 0);
     } else if (schedule_.rank_of_stage(s + 1) != me) {
       PendingSend p;
-      if (spikes_[s]) {
-        p.keep = pack_spikes_on_host(h);  // [ceil(numel/8)] u8, host
-        SM_CHECK(p.keep.defined(), "pipeline: an activation expected to be spikes holds values other than 0 and 1");
-      } else {
-        p.keep = h.to(Device::cpu());
-      }
+      p.keep = message_of(h, spikes_[s]);
       p.handle = pp_.send_async(p.keep, schedule_.rank_of_stage(s + 1), 2 * S * M + s);
       sends.push_back(std::move(p));
     }

@@ -66,11 +66,9 @@ void PipelineRecorder::write(const std::string& path) const {
   f.set_attr("time_unit", "seconds from the step's earliest action (pp rank 0's clock)");
   Columns measured;
   std::vector<double> bubbles;
-  std::vector<int64_t> numbers;
   for (size_t k = 0; k < steps_.size(); ++k) {
     const PpStepTimeline st = aligned(steps_[k]);
     bubbles.push_back(measured_bubble(st));
-    numbers.push_back(step_numbers_[k]);
     for (size_t r = 0; r < st.size(); ++r)
       for (const PpRecordedAction& a : st[r]) measured.add(step_numbers_[k], static_cast<int>(r), a.action, a.start, a.end);
   }
@@ -86,21 +84,21 @@ void PipelineRecorder::write(const std::string& path) const {
   simulated.write(f.require_group("simulated"));
   {
     H5Group steps = f.require_group("steps");
-    steps.write_raw("step", DType::I64, {static_cast<int64_t>(numbers.size())}, numbers.data());
+    steps.write_raw("step", DType::I64, {static_cast<int64_t>(step_numbers_.size())}, step_numbers_.data());
     steps.write_raw("measured_bubble", DType::F64, {static_cast<int64_t>(bubbles.size())}, bubbles.data());
   }
   std::vector<double> bubbles_warm(bubbles.begin() + (bubbles.size() > 1 ? 1 : 0), bubbles.end());
   f.set_attr("measured_bubble", median(bubbles_warm));
   f.set_attr("simulated_bubble", sim.bubble_fraction);
   {
-  H5Group c = f.require_group("costs");
-  const int64_t S = static_cast<int64_t>(costs.f.size());
-  c.write_raw("f", DType::F64, {S}, costs.f.data());
-  c.write_raw("b", DType::F64, {S}, costs.b.data());
-  c.write_raw("w", DType::F64, {S}, costs.w.data());
-  c.set_attr("comm", costs.comm);
-  const std::vector<double>& unit = layout_.pp_unit_costs();
-  if (!unit.empty()) c.write_raw("unit_dry_run_ms", DType::F64, {static_cast<int64_t>(unit.size())}, unit.data());
+    H5Group c = f.require_group("costs");
+    const int64_t S = static_cast<int64_t>(costs.f.size());
+    c.write_raw("f", DType::F64, {S}, costs.f.data());
+    c.write_raw("b", DType::F64, {S}, costs.b.data());
+    c.write_raw("w", DType::F64, {S}, costs.w.data());
+    c.set_attr("comm", costs.comm);
+    const std::vector<double>& unit = layout_.pp_unit_costs();
+    if (!unit.empty()) c.write_raw("unit_dry_run_ms", DType::F64, {static_cast<int64_t>(unit.size())}, unit.data());
   }  // every group closed before the file
   f.close();
 }

@@ -33,7 +33,7 @@ RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& di) {
   return req;
 }
 
-int pipeline_microbatches(const TrainConfig& cfg, int dp, int pp) {
+int pipeline_microbatches(const TrainConfig& cfg, int dp, int pp, int64_t* samples_per_microbatch) {
   if (pp <= 1) return 0;
   if (cfg.grad_accum > 1)
     SM_INPUT_ERROR("--grad-accum " << cfg.grad_accum << " with pp = " << pp
@@ -44,9 +44,11 @@ int pipeline_microbatches(const TrainConfig& cfg, int dp, int pp) {
       SM_INPUT_ERROR("--global-batch-size " << cfg.global_batch_size << " is not divisible by dp " << dp);
     batch = cfg.global_batch_size / dp;
   }
-  return resolve_microbatches(batch, pp, static_cast<int>(cfg.pp_virtual_stages),
-                              static_cast<int>(cfg.pp_microbatches), cfg.pp_schedule, cfg.pp_delay_wgrad,
-                              cfg.pp_schedule_file);
+  const int m = resolve_microbatches(batch, pp, static_cast<int>(cfg.pp_virtual_stages),
+                                     static_cast<int>(cfg.pp_microbatches), cfg.pp_schedule, cfg.pp_delay_wgrad,
+                                     cfg.pp_schedule_file);
+  if (samples_per_microbatch) *samples_per_microbatch = batch / m;
+  return m;
 }
 
 TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model& model, int dp, int pp_micro) {

@@ -102,12 +102,9 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   int pp_micro = 0;  // pipelines: microbatches per step
   agree_on_error(world, [&] {
     req = run_request_of(cfg, ds.info());
-    pp_micro = pipeline_microbatches(cfg, data_ranks_of(mesh), mesh ? mesh->shape().pp : 1);
+    // the dry run that balances the stages runs one real-size microbatch
+    pp_micro = pipeline_microbatches(cfg, data_ranks_of(mesh), mesh ? mesh->shape().pp : 1, &req.layout.pp_cost_samples);
     req.layout.pp_microbatches = pp_micro;
-    if (pp_micro > 0)  // the dry run that balances the stages runs one real-size microbatch
-      req.layout.pp_cost_samples =
-          std::max<int64_t>(1, (cfg.global_batch_size > 0 ? cfg.global_batch_size / data_ranks_of(mesh) : cfg.batch_size) /
-                                   pp_micro);
   });
   TrainPlan plan;
   RunParts parts = setup_run(req, mesh, [&](Model& m) { plan = plan_training(cfg, ds, m, data_ranks_of(mesh), pp_micro); });

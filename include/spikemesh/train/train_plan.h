@@ -29,8 +29,9 @@ RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& data);
 
 // Pipelines (pp > 1): the microbatches per step — --pp-microbatches, or the largest divisor of
 // the per-replica batch in [stages, 4·stages] — checked to divide the batch; 0 when pp = 1.
-// Input errors name the flags (also --grad-accum, which a pipeline replaces).
-int pipeline_microbatches(const TrainConfig& cfg, int data_ranks, int pp);
+// Input errors name the flags (also --grad-accum, which a pipeline replaces). With
+// `samples_per_microbatch`, also the samples each microbatch holds.
+int pipeline_microbatches(const TrainConfig& cfg, int data_ranks, int pp, int64_t* samples_per_microbatch = nullptr);
 
 // Checks that `model` fits the dataset (input shape, classes) and plans the batches over
 // `data_ranks` ranks; with `pp_micro` > 0 (a pipeline) --batch-size per replica is split into
