@@ -90,6 +90,8 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
   add("ckpt-every", K::Int, &c.ckpt_every, "checkpoint every N steps (0: at the end and on SIGTERM/SIGUSR1 only)");
   add("keep", K::Int, &c.keep, "complete checkpoints to keep");
   add("resume", K::Str, &c.resume, "resume from a checkpoint file, or 'auto': the newest complete one of the run");
+  add("allow-nonfinite-checkpoint", K::Bool, &c.allow_nonfinite_checkpoint,
+      "resume from a checkpoint even when a tensor holds NaN or Inf (default: an error naming the tensor)");
   add("log-every", K::Int, &c.log_every, "progress line every N steps");
   add("eval-batch-size", K::Int, &c.eval_batch_size, "evaluation batch size (0: --batch-size)");
   add("distributed-mode", K::Str, &c.distributed_mode,
