@@ -3,6 +3,7 @@
 #   make        build build/bin/spikemesh (CUDA auto-detected; CPU-only build otherwise)
 #   make test   check module includes, build and run every test (unit, parity, MPI, e2e) — CI runs this
 #   make check-includes   the module dependency check alone (scripts/check_includes.sh)
+#   make sanitize   unit tests + 2-rank dp/tp/pp MPI tests under ASan+UBSan+LSan (build-asan/, CPU-only)
 #   make run    (Foundation II) import Fashion-MNIST, train the default config
 #   make bench-deps   .venv-bench/: a current torch + SpikingJelly from PyPI (for make bench)
 #   make bench  spikemesh vs SpikingJelly / PyTorch (eager, compiled): output/bench/report.md + .png
@@ -75,7 +76,7 @@ TEST_UNIT_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_UNIT_SRC))
 TEST_BIN      := $(BUILD)/bin/spikemesh_tests
 GTEST_LIBS    := -lgtest_main -lgtest -lpthread
 
-.PHONY: all deps test test-unit test-mpi summary clean format run bench bench-deps check-includes
+.PHONY: all deps test test-unit test-mpi summary clean format run bench bench-deps check-includes sanitize
 all: summary $(BIN)
 
 summary:
@@ -159,6 +160,35 @@ test-unit: $(TEST_BIN)
 # make test-mpi [FILTER='Comm*']: the MPI tests under mpirun -np 2 and -np 4 --oversubscribe.
 test-mpi: $(TEST_MPI_BIN)
 	$(MPI_TEST_RUN)
+
+# ---- sanitizers: make sanitize -----------------------------------------------------------
+# The unit and MPI test binaries (and spikemesh) built CPU-only with AddressSanitizer +
+# UndefinedBehaviorSanitizer into $(SAN_BUILD)/ (gcc, the same mpicxx; no extra package),
+# then: every unit test (LeakSanitizer on) and the dp / tp / pp equivalence tests on 2 ranks.
+# Any ASan/UBSan/LSan report fails the run (UB is not recoverable; halt_on_error). Findings
+# inside third-party libraries only are suppressed in tests/sanitize/*.supp (one reason per
+# entry); README "Sanitizers". SAN_MPI_FILTER / SAN_OPT override the subset / the flags.
+SAN_BUILD  ?= build-asan
+SAN_OPT    ?= -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+SAN_DIR    := $(CURDIR)/tests/sanitize
+SAN_ENV    := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=1:strict_init_order=1:check_initialization_order=1:detect_odr_violation=2 \
+              UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$(SAN_DIR)/ubsan.supp \
+              LSAN_OPTIONS=suppressions=$(SAN_DIR)/lsan.supp:print_suppressions=0
+SAN_MPI_FILTER ?= ParallelEquivalence.DpCsnnFp64:ParallelEquivalence.DpDvsF32:ParallelEquivalence.Zero2DvsFp64:ParallelEquivalence.FsdpDvsFp64:TensorParallel.*:PipelineParallel.*
+SAN_MPIRUN := timeout 1500 mpirun --bind-to none -np 2 $(foreach v,ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS OMP_NUM_THREADS,-x $(v))
+
+sanitize:
+	@$(MAKE) --no-print-directory deps
+	@mkdir -p $(SAN_BUILD); if [ "$$(cat $(SAN_BUILD)/.san_flags 2>/dev/null)" != "$(SAN_OPT)" ]; then \
+	  rm -rf $(SAN_BUILD)/obj $(SAN_BUILD)/lib $(SAN_BUILD)/bin; echo "$(SAN_OPT)" > $(SAN_BUILD)/.san_flags; fi
+	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=$(SAN_BUILD) CUDA=0 OPT="$(SAN_OPT)" \
+	  $(SAN_BUILD)/bin/spikemesh $(SAN_BUILD)/bin/spikemesh_tests $(SAN_BUILD)/bin/spikemesh_mpi_tests
+	@echo "== unit tests (ASan + UBSan + LSan) ==" && \
+	  $(SAN_ENV) $(SAN_BUILD)/bin/spikemesh_tests --gtest_color=no --gtest_brief=1
+	@echo "== MPI tests, np 2: dp / tp / pp equivalence (ASan + UBSan + LSan) ==" && \
+	  $(SAN_ENV) OMP_NUM_THREADS=1 $(SAN_MPIRUN) $(SAN_BUILD)/bin/spikemesh_mpi_tests --gtest_color=no --gtest_brief=1 \
+	    --gtest_filter='$(SAN_MPI_FILTER)'
+	@echo "== sanitizers: clean =="
 
 # ---- dependencies ----------------------------------------------------------------------
 DEB_PKGS := openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libdnnl-dev libcli11-dev \
