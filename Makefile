@@ -2,6 +2,7 @@
 #   make deps   install missing Debian packages (as root) or list what is missing
 #   make        build build/bin/spikemesh (CUDA auto-detected; CPU-only build otherwise)
 #   make test   check module includes, build and run every test (unit, parity, MPI, e2e) — CI runs this
+#   make fuzz   libFuzzer harnesses (clang, ASan+UBSan, build-fuzz/), FUZZ_SECONDS each; make fuzz-replay: the corpus
 #   make check-includes   the module dependency check alone (scripts/check_includes.sh)
 #   make sanitize   unit tests + 2-rank dp/tp/pp MPI tests under ASan+UBSan+LSan (build-asan/, CPU-only)
 #   make run    (Foundation II) import Fashion-MNIST, train the default config
@@ -132,6 +133,7 @@ test:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all $(TEST_BIN)
 	@echo "== unit tests ==" && $(TEST_BIN) --gtest_color=no --gtest_brief=1
+	@$(MAKE) --no-print-directory -j$(NPROC) fuzz-replay
 	@$(MAKE) --no-print-directory -j$(NPROC) $(TEST_MPI_BIN)
 	@echo "== MPI tests (np 2, np 4; np 8: the 3-D mesh) ==" && $(MPI_TEST_RUN)
 	@echo "== PyTorch parity ==" && $(PY) tests/parity/torch_parity.py --bin $(BIN)
@@ -146,6 +148,58 @@ NPROC := $(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 # CHECK_INCLUDES_FLAGS=--report lists the findings without failing.
 check-includes:
 	scripts/check_includes.sh $(CHECK_INCLUDES_FLAGS)
+
+# ---- fuzzing: make fuzz, make fuzz-replay (README "Fuzzing") -----------------------------
+# libFuzzer harnesses, tests/fuzz/fuzz_*.cpp (one per input parser/validator).
+# make fuzz [FUZZ_SECONDS=600] [FUZZ_JOBS=2] [FUZZ_TARGETS="fuzz_spec_loader ..."]: clang++
+# builds the library objects the harnesses link (-fsanitize=fuzzer-no-link,address,undefined,
+# CPU-only, incremental) and the harnesses into $(FUZZ_BUILD)/, then runs each for FUZZ_SECONDS
+# (FUZZ_JOBS at a time) on $(FUZZ_BUILD)/corpus/<h> (new inputs) + the committed
+# tests/fuzz/corpus/<h> and regressions/<h> (read only); crash/leak/timeout inputs land in
+# $(FUZZ_BUILD)/crashes/<h>/; prints executions, cov/ft and findings per harness.
+# make fuzz-replay (a step of make test; no clang): the same harnesses built with mpicxx
+# against $(LIB) and tests/fuzz/replay_main.cpp, run over every committed corpus/regression input.
+FUZZ_BUILD    ?= build-fuzz
+FUZZ_SECONDS  ?= 60
+FUZZ_JOBS     ?= 1
+FUZZ_CXX      ?= clang++
+FUZZ_HARNESS  := $(sort $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.cpp))))
+FUZZ_TARGETS  ?= $(FUZZ_HARNESS)
+FUZZ_CXXFLAGS := -std=c++17 -O1 -g -march=$(MARCH) -fopenmp -Wall -Wno-unused-parameter -fno-omit-frame-pointer \
+                 -fsanitize=address,undefined -fno-sanitize-recover=undefined $(shell mpicxx --showme:compile 2>/dev/null)
+FUZZ_LIB_SRC  := $(filter-out src/app/%,$(SRC_CPP))   # the library without the front end
+FUZZ_LIB      := $(FUZZ_BUILD)/lib/libspikemesh_fuzz.a
+FUZZ_LDLIBS   := $(LDLIBS) $(shell mpicxx --showme:link 2>/dev/null)
+FUZZ_REPLAY   := $(patsubst %,$(BUILD)/bin/fuzz_replay/%,$(FUZZ_HARNESS))
+.PHONY: fuzz fuzz-bins fuzz-replay
+
+fuzz:
+	@$(MAKE) --no-print-directory -j$(NPROC) CUDA=0 fuzz-bins
+	bash tests/fuzz/run_fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)
+
+fuzz-bins: $(patsubst %,$(FUZZ_BUILD)/bin/%,$(FUZZ_TARGETS))
+
+$(FUZZ_BUILD)/obj/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) $(CPPFLAGS) $(FUZZ_CXXFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_LIB): $(patsubst %.cpp,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_LIB_SRC))
+	@mkdir -p $(dir $@)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ_BUILD)/bin/%: $(FUZZ_BUILD)/obj/tests/fuzz/%.o $(FUZZ_LIB)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -fsanitize=fuzzer $^ -o $@ $(FUZZ_LDLIBS)
+
+$(BUILD)/bin/fuzz_replay/%: $(BUILD)/obj/tests/fuzz/%.o $(BUILD)/obj/tests/fuzz/replay_main.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+
+fuzz-replay: $(FUZZ_REPLAY)
+	@echo "== fuzz corpus replay (tests/fuzz/corpus, tests/fuzz/regressions) =="
+	@set -e; for h in $(FUZZ_HARNESS); do \
+	  $(BUILD)/bin/fuzz_replay/$$h tests/fuzz/corpus/$$h tests/fuzz/regressions/$$h; done
 
 run:
 	@$(MAKE) --no-print-directory deps
@@ -229,3 +283,4 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(FUZZ_BUILD)/obj -name '*.d' 2>/dev/null)
