@@ -36,6 +36,7 @@
 #include "spikemesh/train/train_step.h"
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "spikemesh/kernels/cuda/neuron_bench.h"
+#include "spikemesh/train/flag_ranges.h"
 #endif
 
 namespace sm {
@@ -450,13 +451,18 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--benchmark-regime", o->regime, "throughput_weak_scaling | latency_strong_scaling | memory_capacity")
       ->check(CLI::IsMember({"throughput_weak_scaling", "latency_strong_scaling", "memory_capacity"}))
       ->capture_default_str();
-  cmd->add_option("--batch-size", o->batch_size, "batch (per rank in weak scaling, global otherwise)")->capture_default_str();
-  cmd->add_option("--steps", o->steps, "timed steps")->capture_default_str();
-  cmd->add_option("--warmup", o->warmup, "warm-up steps (not timed)")->capture_default_str();
+  cmd->add_option("--batch-size", o->batch_size, "batch (per rank in weak scaling, global otherwise)")->capture_default_str()
+      ->check(range_validator("batch-size", true));
+  cmd->add_option("--steps", o->steps, "timed steps")->capture_default_str()
+      ->check(range_validator("steps", true));
+  cmd->add_option("--warmup", o->warmup, "warm-up steps (not timed)")->capture_default_str()
+      ->check(range_validator("warmup", true));
   cmd->add_option("--image-size", o->image_size,
-                  "input image size of models with an image_size variable (spikformer_*: default 224)");
+                  "input image size of models with an image_size variable (spikformer_*: default 224)")
+      ->check(range_validator("image-size", true));
   cmd->add_option("--num-classes", o->num_classes,
-                  "classes of models with a num_classes variable (spikformer_*: default 1000)");
+                  "classes of models with a num_classes variable (spikformer_*: default 1000)")
+      ->check(range_validator("num-classes", true));
   cmd->add_option("--result-log", o->result_log, "append the JSON record to this file and compare with the previous one");
   cmd->add_option("--distributed-mode", o->mode,
                   "none (one rank) | dp | fsdp | tp | fsdp_tp | pp (several ranks, weak scaling; dp x tp x pp by "
@@ -470,10 +476,12 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
                   "pp: auto (zero_bubble with --pp-delay-wgrad, interleaved with virtual stages, else 1f1b) | gpipe | "
                   "1f1b | interleaved | zero_bubble")
       ->capture_default_str();
-  cmd->add_option("--pp-virtual-stages", o->pp_virtual_stages, "pp: logical stages per pipeline rank")->capture_default_str();
+  cmd->add_option("--pp-virtual-stages", o->pp_virtual_stages, "pp: logical stages per pipeline rank")->capture_default_str()
+      ->check(range_validator("pp-virtual-stages", true));
   cmd->add_option("--pp-microbatches", o->pp_microbatches,
                   "pp: microbatches per step, dividing --batch-size (0: largest divisor in [stages, 4 x stages])")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(range_validator("pp-microbatches", true));
   cmd->add_option("--pp-layout", o->pp_layout, "pp: units per logical stage, e.g. \"1|2|2|1\" (default: measured balance)");
   cmd->add_flag("--pp-delay-wgrad", o->pp_delay_wgrad, "pp: weight gradients split off and delayed (zero_bubble)");
   cmd->add_option("--pp-schedule-file", o->pp_schedule_file, "pp: run this schedule (text form, validated first)");
@@ -481,11 +489,15 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--precision", o->precision, "fp32 | bf16 | fp16 (GPU) | fp64 (CPU)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu | cuda | auto (GPU when one is visible)")->capture_default_str();
   cmd->add_option("--kernel", o->kernel, "lif: benchmark the fused neuron kernels (GPU) instead of training steps");
-  cmd->add_option("--kernel-neurons", o->kernel_neurons, "neurons M for --kernel lif")->capture_default_str();
-  cmd->add_option("--threads", o->threads, "CPU threads (0: OMP_NUM_THREADS or all cores)")->capture_default_str();
+  cmd->add_option("--kernel-neurons", o->kernel_neurons, "neurons M for --kernel lif")->capture_default_str()
+      ->check(range_validator("kernel-neurons", true));
+  cmd->add_option("--threads", o->threads, "CPU threads (0: OMP_NUM_THREADS or all cores)")->capture_default_str()
+      ->check(range_validator("threads", true));
   cmd->add_option("--optimizer", o->optimizer, "sgd | adam | adamw")->capture_default_str();
-  cmd->add_option("--lr", o->lr, "learning rate")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "seed of weights and the synthetic batch")->capture_default_str();
+  cmd->add_option("--lr", o->lr, "learning rate")->capture_default_str()
+      ->check(range_validator("lr", false));
+  cmd->add_option("--seed", o->seed, "seed of weights and the synthetic batch")->capture_default_str()
+      ->check(range_validator("seed", true));
   cmd->add_flag("--tp-debug-comm", o->tp_debug_comm, "print each layer's tensor-parallel all-reduce once: layer, direction, bytes (tp rank 0 of each group)");
   cmd->add_flag("--json", o->print_json, "print the record as JSON");
   cmd->add_flag("--profile", o->profile,

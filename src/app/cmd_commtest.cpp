@@ -19,9 +19,11 @@
 #include <thread>
 
 #include "spikemesh/app/commands.h"
+#include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/core/device.h"
 #include "spikemesh/core/error.h"
+#include "spikemesh/train/flag_ranges.h"
 
 namespace sm {
 namespace {
@@ -204,12 +206,12 @@ class Runner {
     }
     row.count = n;
     row.bytes = n * es;
-    // Time: max over ranks; wrong: sum over ranks (raw MPI on the comm's own duplicate).
-    double t = row.seconds;
-    SM_MPI_CHECK(MPI_Allreduce(&t, &row.seconds, 1, MPI_DOUBLE, MPI_MAX, c_.mpi_comm()));
-    long long w = row.wrong, wsum = 0;
-    SM_MPI_CHECK(MPI_Allreduce(&w, &wsum, 1, MPI_LONG_LONG, MPI_SUM, c_.mpi_comm()));
-    row.wrong = wsum;
+    // Time: max over ranks; wrong: sum over ranks (through Comm: under its watchdog).
+    std::vector<double> t{row.seconds}, w{static_cast<double>(row.wrong)};
+    all_reduce_doubles(c_, t, ReduceOp::Max);
+    all_reduce_doubles(c_, w, ReduceOp::Sum);  // counts below 2^53: exact
+    row.seconds = t[0];
+    row.wrong = static_cast<long long>(w[0]);
     return row;
   }
 
@@ -318,8 +320,10 @@ void add_commtest_command(CLI::App& app, const AppEnv& env) {
   add_mesh_flags(*cmd, o->mesh);
   cmd->add_option("--min-bytes", o->min_bytes, "smallest size in bytes")->capture_default_str();
   cmd->add_option("--max-bytes", o->max_bytes, "largest size in bytes (sizes double from --min-bytes)")->capture_default_str();
-  cmd->add_option("--iters", o->iters, "timed calls per size")->capture_default_str();
-  cmd->add_option("--warmup", o->warmup, "untimed calls per size before timing")->capture_default_str();
+  cmd->add_option("--iters", o->iters, "timed calls per size")->capture_default_str()
+      ->check(range_validator("iters", true));
+  cmd->add_option("--warmup", o->warmup, "untimed calls per size before timing")->capture_default_str()
+      ->check(range_validator("warmup", true));
   cmd->add_option("--dtype", o->dtype, "element type: f32 f64 bf16 f16 i32 i64 u8")->capture_default_str();
   cmd->add_option("--op", o->op, "reduction of all_reduce/reduce_scatter: sum, avg, max")->capture_default_str();
   cmd->add_option("--group", o->group, "communicator to test: world, dp, tp, pp (of --mesh-shape)")->capture_default_str();

@@ -8,6 +8,7 @@
 #include "spikemesh/app/commands.h"
 #include "spikemesh/data/h5_dataset.h"
 #include "spikemesh/data/importers.h"
+#include "spikemesh/train/flag_ranges.h"
 
 namespace sm {
 
@@ -35,12 +36,18 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
 
   CLI::App* sd = cmd->add_subcommand("synth-dvs", "write a synthetic event dataset shaped like CIFAR10-DVS");
   sd->add_option("--out", o->out, "output file")->required();
-  sd->add_option("--classes", o->synth.classes, "classes")->capture_default_str();
-  sd->add_option("--T", o->synth.T, "time steps per sample")->capture_default_str();
-  sd->add_option("--size", o->synth.size, "frame height and width")->capture_default_str();
-  sd->add_option("--train", o->synth.train, "training samples")->capture_default_str();
-  sd->add_option("--test", o->synth.test, "test samples")->capture_default_str();
-  sd->add_option("--seed", o->synth.seed, "seed")->capture_default_str();
+  sd->add_option("--classes", o->synth.classes, "classes")->capture_default_str()
+      ->check(range_validator("classes", true));
+  sd->add_option("--T", o->synth.T, "time steps per sample")->capture_default_str()
+      ->check(range_validator("T", true));
+  sd->add_option("--size", o->synth.size, "frame height and width")->capture_default_str()
+      ->check(range_validator("size", true));
+  sd->add_option("--train", o->synth.train, "training samples")->capture_default_str()
+      ->check(range_validator("train", true));
+  sd->add_option("--test", o->synth.test, "test samples")->capture_default_str()
+      ->check(range_validator("test", true));
+  sd->add_option("--seed", o->synth.seed, "seed")->capture_default_str()
+      ->check(range_validator("seed", true));
   sd->callback([o, &env]() {
     if (env.rank != 0) return;
     make_synth_dvs(o->synth, o->out);

@@ -27,6 +27,7 @@
 #include "spikemesh/layers/loss.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/train/optimizer.h"
+#include "spikemesh/train/flag_ranges.h"
 
 namespace sm {
 
@@ -186,17 +187,21 @@ void add_dump_grads_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--precision", o->precision, "parameter and compute precision")
       ->capture_default_str()
       ->check(CLI::IsMember({"fp32", "fp64"}));
-  cmd->add_option("--seed", o->seed, "parameter-initialisation seed")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "parameter-initialisation seed")->capture_default_str()
+      ->check(range_validator("seed", true));
   cmd->add_option("--steps", o->steps, "optimizer steps on the same batch after the first dump")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(range_validator("steps", true));
   cmd->add_option("--optimizer", o->optimizer.name, "optimizer for the steps")
       ->capture_default_str()
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-  cmd->add_option("--lr", o->optimizer.lr, "learning rate")->capture_default_str();
-  cmd->add_option("--momentum", o->optimizer.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--lr", o->optimizer.lr, "learning rate")->capture_default_str()
+      ->check(range_validator("lr", false));
+  cmd->add_option("--momentum", o->optimizer.momentum, "SGD momentum")->capture_default_str()
+      ->check(range_validator("momentum", false));
   cmd->add_option("--weight-decay", o->optimizer.weight_decay, "weight decay (L2 for sgd/adam, decoupled for adamw)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(range_validator("weight-decay", false));
   cmd->callback([o, &env]() { run_dump(*o, env); });
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "spikemesh/app/commands.h"
+#include "spikemesh/app/config_defaults.h"
 #include "spikemesh/app/model_options.h"
 #include "spikemesh/core/tensor.h"
 #include "spikemesh/models/model.h"
@@ -18,6 +19,7 @@ namespace {
 struct ModelCommandOptions {
   ModelSelection selection;
   bool list = false;
+  std::string config;  // --config: a training config file as defaults
 };
 
 void list_models(const AppEnv& env) {
@@ -42,16 +44,22 @@ void add_model_command(CLI::App& app, const AppEnv& env) {
       "  spikemesh model --list\n"
       "  spikemesh model --model cifar10dvs_vgg --T 4 --dropout 0\n"
       "  spikemesh model --model-spec my_net.toml --var C=16\n"
+      "  spikemesh model --config input/configs/fmnist_spikformer.toml --var E=32\n"
       "A spec's variables (e.g. C, the channel width) are listed at the top of its TOML file.");
   add_model_options(*cmd, opts->selection);
   CLI::Option* list = cmd->add_flag("--list", opts->list, "list the built-in models and exit");
   list->excludes(cmd->get_option("--model"))->excludes(cmd->get_option("--model-spec"));
+  cmd->add_option("--config", opts->config,
+                  "a training config file (TOML, as for `spikemesh train --config`): its model keys (model, "
+                  "model-spec, var, T, dropout) are the defaults; flags override single keys")
+      ->excludes(list);
 
-  cmd->callback([opts, &env]() {
+  cmd->callback([opts, cmd, &env]() {
     if (opts->list) {
       list_models(env);
       return;
     }
+    if (!opts->config.empty()) apply_config_model(*cmd, read_config_file(opts->config), opts->selection);
     std::unique_ptr<Model> model = opts->selection.build();
     if (env.rank == 0) {
       std::fputs(model->summary().c_str(), stdout);

@@ -13,12 +13,14 @@
 #include <memory>
 
 #include "spikemesh/app/commands.h"
+#include "spikemesh/app/config_defaults.h"
 #include "spikemesh/app/model_options.h"
 #include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/tp_plan.h"
+#include "spikemesh/train/flag_ranges.h"
 #include "plan_pipeline.h"
 
 namespace sm {
@@ -29,15 +31,19 @@ void add_mesh_flags(CLI::App& cmd, MeshFlags& f) {
                  "--tp-mesh-dim/--dp-mesh-dim the values are SpikingJelly-style mesh dims. Default: all ranks "
                  "data parallel")
       ->expected(1, 3)
-      ->allow_extra_args(false);
-  cmd.add_option("--tp-mesh-dim", f.tp_mesh_dim, "index of the --mesh-shape value that is the tensor-parallel size");
-  cmd.add_option("--dp-mesh-dim", f.dp_mesh_dim, "index of the --mesh-shape value that is the data-parallel size");
+      ->allow_extra_args(false)
+      ->check(range_validator("mesh-shape", true));
+  cmd.add_option("--tp-mesh-dim", f.tp_mesh_dim, "index of the --mesh-shape value that is the tensor-parallel size")
+      ->check(range_validator("tp-mesh-dim", true));
+  cmd.add_option("--dp-mesh-dim", f.dp_mesh_dim, "index of the --mesh-shape value that is the data-parallel size")
+      ->check(range_validator("dp-mesh-dim", true));
   cmd.add_option("--comm", f.comm, "library for device tensors: auto (NCCL when every rank owns a distinct GPU), mpi, nccl")
       ->capture_default_str();
   cmd.add_option("--comm-timeout", f.comm_timeout,
                  "seconds a collective may wait before the job is aborted with a message naming the operation, "
                  "the communicator and the missing ranks; 0 = wait forever")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(range_validator("comm-timeout", false));
 }
 
 namespace {
@@ -48,12 +54,33 @@ struct PlanOptions {
   int64_t elem_bytes = 4;  // fp32 activations
   bool keep_first = false, keep_classifier = false;
   PpPlanFlags pp;
+  std::string config;  // --config: a training config file as defaults
 };
+
+// The plan's flags from a training config file (app/config_defaults.h): only the keys the
+// file sets and the command line does not.
+void apply_config(const CLI::App& cmd, PlanOptions& o) {
+  if (o.config.empty()) return;
+  const ConfigFileValues f = read_config_file(o.config);
+  const TrainConfig& c = f.cfg;
+  apply_config_model(cmd, f, o.sel);
+  apply_config_mesh(cmd, f, o.mesh);
+  if (f.fills(cmd, "batch-size")) o.batch_size = c.batch_size;
+  if (f.fills(cmd, "tp-keep-first")) o.keep_first = c.tp_keep_first;
+  if (f.fills(cmd, "tp-keep-classifier")) o.keep_classifier = c.tp_keep_classifier;
+  if (f.fills(cmd, "pp-schedule")) o.pp.schedule = c.pp_schedule;
+  if (f.fills(cmd, "pp-virtual-stages")) o.pp.virtual_stages = c.pp_virtual_stages;
+  if (f.fills(cmd, "pp-microbatches")) o.pp.microbatches = c.pp_microbatches;
+  if (f.fills(cmd, "pp-layout")) o.pp.layout = c.pp_layout;
+  if (f.fills(cmd, "pp-delay-wgrad")) o.pp.delay_wgrad = c.pp_delay_wgrad;
+  if (f.fills(cmd, "pp-schedule-file")) o.pp.schedule_file = c.pp_schedule_file;
+}
 
 // Product of the --mesh-shape values: the world a one-process preview resolves against.
 int preview_world(const MeshFlags& f) {
   long long w = 1;
-  for (int d : f.mesh_shape) w *= d > 0 ? d : 1;
+  for (int d : f.mesh_shape) w *= d > 0 ? d : 1;  // each d <= 2^20 (flag range): no overflow in 64 bits
+  if (w > (1 << 20)) SM_INPUT_ERROR("--mesh-shape: a mesh of " << w << " ranks is more than the 1048576 spikemesh supports");
   return static_cast<int>(w);
 }
 
@@ -81,16 +108,21 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
   add_model_options(*cmd, o->sel, false);
   cmd->add_option("--batch-size", o->batch_size, "samples per dp rank per step (for the bytes per step)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(range_validator("batch-size", true));
   cmd->add_flag("--tp-keep-first", o->keep_first, "keep the model's first weight layer whole on every rank");
   cmd->add_flag("--tp-keep-classifier", o->keep_classifier, "keep the model's last weight layer whole on every rank");
   add_pp_plan_flags(*cmd, o->pp);
+  cmd->add_option("--config", o->config,
+                  "a training config file (TOML, as for `spikemesh train --config`): its model, mesh, batch and "
+                  "pp keys are the defaults here; flags override single keys (--var NAME=INT one variable)");
   cmd->footer(
       "Rank order: tp varies fastest, then dp, then pp (rank = pp_i*dp*tp + dp_i*tp + tp_i).\n"
       "Examples: mpirun -np 4 spikemesh plan --mesh-shape 2 2 1\n"
       "          spikemesh plan --mesh-shape 1 2 --model cifar10dvs_vgg   # one process: a preview of tp = 2\n"
-      "          spikemesh plan --mesh-shape 1 1 4 --model cifar10dvs_vgg --pp-schedule 1f1b --T 4   # pipeline");
-  cmd->callback([o, &env]() {
+      "          spikemesh plan --mesh-shape 1 1 4 --model cifar10dvs_vgg --pp-schedule 1f1b --T 4   # pipeline\n"
+      "          spikemesh plan --config run.toml   # the mesh and model a training config describes");
+  cmd->callback([o, cmd, &env]() {
+    apply_config(*cmd, *o);  // the same file on every rank: the same outcome (mesh creation compares)
     const bool have_model = !o->sel.model.empty() || !o->sel.spec.empty();
     if (env.size == 1 && have_model) {  // a preview: the shape alone, no ranks needed
       const MeshShape shape = resolve_mesh_shape(o->mesh, preview_world(o->mesh));

@@ -61,12 +61,12 @@ void add_train_command(CLI::App& app, const AppEnv& env) {
       tc->resolver.resolve();
     }
     const TrainConfig& c = tc->cfg;
-    if (env.size > 1 || c.distributed_mode != "none") {
-      const MeshFlags flags = mesh_flags_of(c);
-      const MeshShape shape = resolve_mesh_shape(flags, env.size);  // identical on every rank
-      validate_layout_for_mesh(layout_options(c), env.size, shape.tp, shape.pp);  // before any communicator
-      mesh = Mesh::create(env.world, flags);  // collective over the world
-    }
+    // The mesh flags are checked on one rank too (a --tp-mesh-dim or --mesh-shape that cannot
+    // apply is an error, never ignored). Pure: identical on every rank, before any communicator.
+    const MeshFlags flags = mesh_flags_of(c);
+    const MeshShape shape = resolve_mesh_shape(flags, env.size);
+    validate_layout_for_mesh(layout_options(c), env.size, shape.tp, shape.pp);
+    if (env.size > 1 || c.distributed_mode != "none") mesh = Mesh::create(env.world, flags);  // collective over the world
     install_stop_signal_handlers();
     TrainSummary s = run_training(c, tc->resolver.to_toml(), mesh.get());
     (void)s;

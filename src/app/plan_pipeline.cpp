@@ -10,20 +10,24 @@
 #include "spikemesh/parallel/pp_partition.h"
 #include "spikemesh/parallel/pp_runtime.h"
 #include "spikemesh/parallel/pp_simulator.h"
+#include "spikemesh/train/flag_ranges.h"
 
 namespace sm {
 
 void add_pp_plan_flags(CLI::App& cmd, PpPlanFlags& f) {
   cmd.add_option("--pp-schedule", f.schedule, "pp: auto | gpipe | 1f1b | interleaved | zero_bubble")->capture_default_str();
-  cmd.add_option("--pp-virtual-stages", f.virtual_stages, "pp: logical stages per pipeline rank")->capture_default_str();
+  cmd.add_option("--pp-virtual-stages", f.virtual_stages, "pp: logical stages per pipeline rank")->capture_default_str()
+      ->check(range_validator("pp-virtual-stages", true));
   cmd.add_option("--pp-microbatches", f.microbatches,
                  "pp: microbatches per step (0: largest divisor of --batch-size in [stages, 4 x stages])")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(range_validator("pp-microbatches", true));
   cmd.add_option("--pp-layout", f.layout, "pp: units per logical stage, e.g. \"1|2|2|1\" (default: measured balance)");
   cmd.add_flag("--pp-delay-wgrad", f.delay_wgrad, "pp: weight gradients split off and delayed (zero_bubble)");
   cmd.add_option("--pp-schedule-file", f.schedule_file, "pp: plan this user-written schedule (validated)");
   cmd.add_flag("--pp-print-schedule", f.print_schedule, "pp: print the schedule's actions (the --pp-schedule-file form)");
-  cmd.add_option("--timeline-columns", f.columns, "width of the ASCII timeline")->capture_default_str();
+  cmd.add_option("--timeline-columns", f.columns, "width of the ASCII timeline")->capture_default_str()
+      ->check(range_validator("timeline-columns", true));
 }
 
 void print_pp_plan(const ModelSelection& sel, const PpPlanFlags& f, const MeshShape& shape, int64_t batch) {
@@ -34,7 +38,7 @@ void print_pp_plan(const ModelSelection& sel, const PpPlanFlags& f, const MeshSh
   const int m = resolve_microbatches(batch, P, v, static_cast<int>(f.microbatches), f.schedule, f.delay_wgrad,
                                      f.schedule_file);
   const PpSchedule sched = resolve_schedule(f.schedule, f.schedule_file, P, v, f.delay_wgrad, m);
-  require_valid_schedule(sched, "--pp-schedule " + sched.kind);
+  require_valid_schedule(sched, f.schedule_file.empty() ? "--pp-schedule " + sched.kind : "--pp-schedule-file " + f.schedule_file);
   check_pp_message_tags(sched);
   const int M = sched.microbatches;
   if (S > units)

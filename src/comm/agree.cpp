@@ -131,25 +131,24 @@ void broadcast_i64s(Comm& comm, std::vector<int64_t>& v, int root) {
 }
 
 std::vector<int64_t> gather_i64s(Comm& comm, const std::vector<int64_t>& mine, int root) {
-  // Raw MPI on the comm's duplicate (Comm has no variable-length gather); lengths first.
-  MPI_Comm c = comm.mpi_comm();
-  const int rank = comm.rank(), size = comm.size();
-  SM_CHECK(mine.size() < (size_t(1) << 31), "gather_i64s: " << mine.size() << " values on one rank");
-  int n = static_cast<int>(mine.size());
-  std::vector<int> counts(rank == root ? size : 0), displs(rank == root ? size : 0);
-  SM_MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, root, c));
-  std::vector<int64_t> all;
-  if (rank == root) {
-    int64_t total = 0;
-    for (int r = 0; r < size; ++r) {
-      displs[r] = static_cast<int>(total);
-      total += counts[r];
-    }
-    SM_CHECK(total < (int64_t(1) << 31), "gather_i64s: " << total << " values in all");
-    all.resize(static_cast<size_t>(total));
+  // Through Comm's all_gather (under its watchdog; Comm has no variable-length gather): the
+  // lengths, then every rank's values padded to the longest. Used for small row lists.
+  const int p = comm.size();
+  Tensor len = Tensor::empty({1}, DType::I64), lens = Tensor::empty({p}, DType::I64);  // [1], [p]
+  len.data<int64_t>()[0] = static_cast<int64_t>(mine.size());
+  comm.all_gather(len, lens);
+  int64_t cap = 1;
+  for (int r = 0; r < p; ++r) cap = std::max(cap, lens.data<int64_t>()[r]);
+  Tensor buf = Tensor::zeros({cap}, DType::I64), all = Tensor::empty({cap * p}, DType::I64);  // [cap], [p·cap]
+  if (!mine.empty()) std::memcpy(buf.raw(), mine.data(), mine.size() * sizeof(int64_t));
+  comm.all_gather(buf, all);
+  std::vector<int64_t> out;
+  if (comm.rank() != root) return out;
+  for (int r = 0; r < p; ++r) {
+    const int64_t* row = all.data<int64_t>() + r * cap;
+    out.insert(out.end(), row, row + lens.data<int64_t>()[r]);
   }
-  SM_MPI_CHECK(MPI_Gatherv(mine.data(), n, MPI_INT64_T, all.data(), counts.data(), displs.data(), MPI_INT64_T, root, c));
-  return all;
+  return out;
 }
 
 bool any_rank(Comm& comm, bool local) {

@@ -5,6 +5,7 @@
 // from it, so several async collectives may be in flight at once; counters are updated
 // when an operation starts.
 #include "spikemesh/comm/comm.h"
+#include "spikemesh/comm/blocking_guard.h"
 
 #include <chrono>
 #include <cstring>
@@ -264,6 +265,7 @@ Comm::Comm(MPI_Comm mpi, const std::string& name, const CommOptions& opts) : imp
   auto& m = *impl_;
   m.name = name;
   m.opts = opts;
+  BlockingDeadline deadline("creating communicator '" + name + "' (MPI_Comm_dup, MPI_Allgather)", mpi);
   SM_MPI_CHECK(MPI_Comm_dup(mpi, &m.user));
   SM_MPI_CHECK(MPI_Comm_set_errhandler(m.user, MPI_ERRORS_RETURN));
   SM_MPI_CHECK(MPI_Comm_dup(m.user, &m.coll));

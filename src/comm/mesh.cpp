@@ -3,6 +3,7 @@
 // Invariant: no rank leaves Mesh::create alone: validation errors are found locally, then
 // agreed on by one MPI_Allreduce over the world, then thrown as Input errors on every rank.
 #include "spikemesh/comm/mesh.h"
+#include "spikemesh/comm/blocking_guard.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -191,6 +192,8 @@ std::unique_ptr<Mesh> Mesh::create(MPI_Comm world, const MeshShape& shape, const
   int world_size = 1, world_rank = 0;
   SM_MPI_CHECK(MPI_Comm_size(world, &world_size));
   SM_MPI_CHECK(MPI_Comm_rank(world, &world_rank));
+  // Raw MPI calls (splits, node discovery) until the Comms exist: under the watchdog's deadline.
+  BlockingDeadline deadline("creating the process mesh (MPI_Comm_split, MPI_Allgather over the world)", world);
   std::string err;
   try {
     validate_mesh_shape(shape, world_size);

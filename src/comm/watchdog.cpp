@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "pending_op.h"
+#include "spikemesh/comm/blocking_guard.h"
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/core/error.h"
 
@@ -34,10 +35,12 @@ double wait_or_abort(PendingOp& op, const OpLabel& label) {
     ++polls;
     double waited = std::chrono::duration<double>(clock::now() - t0).count();
     if (timeout > 0 && waited > timeout) {
+      const std::string& context = current_comm_context();
       std::fprintf(stderr,
                    "spikemesh: error: comm timeout: %s did not complete within %g s (--comm-timeout) on %s; "
-                   "waiting for %s. Aborting the job.\n",
-                   label.what.c_str(), timeout, where_am_i().c_str(), op.pending_peers().c_str());
+                   "waiting for %s%s%s. Aborting the job.\n",
+                   label.what.c_str(), timeout, where_am_i().c_str(), op.pending_peers().c_str(),
+                   context.empty() ? "" : " while ", context.c_str());
       std::fflush(stderr);
       MPI_Abort(abort_comm_or(label.abort_comm), 3);
       std::abort();  // MPI_Abort does not return; belt and braces

@@ -1,15 +1,20 @@
 // h5_dataset.cpp — schema validation (serial and collective open), gathered hyperslab reads
 // (independent on a sec2 handle, collective on an MPI-IO handle), chunked writes.
 #include "spikemesh/data/h5_dataset.h"
-#include "spikemesh/io/byte_pack.h"
+
+#include <limits.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <sstream>
 
-#include "spikemesh/io/h5_lock.h"
 #include "spikemesh/comm/agree.h"
+#include "spikemesh/comm/blocking_guard.h"
+#include "spikemesh/comm/comm.h"
+#include "spikemesh/io/h5_lock.h"
 
 namespace sm {
 
@@ -96,36 +101,23 @@ H5Dataset H5Dataset::open(const std::string& path, hid_t fapl) {
 }
 
 namespace {
-// DatasetInfo as bytes for a broadcast (fields in declaration order).
-void put_i(std::string& b, int64_t v) { bytes::put(b, v); }
-void put_s(std::string& b, const std::string& s) { bytes::put(b, s); }
-using bytes::get_i;
-using bytes::get_s;
-std::string pack_info(const DatasetInfo& in) {
-  std::string b;
-  for (const std::string* s : {&in.path, &in.layout, &in.encoding, &in.source}) put_s(b, *s);
-  int64_t scale_bits = 0;
-  std::memcpy(&scale_bits, &in.x_scale, sizeof scale_bits);
-  for (int64_t v : {int64_t(in.num_classes), int64_t(in.T), scale_bits, int64_t(in.stored), in.train_size,
-                    in.test_size, int64_t(in.sample_shape.size())})
-    put_i(b, v);
-  for (int64_t d : in.sample_shape) put_i(b, d);
-  return b;
+// What a rank saw of the file: compared across ranks before any collective read. Everything
+// the collective reads depend on (schema, sizes, dtypes, sample shape) and a hash of every
+// label; the path is shown, not compared (node-local copies may live at different paths).
+std::string dataset_fingerprint(const DatasetInfo& in, const std::vector<int64_t>& train,
+                                const std::vector<int64_t>& test) {
+  std::ostringstream os;
+  os << in.train_size << " train + " << in.test_size << " test samples of " << shape_str(in.sample_shape) << " "
+     << dtype_name(in.stored) << ", layout " << in.layout << ", " << in.num_classes << " classes, T " << in.T
+     << ", x_scale " << in.x_scale << ", labels hash " << std::hex
+     << text_hash(std::string(reinterpret_cast<const char*>(train.data()), train.size() * sizeof(int64_t)) + "|" +
+                  std::string(reinterpret_cast<const char*>(test.data()), test.size() * sizeof(int64_t)));
+  return os.str();
 }
-DatasetInfo unpack_info(const std::string& b) {
-  DatasetInfo in;
-  size_t at = 0;
-  for (std::string* s : {&in.path, &in.layout, &in.encoding, &in.source}) *s = get_s(b, at);
-  in.num_classes = static_cast<int>(get_i(b, at));
-  in.T = static_cast<int>(get_i(b, at));
-  int64_t scale_bits = get_i(b, at);
-  std::memcpy(&in.x_scale, &scale_bits, sizeof scale_bits);
-  in.stored = static_cast<DType>(get_i(b, at));
-  in.train_size = get_i(b, at);
-  in.test_size = get_i(b, at);
-  in.sample_shape.resize(static_cast<size_t>(get_i(b, at)));
-  for (int64_t& d : in.sample_shape) d = get_i(b, at);
-  return in;
+
+std::string absolute_path(const std::string& path) {
+  char buf[PATH_MAX];
+  return ::realpath(path.c_str(), buf) ? std::string(buf) : path;
 }
 }  // namespace
 
@@ -134,39 +126,58 @@ H5Dataset H5Dataset::open(const std::string& path, Comm* group, bool collective_
   Comm& comm = *group;
   const int rank = comm.rank();
   H5Dataset d;
-  // 1. Rank 0 validates (schema and every label); its error, if any, is every rank's error.
+  // 1. Every rank validates the file it sees; the lowest failing rank's message is everyone's.
   agree_on_error(&comm, [&] {
-    if (rank == 0) d = open(path);
-  });
-  // 2. Everyone learns the info and the labels.
-  const std::string blob = broadcast_string(comm, rank == 0 ? pack_info(d.info_) : std::string(), 0);
-  std::vector<int64_t> train = rank == 0 ? *d.train_labels_ : std::vector<int64_t>();
-  std::vector<int64_t> test = rank == 0 ? *d.test_labels_ : std::vector<int64_t>();
-  broadcast_i64s(comm, train, 0);
-  broadcast_i64s(comm, test, 0);
-  if (rank != 0) {
-    d.info_ = unpack_info(blob);
-    d.train_labels_ = std::make_shared<const std::vector<int64_t>>(std::move(train));
-    d.test_labels_ = std::make_shared<const std::vector<int64_t>>(std::move(test));
-  }
-  // 3. Every other rank opens its own sec2 handle (a rank that cannot see the file names itself).
-  agree_on_error(&comm, [&] {
-    if (rank == 0) return;
     try {
-      d.file_ = H5File::open(path);
+      d = open(path);
     } catch (const Error& e) {
-      SM_INPUT_ERROR(e.what() << " (" << where_am_i() << "; rank 0 could open it: is the path on a shared file system?)");
+      if (rank == 0 || e.kind() != ErrorKind::Input) throw;
+      SM_INPUT_ERROR(e.what() << " (" << where_am_i() << "; is the path on a shared file system?)");
     }
   });
-  // 4. The MPI-IO handle for collective reads (collective H5Fopen).
+  // 2. The ranks compare what they saw (collective over the group): no collective read ever
+  //    starts on files that differ.
+  const std::vector<std::string> seen =
+      all_gather_strings(comm, dataset_fingerprint(d.info_, *d.train_labels_, *d.test_labels_));
+  const std::vector<std::string> where = all_gather_strings(comm, absolute_path(path));
+  for (int r = 1; r < comm.size(); ++r) {
+    if (seen[r] == seen[0]) continue;
+    std::ostringstream os;
+    os << "--data " << path << ": the ranks read different datasets (a stale node-local copy, or a relative path "
+       << "in another working directory?); every rank must read the same file:";
+    int shown = 0;
+    for (int q = 0; q < comm.size() && shown < 4; ++q)
+      if (q == 0 || seen[q] != seen[0] || where[q] != where[0])
+        os << (shown++ ? ";" : "") << " rank " << q << " (world rank " << comm.world_ranks()[q] << ") reads "
+           << where[q] << ": " << seen[q];
+    SM_INPUT_ERROR(os.str());  // the same text on every rank: every rank throws it
+  }
+  // 3. The MPI-IO handle for collective reads (collective H5Fopen, guarded).
   if (collective_handle) {
-    agree_on_error(&comm, [&] {
-      H5Handle fapl(SM_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose);
-      SM_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), comm.mpi_comm(), MPI_INFO_NULL));
-      d.mpio_file_ = H5File::open(path, false, fapl.get());
+    auto h = std::make_shared<CollectiveHandle>();
+    guarded_collective(comm, "opening " + path + " for collective MPI-IO reads", [&] {
+      agree_on_error(&comm, [&] {
+        H5Handle fapl(SM_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose);
+        SM_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), comm.mpi_comm(), MPI_INFO_NULL));
+        h->file = H5File::open(path, false, fapl.get());
+      });
     });
+    h->group = &comm;
+    d.mpio_ = std::move(h);
   }
   return d;
+}
+
+H5Dataset::CollectiveHandle::~CollectiveHandle() {
+  if (!group || file.file_id() < 0) return;
+  try {  // collective over the group: every rank drops its last copy at the same point
+    guarded_collective(*group, "closing a dataset's MPI-IO handle", [&] {
+      std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex());
+      file.close();
+    });
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "spikemesh: warning: closing a dataset: %s\n", e.what());
+  }
 }
 
 void H5Dataset::read(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const {
@@ -175,11 +186,14 @@ void H5Dataset::read(Split s, const std::vector<int64_t>& indices, Tensor& x, Te
 }
 
 void H5Dataset::read_collective(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const {
-  std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex());
-  if (has_collective_handle())
-    read_from(mpio_file_, true, s, indices, x, y);
-  else
-    read_from(file_, false, s, indices, x, y);
+  if (!has_collective_handle()) {
+    read(s, indices, x, y);
+    return;
+  }
+  guarded_collective(*mpio_->group, std::string("a collective read of /") + split_name(s) + "/x of the dataset", [&] {
+    std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex());
+    read_from(mpio_->file, true, s, indices, x, y);
+  });
 }
 
 void H5Dataset::read_from(const H5File& f, bool collective, Split s, const std::vector<int64_t>& indices, Tensor& x,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "spikemesh/comm/agree.h"
+#include "spikemesh/comm/blocking_guard.h"
 #include "spikemesh/io/checkpoint.h"
 #include "spikemesh/io/h5file.h"
 
@@ -24,8 +25,13 @@ struct Group {
   Comm* comm = nullptr;
   int rank() const { return comm ? comm->rank() : 0; }
   int size() const { return comm ? comm->size() : 1; }
-  // Collective: `local` on every rank, then its errors agreed (comm/agree.h agree_on_error).
-  void agree(const std::function<void()>& local) const { agree_on_error(comm, local); }
+  // Collective: `local` on every rank, then its errors agreed (comm/agree.h agree_on_error);
+  // under guarded_collective (comm/blocking_guard.h): `local` may be collective HDF5 I/O, which
+  // blocks outside Comm's watchdog, so an arrival check and the --comm-timeout deadline bound it.
+  void agree(const std::function<void()>& local) const {
+    if (!comm) return agree_on_error(nullptr, local);
+    guarded_collective(*comm, "a collective checkpoint file operation", [&] { agree_on_error(comm, local); });
+  }
   // Collective: rank 0 gets every rank's rows concatenated in rank order, the others nothing.
   std::vector<int64_t> gather(const std::vector<int64_t>& mine) const {
     return comm ? gather_i64s(*comm, mine, 0) : mine;

@@ -14,6 +14,7 @@
 
 #include "spec_internal.h"
 #include "spikemesh/core/log.h"
+#include "spikemesh/core/text_file.h"
 
 namespace sm {
 
@@ -30,12 +31,9 @@ bool is_identifier(const std::string& s) {
 }
 
 toml::table parse_toml_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) SM_INPUT_ERROR("cannot read model spec '" << path << "' (no such file or not readable)");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string text = read_text_file(path, "model spec");  // bounded, text only (core/text_file.h)
   try {
-    return toml::parse(ss.str(), path);
+    return toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     SM_INPUT_ERROR(path << ":" << e.source().begin.line << ":" << e.source().begin.column
                         << ": TOML syntax error: " << e.description());

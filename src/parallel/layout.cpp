@@ -45,13 +45,25 @@ void validate_parallel_flags(const LayoutOptions& o) {
 
 void validate_layout_for_mesh(const LayoutOptions& o, int world_size, int tp, int pp) {
   validate_parallel_flags(o);
+  // How to get a size > 1 for `dim` (0 dp, 1 tp, 2 pp): with one rank, more ranks first.
+  auto how_to_split = [&](int dim) {
+    std::ostringstream os;
+    const int n = std::max(2, world_size);
+    const int shape[3] = {dim == 0 ? n : 1, dim == 1 ? 2 : 1, dim == 2 ? 2 : 1};
+    if (world_size < 2)
+      os << "this job has 1 rank; start at least 2, e.g. mpirun -np 2 spikemesh ... --mesh-shape " << shape[0] << " "
+         << shape[1] << " " << shape[2];
+    else
+      os << "e.g. --mesh-shape " << (dim == 0 ? world_size : std::max(1, world_size / 2)) << " "
+         << (dim == 1 ? 2 : 1) << " " << (dim == 2 ? 2 : 1) << " with " << world_size << " ranks";
+    return os.str();
+  };
   if (o.mode == "pp" && pp == 1)
-    SM_INPUT_ERROR("--distributed-mode pp needs a pipeline size > 1 in --mesh-shape (DP TP PP, e.g. --mesh-shape 1 1 "
-                   << world_size << " with " << world_size << " ranks)");
+    SM_INPUT_ERROR("--distributed-mode pp needs a pipeline size > 1 in --mesh-shape (DP TP PP): " << how_to_split(2));
   if (pp == 1 && (o.pp_schedule != "auto" || o.pp_virtual_stages != 1 || !o.pp_layout.empty() ||
-                  !o.pp_schedule_file.empty() || o.pp_delay_wgrad))
-    SM_INPUT_ERROR("--pp-schedule/--pp-virtual-stages/--pp-layout/--pp-schedule-file/--pp-delay-wgrad need a "
-                   "pipeline size > 1 in --mesh-shape (DP TP PP)");
+                  !o.pp_schedule_file.empty() || o.pp_delay_wgrad || o.pp_microbatches != 0))
+    SM_INPUT_ERROR("--pp-schedule/--pp-virtual-stages/--pp-microbatches/--pp-layout/--pp-schedule-file/"
+                   "--pp-delay-wgrad need a pipeline size > 1 in --mesh-shape (DP TP PP)");
   if (pp > 1) {
     if (o.mode == "fsdp" || o.mode == "fsdp_tp")
       SM_INPUT_ERROR("--distributed-mode " << o.mode << " with pp = " << pp
@@ -70,8 +82,8 @@ void validate_layout_for_mesh(const LayoutOptions& o, int world_size, int tp, in
     }
   }
   if ((o.mode == "tp" || o.mode == "fsdp_tp") && tp == 1)
-    SM_INPUT_ERROR("--distributed-mode " << o.mode << " needs a tensor-parallel size > 1 in --mesh-shape (e.g. --mesh-shape "
-                   << std::max(1, world_size / 2) << " 2 with " << world_size << " ranks)");
+    SM_INPUT_ERROR("--distributed-mode " << o.mode << " needs a tensor-parallel size > 1 in --mesh-shape: "
+                                         << how_to_split(1));
   if (tp > 1 && o.mode == "fsdp")
     SM_INPUT_ERROR("--mesh-shape has tp = " << tp << ": FSDP over the tensor-parallel shards is --distributed-mode fsdp_tp");
   if (o.mode == "none" && world_size > 1)

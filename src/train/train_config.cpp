@@ -9,7 +9,9 @@
 #include <toml++/toml.h>
 
 #include "spikemesh/core/error.h"
+#include "spikemesh/core/text_file.h"
 #include "spikemesh/parallel/layout.h"
+#include "spikemesh/train/flag_ranges.h"
 
 namespace sm {
 
@@ -27,21 +29,17 @@ struct TrainConfigResolver::Field {
   CLI::Option* neg = nullptr;
 };
 
+void merge_var_assignment(std::vector<std::string>& vars, const std::string& assignment) {
+  const std::string name = assignment.substr(0, assignment.find('='));
+  for (std::string& v : vars)
+    if (v.substr(0, v.find('=')) == name) {
+      v = assignment;
+      return;
+    }
+  vars.push_back(assignment);
+}
+
 namespace {
-int64_t parse_int(const std::string& v, const std::string& what) {
-  errno = 0;
-  char* end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (errno || end == v.c_str() || *end) SM_INPUT_ERROR(what << ": expected an integer, got '" << v << "'");
-  return x;
-}
-double parse_real(const std::string& v, const std::string& what) {
-  errno = 0;
-  char* end = nullptr;
-  double x = std::strtod(v.c_str(), &end);
-  if (errno || end == v.c_str() || *end) SM_INPUT_ERROR(what << ": expected a number, got '" << v << "'");
-  return x;
-}
 bool parse_bool(const std::string& v, const std::string& what) {
   if (v == "true" || v == "1" || v == "yes" || v == "on") return true;
   if (v == "false" || v == "0" || v == "no" || v == "off") return false;
@@ -140,6 +138,8 @@ void TrainConfigResolver::add_options(CLI::App& cmd) {
   cmd.add_option("--config", config_file_, "TOML file of settings (keys = flag names); flags override it");
   for (auto& f : fields_) {
     std::string flag = "--" + f->key;
+    const std::string range = flag_range_text(f->key);
+    if (!range.empty() && f->kind != Field::Kind::StrList) f->help += "; range " + range;
     switch (f->kind) {
       case Field::Kind::Bool:
         f->opt = cmd.add_flag(flag + ",!--no-" + f->key, f->cli_flag, f->help);
@@ -161,18 +161,21 @@ void TrainConfigResolver::set(const std::string& key, const std::string& v, cons
     std::string what = origin.rfind("--", 0) == 0 ? origin : origin + ": " + key;
     switch (f->kind) {
       case Field::Kind::Int: {
-        int64_t x = parse_int(v, what);
-        // T: a flag must give >= 1; a file may say 0 (the default, as config.toml records it).
-        if (key == "T" && (x < 0 || (x == 0 && what == origin)))
-          SM_INPUT_ERROR((what == origin ? what : what + " (--T)") << " must be >= 1 (time steps), got " << x);
-        *static_cast<int64_t*>(f->target) = x;
+        // T: a file may say 0 (the default, as config.toml records it); a flag must give >= 1.
+        if (key == "T" && what != origin && v == "0") {
+          *static_cast<int64_t*>(f->target) = 0;
+          return;
+        }
+        *static_cast<int64_t*>(f->target) = parse_flag_int(key, v, what);  // the key's range (flag_ranges.h)
         return;
       }
-      case Field::Kind::Real: *static_cast<double*>(f->target) = parse_real(v, what); return;
+      case Field::Kind::Real: *static_cast<double*>(f->target) = parse_flag_real(key, v, what); return;
       case Field::Kind::Str: *static_cast<std::string*>(f->target) = v; return;
       case Field::Kind::Bool: *static_cast<bool*>(f->target) = parse_bool(v, what); return;
       case Field::Kind::StrList: static_cast<std::vector<std::string>*>(f->target)->push_back(v); return;
-      case Field::Kind::IntList: static_cast<std::vector<int64_t>*>(f->target)->push_back(parse_int(v, what)); return;
+      case Field::Kind::IntList:
+        static_cast<std::vector<int64_t>*>(f->target)->push_back(parse_flag_int(key, v, what));
+        return;
     }
   }
   SM_INPUT_ERROR(origin << ": unknown key '" << key << "' (keys are the flags of `spikemesh train --help`)");
@@ -180,8 +183,9 @@ void TrainConfigResolver::set(const std::string& key, const std::string& v, cons
 
 void TrainConfigResolver::apply_toml_file(const std::string& path) {
   toml::table tbl;
+  const std::string text = read_text_file(path, "--config");  // bounded, text only (core/text_file.h)
   try {
-    tbl = toml::parse_file(path);
+    tbl = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     std::ostringstream os;
     os << path << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
@@ -191,6 +195,7 @@ void TrainConfigResolver::apply_toml_file(const std::string& path) {
   }
   for (auto&& [k, node] : tbl) {
     std::string key(k.str());
+    file_keys_.insert(key);
     auto scalar = [&](const toml::node& n) -> std::string {
       if (auto s = n.value<std::string>(); s && n.is_string()) return *s;
       if (n.is_integer()) return std::to_string(*n.value<int64_t>());
@@ -226,9 +231,9 @@ void TrainConfigResolver::resolve() {
     if (f->kind == Field::Kind::Bool) {
       *static_cast<bool*>(f->target) = f->cli_flag;
     } else if (f->kind == Field::Kind::StrList) {
+      // --var NAME=INT overrides that NAME alone: the config's other variables stay.
       auto* v = static_cast<std::vector<std::string>*>(f->target);
-      v->clear();
-      for (auto& s : f->cli_values) v->push_back(s);
+      for (auto& s : f->cli_values) merge_var_assignment(*v, s);
     } else if (f->kind == Field::Kind::IntList) {
       static_cast<std::vector<int64_t>*>(f->target)->clear();
       for (auto& s : f->cli_values) set(f->key, s, origin);

@@ -5,15 +5,19 @@
 // label up front so a bad file fails before any training with one message naming it.
 // Labels are read once at open and kept in memory (8 bytes a sample).
 //
-// Distributed reads (DESIGN §2, §7). open(path, group) is collective: rank 0 validates and
-// broadcasts the outcome (info and labels, or its error message, which every rank then
-// throws as the same Input error: rank 0 prints it once, every rank exits non-zero, nobody
-// hangs). Every rank then holds TWO read-only handles on the file:
+// Distributed reads (DESIGN §2, §7). open(path, group) is collective: EVERY rank validates the
+// file it sees (a rank that cannot is named), then the ranks compare what they saw — the
+// schema, the sample counts and a hash of every label — before any collective read: ranks that
+// see different files (a stale node-local copy, a relative path in another working directory)
+// get one Input error naming each rank's file and counts, instead of a hang in a collective
+// read later. Every rank then holds TWO read-only handles on the file:
 //  * an MPI-IO handle (H5Pset_fapl_mpio over the group, opened collectively) used by
 //    read_collective(): one H5Dread with H5FD_MPIO_COLLECTIVE transfer in which every rank
 //    selects its own rows (a union of hyperslabs; none for a rank with nothing to read — it
 //    still takes part). It makes MPI calls, so it runs on the thread that owns this rank's
-//    MPI traffic (the main thread), in the same order on every rank.
+//    MPI traffic (the main thread), in the same order on every rank. Its collective open,
+//    reads and close run under guarded_collective (comm/blocking_guard.h): an arrival check
+//    and the --comm-timeout deadline, so they can never hang the job.
 //  * a sec2 (POSIX) handle used by read(): independent, no MPI call at all. This is the
 //    path for the Prefetcher's background thread. Why not collective (or even independent
 //    MPI-IO) reads there: the process runs MPI_THREAD_SERIALIZED (MPI calls from the prefetch
@@ -78,11 +82,18 @@ class H5Dataset {
   // indices (possibly none). Holds hdf5_mutex(). Must not run on a prefetch thread. On a
   // dataset without an MPI-IO handle (serial open) it is read().
   void read_collective(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const;
-  bool has_collective_handle() const { return mpio_file_.file_id() >= 0; }
+  bool has_collective_handle() const { return mpio_ && mpio_->file.file_id() >= 0; }
 
  private:
-  H5File file_;       // sec2 (or the caller's fapl): read()
-  H5File mpio_file_;  // MPI-IO over the open() communicator: read_collective(); may be closed
+  // The MPI-IO handle and the group it is collective over; its destructor closes the file
+  // collectively (guarded): the group must outlive every copy of the dataset.
+  struct CollectiveHandle {
+    H5File file;
+    Comm* group = nullptr;
+    ~CollectiveHandle();
+  };
+  H5File file_;  // sec2 (or the caller's fapl): read()
+  std::shared_ptr<CollectiveHandle> mpio_;  // MPI-IO over the open() communicator: read_collective()
   DatasetInfo info_;
   std::shared_ptr<const std::vector<int64_t>> train_labels_, test_labels_;
   void read_from(const H5File& f, bool collective, Split s, const std::vector<int64_t>& indices, Tensor& x,

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -105,13 +106,20 @@ class TrainConfigResolver {
   // The configuration as TOML (every key, resolved values).
   std::string to_toml() const;
   const std::string& config_file() const { return config_file_; }
+  // The keys a TOML file set (apply_toml_file), e.g. for `plan --config` to fill only those.
+  const std::set<std::string>& file_keys() const { return file_keys_; }
 
  private:
   struct Field;
   TrainConfig& cfg_;
   std::vector<std::unique_ptr<Field>> fields_;
   std::string config_file_;
+  std::set<std::string> file_keys_;
 };
+
+// Sets NAME of "NAME=..." in `vars`: replaces the entry with the same NAME, else appends
+// (how --var on the command line overrides one variable of a --config file's var list).
+void merge_var_assignment(std::vector<std::string>& vars, const std::string& assignment);
 
 // Validates value ranges and combinations (batch-size > 0, epochs >= 0, ...).
 void validate_train_config(const TrainConfig& c);
