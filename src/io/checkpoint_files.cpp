@@ -121,6 +121,9 @@ int64_t stored_crc(const H5Group& g, const std::string& name) {
   int64_t want = -1;
   if (SM_H5_CHECK(H5Aexists(ds.get(), "crc32")) > 0) {
     H5Handle a(SM_H5_CHECK(H5Aopen(ds.get(), "crc32", H5P_DEFAULT)), H5Aclose);
+    H5Handle space(SM_H5_CHECK(H5Aget_space(a.get())), H5Sclose);  // one value, or H5Aread overflows `want`
+    if (SM_H5_CHECK(H5Sget_simple_extent_npoints(space.get())) != 1)
+      SM_INPUT_ERROR(g.describe(name) << ": the crc32 attribute is not a single value");
     SM_H5_CHECK(H5Aread(a.get(), H5T_NATIVE_INT64, &want));
   }
   return want;

@@ -410,7 +410,12 @@ bool H5Group::has_attr(const std::string& key) const {
 namespace {
 H5Handle open_attr(const H5Group& g, const std::string& key) {
   if (!g.has_attr(key)) SM_INPUT_ERROR(g.describe() << ": no attribute '" << key << "'");
-  return H5Handle(H5_CALL(H5Aopen(g.id(), key.c_str(), H5P_DEFAULT), g.describe() + "@" + key), H5Aclose);
+  H5Handle attr(H5_CALL(H5Aopen(g.id(), key.c_str(), H5P_DEFAULT), g.describe() + "@" + key), H5Aclose);
+  // The readers below read exactly one value: an array (or empty) attribute would overflow it.
+  H5Handle space(H5_CALL(H5Aget_space(attr.get()), g.describe() + "@" + key), H5Sclose);
+  const hssize_t n = H5_CALL(H5Sget_simple_extent_npoints(space.get()), g.describe() + "@" + key);
+  if (n != 1) SM_INPUT_ERROR(g.describe() << "@" << key << ": " << n << " values, expected a single value");
+  return attr;
 }
 }  // namespace
 
