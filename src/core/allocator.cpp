@@ -7,6 +7,8 @@
 // allocator_for() picks the host or the device allocator (core/cuda_allocator.h).
 #include "spikemesh/core/allocator.h"
 
+#include <algorithm>
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -25,7 +27,8 @@ size_t CpuCachingAllocator::round_size(size_t bytes) {
   // quarter classes waste 30%). Classes from 4 KiB on are multiples of the page size.
   size_t p = 1;
   while (p < bytes) p <<= 1;
-  size_t q = p / 32;
+  // At least 64: std::aligned_alloc(64, sz) needs sz to be a multiple of the alignment.
+  size_t q = std::max<size_t>(p / 32, 64);
   return (bytes + q - 1) / q * q;
 }
 
