@@ -127,9 +127,9 @@ std::string flag_range_text(const std::string& key) {
   const FlagRange* r = flag_range(key);
   if (!r) return "";
   std::string s = (r->lo_open ? "(" : "[") + num(r->lo) + ", " + num(r->hi) + "]";
-  if (key == "threads") s += " (the CPUs of this machine)";
-  if (*r->note) s += std::string(" ") + r->note;
-  return s;
+  std::string notes = key == "threads" ? num(r->hi) + ": the CPUs of this machine" : "";
+  if (*r->note) notes += (notes.empty() ? "" : "; ") + std::string(r->note);
+  return notes.empty() ? s : s + " (" + notes + ")";
 }
 
 void check_flag_value(const std::string& key, double value, const std::string& origin) {
@@ -142,7 +142,8 @@ void check_flag_value(const std::string& key, double value, const std::string& o
     std::ostringstream os;
     os.precision(15);
     os << value;
-    SM_INPUT_ERROR(origin << " " << os.str() << " is out of range: expected " << flag_range_text(key));
+    const std::string bound = low ? (r->lo_open ? "> " : ">= ") + num(r->lo) : "<= " + num(r->hi);
+    SM_INPUT_ERROR(origin << " must be " << bound << ", got " << os.str() << "; range " << flag_range_text(key));
   }
 }
 

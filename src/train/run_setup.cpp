@@ -47,8 +47,10 @@ RunParts setup_run(const RunRequest& req, Mesh* mesh, const std::function<void(M
   configure_threads(req.threads, mesh != nullptr);
   parts.dtype = master_dtype(parts.precision);
   parts.activations = activation_dtype(parts.precision);
+  std::string model_text;  // the whole model as built (before tp sharding): the same on every rank
   agree_on_error(world, [&] {
     parts.model = req.model.build();
+    model_text = parts.model->summary();
     if (check_model) check_model(*parts.model);
     if (mesh && mesh->shape().tp > 1) {  // tensor parallelism: shard before the parameters exist
       TpOptions to;
@@ -59,6 +61,11 @@ RunParts setup_run(const RunRequest& req, Mesh* mesh, const std::function<void(M
     }
     make_optimizer(req.optimizer, {});  // validates the hyper-parameters before any state exists
   });
+  // A spec file that differs between ranks (a relative --model-spec in another working
+  // directory) would give the layout's collectives different sizes: refused before any.
+  if (world)
+    check_same_text(*world, model_text,
+                    "the model built from --model/--model-spec and --var (the same spec file on every rank?)");
   parts.model->finalize(parts.dtype, parts.device, req.seed);
   parts.layout = std::make_unique<Layout>(*parts.model, mesh, req.layout);  // collective over the world
   // CUDA holders (the model's or the layout's device shards) get the fused device optimizers.

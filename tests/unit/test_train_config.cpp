@@ -153,9 +153,10 @@ TEST(TrainConfig, VarIsAListKey) {
   std::string p = write_file("var", "data = \"x\"\nvar = [\"C=4\", \"K=2\"]\n");
   TrainConfig c = resolve_args({"--config", p});
   EXPECT_EQ(c.vars, (std::vector<std::string>{"C=4", "K=2"}));
-  // Flags replace the file's list (they do not append to it).
+  // Each flag overrides its own variable; the file's others stay (as every other flag
+  // overrides one key): C replaced in place, K kept, Z added.
   c = resolve_args({"--config", p, "--var", "C=8", "--var", "Z=1"});
-  EXPECT_EQ(c.vars, (std::vector<std::string>{"C=8", "Z=1"}));
+  EXPECT_EQ(c.vars, (std::vector<std::string>{"C=8", "K=2", "Z=1"}));
   std::remove(p.c_str());
   // A single string is a one-element list.
   p = write_file("var1", "data = \"x\"\nvar = \"C=16\"\n");
