@@ -38,8 +38,8 @@ std::string read_text_file(const std::string& path, const std::string& what, std
     const std::size_t n = std::fread(buf, 1, sizeof buf, f.get());
     text.append(buf, n);
     if (text.size() > max_bytes)  // not a regular file (a device, a FIFO), or it grew
-      SM_INPUT_ERROR(who << ": more than " << mib(max_bytes) << " of data; a " << what
-                         << " is a small text file (is it the right path?)");
+      SM_INPUT_ERROR(who << ": more than " << mib(max_bytes) << " of data, the most a " << what
+                         << " may hold (a device or FIFO? is it the right path?)");
     if (n < sizeof buf) break;
   }
   if (std::ferror(f.get())) SM_INPUT_ERROR(who << ": read error (" << std::strerror(errno) << ")");

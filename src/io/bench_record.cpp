@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "spikemesh/core/error.h"
+#include "spikemesh/core/text_file.h"
 #include "spikemesh/core/log.h"
 
 namespace sm {
@@ -107,8 +108,8 @@ bool same_configuration(const BenchRecord& a, const BenchRecord& b) {
 std::optional<BenchRecord> find_previous_record(const std::string& path, const BenchRecord& r) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return std::nullopt;
-  std::ifstream in(path);
-  if (!in) SM_INPUT_ERROR("cannot read benchmark log " << path << ": " << std::strerror(errno));
+  // Bounded and text-only (core/text_file.h): 256 MiB of JSON lines is ~500 k records.
+  std::istringstream in(read_text_file(path, "--result-log", std::size_t(256) << 20));
 
   std::optional<BenchRecord> last;
   std::string line;
@@ -121,7 +122,6 @@ std::optional<BenchRecord> find_previous_record(const std::string& path, const B
     }
     if (same_configuration(rec, r)) last = std::move(rec);
   }
-  if (in.bad()) SM_INPUT_ERROR("error reading benchmark log " << path);
   return last;
 }
 

@@ -133,6 +133,15 @@ expect_fail "train --pp-schedule-file /dev/zero under mpirun" 60 "--pp-schedule-
   "${MPIRUN[@]}" -np 2 "$BIN" train "${SMALL[@]}" --data good.h5 --mesh-shape 1 1 2 --distributed-mode pp \
   --pp-schedule-file /dev/zero
 
+expect_fail "bench --result-log /dev/zero" 60 "--result-log /dev/zero" "more than" -- \
+  "$BIN" bench --model fmnist_csnn --var C=4 --T 2 --steps 1 --warmup 0 --result-log /dev/zero
+# A damaged IDX header asking for 2^32 x 2^32 bytes: refused before any allocation.
+mkdir -p idx
+printf '\000\000\010\003\377\377\377\377\377\377\377\377\000\000\000\001' >idx/train-images-idx3-ubyte
+printf '\000\000\010\001\000\000\000\001\000' >idx/train-labels-idx1-ubyte
+expect_fail "data: a damaged IDX header" 20 "train-images-idx3-ubyte" "GiB" -- \
+  "$BIN" data fashion-mnist --src idx --out idx/out.h5
+
 echo "== --config precedence: --var overrides one variable; plan and model read --config =="
 SPEC_CFG="$ROOT/input/configs/fmnist_spikformer.toml"
 want=$("$BIN" model --model spikformer_cifar --var E=32 --var heads=2 --var depth=2 --var image_size=28 \
