@@ -261,6 +261,17 @@ PpValidation validate_schedule(const PpSchedule& s) {
                std::to_string(s.per_rank.size()) + " action lists (need all >= 1 and one list per rank)");
     return v;
   }
+  // Every (stage, microbatch) needs its own forward: with fewer actions than that the schedule
+  // is incomplete, and sizing the index by the largest microbatch named (e.g. "0F99999999")
+  // would cost memory and time out of all proportion to the schedule.
+  size_t actions = 0;
+  for (const std::vector<PpAction>& r : s.per_rank) actions += r.size();
+  if (int64_t(s.logical_stages()) * s.microbatches > int64_t(actions)) {
+    errors.add("schedule shape: " + std::to_string(actions) + " actions cannot hold a forward for each of the " +
+               std::to_string(s.logical_stages()) + " logical stages x " + std::to_string(s.microbatches) +
+               " microbatches (microbatches are 0.." + std::to_string(s.microbatches - 1) + ")");
+    return v;
+  }
   ActionIndex index(s);
   if (check_shape(s, index, errors) && check_counts(s, index, errors)) check_execution(s, index, errors);
   errors.finish();
