@@ -172,6 +172,8 @@ FUZZ_LIB      := $(FUZZ_BUILD)/lib/libspikemesh_fuzz.a
 FUZZ_LDLIBS   := $(LDLIBS) $(shell mpicxx --showme:link 2>/dev/null)
 FUZZ_REPLAY   := $(patsubst %,$(BUILD)/bin/fuzz_replay/%,$(FUZZ_HARNESS))
 .PHONY: fuzz fuzz-bins fuzz-replay
+# Harness objects are not intermediates: keep them (no recompiling on every link).
+.PRECIOUS: $(FUZZ_BUILD)/obj/tests/fuzz/%.o $(BUILD)/obj/tests/fuzz/%.o
 
 fuzz:
 	@$(MAKE) --no-print-directory -j$(NPROC) CUDA=0 fuzz-bins
