@@ -6,8 +6,10 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <numeric>
 #include <sstream>
 
@@ -59,6 +61,8 @@ H5Dataset H5Dataset::open(const std::string& path, hid_t fapl) {
   in.encoding = d.file_.has_attr("encoding") ? d.file_.attr_string("encoding") : "";
   in.source = d.file_.has_attr("source") ? d.file_.attr_string("source") : "";
   in.x_scale = d.file_.has_attr("x_scale") ? d.file_.attr_double("x_scale") : 1.0;
+  if (!std::isfinite(in.x_scale) || in.x_scale == 0)
+    SM_INPUT_ERROR(path << ": attribute x_scale = " << in.x_scale << " (must be finite and non-zero)");
   size_t rank = in.layout == "NTCHW" ? 5 : 4;
   for (Split s : {Split::Train, Split::Test}) {
     std::string g = std::string("/") + split_name(s);
@@ -170,6 +174,12 @@ H5Dataset H5Dataset::open(const std::string& path, Comm* group, bool collective_
 
 H5Dataset::CollectiveHandle::~CollectiveHandle() {
   if (!group || file.file_id() < 0) return;
+  if (std::uncaught_exceptions() > 0) {
+    // Unwinding: this rank may be failing alone (the job is about to be aborted) while the
+    // others compute; a collective close would wait for them. The handle is left to exit.
+    file.release();
+    return;
+  }
   try {  // collective over the group: every rank drops its last copy at the same point
     guarded_collective(*group, "closing a dataset's MPI-IO handle", [&] {
       std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex());
@@ -229,7 +239,8 @@ void H5Dataset::read_from(const H5File& f, bool collective, Split s, const std::
   x = Tensor::empty(xs, DType::F32);
   y = Tensor::empty({n}, DType::I64);
   const float scale = static_cast<float>(info_.x_scale);
-#pragma omp parallel for schedule(static)
+  int64_t first_bad = n;  // f32 samples holding NaN/Inf: the lowest such position in `indices`
+#pragma omp parallel for schedule(static) reduction(min : first_bad)
   for (int64_t k = 0; k < n; ++k) {
     int64_t pos = std::lower_bound(sorted.begin(), sorted.end(), indices[k]) - sorted.begin();
     float* dst = x.data<float>() + k * row;
@@ -238,10 +249,18 @@ void H5Dataset::read_from(const H5File& f, bool collective, Split s, const std::
       for (int64_t f = 0; f < row; ++f) dst[f] = src[f] * scale;
     } else {
       const float* src = raw.data<float>() + pos * row;
-      for (int64_t f = 0; f < row; ++f) dst[f] = src[f] * scale;
+      bool finite = true;
+      for (int64_t f = 0; f < row; ++f) {
+        dst[f] = src[f] * scale;
+        finite &= std::isfinite(dst[f]);
+      }
+      if (!finite) first_bad = std::min(first_bad, k);
     }
     y.data<int64_t>()[k] = yall[static_cast<size_t>(indices[k])];
   }
+  if (first_bad < n)  // a damaged or unnormalised file: never train on NaN/Inf inputs (found by this rank alone)
+    SM_RANK_INPUT_ERROR(info_.path << ": /" << split_name(s) << "/x[" << indices[static_cast<size_t>(first_bad)]
+                              << "] holds NaN or Inf (after x_scale " << info_.x_scale << ")");
 }
 
 H5DatasetWriter::H5DatasetWriter(const std::string& path, const DatasetInfo& info)

@@ -219,6 +219,13 @@ void H5File::close() {
   }
 }
 
+void H5File::release() {
+  if (!file_h_) return;
+  id_.reset();  // the root group
+  file_h_->release();
+  file_h_.reset();
+}
+
 void H5File::flush() const { H5_CALL(H5Fflush(file_id(), H5F_SCOPE_GLOBAL), describe()); }
 
 // ---- groups -----------------------------------------------------------------------------

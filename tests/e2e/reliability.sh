@@ -22,19 +22,20 @@ MPIRUN=(mpirun --bind-to none --oversubscribe)
 cd "$TMP" || exit 1
 
 # expect_fail NAME LIMIT_S NEEDLE... -- COMMAND...: COMMAND exits non-zero (< 128: not killed by a
-# signal, and not our timeout) within LIMIT_S seconds, and its combined output holds exactly one
-# "spikemesh: error:" line, which contains every NEEDLE and no raw control byte.
+# signal, and not our timeout) within LIMIT_S seconds, and its output (stdout and stderr) holds
+# exactly one "spikemesh: error:" line, on stderr, which contains every NEEDLE and no raw
+# control byte.
 expect_fail() {
   local name=$1 limit=$2 needles=() rc why="" t0 t1
   shift 2
   while [ "$1" != "--" ]; do needles+=("$1"); shift; done
   shift
   t0=$(date +%s)
-  timeout "$((limit + 30))" "$@" >"$TMP/out" 2>&1 </dev/null
+  timeout "$((limit + 30))" "$@" >"$TMP/stdout" 2>"$TMP/out" </dev/null
   rc=$?
   t1=$(date +%s)
   local n line
-  n=$(grep -c "spikemesh: error:" "$TMP/out")
+  n=$(grep -c "spikemesh: error:" "$TMP/out" "$TMP/stdout" | awk -F: '{s += $NF} END {print s}')
   line=$(grep -m1 "spikemesh: error:" "$TMP/out")
   if [ "$rc" -eq 124 ]; then why="hung: killed after $((limit + 30)) s"
   elif [ "$rc" -eq 0 ]; then why="exit status 0"
@@ -81,6 +82,20 @@ if cmp -s A/net.toml B/net.toml; then bad "cannot make two different specs (fmni
   expect_fail "different model specs under dp" 60 "the ranks disagree on the model" "rank 1" -- \
     "${MPIRUN[@]}" -np 1 --wdir "$TMP/A" "$BIN" "${args[@]}" : -np 1 --wdir "$TMP/B" "$BIN" "${args[@]}"
 fi
+
+# A NaN in one f32 training sample that only rank 1 reads: that rank names itself, the job ends.
+"$PY" - <<'PYEOF'
+import h5py, numpy as np
+rng = np.random.default_rng(1)
+with h5py.File("nan.h5", "w") as f:
+    f.attrs["num_classes"] = 10; f.attrs["layout"] = "NCHW"; f.attrs["T"] = 0; f.attrs["x_scale"] = 1.0
+    for s, n in (("train", 32), ("test", 16)):
+        x = rng.random((n, 1, 28, 28)).astype(np.float32)
+        if s == "train": x[21, 0, 3, 3] = np.nan
+        f[s + "/x"] = x; f[s + "/y"] = rng.integers(0, 10, n).astype(np.int64)
+PYEOF
+expect_fail "a NaN sample read by one rank under dp" 60 "nan.h5: /train/x[21] holds NaN" "rank 1" -- \
+  "${MPIRUN[@]}" -np 2 "$BIN" train "${SMALL[@]}" --data nan.h5 --no-shuffle --run-name nan --distributed-mode dp
 
 echo "== the guard of collective file I/O =="
 if [ -x "$MPI_TESTS" ]; then

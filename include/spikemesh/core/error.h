@@ -10,8 +10,10 @@
 namespace sm {
 
 // Category decides how the front end reports it: Input errors are the user's
-// (bad flag, file or spec) and print without a source location.
-enum class ErrorKind { Input, Internal, Library };
+// (bad flag, file or spec) and print without a source location. RankInput is the user's too,
+// but found by one rank alone where the ranks cannot agree first (a damaged sample read in
+// training): that rank prints it (naming itself) and the job is aborted, so no rank waits.
+enum class ErrorKind { Input, Internal, Library, RankInput };
 
 class Error : public std::runtime_error {
  public:
@@ -38,6 +40,14 @@ void set_process_identity(int world_rank, const std::string& host);
     std::ostringstream sm_os_;                                     \
     sm_os_ << msg_expr;                                            \
     throw ::sm::Error(::sm::ErrorKind::Input, sm_os_.str());       \
+  } while (0)
+
+// Input error found by this rank alone mid-run (see ErrorKind::RankInput); names the rank.
+#define SM_RANK_INPUT_ERROR(msg_expr)                                           \
+  do {                                                                          \
+    std::ostringstream sm_os_;                                                  \
+    sm_os_ << msg_expr << " (" << ::sm::where_am_i() << ")";                    \
+    throw ::sm::Error(::sm::ErrorKind::RankInput, sm_os_.str());                \
   } while (0)
 
 // Internal invariant; names file:line.

@@ -32,6 +32,8 @@ class H5Handle {
   void reset();
   // Closes now and returns the close call's status (reset() ignores it).
   herr_t close_checked();
+  // Forgets the id without closing it (a collective file on a rank that is failing alone).
+  void release() { id_ = H5I_INVALID_HID; }
 
  private:
   hid_t id_ = H5I_INVALID_HID;
@@ -112,6 +114,10 @@ class H5File : public H5Group {
   // Closes the file now, checking the result (a parallel file: collective). Every group
   // obtained from this file must be gone; afterwards this object is empty.
   void close();
+  // Drops this object WITHOUT closing the file (the id stays open until the process exits):
+  // for a collective (MPI-IO) file on a rank that unwinds alone, where H5Fclose would wait
+  // for the other ranks. Every group obtained from this file must be gone.
+  void release();
   hid_t file_id() const { return file_h_ ? file_h_->get() : H5I_INVALID_HID; }
 
  private:
