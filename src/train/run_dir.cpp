@@ -5,11 +5,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <cstring>
 #include <ctime>
 #include <iomanip>
 #include <sstream>
 
+#include "spikemesh/comm/agree.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/log.h"
 
@@ -26,6 +30,33 @@ void RunLog::line(const std::string& s, bool to_stdout) {
   if (to_stdout) SM_INFO(s);
   f_ << s << "\n";
   f_.flush();
+}
+
+void check_shared_directory(Comm* group, const std::string& dir, const std::string& flag) {
+  if (!group || group->size() == 1) return;
+  const std::string probe = dir + "/.spikemesh-shared-probe";
+  std::string token;
+  agree_on_error(group, [&] {
+    if (group->rank() != 0) return;
+    std::ostringstream t;
+    t << std::hex << ::getpid() << "-" << std::chrono::steady_clock::now().time_since_epoch().count();
+    token = t.str();
+    std::ofstream f(probe);
+    f << token;
+    if (!(f << std::flush)) SM_INPUT_ERROR(flag << " " << dir << ": cannot write " << probe);
+  });
+  token = broadcast_string(*group, token, 0);
+  agree_on_error(group, [&] {
+    std::ifstream f(probe);
+    std::string seen;
+    std::getline(f, seen);
+    if (seen != token)
+      SM_INPUT_ERROR(flag << ": rank " << group->rank() << " (" << where_am_i() << ") does not see the directory "
+                          << dir << " that rank 0 made (" << (f ? "another file is there" : "no such file")
+                          << "): every rank must write into one shared directory (a node-local or relative path "
+                             "in another working directory?)");
+  });
+  if (group->rank() == 0) std::remove(probe.c_str());
 }
 
 void make_dirs(const std::string& path, const std::string& flag) {

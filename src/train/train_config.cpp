@@ -158,7 +158,7 @@ void TrainConfigResolver::set(const std::string& key, const std::string& v, cons
   for (auto& f : fields_) {
     if (f->key != key) continue;
     // A flag ("--lr") already names the key; a file origin gets "file: key".
-    std::string what = origin.rfind("--", 0) == 0 ? origin : origin + ": " + key;
+    std::string what = origin.rfind("--", 0) == 0 ? origin : origin + ": " + key + " (--" + key + ")";
     switch (f->kind) {
       case Field::Kind::Int: {
         // T: a file may say 0 (the default, as config.toml records it); a flag must give >= 1.

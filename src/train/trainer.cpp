@@ -122,8 +122,9 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   std::unique_ptr<RunLog> run_log;  // only now, with every setting validated: a bad one writes nothing
   agree_on_error(world, [&] {
     if (root) make_dirs(run_dir, "--output");
-    run_log = std::make_unique<RunLog>(run_dir + "/log.txt", root);
   });
+  check_shared_directory(world, run_dir, "--output");  // checkpoints are written collectively
+  agree_on_error(world, [&] { run_log = std::make_unique<RunLog>(run_dir + "/log.txt", root); });
   RunLog& log = *run_log;
   CheckpointManager ckpt(layout, opt, run_dir, config_toml, cfg.precision, static_cast<int>(cfg.keep));
   TrainState st;

@@ -83,6 +83,13 @@ if cmp -s A/net.toml B/net.toml; then bad "cannot make two different specs (fmni
     "${MPIRUN[@]}" -np 1 --wdir "$TMP/A" "$BIN" "${args[@]}" : -np 1 --wdir "$TMP/B" "$BIN" "${args[@]}"
 fi
 
+# A relative --output in two working directories: checkpoints are written collectively into
+# one file, so every rank must see rank 0's run directory.
+args=(train --model fmnist_csnn --var C=8 --T 2 --batch-size 4 --max-steps 2 --data "$TMP/good.h5" --output runs
+      --run-name rel --distributed-mode dp --comm-timeout 10)
+expect_fail "--output not shared between ranks" 60 "--output" "rank 1" "does not see the directory" -- \
+  "${MPIRUN[@]}" -np 1 --wdir "$TMP/A" "$BIN" "${args[@]}" : -np 1 --wdir "$TMP/B" "$BIN" "${args[@]}"
+
 # A NaN in one f32 training sample that only rank 1 reads: that rank names itself, the job ends.
 "$PY" - <<'PYEOF'
 import h5py, numpy as np
