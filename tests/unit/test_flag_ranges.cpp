@@ -19,6 +19,7 @@
 #include "spikemesh/core/text_file.h"
 #include "spikemesh/train/flag_ranges.h"
 #include "spikemesh/train/train_config.h"
+#include "train_cli.h"
 
 namespace sm {
 namespace {
@@ -29,18 +30,7 @@ std::string temp_path(const std::string& tag) {
   return ::testing::TempDir() + "sm_fr_" + std::to_string(getpid()) + "_" + tag;
 }
 
-TrainConfig resolve(std::vector<std::string> args) {
-  TrainConfig cfg;
-  TrainConfigResolver r(cfg);
-  CLI::App app{"test"};
-  r.add_options(app);
-  args.insert(args.begin(), "spikemesh-train");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  app.parse(static_cast<int>(argv.size()), argv.data());
-  r.resolve();
-  return cfg;
-}
+TrainConfig resolve(const std::vector<std::string>& args) { return test::resolve_train_args(args); }
 
 }  // namespace
 

@@ -20,6 +20,7 @@
 #include "spikemesh/models/model_selection.h"
 #include "spikemesh/models/spec_loader.h"
 #include "spikemesh/train/train_config.h"
+#include "train_cli.h"
 
 namespace sm {
 namespace {
@@ -34,23 +35,8 @@ std::string write_file(const std::string& tag, const std::string& text) {
   return p;
 }
 
-// Parses `args` (flags only; the program name is added) like `spikemesh train` and resolves.
-void parse_and_resolve(TrainConfig& cfg, TrainConfigResolver& r, std::vector<std::string> args) {
-  CLI::App app{"test"};
-  r.add_options(app);
-  args.insert(args.begin(), "spikemesh-train");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  app.parse(static_cast<int>(argv.size()), argv.data());
-  r.resolve();
-}
-
-TrainConfig resolve_args(const std::vector<std::string>& args) {
-  TrainConfig cfg;
-  TrainConfigResolver r(cfg);
-  parse_and_resolve(cfg, r, args);
-  return cfg;
-}
+using test::parse_and_resolve;
+TrainConfig resolve_args(const std::vector<std::string>& args) { return test::resolve_train_args(args); }
 
 }  // namespace
 
@@ -251,7 +237,7 @@ TEST(TrainConfig, ResolvedTomlReadsBackIntoTheSameConfig) {
   TrainConfig a;
   TrainConfigResolver ra(a);
   // Every value differs from its default, doubles that need all 17 digits included.
-  parse_and_resolve(a, ra,
+  parse_and_resolve(ra,
                     {"--model", "cifar10dvs_vgg", "--var", "C=4", "--var", "N=7", "--T", "3", "--dropout", "0.25",
                      "--data", "some/data.h5", "--encoding", "poisson", "--no-shuffle", "--epochs", "5",
                      "--batch-size", "12", "--max-steps", "99", "--optimizer", "sgd", "--lr", "0.1234567890123457",

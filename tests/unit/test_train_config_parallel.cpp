@@ -15,26 +15,12 @@
 
 #include "spikemesh/core/error.h"
 #include "spikemesh/train/train_config.h"
+#include "train_cli.h"
 
 namespace sm {
 namespace {
 
-TrainConfig resolve(TrainConfigResolver& r, TrainConfig& cfg, std::vector<std::string> args) {
-  CLI::App app{"test"};
-  r.add_options(app);
-  args.insert(args.begin(), "spikemesh-train");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  app.parse(static_cast<int>(argv.size()), argv.data());
-  r.resolve();
-  return cfg;
-}
-
-TrainConfig resolve_args(const std::vector<std::string>& args) {
-  TrainConfig cfg;
-  TrainConfigResolver r(cfg);
-  return resolve(r, cfg, args);
-}
+TrainConfig resolve_args(const std::vector<std::string>& args) { return test::resolve_train_args(args); }
 
 }  // namespace
 
@@ -83,7 +69,7 @@ TEST(TrainConfigParallel, MeshShapeFromTomlAndBack) {
   TrainConfigResolver rb(back);
   TrainConfig orig;
   TrainConfigResolver ro(orig);
-  resolve(ro, orig, {"--config", path});
+  test::parse_and_resolve(ro, {"--config", path});
   const std::string out = ::testing::TempDir() + "sm_tcp_out_" + std::to_string(getpid()) + ".toml";
   std::ofstream(out) << ro.to_toml();
   rb.apply_toml_file(out);
