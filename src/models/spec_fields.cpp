@@ -240,7 +240,10 @@ int64_t FieldReader::positive(const std::string& key, int64_t dflt) {
 
 double FieldReader::number(const std::string& key) {
   const toml::node& n = required(key);
-  if (auto v = n.value_exact<double>()) return *v;
+  if (auto v = n.value_exact<double>()) {
+    if (!std::isfinite(*v)) fail_key(key, "must be a finite number, got " + std::to_string(*v));  // every spec number
+    return *v;
+  }
   if (auto v = n.value_exact<int64_t>()) return static_cast<double>(*v);
   fail_key(key, "must be a number");
 }
@@ -309,6 +312,7 @@ NeuronConfig read_neuron_fields(FieldReader& r, NeuronKind kind, NeuronConfig c)
       if (s->get() != "none") r.fail_key("v_reset", "must be a number (hard reset) or \"none\" (soft reset)");
       c.hard_reset = false;
     } else if (auto v = n->value<double>()) {
+      if (!std::isfinite(*v)) r.fail_key("v_reset", "must be finite");
       c.hard_reset = true;
       c.v_reset = *v;
     } else {

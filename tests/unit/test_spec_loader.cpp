@@ -444,3 +444,16 @@ TEST(SpecLoaderErrors, BadEnumsAndDuplicates) {
 
 }  // namespace
 }  // namespace sm
+
+namespace sm {
+// Every number of a spec must be finite (NaN/Inf would train silently into NaN): the generic
+// number reader and the neuron's reset value refuse them, naming the file and the key.
+TEST(SpecLoaderErrors, NonFiniteNumbersNameTheKey) {
+  expect_spec_error("tau_inf", with(kTinySpec, "tau = 2.0", "tau = inf"), {"tau"});
+  expect_spec_error("reset_ninf", with(kTinySpec, "tau = 2.0", "tau = 2.0\nv_reset = -inf"), {"v_reset", "finite"});
+  expect_spec_error("thr_nan", with(kTinySpec, "tau = 2.0", "tau = 2.0\nv_threshold = nan"), {"v_threshold"});
+  expect_spec_error("dropout_nan", with(kTinySpec, "p = 0.5", "p = nan"), {"p"});
+  expect_spec_error("bn_eps_inf", with(kTinySpec, R"(num_features = "C" })", R"(num_features = "C", eps = inf })"),
+                    {"eps", "finite"});
+}
+}  // namespace sm
