@@ -348,6 +348,16 @@ Shape H5Group::dataset_shape(const std::string& name) const {
   if (nd > kMaxDims) SM_INPUT_ERROR(describe(name) << ": " << nd << " dims; spikemesh tensors have at most " << kMaxDims);
   std::vector<hsize_t> dims(nd);
   if (nd > 0) H5_CALL(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), describe(name));
+  // A damaged or foreign file may declare any extent: refuse one whose element count (or byte
+  // size) would not fit in int64, before shape_numel / an allocation overflows on it.
+  const hsize_t limit = static_cast<hsize_t>(INT64_MAX / 8);
+  hsize_t nonzero = 1;
+  for (hsize_t d : dims) {
+    if (d == 0) continue;
+    if (d > limit / nonzero)
+      SM_INPUT_ERROR(describe(name) << ": " << nd << "-d extent too large (dimension " << d << ")");
+    nonzero *= d;
+  }
   return Shape(dims.begin(), dims.end());
 }
 
