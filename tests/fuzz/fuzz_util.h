@@ -17,11 +17,17 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/log.h"
 
 namespace fuzz {
+
+inline std::vector<std::string>* scratch_registry() {
+  static std::vector<std::string>* v = new std::vector<std::string>;  // outlives atexit handlers
+  return v;
+}
 
 // /dev/shm/<tag>.<pid> (tmpfs: no disk I/O, fsync is free); $TMPDIR or /tmp without it.
 inline std::string scratch_path(const std::string& tag) {
@@ -31,7 +37,20 @@ inline std::string scratch_path(const std::string& tag) {
     const char* t = std::getenv("TMPDIR");
     dir = t && *t ? t : "/tmp";
   }
-  return dir + "/spikemesh_" + tag + "." + std::to_string(getpid());
+  const std::string path = dir + "/spikemesh_" + tag + "." + std::to_string(getpid());
+  // Removed when the process exits normally (libFuzzer's -max_total_time, the replay driver).
+  static const bool registered = [] {
+    std::atexit([] {
+      for (const std::string& p : *scratch_registry()) {
+        std::error_code e;
+        std::filesystem::remove_all(p, e);
+      }
+    });
+    return true;
+  }();
+  (void)registered;
+  scratch_registry()->push_back(path);
+  return path;
 }
 
 inline void write_file(const std::string& path, const uint8_t* data, size_t size) {

@@ -20,6 +20,7 @@ run_one() {
   local dict=() extra=()
   [ -f "$here/$h.dict" ] && dict=(-dict="$here/$h.dict")
   [ -d "$here/regressions/$h" ] && extra=("$here/regressions/$h")
+  local t0=$SECONDS
   # -timeout 1: an input running > 1 s is a finding (hang); -rss_limit_mb: also the malloc
   # limit (one allocation over it is an OOM finding); libFuzzer stops at the first finding.
   OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 \
@@ -28,6 +29,7 @@ run_one() {
     -artifact_prefix="$build/crashes/$h/" "${dict[@]}" \
     "$build/corpus/$h" "$here/corpus/$h" "${extra[@]}" >"$build/logs/$h.log" 2>&1
   echo $? >"$build/logs/$h.rc"
+  echo $((SECONDS - t0)) >"$build/logs/$h.secs"
 }
 
 pids=()
@@ -45,8 +47,7 @@ for h in "$@"; do
   log="$build/logs/$h.log"
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | awk '{print $2}')
   [ -z "$execs" ] && execs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#')
-  secs=$(grep -oE 'Done [0-9]+ runs in [0-9]+ second' "$log" | tail -1 | awk '{print $5}')
-  [ -z "$secs" ] && secs="<${seconds}"
+  secs=$(cat "$build/logs/$h.secs" 2>/dev/null || echo "?")  # wall seconds of the run
   cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | awk '{print $2}')
   ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -1 | awk '{print $2}')
   found=$(find "$build/crashes/$h" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)

@@ -2,7 +2,8 @@
 // toml++ itself survives parsing a text, decided in a forked child. Debian 12's toml++ 3.3.0
 // has reachable assert()s (builds without NDEBUG: an abort inside the parser, e.g. "[}" in a
 // table header or a value that starts with a terminator) and a __builtin_unreachable() in its
-// Unicode whitespace table (fuzz_util.h toml_unreachable_input). Those are third-party bugs
+// Unicode whitespace table (fuzz_util.h toml_unreachable_input; UBSan stops the child there).
+// Those are third-party bugs
 // (README "Fuzzing"); an input that kills the bare parser is skipped, so the harnesses keep
 // finding spikemesh's own bugs. In the child every sanitizer/libFuzzer crash hook is removed
 // first, so a child's death writes no crash artifact and prints nothing.
@@ -11,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <string>
 #include <toml++/toml.h>
 
@@ -33,6 +35,12 @@ inline bool toml_parser_survives(const std::string& text) {
     for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGILL, SIGFPE}) signal(sig, SIG_DFL);
     close(2);
     close(1);
+    // LLVM's libomp (clang -fopenmp) registers every process, forked children included, in
+    // /dev/shm/__KMP_REGISTERED_LIB_<pid>_<uid> and removes it only at a normal exit: a child
+    // ending in _exit or an abort would leave one file per input behind. Removed up front.
+    char reg[96];
+    std::snprintf(reg, sizeof reg, "/dev/shm/__KMP_REGISTERED_LIB_%d_%d", int(getpid()), int(getuid()));
+    unlink(reg);
     try {
       (void)toml::parse(std::string_view(text), std::string_view("guard"));
     } catch (...) {
