@@ -33,10 +33,10 @@
 #include "spikemesh/io/bench_record.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/train/run_setup.h"
+#include "spikemesh/train/flag_ranges.h"
 #include "spikemesh/train/train_step.h"
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "spikemesh/kernels/cuda/neuron_bench.h"
-#include "spikemesh/train/flag_ranges.h"
 #endif
 
 namespace sm {
