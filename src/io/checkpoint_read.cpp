@@ -4,19 +4,30 @@
 // complete checkpoint of a directory.
 // Invariants:
 //  * nothing is written into the caller's shards before rank 0 has checked the file against
-//    the request (model, tensors, shapes, optimizer state count) and every checksum of the
-//    file has been verified — a damaged or foreign checkpoint is never half-loaded;
+//    the request (model, tensors, shapes, optimizer state count, every /meta field, a crc32
+//    attribute on every tensor), every checksum of the file has been verified and every float
+//    element read has been found finite (or --allow-nonfinite-checkpoint said to load it) — a
+//    damaged, foreign or diverged checkpoint is never half-loaded;
+//  * the file is the user's: a failure of HDF5 while reading it (truncated, damaged) is an
+//    Input error naming it, so that the agreed error reaches the front end as one message and
+//    a non-zero exit on every rank (a Library error would be printed by every rank and abort
+//    the job — issue 21);
 //  * crc32s are combined on rank 0 from the ranks' crcs of the merged flat runs they read
 //    when those runs chain over a whole tensor; every other tensor is read whole by one rank;
 //  * every error reaches every rank of the group with the first failing rank's message.
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
+#include <sstream>
+#include <toml++/toml.h>
 
 #include "checkpoint_internal.h"
 #include "spikemesh/core/log.h"
+#include "spikemesh/core/text_file.h"
 #include "spikemesh/io/byte_pack.h"
 
 namespace sm {
@@ -60,6 +71,158 @@ void bcast_info(const Group& g, CheckpointInfo& ci) {
   std::memcpy(&ci.state.loss_scale, &scale_bits, sizeof scale_bits);
 }
 
+// ---- the file is the user's: its damage is an Input error naming it --------------------------
+
+// The library's own words of a Library error ("HDF5 error in CALL (rank R on H, file:line):
+// DETAIL" -> DETAIL); the whole message when it has another form.
+std::string library_detail(const std::string& what) {
+  const std::string me = where_am_i();
+  size_t at = what.find(" (" + me + ", ");
+  if (at == std::string::npos) return what;
+  at = what.find("): ", at);
+  return at == std::string::npos ? what : what.substr(at + 3);
+}
+
+// Runs `f`, which reads the checkpoint `path`; a Library (HDF5, MPI-IO) error becomes an Input
+// error naming the file. Input and Internal errors pass unchanged. Local.
+template <class F>
+void reading(const std::string& path, F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Library) throw;
+    SM_INPUT_ERROR(path << ": cannot read this checkpoint (truncated or damaged file?): " << library_detail(e.what()));
+  }
+}
+
+// The crc32 attribute of dataset `name` below `g` (`rel`: its path in the file): an Input error
+// naming the file and dataset when it is missing or not a 32-bit value.
+uint32_t required_crc(const std::string& path, const H5Group& g, const std::string& name, const std::string& rel) {
+  const int64_t crc = ckpt::stored_crc(g, name);
+  if (crc < 0)
+    SM_INPUT_ERROR(path << ": dataset /" << rel
+                        << " has no crc32 attribute: damaged or not written by spikemesh (every tensor of a "
+                           "spikemesh checkpoint carries one)");
+  if (crc > 0xffffffffLL)
+    SM_INPUT_ERROR(path << ": dataset /" << rel << " has a crc32 attribute of " << crc
+                        << ", not a 32-bit checksum: damaged or not written by spikemesh");
+  return static_cast<uint32_t>(crc);
+}
+
+// ---- non-finite values -----------------------------------------------------------------------
+
+// Position in [0, n) of the first NaN/Inf of `n` elements of dtype `dt` at `p` (-1: none;
+// integer dtypes have none); `kind` gets 0 NaN, 1 +Inf, 2 -Inf.
+int64_t first_nonfinite(const void* p, DType dt, int64_t n, int64_t& kind) {
+  auto scan = [&](auto* v) -> int64_t {
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(static_cast<double>(v[i]))) {
+        kind = std::isnan(static_cast<double>(v[i])) ? 0 : (v[i] > 0 ? 1 : 2);
+        return i;
+      }
+    return -1;
+  };
+  if (dt == DType::F32) return scan(static_cast<const float*>(p));
+  if (dt == DType::F64) return scan(static_cast<const double*>(p));
+  return -1;
+}
+
+// "[i0, i1, ...]" of flat index `flat` in `shape` (row-major).
+std::string index_text(const Shape& shape, int64_t flat) {
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (size_t d = shape.size(); d-- > 0;) {
+    const int64_t n = shape[d] > 0 ? shape[d] : 1;
+    idx[d] = flat % n;
+    flat /= n;
+  }
+  std::ostringstream os;
+  os << "[";
+  for (size_t d = 0; d < idx.size(); ++d) os << (d ? ", " : "") << idx[d];
+  os << "]";
+  return os.str();
+}
+
+// ---- /meta validation ------------------------------------------------------------------------
+
+// Input error naming the file and the /meta attribute `field` unless `ok`.
+void require_meta(bool ok, const std::string& path, const char* field, const std::string& value, const char* rule) {
+  if (!ok)
+    SM_INPUT_ERROR(path << ": /meta attribute '" << field << "' is " << value << "; " << rule
+                        << " (damaged or not written by spikemesh)");
+}
+
+// Why toml++ 3.3.0 (Debian 12, built without NDEBUG) would abort on `text` instead of throwing
+// parse_error: a table header '[' or '[[' followed (after blanks) by a character that can start
+// no key, e.g. "[}" (its parse_key assertion; tests/fuzz/fuzz_util.h toml_assert_input). ""
+// otherwise. The config of a checkpoint is untrusted text: it must never reach the parser then.
+std::string toml_parser_would_abort(const std::string& text) {
+  auto key_start = [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '-' || c == '"' || c == '\'' || c == ']';
+  };
+  bool line_start = true;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '\n' || c == '\r') {
+      line_start = true;
+      continue;
+    }
+    if (line_start && (c == ' ' || c == '\t')) continue;
+    if (line_start && c == '[') {
+      size_t j = i + 1;
+      if (j < text.size() && text[j] == '[') ++j;
+      while (j < text.size() && (text[j] == ' ' || text[j] == '\t')) ++j;
+      if (j < text.size() && !key_start(static_cast<unsigned char>(text[j])))
+        return "a table header at byte " + std::to_string(i) + " names no key";
+    }
+    line_start = false;
+  }
+  return "";
+}
+
+// Every field of `ci` (read from `path`, whose /optim holds `file_optim` datasets) in range.
+void validate_info(const std::string& path, const CheckpointInfo& ci, bool has_loss_scale, int64_t file_optim) {
+  auto num = [](auto v) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+  };
+  require_meta(ci.format_version >= 1, path, "format_version", num(ci.format_version),
+               "a known checkpoint format is 1 or more");
+  require_meta(ci.state.step >= 0, path, "step", num(ci.state.step), "optimizer steps done must be >= 0");
+  require_meta(ci.state.epoch >= 0, path, "epoch", num(ci.state.epoch), "the epoch must be >= 0");
+  require_meta(ci.state.batch_in_epoch >= 0, path, "batch_in_epoch", num(ci.state.batch_in_epoch),
+               "the data cursor must be >= 0");
+  require_meta(ci.state.seed >= 0, path, "seed", num(ci.state.seed), "a seed is >= 0 (as --seed)");
+  require_meta(ci.optimizer_step >= 0, path, "optimizer_step", num(ci.optimizer_step),
+               "the optimizer's step count must be >= 0");
+  require_meta(ci.num_optim_states >= 0, path, "num_optim_states", num(ci.num_optim_states), "a count must be >= 0");
+  require_meta(ci.num_optim_states == file_optim, path, "num_optim_states", num(ci.num_optim_states),
+               ("the file holds " + std::to_string(file_optim) + " optimizer state tensors").c_str());
+  if (has_loss_scale) {
+    require_meta(std::isfinite(ci.state.loss_scale) && ci.state.loss_scale > 0, path, "loss_scale",
+                 num(ci.state.loss_scale), "a loss scale must be finite and > 0");
+    require_meta(ci.state.loss_scale_finite_in_row >= 0, path, "loss_scale_finite_in_row",
+                 num(ci.state.loss_scale_finite_in_row), "a count must be >= 0");
+    require_meta(ci.state.skipped_steps >= 0, path, "skipped_steps", num(ci.state.skipped_steps),
+                 "a count must be >= 0");
+  }
+  require_meta(!ci.model.empty(), path, "model", "empty", "a checkpoint names its model");
+  static const char* kPrecisions[] = {"fp32", "fp64", "bf16", "fp16"};
+  bool known = ci.precision.empty();
+  for (const char* p : kPrecisions) known = known || ci.precision == p;
+  require_meta(known, path, "precision", "'" + printable_token(ci.precision) + "'", "expected fp32, fp64, bf16 or fp16");
+  if (!ci.config_toml.empty()) {
+    std::string why = toml_parser_would_abort(ci.config_toml);
+    if (why.empty()) try {
+        (void)toml::parse(ci.config_toml);
+      } catch (const toml::parse_error& e) {
+        why = std::string(e.description());
+      }
+    require_meta(why.empty(), path, "config", "not TOML (" + printable_token(why, 80) + ")",
+                 "it holds the run's resolved configuration");
+  }
+}
+
 // ---- load validation (rank 0, serial open) -------------------------------------------------
 
 // Checks the file against the requested tensors; returns per tensor {file dtype, stored crc}.
@@ -89,7 +252,7 @@ std::vector<int64_t> validate_for_load(const std::string& path, const std::vecto
     if (fs != t.shape)
       misfit("tensor /" + t.path + " has shape " + shape_str(fs) + " in the file, expected " + shape_str(t.shape));
     out.push_back(static_cast<int64_t>(f.dataset_dtype(t.path)));
-    out.push_back(ckpt::stored_crc(f, t.path));
+    out.push_back(static_cast<int64_t>(required_crc(path, f, t.path, t.path)));
   }
   for (const char* g : {"params", "buffers"}) {
     if (!f.has_group(g)) continue;
@@ -186,7 +349,8 @@ std::string find_latest_local(const std::string& dir) {
 
 // ---- info / checksums / latest ---------------------------------------------------------------
 
-CheckpointInfo read_checkpoint_info(const std::string& path) {
+namespace {
+CheckpointInfo read_info_validated(const std::string& path) {
   H5File f = H5File::open(path);
   if (!f.has_group("/meta")) SM_INPUT_ERROR(path << ": not a spikemesh checkpoint (no /meta)");
   H5Group m = f.open_group("/meta");
@@ -215,6 +379,19 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   ci.config_toml = m.attr_string("config");
   ci.num_optim_states = m.attr_int("num_optim_states");
   ci.num_params = f.has_group("/params") ? static_cast<int64_t>(f.open_group("/params").list_datasets().size()) : 0;
+  int64_t file_optim = 0;
+  if (f.has_group("optim"))
+    ckpt::for_each_dataset(f.open_group("optim"), "", [&](const H5Group&, const std::string&, const std::string&) {
+      ++file_optim;
+    });
+  validate_info(path, ci, m.has_attr("loss_scale"), file_optim);
+  return ci;
+}
+}  // namespace
+
+CheckpointInfo read_checkpoint_info(const std::string& path) {
+  CheckpointInfo ci;
+  reading(path, [&] { ci = read_info_validated(path); });
   return ci;
 }
 
@@ -230,12 +407,13 @@ CheckpointInfo read_checkpoint_info(Comm* group, const std::string& path) {
 }
 
 void verify_checkpoint_checksums(const std::string& path) {
-  H5File f = H5File::open(path);
-  ckpt::for_each_dataset(f.root(), "", [&](const H5Group& g, const std::string& name, const std::string& rel) {
-    Tensor t = g.read(name);
-    const int64_t want = ckpt::stored_crc(g, name);
-    if (want >= 0 && static_cast<uint32_t>(want) != ckpt::crc_of(t))
-      SM_INPUT_ERROR(path << ": dataset /" << rel << " is corrupted (checksum mismatch)");
+  reading(path, [&] {
+    H5File f = H5File::open(path);
+    ckpt::for_each_dataset(f.root(), "", [&](const H5Group& g, const std::string& name, const std::string& rel) {
+      const uint32_t want = required_crc(path, g, name, rel);
+      Tensor t = g.read(name);
+      if (want != ckpt::crc_of(t)) SM_INPUT_ERROR(path << ": dataset /" << rel << " is corrupted (checksum mismatch)");
+    });
   });
 }
 
@@ -254,7 +432,7 @@ std::string find_latest_checkpoint(Comm* group, const std::string& dir) {
 
 // Collective over `group` (nullptr: alone); see io/checkpoint.h.
 CheckpointInfo load_checkpoint(Comm* group, const std::string& path, std::vector<TensorShard>& shards,
-                               const CheckpointMeta& expect) {
+                               const CheckpointMeta& expect, const CheckpointLoadOptions& opts) {
   const Group g{group};
   const int rank = g.rank(), size = g.size();
   std::vector<TensorPlan> plans;
@@ -265,11 +443,11 @@ CheckpointInfo load_checkpoint(Comm* group, const std::string& path, std::vector
 
   // 1. Rank 0 checks the file against the request; everyone learns dtypes and stored crcs.
   CheckpointInfo ci;
-  std::vector<int64_t> file_facts;  // per tensor: dtype, stored crc (-1: none)
+  std::vector<int64_t> file_facts;  // per tensor: dtype, stored crc
   g.agree([&] {
     if (rank != 0) return;
     ci = read_checkpoint_info(path);
-    file_facts = validate_for_load(path, plans, expect, ci);
+    reading(path, [&] { file_facts = validate_for_load(path, plans, expect, ci); });
   });
   bcast_info(g, ci);
   g.bcast(file_facts);
@@ -282,11 +460,11 @@ CheckpointInfo load_checkpoint(Comm* group, const std::string& path, std::vector
     g.agree([&] {
       H5Handle fapl(SM_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose);
       if (g.comm) SM_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), g.comm->mpi_comm(), MPI_INFO_NULL));
-      f = H5File::open(path, false, fapl.get());
+      reading(path, [&] { f = H5File::open(path, false, fapl.get()); });
     });
     for (size_t i = 0; i < n; ++i) {
       const DType file_dt = static_cast<DType>(file_facts[2 * i]);
-      g.agree([&] { parts[i] = read_tensor(g, f, plans[i], shards, file_dt); });
+      g.agree([&] { reading(path, [&] { parts[i] = read_tensor(g, f, plans[i], shards, file_dt); }); });
       g.agree([&] {
         const size_t es = dtype_size(file_dt);
         for (size_t u = 0; u < parts[i].runs.size(); ++u) {
@@ -330,14 +508,65 @@ CheckpointInfo load_checkpoint(Comm* group, const std::string& path, std::vector
   });
   g.bcast(reader);
   g.agree([&] {
-    H5File f;
-    for (size_t i = 0; i < n; ++i) {
-      if (reader[i] != rank) continue;
-      if (f.file_id() < 0) f = H5File::open(path);
-      Tensor t = f.read(plans[i].path);
-      if (static_cast<uint32_t>(file_facts[2 * i + 1]) != ckpt::crc_of(t))
-        SM_INPUT_ERROR(path << ": dataset /" << plans[i].path << " is corrupted (checksum mismatch)");
+    reading(path, [&] {
+      H5File f;
+      for (size_t i = 0; i < n; ++i) {
+        if (reader[i] != rank) continue;
+        if (f.file_id() < 0) f = H5File::open(path);
+        Tensor t = f.read(plans[i].path);
+        if (static_cast<uint32_t>(file_facts[2 * i + 1]) != ckpt::crc_of(t))
+          SM_INPUT_ERROR(path << ": dataset /" << plans[i].path << " is corrupted (checksum mismatch)");
+      }
+    });
+  });
+
+  // 3b. Every float element read must be finite (params, buffers and optimizer state alike):
+  //     each rank's first NaN/Inf per tensor, gathered; rank 0 decides (the lowest flat index
+  //     over the ranks is the tensor's first, since the ranks' reads cover what the run uses).
+  std::vector<int64_t> bad_rows;  // {tensor, flat index, kind} per tensor with a non-finite value here
+  for (size_t i = 0; i < n; ++i) {
+    const DType file_dt = static_cast<DType>(file_facts[2 * i]);
+    const size_t es = dtype_size(file_dt);
+    for (size_t u = 0; u < parts[i].runs.size(); ++u) {
+      const char* p = static_cast<const char*>(parts[i].buf.raw()) + parts[i].pos[u] * static_cast<int64_t>(es);
+      int64_t kind = 0;
+      const int64_t at = first_nonfinite(p, file_dt, parts[i].runs[u].len, kind);
+      if (at >= 0) {
+        bad_rows.insert(bad_rows.end(), {static_cast<int64_t>(i), parts[i].runs[u].start + at, kind});
+        break;  // runs are sorted: the first hit is this rank's first
+      }
     }
+  }
+  const std::vector<int64_t> all_bad = g.gather(bad_rows);
+  g.agree([&] {
+    if (rank != 0) return;
+    std::map<size_t, std::pair<int64_t, int64_t>> first;  // tensor -> (flat index, kind), lowest index
+    for (size_t k = 0; k + 3 <= all_bad.size(); k += 3) {
+      const size_t i = static_cast<size_t>(all_bad[k]);
+      auto it = first.find(i);
+      if (it == first.end() || all_bad[k + 1] < it->second.first) first[i] = {all_bad[k + 1], all_bad[k + 2]};
+    }
+    if (first.empty()) return;
+    static const char* kKind[] = {"NaN", "+Inf", "-Inf"};
+    auto one = [&](size_t i) {
+      const auto& f = first.at(i);
+      std::ostringstream os;
+      os << "/" << plans[i].path << " (first at element " << f.first << ", index " << index_text(plans[i].shape, f.first)
+         << ": " << kKind[f.second] << ")";
+      return os.str();
+    };
+    if (opts.allow_nonfinite) {
+      std::ostringstream os;
+      for (const auto& kv : first) os << (os.tellp() > 0 ? ", " : "") << one(kv.first);
+      SM_WARN(path << ": loading non-finite values (--allow-nonfinite-checkpoint) in " << first.size()
+                   << " tensor" << (first.size() > 1 ? "s" : "") << ": " << os.str());
+      return;
+    }
+    const size_t i0 = first.begin()->first;
+    SM_INPUT_ERROR(path << ": tensor " << one(i0) << " holds a non-finite value"
+                        << (first.size() > 1 ? " (and " + std::to_string(first.size() - 1) + " more tensors)" : "")
+                        << ": the run that wrote it diverged or the file was altered; resume from an earlier "
+                           "checkpoint, or pass --allow-nonfinite-checkpoint to load it anyway");
   });
 
   // 4. Only now write into the callers' tensors.

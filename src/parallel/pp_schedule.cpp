@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <cctype>
 #include <deque>
-#include <fstream>
 #include <sstream>
 
 #include "spikemesh/core/error.h"
+#include "spikemesh/core/text_file.h"
 
 namespace sm {
 
@@ -326,9 +326,15 @@ bool kind_of_code(const std::string& code, PpActionKind& kind) {
   return false;
 }
 
-}  // namespace
+// A parsed schedule and where its largest microbatch first appears (for messages about the
+// microbatch count a file implies).
+struct ParsedSchedule {
+  PpSchedule schedule;
+  int max_microbatch_line = 0;
+};
 
-PpSchedule parse_schedule(const std::string& text, int virtual_stages, const std::string& source_name) {
+ParsedSchedule parse_schedule_text(const std::string& text, int virtual_stages, const std::string& source_name,
+                                   int expected_ranks) {
   if (virtual_stages < 1)
     SM_INPUT_ERROR(source_name << ": --pp-virtual-stages must be at least 1 (got " << virtual_stages << ")");
   std::vector<ActionLine> lines;
@@ -343,8 +349,20 @@ PpSchedule parse_schedule(const std::string& text, int virtual_stages, const std
     lines.push_back(parsed);
   }
   if (lines.empty()) SM_INPUT_ERROR(source_name << ": no actions (expected one line of actions per pipeline rank)");
+  // The rank count first: every placement message below assumes one line per rank of the run.
+  if (expected_ranks > 0 && int(lines.size()) != expected_ranks) {
+    std::string numbers;
+    for (size_t k = 0; k < lines.size() && k < 8; ++k)
+      numbers += (k ? ", " : "") + std::to_string(lines[k].line_number);
+    if (lines.size() > 8) numbers += ", ...";
+    SM_INPUT_ERROR(source_name << ": the file has " << lines.size() << (lines.size() == 1 ? " line" : " lines")
+                               << " of actions (line" << (lines.size() == 1 ? " " : "s ") << numbers
+                               << "; one line per pipeline rank) but the run has pp = " << expected_ranks
+                               << " pipeline ranks; write " << expected_ranks << " lines, one per rank");
+  }
 
-  PpSchedule s;
+  ParsedSchedule out;
+  PpSchedule& s = out.schedule;
   s.ranks = int(lines.size());
   s.virtual_stages = virtual_stages;
   s.kind = "custom";
@@ -353,14 +371,17 @@ PpSchedule parse_schedule(const std::string& text, int virtual_stages, const std
   int max_microbatch = -1;
   for (int r = 0; r < s.ranks; ++r) {
     for (const std::string& token : lines[r].tokens) {
-      const std::string where = source_name + ":" + std::to_string(lines[r].line_number) + ": action '" + token + "'";
+      // The token is the file's: quoted printable (a binary byte as \xHH), never raw.
+      const std::string where =
+          source_name + ":" + std::to_string(lines[r].line_number) + ": action '" + printable_token(token) + "'";
       long stage = 0, microbatch = 0;
       std::string code;
       PpActionKind kind = PpActionKind::F;
       if (!split_token(token, stage, code, microbatch))
         SM_INPUT_ERROR(where << ": expected <stage><F|B|W|BW|SF|RF|SB|RB><microbatch>, e.g. '0F3' or '1BW2'");
       if (!kind_of_code(code, kind))
-        SM_INPUT_ERROR(where << ": unknown action '" << code << "' (valid: F, B, W, BW, SF, RF, SB, RB)");
+        SM_INPUT_ERROR(where << ": unknown action '" << printable_token(code)
+                             << "' (valid: F, B, W, BW, SF, RF, SB, RB)");
       if (stage >= stages)
         SM_INPUT_ERROR(where << ": stage " << stage << " does not exist (" << s.ranks << " ranks x " << virtual_stages
                              << " virtual stages = " << stages << " logical stages)");
@@ -368,11 +389,21 @@ PpSchedule parse_schedule(const std::string& text, int virtual_stages, const std
         SM_INPUT_ERROR(where << ": stage " << stage << " lives on rank " << s.rank_of_stage(int(stage))
                              << " but this line is rank " << r << " (stage s lives on rank s mod " << s.ranks << ")");
       s.per_rank[r].push_back(act(kind, int(stage), int(microbatch)));
-      max_microbatch = std::max(max_microbatch, int(microbatch));
+      if (int(microbatch) > max_microbatch) {
+        max_microbatch = int(microbatch);
+        out.max_microbatch_line = lines[r].line_number;
+      }
     }
   }
   s.microbatches = max_microbatch + 1;
-  return s;
+  return out;
+}
+
+}  // namespace
+
+PpSchedule parse_schedule(const std::string& text, int virtual_stages, const std::string& source_name,
+                          int expected_ranks) {
+  return parse_schedule_text(text, virtual_stages, source_name, expected_ranks).schedule;
 }
 
 // ---------------------------------------------------------------- spec §4 rules
@@ -414,19 +445,39 @@ void check_schedule_choice(const std::string& kind, int virtual_stages, bool del
 }
 
 namespace {
-PpSchedule read_schedule_file(const std::string& path, int virtual_stages) {
-  std::ifstream f(path);
-  if (!f) SM_INPUT_ERROR("--pp-schedule-file " << path << ": cannot open");
-  std::stringstream text;
-  text << f.rdbuf();
-  return parse_schedule(text.str(), virtual_stages, path);
+// --pp-schedule-file `path` of a pipeline of `ranks` ranks: read through read_text_file (bounded,
+// text only: /dev/zero, a FIFO or a binary file is refused naming the file, never echoed) and
+// parsed; every message names the file (parse errors also the line).
+ParsedSchedule read_schedule_file(const std::string& path, int virtual_stages, int ranks) {
+  const std::string text = read_text_file(path, "--pp-schedule-file");
+  return parse_schedule_text(text, virtual_stages, path, ranks);
+}
+
+// "the file's actions use microbatches 0..99 (100 microbatches; microbatch 99 first on line 3)"
+std::string file_microbatches(const ParsedSchedule& p) {
+  const int m = p.schedule.microbatches;
+  std::ostringstream os;
+  os << "the file's actions use microbatch" << (m > 1 ? "es 0.." + std::to_string(m - 1) : std::string(" 0")) << " (" << m
+     << " microbatch" << (m > 1 ? "es" : "") << "; microbatch " << m - 1 << " first on line " << p.max_microbatch_line
+     << ")";
+  return os.str();
 }
 }  // namespace
 
 int resolve_microbatches(int64_t batch, int ranks, int virtual_stages, int requested, const std::string& kind,
                          bool delay_wgrad, const std::string& schedule_file) {
   int m = requested;
-  if (m <= 0 && !schedule_file.empty()) m = read_schedule_file(schedule_file, virtual_stages).microbatches;
+  if (m <= 0 && !schedule_file.empty()) {
+    // The count is the file's, not a flag the user gave: the messages say so.
+    const ParsedSchedule p = read_schedule_file(schedule_file, virtual_stages, ranks);
+    m = p.schedule.microbatches;
+    if (batch % m != 0)
+      SM_INPUT_ERROR("--pp-schedule-file " << schedule_file << ": " << file_microbatches(p) << ", but the batch of "
+                                           << batch << " samples per replica does not split into " << m
+                                           << " equal microbatches; write a schedule whose microbatch count divides "
+                                           << batch);
+    return m;
+  }
   if (m <= 0) {
     const std::string chosen = kind == "auto" ? auto_schedule(delay_wgrad, virtual_stages) : kind;
     m = default_microbatches(static_cast<int>(batch), ranks * virtual_stages, chosen == "interleaved" ? ranks : 1);
@@ -444,14 +495,13 @@ PpSchedule resolve_schedule(const std::string& kind, const std::string& schedule
     check_schedule_choice(chosen, virtual_stages, delay_wgrad, microbatches, ranks * virtual_stages);
     return make_schedule(chosen, ranks, virtual_stages, microbatches);
   }
-  PpSchedule s = read_schedule_file(schedule_file, virtual_stages);
-  if (s.ranks != ranks)
-    SM_INPUT_ERROR("--pp-schedule-file " << schedule_file << ": " << s.ranks << " action lines for a pipeline of "
-                                         << ranks << " ranks");
-  if (microbatches > 0 && s.microbatches != microbatches)
-    SM_INPUT_ERROR("--pp-schedule-file " << schedule_file << " runs " << s.microbatches
-                                         << " microbatches but --pp-microbatches is " << microbatches);
-  return s;
+  const ParsedSchedule p = read_schedule_file(schedule_file, virtual_stages, ranks);
+  // `microbatches` > 0 is --pp-microbatches as given, or the count resolve_microbatches took
+  // from this file (then equal, unless the file changed in between).
+  if (microbatches > 0 && p.schedule.microbatches != microbatches)
+    SM_INPUT_ERROR("--pp-schedule-file " << schedule_file << ": " << file_microbatches(p) << ", but the run has "
+                                         << microbatches << " microbatches per step (--pp-microbatches)");
+  return p.schedule;
 }
 
 int default_microbatches(int batch, int stages, int multiple_of) {

@@ -4,10 +4,15 @@
 
 #include <functional>
 #include <map>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
 #include <utility>
 
 #include "spikemesh/core/cuda_amp.h"
+#include "spikemesh/core/log.h"
 #include "spikemesh/models/model.h"
+#include "spikemesh/parallel/dist_run.h"
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/train/checkpoint_state.h"
 #include "spikemesh/train/optimizer.h"
@@ -119,9 +124,88 @@ std::string CheckpointManager::save(TrainState& st, const LossScaler& scaler) {
   return save_checkpoint(layout_.checkpoint_comm(), dir_, layout_checkpoint_shards(layout_, opt_, true), m, keep_);
 }
 
+namespace {
+
+// Settings a resume may change without a warning (the checkpoint's and this run's values of
+// every other key are compared):
+//  * what and how long to run, and where the output goes: resume, max-steps, epochs, output,
+//    run-name, log-every, ckpt-every, keep, eval-batch-size (evaluation only),
+//    allow-nonfinite-checkpoint, check-replicas, pp-timeline-steps;
+//  * the machine: threads, device (a checkpoint moves between CPU and GPU), comm, comm-timeout;
+//  * the mesh and how the model is distributed — checkpoints reshard to any layout, and every
+//    layout computes the one-rank trajectory: distributed-mode, mesh-shape, tp-mesh-dim,
+//    dp-mesh-dim, optimizer-sharding, bucket-mb, fsdp-*, tp-*, pp-schedule, pp-virtual-stages,
+//    pp-layout, pp-delay-wgrad, pp-schedule-file, sync-bn (over the dp group, whose size
+//    legitimately changes);
+//  * how the global batch is split: batch-size (per rank), grad-accum, global-batch-size,
+//    pp-microbatches — compared as the global batch they give instead.
+bool ignored_on_resume(const std::string& key) {
+  static const std::set<std::string> kIgnored = {
+      "resume", "max-steps", "epochs", "output", "run-name", "log-every", "ckpt-every", "keep", "eval-batch-size",
+      "allow-nonfinite-checkpoint", "check-replicas", "pp-timeline-steps", "threads", "device", "comm",
+      "comm-timeout", "distributed-mode", "mesh-shape", "tp-mesh-dim", "dp-mesh-dim", "optimizer-sharding",
+      "bucket-mb", "pp-schedule", "pp-virtual-stages", "pp-layout", "pp-delay-wgrad", "pp-schedule-file", "sync-bn",
+      "batch-size", "grad-accum", "global-batch-size", "pp-microbatches"};
+  return kIgnored.count(key) || key.rfind("fsdp-", 0) == 0 || key.rfind("tp-", 0) == 0;
+}
+
+// A TOML value as the user would write it.
+std::string value_text(const toml::node& n) {
+  if (const auto* s = n.as_string()) return "\"" + s->get() + "\"";
+  std::ostringstream os;
+  if (const auto* d = n.as_floating_point()) {
+    os.precision(15);
+    os << d->get();
+    return os.str();
+  }
+  os << toml::default_formatter{n, toml::format_flags::none};
+  return os.str();
+}
+
+}  // namespace
+
+std::vector<std::string> resume_config_differences(const std::string& ckpt_toml, const std::string& ckpt_mesh,
+                                                   const std::string& now_toml, const std::string& now_mesh) {
+  std::vector<std::string> out;
+  if (ckpt_toml.empty() || now_toml.empty()) return out;
+  toml::table was, now;
+  try {
+    was = toml::parse(ckpt_toml);
+    now = toml::parse(now_toml);
+  } catch (const toml::parse_error&) {
+    return out;
+  }
+  std::map<std::string, std::string> diffs;  // key order
+  for (const auto& [k, v] : now) {
+    const std::string key(k.str());
+    if (ignored_on_resume(key)) continue;
+    const toml::node* old = was.get(key);
+    if (!old) continue;  // an older file without this key
+    const std::string a = value_text(*old), b = value_text(v);
+    if (a != b) diffs[key] = key + ": checkpoint " + a + ", now " + b;
+  }
+  for (auto& kv : diffs) out.push_back(kv.second);
+  const int64_t gb_was = checkpoint_global_batch(ckpt_toml, ckpt_mesh), gb_now = checkpoint_global_batch(now_toml, now_mesh);
+  if (gb_was > 0 && gb_now > 0 && gb_was != gb_now)
+    out.push_back("global batch: checkpoint " + std::to_string(gb_was) + ", now " + std::to_string(gb_now));
+  return out;
+}
+
 CheckpointInfo CheckpointManager::load(const std::string& path, LossScaler& scaler) {
   std::vector<TensorShard> shards = layout_checkpoint_shards(layout_, opt_, false);
-  CheckpointInfo ci = load_checkpoint(layout_.checkpoint_comm(), path, shards, meta());
+  CheckpointLoadOptions lo;
+  lo.allow_nonfinite = allow_nonfinite_;
+  CheckpointInfo ci = load_checkpoint(layout_.checkpoint_comm(), path, shards, meta(), lo);
+  if (layout_.is_root()) {
+    const std::vector<std::string> d =
+        resume_config_differences(ci.config_toml, ci.mesh, config_toml_, layout_.describe());
+    if (!d.empty()) {
+      std::ostringstream os;
+      for (size_t i = 0; i < d.size(); ++i) os << (i ? "; " : "") << d[i];
+      SM_WARN("resuming " << path << " with settings that change the training trajectory (the run will not "
+                          << "continue as the original would): " << os.str());
+    }
+  }
   layout_.after_load();
   opt_.set_step_count(ci.optimizer_step);
   if (!scaler.enabled()) ci.state.loss_scale = 0;  // an fp16 run resumed in another precision drops the scale

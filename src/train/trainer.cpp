@@ -49,20 +49,14 @@ struct Batch {
 // Resumes from `path`: state, warnings on a different seed or global batch, the log line.
 TrainState resume(CheckpointManager& ckpt, const std::string& path, LossScaler& scaler, const TrainConfig& cfg,
                   const TrainPlan& plan, bool root, RunLog& log) {
-  const CheckpointInfo ci = ckpt.load(path, scaler);
+  const CheckpointInfo ci = ckpt.load(path, scaler);  // warns once about changed settings (seed, global batch, ...)
   TrainState st = ci.state;
-  if (st.seed != cfg.seed && root)
-    SM_WARN("resuming with --seed " << cfg.seed << " but " << path << " was written with seed " << st.seed
-                                    << ": data order and dropout now differ from the original run");
   st.seed = cfg.seed;
   const int64_t was = checkpoint_global_batch(ci.config_toml, ci.mesh);
   if (st.batch_in_epoch >= plan.per_epoch)
     SM_INPUT_ERROR(path << ": its data cursor (batch " << st.batch_in_epoch << " of the epoch) is beyond this run's "
                         << plan.per_epoch << " global batches per epoch; resume with the global batch it was "
                         << "trained with" << (was > 0 ? " (" + std::to_string(was) + ", --global-batch-size)" : ""));
-  if (was > 0 && was != plan.global_batch && root)
-    SM_WARN("resuming a run trained with global batch " << was << " with global batch " << plan.global_batch
-                                                       << ": the data order differs from the original run");
   log.line("resumed from " + path + " at step " + std::to_string(st.step) + " (epoch " + std::to_string(st.epoch + 1) +
            ", batch " + std::to_string(st.batch_in_epoch) + ")");
   return st;
@@ -127,6 +121,7 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   agree_on_error(world, [&] { run_log = std::make_unique<RunLog>(run_dir + "/log.txt", root); });
   RunLog& log = *run_log;
   CheckpointManager ckpt(layout, opt, run_dir, config_toml, cfg.precision, static_cast<int>(cfg.keep));
+  ckpt.allow_nonfinite(cfg.allow_nonfinite_checkpoint);
   TrainState st;
   st.seed = cfg.seed;
   const std::string latest = ckpt.latest();

@@ -105,11 +105,23 @@ std::string save_checkpoint(Comm* group, const std::string& dir, const std::vect
 // optim/ datasets equal to the number of optim/ paths requested. Checksums: the crc32 of a
 // tensor whose requested boxes (over all ranks) tile it is combined from the ranks' reads;
 // any other tensor is read whole and checked by one rank. A mismatch names the dataset.
+// Every /meta field is validated (read_checkpoint_info); every tensor must carry its crc32
+// attribute; after the checksums, every float element read (params, buffers, optimizer
+// state) must be finite: else an Input error naming the file, the tensor and the first
+// non-finite element's index — unless `opts.allow_nonfinite`, which loads it with one warning
+// (group rank 0) naming each such tensor. A failure of HDF5 while reading the file (truncated,
+// damaged) is an Input error naming the file, so it reaches the user as one message.
 // Returns the file's info (state, optimizer_step, ...) on every rank.
+struct CheckpointLoadOptions {
+  bool allow_nonfinite = false;  // train --allow-nonfinite-checkpoint
+};
 CheckpointInfo load_checkpoint(Comm* group, const std::string& path, std::vector<TensorShard>& shards,
-                               const CheckpointMeta& expect);
+                               const CheckpointMeta& expect, const CheckpointLoadOptions& opts = {});
 
-// Reads /meta of a complete checkpoint (Input error naming the file otherwise). Local.
+// Reads /meta of a complete checkpoint and validates every field (step, epoch,
+// batch_in_epoch, optimizer_step, seed, counts >= 0; a known format_version and precision; a
+// finite loss scale > 0; a parseable config; the optimizer state count of the file): an Input
+// error naming the file and the field otherwise (also for a truncated or damaged file). Local.
 CheckpointInfo read_checkpoint_info(const std::string& path);
 // Collective over `group` (nullptr: alone): rank 0 reads /meta and broadcasts it; an error
 // reaches every rank.
@@ -120,7 +132,8 @@ CheckpointInfo read_checkpoint_info(Comm* group, const std::string& path);
 // damaged files are skipped with a warning naming them.
 std::string find_latest_checkpoint(Comm* group, const std::string& dir);
 
-// Reads every dataset and compares it with its crc32 attribute (Input error naming it). Local.
+// Reads every dataset and compares it with its crc32 attribute (Input error naming it, also
+// when the attribute is missing). Local.
 void verify_checkpoint_checksums(const std::string& path);
 
 }  // namespace sm

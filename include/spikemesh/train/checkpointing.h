@@ -38,8 +38,13 @@ class CheckpointManager {
   std::string save(TrainState& st, const LossScaler& scaler);
   // Loads `path` into the layout's storage and the optimizer, rebuilds replicas, sets the
   // optimizer's step count and the scaler; returns the file's info. Collective over the
-  // layout's checkpoint group (Input errors on every rank with one message).
+  // layout's checkpoint group (Input errors on every rank with one message; a tensor holding
+  // NaN/Inf is one unless allow_nonfinite(true)). Then, when both this run's configuration and
+  // the file's are known, ONE warning on the layout's root naming every setting that changes
+  // the trajectory and differs (resume_config_differences).
   CheckpointInfo load(const std::string& path, LossScaler& scaler);
+  // train --allow-nonfinite-checkpoint: load a checkpoint holding NaN/Inf with a warning.
+  void allow_nonfinite(bool allow) { allow_nonfinite_ = allow; }
 
  private:
   CheckpointMeta meta() const;
@@ -47,6 +52,18 @@ class CheckpointManager {
   Optimizer& opt_;
   std::string dir_, config_toml_, precision_;
   int keep_;
+  bool allow_nonfinite_ = false;
 };
+
+// The settings that change a run's trajectory and differ between a checkpoint's resolved
+// configuration (`ckpt_toml`, mesh text `ckpt_mesh`) and this run's (`now_toml`, `now_mesh`),
+// one "key: checkpoint X, now Y" each, in key order; the global batch (from batch-size,
+// grad-accum, global-batch-size and dp: parallel/dist_run.h checkpoint_global_batch) as
+// "global batch: checkpoint X, now Y". Keys that legitimately differ on resume are skipped
+// (see the .cpp); keys missing on either side (older files) too. Empty when either text is
+// empty or not TOML. `ckpt_toml` must come from a validated file (read_checkpoint_info: toml++
+// aborts on some malformed headers instead of throwing). Local.
+std::vector<std::string> resume_config_differences(const std::string& ckpt_toml, const std::string& ckpt_mesh,
+                                                   const std::string& now_toml, const std::string& now_mesh);
 
 }  // namespace sm
