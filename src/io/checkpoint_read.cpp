@@ -26,6 +26,7 @@
 #include <toml++/toml.h>
 
 #include "checkpoint_internal.h"
+#include "spikemesh/core/toml_guard.h"
 #include "spikemesh/core/log.h"
 #include "spikemesh/core/text_file.h"
 #include "spikemesh/io/byte_pack.h"
@@ -151,34 +152,6 @@ void require_meta(bool ok, const std::string& path, const char* field, const std
                         << " (damaged or not written by spikemesh)");
 }
 
-// Why toml++ 3.3.0 (Debian 12, built without NDEBUG) would abort on `text` instead of throwing
-// parse_error: a table header '[' or '[[' followed (after blanks) by a character that can start
-// no key, e.g. "[}" (its parse_key assertion; tests/fuzz/fuzz_util.h toml_assert_input). ""
-// otherwise. The config of a checkpoint is untrusted text: it must never reach the parser then.
-std::string toml_parser_would_abort(const std::string& text) {
-  auto key_start = [](unsigned char c) {
-    return std::isalnum(c) || c == '_' || c == '-' || c == '"' || c == '\'' || c == ']';
-  };
-  bool line_start = true;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c == '\n' || c == '\r') {
-      line_start = true;
-      continue;
-    }
-    if (line_start && (c == ' ' || c == '\t')) continue;
-    if (line_start && c == '[') {
-      size_t j = i + 1;
-      if (j < text.size() && text[j] == '[') ++j;
-      while (j < text.size() && (text[j] == ' ' || text[j] == '\t')) ++j;
-      if (j < text.size() && !key_start(static_cast<unsigned char>(text[j])))
-        return "a table header at byte " + std::to_string(i) + " names no key";
-    }
-    line_start = false;
-  }
-  return "";
-}
-
 // Every field of `ci` (read from `path`, whose /optim holds `file_optim` datasets) in range.
 void validate_info(const std::string& path, const CheckpointInfo& ci, bool has_loss_scale, int64_t file_optim) {
   auto num = [](auto v) {
@@ -212,7 +185,7 @@ void validate_info(const std::string& path, const CheckpointInfo& ci, bool has_l
   for (const char* p : kPrecisions) known = known || ci.precision == p;
   require_meta(known, path, "precision", "'" + printable_token(ci.precision) + "'", "expected fp32, fp64, bf16 or fp16");
   if (!ci.config_toml.empty()) {
-    std::string why = toml_parser_would_abort(ci.config_toml);
+    std::string why = toml_parser_bug_reason(ci.config_toml);
     if (why.empty()) try {
         (void)toml::parse(ci.config_toml);
       } catch (const toml::parse_error& e) {

@@ -15,6 +15,7 @@
 #include "spec_internal.h"
 #include "spikemesh/core/log.h"
 #include "spikemesh/core/text_file.h"
+#include "spikemesh/core/toml_guard.h"
 
 namespace sm {
 
@@ -32,6 +33,7 @@ bool is_identifier(const std::string& s) {
 
 toml::table parse_toml_file(const std::string& path) {
   const std::string text = read_text_file(path, "model spec");  // bounded, text only (core/text_file.h)
+  if (const std::string why = toml_parser_bug_reason(text); !why.empty()) SM_INPUT_ERROR(path << ": " << why);
   try {
     return toml::parse(text, path);
   } catch (const toml::parse_error& e) {

@@ -10,6 +10,7 @@
 
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/text_file.h"
+#include "spikemesh/core/toml_guard.h"
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/train/flag_ranges.h"
 
@@ -184,6 +185,7 @@ void TrainConfigResolver::set(const std::string& key, const std::string& v, cons
 void TrainConfigResolver::apply_toml_file(const std::string& path) {
   toml::table tbl;
   const std::string text = read_text_file(path, "--config");  // bounded, text only (core/text_file.h)
+  if (const std::string why = toml_parser_bug_reason(text); !why.empty()) SM_INPUT_ERROR(path << ": " << why);
   try {
     tbl = toml::parse(text, path);
   } catch (const toml::parse_error& e) {

@@ -148,6 +148,8 @@ printf '\001\002 model = "x"\n' >ctrl.toml
 expect_fail "--config /dev/zero" 20 "--config /dev/zero" "more than" -- "$BIN" train --config /dev/zero
 expect_fail "--config binary" 20 "--config" "binary.bin" -- "$BIN" train --config binary.bin
 expect_fail "--config with control bytes" 20 "ctrl.toml" "byte 0 is 0x01" -- "$BIN" train --config ctrl.toml
+printf 'data = "good.h5"\n[}\n' >crash.toml
+expect_fail "--config that crashes toml++ 3.3.0" 20 "crash.toml" "names no key" -- "$BIN" train --config crash.toml
 expect_fail "--model-spec /dev/zero" 20 "model spec /dev/zero" -- "$BIN" model --model-spec /dev/zero
 expect_fail "plan --pp-schedule-file /dev/zero" 20 "--pp-schedule-file" "/dev/zero" -- \
   "$BIN" plan --mesh-shape 1 1 2 --model fmnist_csnn --var C=4 --T 2 --pp-schedule-file /dev/zero

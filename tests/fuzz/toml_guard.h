@@ -2,7 +2,7 @@
 // toml++ itself survives parsing a text, decided in a forked child. Debian 12's toml++ 3.3.0
 // has reachable assert()s (builds without NDEBUG: an abort inside the parser, e.g. "[}" in a
 // table header or a value that starts with a terminator) and a __builtin_unreachable() in its
-// Unicode whitespace table (fuzz_util.h toml_unreachable_input; UBSan stops the child there).
+// Unicode whitespace table (core/toml_guard.h; UBSan stops the child there).
 // Those are third-party bugs
 // (README "Fuzzing"); an input that kills the bare parser is skipped, so the harnesses keep
 // finding spikemesh's own bugs. In the child every sanitizer/libFuzzer crash hook is removed

@@ -58,7 +58,7 @@ TEST(BlockingGuard, DeadlineDisarmedAfterTheCall) {
   // A deadline of 1 s around fast calls, then 2 s idle: nothing fires once disarmed.
   const double before = comm_timeout_seconds();
   set_comm_timeout_seconds(1.0);
-  for (int i = 0; i < 5; ++i) BlockingDeadline d("a fast call");
+  for (int i = 0; i < 5; ++i) BlockingDeadline d("a fast call", test::world());
   std::this_thread::sleep_for(std::chrono::milliseconds(2000));
   set_comm_timeout_seconds(before);
   SUCCEED();

@@ -30,7 +30,7 @@ class BlockingDeadline {
  public:
   // `what` names the call for the message; `abort_comm` is passed to MPI_Abort (the process-wide
   // abort communicator, when one is set, wins).
-  explicit BlockingDeadline(std::string what, MPI_Comm abort_comm = MPI_COMM_WORLD);
+  BlockingDeadline(std::string what, MPI_Comm abort_comm);
   ~BlockingDeadline();
   BlockingDeadline(const BlockingDeadline&) = delete;
   BlockingDeadline& operator=(const BlockingDeadline&) = delete;
