@@ -88,8 +88,9 @@ int run(int argc, char** argv, const sm::AppEnv& env) {
     }
     return code;
   } catch (const sm::Error& e) {
-    if (e.kind() == sm::ErrorKind::Input) {
-      // Input errors are validated identically on every rank: rank 0 speaks for all.
+    if (e.kind() == sm::ErrorKind::Input || e.agreed_ranks() == env.size) {
+      // Input errors are validated identically on every rank, and an error agreed over the
+      // whole job (agree_on_error) is thrown by every rank: rank 0 speaks for all.
       if (env.rank == 0) print_error(e.what());
       return 1;
     }

@@ -53,7 +53,8 @@ void agree_on_error(Comm* group, const std::function<void()>& local) {
   if (first < 0) return;
   // The kind travels as the first byte of the message.
   const std::string sent = broadcast_string(*group, std::string(1, static_cast<char>(kind)) + msg, first);
-  throw Error(static_cast<ErrorKind>(sent[0]), sent.substr(1));
+  // Every rank of `group` throws it; the front end prints it once when `group` is the whole job.
+  throw Error(static_cast<ErrorKind>(sent[0]), sent.substr(1)).mark_agreed(group->size());
 }
 
 void collective_check(Comm& comm, const std::function<void()>& f) {

@@ -19,9 +19,18 @@ class Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, const std::string& msg) : std::runtime_error(msg), kind_(kind) {}
   ErrorKind kind() const { return kind_; }
+  // How many ranks throw this same error (comm/agree.h agree_on_error over a group of that
+  // size; 0: not agreed). When that is the whole job the front end prints it once, on rank 0,
+  // whatever its kind, and no rank aborts.
+  int agreed_ranks() const { return agreed_ranks_; }
+  Error& mark_agreed(int ranks) {
+    agreed_ranks_ = ranks;
+    return *this;
+  }
 
  private:
   ErrorKind kind_;
+  int agreed_ranks_ = 0;
 };
 
 // "rank R on HOST" for messages; rank comes from the process-wide identity set at start-up.
