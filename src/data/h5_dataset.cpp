@@ -141,9 +141,15 @@ H5Dataset H5Dataset::open(const std::string& path, Comm* group, bool collective_
   });
   // 2. The ranks compare what they saw (collective over the group): no collective read ever
   //    starts on files that differ.
-  const std::vector<std::string> seen =
-      all_gather_strings(comm, dataset_fingerprint(d.info_, *d.train_labels_, *d.test_labels_));
-  const std::vector<std::string> where = all_gather_strings(comm, absolute_path(path));
+  // One gather of "fingerprint\0absolute path" per rank.
+  std::vector<std::string> seen = all_gather_strings(
+      comm, dataset_fingerprint(d.info_, *d.train_labels_, *d.test_labels_) + '\0' + absolute_path(path));
+  std::vector<std::string> where(seen.size());
+  for (size_t q = 0; q < seen.size(); ++q) {
+    const size_t cut = seen[q].find('\0');
+    where[q] = seen[q].substr(cut + 1);
+    seen[q].resize(cut);
+  }
   for (int r = 1; r < comm.size(); ++r) {
     if (seen[r] == seen[0]) continue;
     std::ostringstream os;

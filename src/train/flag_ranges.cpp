@@ -46,7 +46,6 @@ const std::map<std::string, FlagRange>& table() {
       // model
       {"T", R(1, 65536, "time steps")},
       {"dropout", with_sentinel(R(0, 0.999999, "-1: the spec's"), -1)},
-      {"var", R(0, 1 << 20, "spec variables")},
       // data and optimisation (train, bench, dump-grads)
       {"epochs", R(0, 1e9)},
       {"batch-size", R(1, kSamples)},
