@@ -8,6 +8,8 @@
 #   make run    (Foundation II) import Fashion-MNIST, train the default config
 #   make bench-deps   .venv-bench/: a current torch + SpikingJelly from PyPI (for make bench)
 #   make bench  spikemesh vs SpikingJelly / PyTorch (eager, compiled): output/bench/report.md + .png
+#   make gpu-bundle   .device/: the GPU machine's bundle (build-gpu/, sm_90) and SpikingJelly wheels
+#   make gpu-rehearsal   (root) the GPU procedure on a bare Debian root without a GPU: run before every GPU run
 # Variables: CUDA=0 forces a CPU-only build; CUDA_ARCH="80 90"; MARCH=x86-64-v3; OPT=-O3.
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
@@ -171,7 +173,16 @@ FUZZ_LIB_SRC  := $(filter-out src/app/%,$(SRC_CPP))   # the library without the 
 FUZZ_LIB      := $(FUZZ_BUILD)/lib/libspikemesh_fuzz.a
 FUZZ_LDLIBS   := $(LDLIBS) $(shell mpicxx --showme:link 2>/dev/null)
 FUZZ_REPLAY   := $(patsubst %,$(BUILD)/bin/fuzz_replay/%,$(FUZZ_HARNESS))
-.PHONY: fuzz fuzz-bins fuzz-replay
+.PHONY: fuzz fuzz-bins fuzz-replay gpu-bundle gpu-rehearsal
+
+# The GPU procedure (scripts/README.md): the bundle, and its rehearsal on a bare root (downloads
+# Debian packages once, takes minutes; never part of make test).
+gpu-bundle:
+	@bash scripts/gpu_bundle.sh
+
+gpu-rehearsal:
+	@bash scripts/gpu_rehearsal.sh
+
 # Harness objects are not intermediates: keep them (no recompiling on every link).
 .PRECIOUS: $(FUZZ_BUILD)/obj/tests/fuzz/%.o $(BUILD)/obj/tests/fuzz/%.o
 

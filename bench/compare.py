@@ -17,6 +17,10 @@ Peak memory: torch.cuda.max_memory_allocated-style "peak_allocated_mb" on CUDA, 
 
     /usr/bin/python3 bench/compare.py results/bench.jsonl
 Exit status: 0 when at least one spikemesh/pytorch pair was printed, 1 otherwise.
+
+--all: every system per configuration (spikemesh, the PyTorch twin and SpikingJelly, eager and
+torch.compile), one line each with spikemesh's speed-up and memory ratio against it; the GPU
+procedure (scripts/gpu_check.sh) prints this. Exit status 0 when any record was printed.
 """
 import argparse
 import json
@@ -167,13 +171,63 @@ def print_table(rows, out=sys.stdout):
           "memory: rss = peak resident set (CPU), alloc = peak allocated (CUDA).", file=out)
 
 
+def system_label(rec):
+    name = {"spikemesh": "spikemesh", "pytorch": "PyTorch twin", "spikingjelly": "SpikingJelly"}.get(
+        rec.get("backend"), str(rec.get("backend")))
+    if rec.get("backend") != "spikemesh":
+        name += " + torch.compile" if rec.get("compile") else ", eager"
+    return name
+
+
+def print_all_systems(records, out=sys.stdout):
+    """One block per spikemesh configuration (then peer-only configurations): every system's
+    latest record, with spikemesh's throughput ratio and memory ratio against each peer."""
+    sm = latest_by_config(records, "spikemesh")
+    peers = {}
+    for backend in sorted({r.get("backend") for r in records} - {"spikemesh", None}):
+        peers.update({(backend,) + k: r for k, r in latest_by_config(records, backend).items()})
+    blocks, used = [], set()
+    for (key, _), s in sm.items():
+        cfg = json.loads(key)
+        mine = [(k, p) for k, p in peers.items() if compatible(cfg, json.loads(k[1]))]
+        used.update(k for k, _ in mine)
+        blocks.append((cfg, s, [p for _, p in mine]))
+    for k, p in peers.items():
+        if k not in used:
+            blocks.append((json.loads(k[1]), None, [p]))
+    print(f"{'system':<34} {'samples/s':>10} {'step ms':>9} {'peak MB':>9}   "
+          f"{'spikemesh speed-up':>18} {'memory ratio':>12}", file=out)
+    for cfg, s, ps in blocks:
+        print(f"-- {describe(cfg, None)}", file=out)
+        s_sps = s.get("global_throughput_sps") if s else None
+        s_mem, s_kind = memory_mb(s) if s else (None, "")
+        for rec in ([s] if s else []) + ps:
+            sps, lat = rec.get("global_throughput_sps"), rec.get("step_latency_ms")
+            mem, kind = memory_mb(rec)
+            speed = "" if rec is s else fmt_ratio(ratio(s_sps, sps))
+            mem_r = "" if rec is s else fmt_ratio(ratio(s_mem, mem) if kind == s_kind else None)
+            print(f"   {system_label(rec):<31} {fmt(sps, '10.2f'):>10} {fmt(lat, '9.2f'):>9} "
+                  f"{fmt(mem, '9.1f'):>9}   {speed:>18} {mem_r:>12}", file=out)
+    print("speed-up = spikemesh samples/s / the system's (> 1 favours spikemesh); memory ratio = "
+          "spikemesh peak / the system's (< 1 favours spikemesh); peak = allocated (CUDA) or RSS (CPU).",
+          file=out)
+    return len(blocks)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("logs", nargs="+", help="JSONL result log(s)")
     ap.add_argument("--json", action="store_true",
                     help="print the pairs as JSON lines {configuration, spikemesh, pytorch}")
+    ap.add_argument("--all", action="store_true",
+                    help="every system per configuration (SpikingJelly too), with spikemesh's ratios")
     args = ap.parse_args(argv)
     records = read_records(args.logs)
+    if args.all:
+        if print_all_systems(records) == 0:
+            print(f"compare.py: no benchmark records in {', '.join(args.logs)}")
+            return 1
+        return 0
     rows = build_rows(records)
     if not rows:
         print(f"compare.py: no spikemesh or pytorch records in {', '.join(args.logs)}")

@@ -1,49 +1,263 @@
 #!/usr/bin/env bash
-# gpu_check.sh — the whole GPU procedure in one call on a GPU machine (issue "CUDA backend"):
-#   1. unpack .device/spikemesh.tar.xz (made by scripts/gpu_bundle.sh) and source its env.sh;
-#   2. every *Gpu* unit test (kernels vs the CPU reference, whole steps GPU vs CPU, bf16,
-#      spikemesh train on the GPU), then tests/e2e/gpu_errors.sh with the bundled binary;
-#   3. the fused LIF kernel benchmark (CUDA events; GB/s vs a device-to-device copy);
-#   4. cifar10dvs_vgg, T 10, batch 2 and 32, fp32 and bf16: spikemesh bench beside
-#      bench/torch_bench.py (torch.compile) on the same GPU, appended to $OUT/bench.jsonl;
-#   5. spikformer_ti 224 px, batch 4, T 8, fp32 and bf16 the same way (issue 12's GPU target),
-#      and the SSA forward paths (popcount vs GEMM) from GpuSsa.ForwardPathTimings;
-#   6. the side-by-side table last (bench/compare.py), so it is in the reply's tail.
-# Logs go to $OUT (or /tmp/gpu_check). Any failing step is reported and the rest still runs;
-# the exit status is non-zero when a test failed.
+# gpu_check.sh — the whole GPU procedure in one device call (issue 22), sized for the lease:
+# one command of at most ~540 s on a bare GPU machine (no MPI/HDF5/oneDNN, no network).
+#
+#   bash scripts/gpu_check.sh            on the GPU machine: run(command=..., carry=['.device'],
+#                                        timeout_s=540)
+#   bash scripts/gpu_check.sh --no-gpu   the rehearsal (make gpu-rehearsal): every step that needs
+#                                        no GPU, on a bare root, so a broken bundle shows up here
+#
+# Order (fail fast, correctness before speed, peers while time lasts):
+#   0. preflight — tools (timeout, tar; Python's tarfile when xz is missing), unpack
+#      .device/spikemesh.tar.xz, glibc >= the bundle's need (.device/manifest.txt), `ldd` of
+#      every bundled program and library with nothing "not found", `nvidia-smi -L` lists a GPU
+#      (a machine without a driver FAILS here: it does not skip its way to a pass),
+#      `spikemesh --help`. Any failure ends the script at once (exit 2).
+#   1. correctness — MPI sanity on the CPU (mpirun -np 2: commtest, a dp train, a pp train);
+#      unit *Gpu* tests; `mpirun -np 2 spikemesh_mpi_tests` *Gpu* tests (both ranks on the one
+#      GPU: the staged path); tests/e2e/gpu_errors.sh; compute-sanitizer memcheck on a short
+#      GPU test subset. With a GPU visible, a skipped GPU test is a FAILURE (tests that need
+#      more GPUs than the machine has are named *MultiGpu* and left out). --no-gpu runs the CPU
+#      unit tests instead.
+#   2. spikemesh's benchmarks — fused LIF kernel vs device copy; cifar10dvs_vgg T10 b2/b32 and
+#      spikformer_ti 224 b4 T8, fp32 and bf16.
+#   3. the peers on the same GPU — SpikingJelly 2.0 eager (wheels from .device/wheels), then the
+#      PyTorch twin and SpikingJelly under torch.compile — while the budget lasts.
+# Deadline: no step starts after GPU_CHECK_BUDGET_S (default 480 s; 1500 with --no-gpu) and no
+# step runs past GPU_CHECK_HARD_S (default budget + 45 s); every step runs under `timeout`.
+# A correctness step left out by the deadline counts as a failure; a peer left out does not.
+# The summary and the side-by-side table (bench/compare.py --all) are printed by an EXIT trap,
+# so they come back even when the deadline or a timeout cut the run.
+# Python runs with the machine's own PATH and LD_LIBRARY_PATH (never the bundle's libraries).
+# Files in $OUT (default /tmp/gpu_check), 7 at most: summary.txt preflight.log tests.log
+# mpi_tests.log checks.log bench.log bench.jsonl.
+# Exit: 0 all correctness steps passed; 1 a correctness step failed or was not run; 2 preflight.
 set -uo pipefail
+
+if [ "${1:-}" = "--gtest-no-skip" ]; then  # internal: run a gtest command; exit 3 if it skipped any test
+  shift
+  tmp=$(mktemp); "$@" 2>&1 | tee "$tmp"; rc=${PIPESTATUS[0]}
+  skipped=$(grep -E '^\[  SKIPPED \] [A-Za-z_]' "$tmp" | sort -u)
+  ran=$(grep -cE '^\[       OK \]|^\[  FAILED  \] [A-Za-z_].*\(' "$tmp")
+  rm -f "$tmp"
+  if [ "$rc" -eq 0 ] && [ -n "$skipped" ]; then
+    echo "gpu_check: a GPU is visible but these GPU tests were skipped:"; echo "$skipped"; exit 3
+  fi
+  [ "$rc" -eq 0 ] && [ "$ran" -eq 0 ] && { echo "gpu_check: the filter matched no test"; exit 4; }
+  exit "$rc"
+fi
+
+MODE=gpu
+case "${1:-}" in
+  --no-gpu) MODE=rehearsal ;;
+  "") ;;
+  -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  *) echo "gpu_check: unknown argument '$1' (use --no-gpu or nothing)" >&2; exit 2 ;;
+esac
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 2
 OUT=${OUT:-/tmp/gpu_check}; mkdir -p "$OUT"
-cd "$ROOT"
-B=$(mktemp -d); tar -xJf .device/spikemesh.tar.xz -C "$B" && . "$B/env.sh" || { echo "no bundle: run scripts/gpu_bundle.sh first"; exit 2; }
-SM=$B/bin/spikemesh
-PY=${PY:-$(command -v python3)}
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
+if [ "$MODE" = gpu ]; then BUDGET=${GPU_CHECK_BUDGET_S:-480}; else BUDGET=${GPU_CHECK_BUDGET_S:-1500}; fi
+HARD=${GPU_CHECK_HARD_S:-$((BUDGET + 45))}
+START=$SECONDS
+SUM=$OUT/summary.txt PRE=$OUT/preflight.log TESTS=$OUT/tests.log MPIT=$OUT/mpi_tests.log
+CHECKS=$OUT/checks.log BLOG=$OUT/bench.log JSONL=$OUT/bench.jsonl
+: >"$SUM"; : >"$PRE"
 status=0
-echo "== GPU unit tests =="
-"$B/bin/spikemesh_tests" --gtest_filter='*Gpu*' --gtest_color=no --gtest_brief=1 > "$OUT/gpu_tests.log" 2>&1 || status=1
-tail -25 "$OUT/gpu_tests.log"
-echo "== device paths of the real binary (bench and train: cuda, auto, bf16, fp16, errors) =="
-BIN=$SM bash tests/e2e/gpu_errors.sh > "$OUT/gpu_errors.log" 2>&1 || status=1; tail -14 "$OUT/gpu_errors.log"
-echo "== LIF kernel =="
-"$SM" bench --kernel lif --device cuda 2>&1 | tee "$OUT/lif.log" | tail -12
-LOG=$OUT/bench.jsonl
-for prec in fp32 bf16; do
-  for b in 2 32; do
-    args=(--model cifar10dvs_vgg --batch-size "$b" --T 10 --steps 20 --warmup 5)
-    echo "== bench $prec batch $b =="
-    "$SM" bench "${args[@]}" --device cuda --precision "$prec" --result-log "$LOG" 2>&1 | tail -6 || status=1
-    "$PY" bench/torch_bench.py "${args[@]}" --device cuda --precision "$prec" --compile --result-log "$LOG" 2>&1 | tail -4 || true
+ORIG_PATH=$PATH ORIG_LD=${LD_LIBRARY_PATH:-}
+WORK=$(mktemp -d /tmp/gpu_check.XXXXXX)
+
+say() { echo "$*" | tee -a "$SUM"; }
+used() { echo $((SECONDS - START)); }
+
+# py ARGS...: the machine's python3, without the bundle on its library path.
+py() { env PATH="$ORIG_PATH" LD_LIBRARY_PATH="$ORIG_LD" PYTHONPATH="${SJ_SITE:+$SJ_SITE:}$ROOT/bench" \
+         PYTHONUNBUFFERED=1 python3 "$@"; }
+
+finish() {
+  local rc=$?
+  trap - EXIT
+  [ "$rc" -eq 2 ] && status=2
+  if [ -s "$JSONL" ] && command -v python3 >/dev/null; then
+    echo; echo "== spikemesh and its peers on this machine (bench/compare.py --all $(basename "$JSONL")) =="
+    timeout 30 env PATH="$ORIG_PATH" LD_LIBRARY_PATH="$ORIG_LD" python3 bench/compare.py --all "$JSONL" 2>&1 |
+      tee -a "$SUM"
+  fi
+  say ""
+  say "gpu_check ($MODE): $(used) s; $(grep -c '^ok ' "$SUM") steps ok, $(grep -c '^FAIL' "$SUM") failed," \
+      "$(grep -c '^SKIP' "$SUM") left out by the deadline; exit $status"
+  rm -rf "$WORK"
+  exit "$status"
+}
+trap finish EXIT
+
+die() { say "PREFLIGHT FAILED: $*"; status=2; exit 2; }
+
+# step KIND NAME LIMIT_S LOG COMMAND...   KIND: must (a failure or omission fails the run) | peer
+step() {
+  local kind=$1 name=$2 limit=$3 log=$4; shift 4
+  local left=$((HARD - (SECONDS - START)))
+  if [ $((SECONDS - START)) -ge "$BUDGET" ] || [ "$left" -lt 15 ]; then
+    say "SKIP  $name (deadline: $(used) s of $BUDGET used)"
+    [ "$kind" = must ] && status=1
+    return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "===== $name ($(date -u +%T), limit ${limit} s): $*" >>"$log"
+  local t0=$SECONDS rc
+  timeout -k 5 "$limit" "$@" >>"$log" 2>&1 </dev/null
+  rc=$?
+  local took=$((SECONDS - t0)) why
+  case $rc in
+    0) say "ok    $name (${took} s)"; return 0 ;;
+    124|137) why="timed out after ${limit} s" ;;
+    *) why="exit $rc" ;;
+  esac
+  if [ "$kind" = must ]; then
+    status=1; say "FAIL  $name: $why (${took} s; $(basename "$log"))"
+  else
+    say "peer  $name: $why (${took} s; $(basename "$log"))"
+  fi
+  tail -n 6 "$log" | sed 's/^/        /' | tee -a "$SUM"
+  return 0
+}
+
+# ---- 0. preflight ------------------------------------------------------------------------
+say "gpu_check ($MODE) on $(hostname) at $(date -u +%FT%TZ); budget ${BUDGET} s, hard stop ${HARD} s"
+command -v timeout >/dev/null || die "'timeout' (coreutils) is missing"
+command -v tar >/dev/null || die "'tar' is missing"
+[ -f .device/spikemesh.tar.xz ] || die "no .device/spikemesh.tar.xz: run scripts/gpu_bundle.sh here first and carry .device"
+B=$WORK/bundle; mkdir -p "$B"
+if command -v xz >/dev/null; then
+  timeout 120 tar -xJf .device/spikemesh.tar.xz -C "$B" 2>>"$PRE" || die "could not unpack the bundle with tar/xz ($PRE)"
+elif command -v python3 >/dev/null; then
+  echo "xz missing: unpacking with Python's tarfile" >>"$PRE"
+  timeout 120 env PATH="$ORIG_PATH" python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' \
+    .device/spikemesh.tar.xz "$B" 2>>"$PRE" || die "could not unpack the bundle with Python's tarfile ($PRE)"
+else
+  die "neither xz nor python3 is available to unpack the bundle"
+fi
+say "ok    unpacked the bundle ($(used) s)"
+# shellcheck disable=SC1091
+. "$B/env.sh" || die "the bundle's env.sh failed"
+SM=$B/bin/spikemesh
+for p in spikemesh spikemesh_tests spikemesh_mpi_tests mpirun; do [ -x "$B/bin/$p" ] || die "the bundle lacks bin/$p"; done
+have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+need=$(awk '$1 == "glibc_needed" {print $2}' .device/manifest.txt 2>/dev/null)
+if [ -n "$need" ] && [ -n "$have" ]; then
+  [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" = "$need" ] ||
+    die "this machine's glibc $have is older than the $need the bundle needs"
+  say "ok    glibc $have >= $need"
+fi
+missing=$( (find "$B/bin" -type f; find "$B/applib" -name '*.so*') | while read -r f; do
+  ldd "$f" 2>/dev/null | grep 'not found' | sed "s|^|$(basename "$f"): |"; done | sort -u)
+echo "$missing" >>"$PRE"
+[ -z "$missing" ] || die "libraries not found: $(echo "$missing" | head -5 | tr '\n' ';')"
+say "ok    ldd: every bundled program and library resolves"
+if [ "$MODE" = gpu ]; then
+  gpus=$(timeout 30 nvidia-smi -L 2>>"$PRE")
+  [ -n "$gpus" ] || die "no GPU visible: nvidia-smi -L lists none (driver missing?) — nothing would be verified"
+  timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | tee -a "$SUM"
+fi
+timeout 30 "$SM" --help >>"$PRE" 2>&1 || die "spikemesh --help fails ($PRE)"
+[ "$(timeout 30 "$SM" --help 2>&1 | grep -ci 'warning\|mca')" -eq 0 ] || die "spikemesh --help prints MCA warnings ($PRE)"
+say "ok    spikemesh --help ($(used) s)"
+
+# ---- 1. correctness ------------------------------------------------------------------------
+MPIRUN=(mpirun --bind-to none --oversubscribe)
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} SPIKEMESH_MODELS=$ROOT/input/models
+DATA=$WORK/dvs.h5
+step must "CPU: make a tiny DVS dataset" 60 "$CHECKS" "$SM" data synth-dvs --out "$DATA" --T 2 --train 16 --test 8
+step must "CPU: mpirun -np 2 commtest" 90 "$CHECKS" "${MPIRUN[@]}" -np 2 "$SM" commtest --max-bytes 65536 --iters 2 --warmup 1
+CPUTRAIN=("$SM" train --model cifar10dvs_vgg --data "$DATA" --T 2 --global-batch-size 4 --max-steps 2
+          --device cpu --output "$WORK/runs" --log-every 1)
+step must "CPU: mpirun -np 2 train --distributed-mode dp" 120 "$CHECKS" "${MPIRUN[@]}" -np 2 "${CPUTRAIN[@]}" \
+  --run-name dp --distributed-mode dp
+step must "CPU: mpirun -np 2 train --distributed-mode pp (1f1b)" 120 "$CHECKS" "${MPIRUN[@]}" -np 2 "${CPUTRAIN[@]}" \
+  --run-name pp --mesh-shape 1 1 2 --distributed-mode pp --pp-schedule 1f1b
+NOSKIP=(bash "$ROOT/scripts/gpu_check.sh" --gtest-no-skip)
+GTEST=(--gtest_color=no --gtest_brief=1)
+if [ "$MODE" = gpu ]; then
+  step must "unit *Gpu* tests (no skips)" 240 "$TESTS" "${NOSKIP[@]}" "$B/bin/spikemesh_tests" "${GTEST[@]}" \
+    --gtest_filter='*Gpu*:-*MultiGpu*'
+  step must "mpirun -np 2 spikemesh_mpi_tests *Gpu* (one GPU, staged)" 180 "$MPIT" "${NOSKIP[@]}" "${MPIRUN[@]}" -np 2 \
+    "$B/bin/spikemesh_mpi_tests" "${GTEST[@]}" --gtest_filter='*Gpu*:-*MultiGpu*'
+else
+  step must "CPU unit tests (all but *Gpu*)" 900 "$TESTS" "$B/bin/spikemesh_tests" "${GTEST[@]}" --gtest_filter='-*Gpu*'
+  step must "GPU unit tests without a GPU (they must skip, not fail)" 120 "$TESTS" "$B/bin/spikemesh_tests" \
+    "${GTEST[@]}" --gtest_filter='*Gpu*'
+  step must "mpirun -np 2 spikemesh_mpi_tests Comm*" 240 "$MPIT" "${MPIRUN[@]}" -np 2 \
+    "$B/bin/spikemesh_mpi_tests" "${GTEST[@]}" --gtest_filter='Comm*:Mesh*'
+fi
+step must "tests/e2e/gpu_errors.sh (device and precision choices of the real binary)" 180 "$CHECKS" \
+  env BIN="$SM" bash tests/e2e/gpu_errors.sh "$SM"
+if [ "$MODE" = gpu ]; then
+  CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+  if [ -z "$CS" ]; then
+    say "note  compute-sanitizer not found: memcheck not run"
+  else
+    MEMCHECK=(env "PATH=$ORIG_PATH:$PATH" "$CS" --tool memcheck --error-exitcode 9 --print-limit 20
+              "$B/bin/spikemesh_tests" --gtest_color=no --gtest_brief=1
+              --gtest_filter='GpuNeuron*:GpuBitpack*:GpuPool*:GpuElementwise*:GpuLoss*:GpuPipelinePack*')
+    step must "compute-sanitizer memcheck (neuron, bit-pack, pool, elementwise, loss kernels)" 150 "$CHECKS" "${MEMCHECK[@]}"
+    if grep -q "Device not supported\|Unable to find\|error 999" "$CHECKS" 2>/dev/null; then
+      say "note  compute-sanitizer cannot attach to this GPU runtime (gVisor?): memcheck result not meaningful"
+    fi
+  fi
+fi
+
+# ---- 2. spikemesh's benchmarks ---------------------------------------------------------------
+VGG=(--model cifar10dvs_vgg --T 10 --steps 20 --warmup 5)
+SPK=(--model spikformer_ti --image-size 224 --batch-size 4 --T 8 --steps 20 --warmup 5)
+if [ "$MODE" = gpu ]; then
+  step must "spikemesh bench --kernel lif (fused LIF vs device copy)" 60 "$BLOG" "$SM" bench --kernel lif --device cuda
+  for prec in fp32 bf16; do
+    for b in 2 32; do
+      step must "spikemesh cifar10dvs_vgg b$b $prec" 90 "$BLOG" "$SM" bench "${VGG[@]}" --batch-size "$b" \
+        --device cuda --precision "$prec" --result-log "$JSONL"
+    done
+    step must "spikemesh spikformer_ti 224 b4 $prec" 120 "$BLOG" "$SM" bench "${SPK[@]}" --device cuda \
+      --precision "$prec" --result-log "$JSONL"
   done
-done
-echo "== SSA forward paths (GpuSsa.ForwardPathTimings) =="
-grep "ssa forward" "$OUT/gpu_tests.log" || "$B/bin/spikemesh_tests" --gtest_filter='GpuSsa.ForwardPathTimings' --gtest_color=no 2>&1 | grep "ssa forward"
-for prec in fp32 bf16; do
-  args=(--model spikformer_ti --image-size 224 --batch-size 4 --T 8 --steps 20 --warmup 5)
-  echo "== bench spikformer_ti $prec batch 4 =="
-  "$SM" bench "${args[@]}" --device cuda --precision "$prec" --result-log "$LOG" 2>&1 | tail -6 || status=1
-  "$PY" bench/torch_bench.py "${args[@]}" --device cuda --precision "$prec" --compile --result-log "$LOG" 2>&1 | tail -4 || true
-done
-echo "== spikemesh vs PyTorch (torch.compile), same GPU =="
-"$PY" bench/compare.py "$LOG"
-exit $status
+  grep -h "ssa forward" "$TESTS" 2>/dev/null | sed 's/^/note  /' | tee -a "$SUM"
+  grep -hi "GB/s" "$BLOG" 2>/dev/null | head -4 | sed 's/^/note  /' | tee -a "$SUM"
+else
+  step must "spikemesh bench on the CPU (the record and the table)" 120 "$BLOG" "$SM" bench --model fmnist_csnn \
+    --var C=4 --T 2 --batch-size 2 --steps 2 --warmup 1 --device cpu --result-log "$JSONL"
+fi
+
+# ---- 3. the peers on the same GPU (budget permitting) ------------------------------------------
+SJ_SITE=""
+if ls .device/wheels/*.whl >/dev/null 2>&1; then
+  SJ_SITE=$WORK/site
+  step peer "unpack SpikingJelly wheels" 60 "$BLOG" env PATH="$ORIG_PATH" LD_LIBRARY_PATH="$ORIG_LD" python3 -c \
+    'import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]' "$SJ_SITE" .device/wheels/*.whl
+else
+  say "note  no .device/wheels: SpikingJelly will not run (scripts/gpu_bundle.sh downloads them)"
+fi
+if [ "$MODE" = gpu ]; then
+  peer_run() {  # peer_run LABEL LIMIT SCRIPT ARGS...
+    local label=$1 limit=$2 script=$3; shift 3
+    step peer "$label" "$limit" "$BLOG" env PATH="$ORIG_PATH" LD_LIBRARY_PATH="$ORIG_LD" \
+      PYTHONPATH="${SJ_SITE:+$SJ_SITE:}$ROOT/bench" PYTHONUNBUFFERED=1 python3 "$script" "$@" --device cuda \
+      --result-log "$JSONL"
+  }
+  for prec in fp32 bf16; do
+    for b in 2 32; do
+      peer_run "SpikingJelly eager vgg b$b $prec" 90 bench/sj_bench.py "${VGG[@]}" --batch-size "$b" --precision "$prec" --no-compile
+    done
+    peer_run "SpikingJelly eager spikformer_ti b4 $prec" 120 bench/sj_bench.py "${SPK[@]}" --precision "$prec" --no-compile
+  done
+  for prec in fp32 bf16; do
+    peer_run "PyTorch twin torch.compile vgg b2 $prec" 150 bench/torch_bench.py "${VGG[@]}" --batch-size 2 --precision "$prec" --compile
+    peer_run "SpikingJelly torch.compile vgg b2 $prec" 150 bench/sj_bench.py "${VGG[@]}" --batch-size 2 --precision "$prec" --compile
+  done
+  for prec in fp32 bf16; do
+    peer_run "PyTorch twin torch.compile vgg b32 $prec" 150 bench/torch_bench.py "${VGG[@]}" --batch-size 32 --precision "$prec" --compile
+    peer_run "PyTorch twin torch.compile spikformer_ti b4 $prec" 180 bench/torch_bench.py "${SPK[@]}" --precision "$prec" --compile
+  done
+elif [ -n "$SJ_SITE" ]; then
+  step must "SpikingJelly wheels unpacked (spikingjelly/activation_based present)" 10 "$BLOG" \
+    test -f "$SJ_SITE/spikingjelly/activation_based/neuron/__init__.py" -o -f "$SJ_SITE/spikingjelly/activation_based/neuron.py"
+fi
+exit "$status"
