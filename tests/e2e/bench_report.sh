@@ -6,6 +6,7 @@
 #     exiting 1): the rows carry that error, no number, and it is tried once only;
 #   * spikemesh and Debian's PyTorch measured: numbers in both rows, records.jsonl has both, the
 #     PNG chart exists; exit status 0 (spikemesh and one peer ran);
+#   * bench/compare.py --all over those records: one block, spikemesh and the twin with ratios;
 #   * spikemesh alone failing (a binary that exits 1): exit status non-zero.
 # Prints "bench_report: N passed, M failed"; exits non-zero when anything failed. ~30 s.
 set -uo pipefail
@@ -50,6 +51,13 @@ check "records.jsonl holds spikemesh and pytorch records" "$PY" -c "
 import json, sys
 recs = [json.loads(l) for l in open('$TMP/a/records.jsonl')]
 sys.exit(0 if {r['system'] for r in recs} == {'spikemesh', 'torch_debian'} else 1)"
+all_table=$("$PY" "$ROOT/bench/compare.py" --all "$TMP/a/records.jsonl" 2>&1)
+check "compare.py --all: spikemesh and the twin in one block, with spikemesh's ratio" "$PY" -c "
+import re, sys
+t = sys.stdin.read()
+sm = re.search(r'^   spikemesh +[0-9.]+ ', t, re.M)
+tw = re.search(r'^   PyTorch twin, eager +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+x +[0-9.]+x', t, re.M)
+sys.exit(0 if sm and tw and t.count('-- cifar10dvs_vgg') == 1 else 1)" <<<"$all_table"
 check "report.png is a PNG" bash -c "head -c 8 '$TMP/a/report.png' | od -An -c | grep -q 'P   N   G'"
 
 # 2. a venv whose peer cannot be imported
