@@ -34,6 +34,7 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/train/run_setup.h"
 #include "spikemesh/train/flag_ranges.h"
+#include "spikemesh/train/cuda_graph_step.h"
 #include "spikemesh/train/train_step.h"
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "spikemesh/kernels/cuda/neuron_bench.h"
@@ -47,6 +48,7 @@ struct BenchOptions {
   std::string regime = "throughput_weak_scaling";
   std::string mode = "none", prefer = "speed", precision = "fp32", device = "auto", result_log, optimizer = "adam";
   std::string kernel;            // "lif": the neuron kernel microbenchmark instead of training steps
+  std::string cuda_graphs = "auto";  // auto | on | off (train/cuda_graph_step.h)
   int64_t kernel_neurons = 1 << 22;
   int64_t batch_size = 8, steps = 20, warmup = 5, image_size = 0, num_classes = 0, threads = 0;  // 0: the spec's
   double lr = 1e-3;
@@ -172,6 +174,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   RunRequest req;
   req.model = o.sel;
   req.precision = o.precision;
+  validate_cuda_graphs_flag(o.cuda_graphs, o.device);
   req.device = o.device;
   req.threads = o.threads;
   req.seed = o.seed;
@@ -247,6 +250,9 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
     micro.push_back(MicroBatch{x, y, dp_rank * N + k * n});
   }
 
+  CudaGraphStep graphs(parse_cuda_graphs(o.cuda_graphs),
+                       GraphConditions{dev.is_cuda(), env.size, o.mode, M, scaler.enabled()});
+  if (env.rank == 0 && dev.is_cuda()) std::printf("cuda graphs: %s\n", graphs.describe().c_str());
   if (env.rank == 0)
     std::printf("bench %s: batch %lld, T %d, %s on %s, %d threads, %lld warm-up + %lld timed steps\n", mi.name.c_str(),
                 static_cast<long long>(N), T, o.precision.c_str(), dev.str().c_str(), omp_get_max_threads(),
@@ -274,7 +280,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
       if (pipe) pp_at_timed = pipe->traffic();
     }
     // fp16: dynamic loss scaling; on a GPU the phase times are the device's.
-    StepResult r = train_step(layout, opt, micro, ctx, StepOptions{0.0, &scaler});
+    StepResult r = graphs.step(layout, opt, micro, ctx, StepOptions{0.0, &scaler});
     double ms = t.ms();
     if (pipe && s >= o.warmup) pp_steps.push_back(gather_step_timeline(*layout.pp_comm(), pipe->last_timeline()));
     if (s >= o.warmup) {
@@ -321,6 +327,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   r["backend"] = "spikemesh";
   r["device"] = dev.is_cuda() ? "cuda" : "cpu";
   r["precision"] = precision_name(prec);
+  if (dev.is_cuda()) r["cuda_graphs"] = graphs.replays() > 0;  // were timed steps replayed as a CUDA graph
   r["threads"] = omp_get_max_threads();
   r["benchmark_regime"] = o.regime;
   r["model"] = mi.name;
@@ -488,6 +495,9 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--prefer", o->prefer, "speed | memory | capacity (recorded)")->capture_default_str();
   cmd->add_option("--precision", o->precision, "fp32 | bf16 | fp16 (GPU) | fp64 (CPU)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu | cuda | auto (GPU when one is visible)")->capture_default_str();
+  cmd->add_option("--cuda-graphs", o->cuda_graphs,
+                  "auto | on | off: replay the steady-state step as a CUDA graph (auto: one rank on a GPU)")
+      ->capture_default_str();
   cmd->add_option("--kernel", o->kernel, "lif: benchmark the fused neuron kernels (GPU) instead of training steps");
   cmd->add_option("--kernel-neurons", o->kernel_neurons, "neurons M for --kernel lif")->capture_default_str()
       ->check(range_validator("kernel-neurons", true));

@@ -57,7 +57,13 @@ std::string mib(double bytes) {
 void* CudaCachingAllocator::allocate(size_t bytes) {
   const size_t sz = CpuCachingAllocator::round_size(bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  if (void* cached = take_cached(free_, sz)) return cached;
+  void* cached = capturing_ ? take_cached(graph_free_, sz) : nullptr;
+  if (!cached) cached = take_cached(free_, sz);
+  if (cached) {
+    live_.insert(cached);
+    if (capturing_) graph_owned_.insert(cached);
+    return cached;
+  }
   cuda::DeviceGuard guard(ordinal_);
   void* p = nullptr;
   cudaError_t rc = cudaMalloc(&p, sz);
@@ -83,6 +89,8 @@ void* CudaCachingAllocator::allocate(size_t bytes) {
   SM_CUDA_CHECK(rc);
   reserved_ += sz;
   on_alloc(sz);
+  live_.insert(p);
+  if (capturing_) graph_owned_.insert(p);
   return p;
 }
 
@@ -90,7 +98,30 @@ void CudaCachingAllocator::deallocate(void* p, size_t bytes) {
   if (!p) return;
   const size_t sz = CpuCachingAllocator::round_size(bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  put_cached(free_, sz, p);  // reusable at once by later work on the compute stream
+  live_.erase(p);
+  // Reusable at once by later work on the compute stream; a graph's block only by a graph.
+  put_cached(graph_owned_.count(p) ? graph_free_ : free_, sz, p);
+}
+
+void CudaCachingAllocator::begin_graph_capture() {
+  std::lock_guard<std::mutex> lock(mu_);
+  SM_CHECK(!capturing_, "cuda:" << ordinal_ << ": a CUDA graph capture is already open");
+  capturing_ = true;
+  graph_owned_.insert(live_.begin(), live_.end());  // the graph may read or write any of them
+}
+
+void CudaCachingAllocator::end_graph_capture() {
+  std::lock_guard<std::mutex> lock(mu_);
+  capturing_ = false;
+}
+
+void CudaCachingAllocator::release_graph_pool() {
+  std::lock_guard<std::mutex> lock(mu_);
+  capturing_ = false;
+  for (auto& kv : graph_free_)
+    for (void* b : kv.second) free_[kv.first].push_back(b);  // cached_ counts both lists alike
+  graph_free_.clear();
+  graph_owned_.clear();
 }
 
 void CudaCachingAllocator::release_cache() {
@@ -111,7 +142,8 @@ void CudaCachingAllocator::free_cached() {
       reserved_ -= kv.first;
     }
   free_.clear();
-  cached_ = 0;
+  cached_ = 0;  // the graph's free blocks stay (a live graph replays into them)
+  for (const auto& kv : graph_free_) cached_ += kv.first * kv.second.size();
 }
 
 CudaCachingAllocator& cuda_allocator(int ordinal) {
@@ -220,6 +252,9 @@ void* CudaCachingAllocator::allocate(size_t) {
 }
 void CudaCachingAllocator::deallocate(void*, size_t) {}
 void CudaCachingAllocator::release_cache() {}
+void CudaCachingAllocator::begin_graph_capture() {}
+void CudaCachingAllocator::end_graph_capture() {}
+void CudaCachingAllocator::release_graph_pool() {}
 CudaCachingAllocator& cuda_allocator(int ordinal) {
   SM_CHECK(false, "cuda:" << ordinal << " has no allocator: this build has no CUDA support");
   static CudaCachingAllocator none(0);

@@ -7,9 +7,13 @@
 // Host synchronisation: the forward reads one flag back (may the output be kept instead of
 // the input, decided per call as on the CPU) — one small device-to-host copy per BN layer
 // per forward. Synced BN (ctx.bn_sync) all-reduces the [C] sums through host memory.
+// Under a CUDA graph capture (core/cuda_graph_capture.h) the flag is not read: the last
+// eager training decision is repeated and guarded, and the running statistics are backed up
+// inside the graph before their update.
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "batchnorm_common.h"
 #include "cuda_layer_util.h"
+#include "spikemesh/core/cuda_graph_capture.h"
 #include "spikemesh/kernels/cuda/batchnorm.h"
 #include "spikemesh/layers/batchnorm.h"
 #include "spikemesh/layers/collectives.h"
@@ -30,6 +34,7 @@ struct CudaSaved : bn_detail::SavedBase {
 
 struct CudaImpl {
   SlotStore<CudaSaved> slots;
+  int last_train_decision = -1;  // saved_output of the last eager training forward (-1: none)
 };
 
 CudaImpl& impl(std::shared_ptr<void>& p) {
@@ -83,6 +88,12 @@ Tensor BatchNorm::forward_cuda(const Tensor& x, Ctx& ctx) {
     });
     if (sv.synced) all_reduce_through_host(*ctx.bn_sync, sums, 2 * C, &count);
     SM_CHECK(count > 0, "batchnorm over an empty batch");
+    if (GraphCapture* g = active_graph_capture())  // the running statistics before this update
+      for (const Tensor* b : {&buffer(0).value, &buffer(1).value, &buffer(2).value}) {
+        Tensor copy = Tensor::empty(b->shape(), b->dtype(), b->device());
+        copy.copy_from(*b);  // device to device, on the stream: captured
+        g->backups.emplace_back(*b, copy);
+      }
     cuda::bn_train_stats_cuda(row(sums, 0, C), row(sums, 1, C), count, C, cfg_.eps, cfg_.momentum, running_mean,
                               running_var, tracked, gamma, mean, invstd, scale, st);
     sv.count = count;
@@ -98,7 +109,16 @@ Tensor BatchNorm::forward_cuda(const Tensor& x, Ctx& ctx) {
   Tensor recoverable = Tensor::empty({1}, DType::I32, x.device());
   cuda::bn_output_recovery_cuda(gamma, beta, scale, C, row(sv.stats, kYScale, C), row(sv.stats, kYOffset, C),
                                 recoverable.data<int32_t>(), st);
-  sv.saved_output = recoverable.item() != 0.0;  // synchronises (see the top comment)
+  CudaImpl& im = impl(cuda_impl_);
+  if (GraphCapture* g = active_graph_capture()) {  // no read-back: repeat the last eager decision
+    if (!ctx.training || im.last_train_decision < 0)
+      refuse_graph_capture("batchnorm '" + name_ + "' has no eager training forward to repeat");
+    sv.saved_output = im.last_train_decision == 1;
+    g->guards.push_back({"batchnorm '" + name_ + "'", recoverable, im.last_train_decision});
+  } else {
+    sv.saved_output = recoverable.item() != 0.0;  // synchronises (see the top comment)
+    if (ctx.training) im.last_train_decision = sv.saved_output ? 1 : 0;
+  }
   sv.act = sv.saved_output ? y : x;              // keep the output: x may be freed now
   return y;
 }

@@ -12,6 +12,7 @@
 #include "device_ops.h"
 #include "dropout_kernels.h"
 #include "spikemesh/core/cuda_allocator.h"
+#include "spikemesh/core/cuda_graph_capture.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/kernels/cpu/dropout.h"
 #include "spikemesh/layers/slot_store.h"
@@ -74,6 +75,11 @@ Tensor Dropout::forward_cpu(const Tensor& x, Ctx& ctx) {  // both devices
   m.stream = "dropout/" + name();
   m.p = p_;
   m.step = static_cast<uint32_t>(ctx.step);
+  if (x.device().is_cuda())
+    if (const GraphCapture* g = active_graph_capture()) {  // the step changes per replay
+      if (!g->step_on_device) refuse_graph_capture("dropout '" + name() + "' has no device step counter");
+      m.step_on_device = g->step_on_device;
+    }
   m.sample_offset = ctx.sample_offset;
   m.N = x.dim(1);
   m.F = x.numel() / std::max<int64_t>(1, x.dim(0) * m.N);

@@ -9,6 +9,7 @@
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "cuda_layer_util.h"
 #include "loss_common.h"
+#include "spikemesh/core/cuda_graph_capture.h"
 #include "spikemesh/kernels/cuda/loss.h"
 #endif
 
@@ -35,12 +36,25 @@ class DeviceAwareLoss final : public Loss {
     }
     SM_CHECK(out.ndim() == 3, name() << ": model output must be [T, N, K], got " << shape_str(out.shape()));
     cuda_layer::check_activation(out, "loss", name());
-    // Validate on the host (labels are small), then use a device copy.
-    const Tensor host_labels = labels.to(Device::cpu());
-    LossSaved s = loss_detail::check_inputs(name(), out, host_labels);
+    // Validate on the host (labels are small), then use a device copy. Under a CUDA graph
+    // capture (core/cuda_graph_capture.h) nothing is read back: the labels must already be on
+    // the device (the data set's labels were range-checked when it was opened; the kernels
+    // clamp), and the loss and correct count stay on the device for the driver.
+    GraphCapture* capture = active_graph_capture();
+    LossSaved s;
+    Tensor dev_labels = labels;
+    if (capture) {
+      if (labels.device() != out.device()) refuse_graph_capture(name() + ": labels are not on the output's device");
+      SM_CHECK(labels.dtype() == DType::I64 && labels.ndim() == 1 && labels.dim(0) == out.dim(1),
+               name() << ": labels " << shape_str(labels.shape()) << " do not match batch of " << out.dim(1));
+      s.steps = out.dim(0), s.n = out.dim(1), s.k = out.dim(2), s.dtype = out.dtype();
+    } else {
+      const Tensor host_labels = labels.to(Device::cpu());
+      s = loss_detail::check_inputs(name(), out, host_labels);
+      if (labels.device() != out.device()) dev_labels = host_labels.to(out.device());
+    }
     s.on_device = true;
     const int64_t steps = s.steps, n = s.n, k = s.k;
-    const Tensor dev_labels = labels.device() == out.device() ? labels : host_labels.to(out.device());
     const Device dev = out.device();
     CudaAllocLabel label("loss", nullptr);
     cudaStream_t st = cuda_layer::stream_of(out);
@@ -61,8 +75,15 @@ class DeviceAwareLoss final : public Loss {
       else
         cuda::rate_mse_cuda(mean.data<double>(), dev_labels.data<int64_t>(), n, k, result.data<double>(),
                             correct.data<int64_t>(), s.grad.data<double>(), st);
-      r.loss = result.at(0);  // synchronises
-      r.correct = static_cast<int64_t>(correct.item());
+      if (capture) {  // read by the driver after each replay
+        capture->loss = result;
+        capture->correct = correct;
+      } else {
+        r.loss = result.at(0);  // synchronises
+        r.correct = static_cast<int64_t>(correct.item());
+      }
+    } else if (capture) {
+      refuse_graph_capture(name() + ": an empty batch");
     }
     slots_.fresh(slot) = std::move(s);
     return r;

@@ -4,9 +4,10 @@
 // packed bits directly. The CUDA path keeps its own membrane and firing counter (device i64);
 // Neuron::reset_state / collect_stats reach them through neuron_cuda_reset / _stats.
 // PLIF reads w on the host at forward time (one synchronisation) and adds its gradient to
-// w.grad on the device (by W when split).
+// w.grad on the device (by W when split). PLIF refuses a CUDA graph capture (that read).
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "cuda_layer_util.h"
+#include "spikemesh/core/cuda_graph_capture.h"
 #include "neuron_flow.h"
 #include "spikemesh/kernels/cuda/gemm_cublas.h"
 #include "spikemesh/kernels/cuda/neuron.h"
@@ -27,6 +28,8 @@ struct CudaNeuron {
 
   void check(const Tensor& x, const Param* w) {
     if (w) cuda_layer::check_master(w->value, x, "plif", name);
+    if (w && active_graph_capture())  // sigmoid(w) would be frozen into the graph
+      refuse_graph_capture("plif '" + name + "' reads its w on the host every forward");
   }
 
   void forward(const cpu::NeuronKernelConfig& kc, const Tensor& x, int64_t steps, int64_t M, Tensor& v, Tensor& y,

@@ -8,6 +8,7 @@
 
 #include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/mesh.h"
+#include "spikemesh/core/cuda_graph_capture.h"
 #include "spikemesh/core/device.h"
 #include "spikemesh/core/timer.h"
 #include "spikemesh/models/model.h"
@@ -232,7 +233,7 @@ MicroResult Layout::forward_backward(const MicroBatch& mb, Ctx& ctx, double loss
   if (last_micro)  // the accumulated partial sums, once per step
     for (Param* p : tp_partial_) tp_coll_->all_reduce_sum(p->grad);  // collective over tp, in param order
   strategy_->end_backward();
-  synchronize(model_.device());  // CUDA: the phase time is the device's
+  if (!active_graph_capture()) synchronize(model_.device());  // CUDA: the phase time is the device's
   r.backward_ms = t.ms();
   return r;
 }

@@ -138,11 +138,12 @@ namespace {
 //    pp-layout, pp-delay-wgrad, pp-schedule-file, sync-bn (over the dp group, whose size
 //    legitimately changes);
 //  * how the global batch is split: batch-size (per rank), grad-accum, global-batch-size,
-//    pp-microbatches — compared as the global batch they give instead.
+//    pp-microbatches — compared as the global batch they give instead;
+//  * cuda-graphs (replay computes the eager trajectory bit for bit).
 bool ignored_on_resume(const std::string& key) {
   static const std::set<std::string> kIgnored = {
       "resume", "max-steps", "epochs", "output", "run-name", "log-every", "ckpt-every", "keep", "eval-batch-size",
-      "allow-nonfinite-checkpoint", "check-replicas", "pp-timeline-steps", "threads", "device", "comm",
+      "allow-nonfinite-checkpoint", "check-replicas", "pp-timeline-steps", "threads", "device", "cuda-graphs", "comm",
       "comm-timeout", "distributed-mode", "mesh-shape", "tp-mesh-dim", "dp-mesh-dim", "optimizer-sharding",
       "bucket-mb", "pp-schedule", "pp-virtual-stages", "pp-layout", "pp-delay-wgrad", "pp-schedule-file", "sync-bn",
       "batch-size", "grad-accum", "global-batch-size", "pp-microbatches"};

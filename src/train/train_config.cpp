@@ -12,6 +12,7 @@
 #include "spikemesh/core/text_file.h"
 #include "spikemesh/core/toml_guard.h"
 #include "spikemesh/parallel/layout.h"
+#include "spikemesh/train/cuda_graph_step.h"
 #include "spikemesh/train/flag_ranges.h"
 
 namespace sm {
@@ -83,6 +84,8 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
   add("seed", K::Int, &c.seed, "seed of initialisation, data order, dropout and encoding");
   add("precision", K::Str, &c.precision, "fp32 | fp64 (CPU); bf16 | fp16 need --device cuda");
   add("device", K::Str, &c.device, "cpu | cuda | auto");
+  add("cuda-graphs", K::Str, &c.cuda_graphs,
+      "auto | on | off: replay the steady-state step as a CUDA graph (auto: one rank on a GPU)");
   add("threads", K::Int, &c.threads, "CPU threads per rank (0: cores / ranks on this node)");
   add("output", K::Str, &c.output, "directory holding run directories");
   add("run-name", K::Str, &c.run_name, "run directory name under --output (default: <model>-<date>-<time>)");
@@ -300,6 +303,7 @@ void validate_train_config(const TrainConfig& c) {
     SM_INPUT_ERROR("--precision must be fp32, fp64, bf16 or fp16, got '" << c.precision << "'");
   if (c.device != "cpu" && c.device != "cuda" && c.device != "auto")
     SM_INPUT_ERROR("--device must be cpu, cuda or auto, got '" << c.device << "'");
+  validate_cuda_graphs_flag(c.cuda_graphs, c.device);
   if (c.run_name.find('/') != std::string::npos) SM_INPUT_ERROR("--run-name must not contain '/'");
   // Parallelism.
   if (c.pp_timeline_steps < 0) SM_INPUT_ERROR("--pp-timeline-steps must be >= 0, got " << c.pp_timeline_steps);

@@ -47,7 +47,14 @@ StepResult train_step(Layout& layout, Optimizer& opt, const std::vector<MicroBat
     r.correct += mr.loss.correct;
     r.count += mr.loss.count;
   }
-  t.reset();
+  optimizer_phase(layout, opt, o, r);
+  r.loss = loss_sum / static_cast<double>(M);
+  return r;
+}
+
+void optimizer_phase(Layout& layout, Optimizer& opt, const StepOptions& o, StepResult& r) {
+  Timer t;
+  const bool scaling = o.scaler != nullptr && o.scaler->enabled();
   const std::vector<Param*> params = layout.optimizer_params();
   Collectives* norm_group = layout.norm_group();  // the holders' shards (dp) and tp
   const bool finite = scaling ? unscale_and_agree(*o.scaler, params, norm_group) : true;
@@ -61,8 +68,6 @@ StepResult train_step(Layout& layout, Optimizer& opt, const std::vector<MicroBat
   layout.after_optimizer_step();
   synchronize(layout.model().device());
   r.optimizer_ms = t.ms();
-  r.loss = loss_sum / static_cast<double>(M);
-  return r;
 }
 
 StepResult eval_step(Layout& layout, const Tensor& x, const Tensor& y, Ctx& ctx) {

@@ -30,6 +30,7 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/dist_run.h"
 #include "spikemesh/train/checkpointing.h"
+#include "spikemesh/train/cuda_graph_step.h"
 #include "spikemesh/train/pipeline_record.h"
 #include "spikemesh/train/evaluation.h"
 #include "spikemesh/train/run_dir.h"
@@ -186,6 +187,11 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   bool stop = false;
   auto limit_reached = [&] { return cfg.max_steps > 0 && st.step >= cfg.max_steps; };
   const int64_t first_step = st.step;  // > 0 when resumed
+  // --cuda-graphs (train/cuda_graph_step.h): replays the steady-state step on one GPU.
+  CudaGraphStep graphs(parse_cuda_graphs(cfg.cuda_graphs),
+                       GraphConditions{dev.is_cuda(), layout.world_size(), cfg.distributed_mode, plan.accum,
+                                       scaler.enabled()});
+  if (dev.is_cuda()) log.line("cuda graphs: " + graphs.describe(), false);
 
   // ---- epoch → step → microbatches → layout step → metrics → checkpoint.
   while (!stop && st.epoch < cfg.epochs && !limit_reached()) {
@@ -224,7 +230,7 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
         layout.sync_buffers();  // every rank steps with dp rank 0's BN statistics (unless synced BN)
         std::vector<MicroBatch> micro;
         for (const MicroBatch& m : bt->micro) micro.push_back(to_device(m, dev, parts.activations));
-        rep.r = train_step(layout, opt, micro, ctx, StepOptions{cfg.clip_grad_norm, &scaler});
+        rep.r = graphs.step(layout, opt, micro, ctx, StepOptions{cfg.clip_grad_norm, &scaler});
         rep.step_ms = step_t.ms() + rep.wait_ms;
         ++st.step;
         if (++st.batch_in_epoch == plan.per_epoch) {

@@ -18,6 +18,13 @@
 //    line naming the rank and host, the device, what was being allocated (the innermost
 //    CudaAllocLabel, e.g. "conv2d 'features.0.proj_bn.0' forward"), how much was asked, and
 //    free/total device memory and spikemesh's own usage.
+//  * CUDA graphs (train/cuda_graph_step.h): a graph replays the device addresses it was
+//    captured with, so no block it may touch is ever handed to other code while it lives.
+//    begin_graph_capture() makes every block live at that moment, and every block
+//    allocated until end_graph_capture(), the graph's; such a block, when freed, goes to
+//    the graph's own free list, which only allocations during a capture take from.
+//    release_graph_pool() (the graph was destroyed, after a device synchronisation) moves
+//    the graph's free blocks to the general cache and forgets the ownership.
 //
 // PinnedHostAllocator — page-locked host memory (cudaHostAlloc, portable) for batches that
 // are copied asynchronously. A freed block records an event on every compute stream that
@@ -29,6 +36,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "spikemesh/core/allocator.h"
@@ -48,11 +56,20 @@ class CudaCachingAllocator final : public Allocator {
   size_t reserved_bytes() const { return reserved_; }
   int64_t malloc_calls() const { return malloc_calls_; }  // cudaMalloc calls so far
   int64_t free_calls() const { return free_calls_; }      // cudaFree calls so far
+  // CUDA graph pool (see the top comment). Single capture at a time per device.
+  void begin_graph_capture();
+  void end_graph_capture();
+  void release_graph_pool();
+  size_t graph_owned_blocks() const { return graph_owned_.size(); }
 
  private:
   int ordinal_;
   std::mutex mu_;
   std::map<size_t, std::vector<void*>> free_;  // size class -> cached blocks
+  std::map<size_t, std::vector<void*>> graph_free_;  // the graph's free blocks
+  std::unordered_set<void*> live_;         // blocks handed out
+  std::unordered_set<void*> graph_owned_;  // blocks a graph may touch
+  bool capturing_ = false;
   size_t reserved_ = 0;
   int64_t malloc_calls_ = 0, free_calls_ = 0;
   // Synchronises the device (current: the caller's guard) and cudaFree()s every cached

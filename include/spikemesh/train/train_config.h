@@ -51,6 +51,7 @@ struct TrainConfig {
   int64_t seed = 1;
   std::string precision = "fp32";
   std::string device = "auto";  // the GPU when one is visible, else the CPU with a notice
+  std::string cuda_graphs = "auto";  // auto | on | off (train/cuda_graph_step.h)
   int64_t threads = 0;            // 0: cores / ranks on this node
   std::string output = "output";
   std::string run_name;           // default: <model>-<date>-<time>

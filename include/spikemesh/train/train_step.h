@@ -38,6 +38,11 @@ struct StepOptions {
 StepResult train_step(Layout& layout, Optimizer& opt, const std::vector<MicroBatch>& micro, Ctx& ctx,
                       const StepOptions& opts = {});
 
+// The part of train_step after the gradients: unscale and check (fp16), clipping, the
+// optimizer step, layout.after_optimizer_step(), a device synchronisation; sets
+// r.grad_norm and r.optimizer_ms. Shared with the CUDA-graph step (train/cuda_graph_step.h).
+void optimizer_phase(Layout& layout, Optimizer& opt, const StepOptions& opts, StepResult& r);
+
 // Eval-mode forward of this rank's part of a batch (x may hold no samples: count 0);
 // stage stats() then hold its firing rates. Collective over the layout's dp group.
 StepResult eval_step(Layout& layout, const Tensor& x, const Tensor& y, Ctx& ctx);

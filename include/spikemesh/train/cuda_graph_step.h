@@ -1,0 +1,82 @@
+// cuda_graph_step.h — `--cuda-graphs auto|on|off`: the steady-state training step on one GPU
+// replayed as a CUDA graph (one launch for forward + loss + backward) instead of hundreds of
+// kernel launches, which dominate a small-batch step. The inventory of the step's host
+// synchronisations and per-step host decisions, and what the graph covers, is the header
+// comment of src/train/cuda_graph_step.cpp.
+//
+// Invariants:
+//  * replay computes the eager trajectory bit for bit (the same kernels with the same
+//    arguments on the same data); whatever could make a replay differ is either read from
+//    device memory at run time (the dropout step), checked after every replay with an eager
+//    rerun of the step when it differs (batch norm's saved-tensor choice), or refuses the
+//    capture (PLIF, a loss scale, labels on the host, ...);
+//  * the rule of `auto` (cuda_graph_obstacle): one rank, a CUDA device, --distributed-mode
+//    none, one micro-batch per optimizer step, no fp16 loss scaling. `on` where the rule
+//    fails, or where the capture fails, is a one-line Input error; `auto` then runs eagerly
+//    after a one-line notice naming the reason;
+//  * the first `warmup` steps run eagerly (allocator cache, cuDNN algorithm choices, cuBLAS
+//    and kernel modules reach their steady state); a batch whose shape, dtype or spike flag
+//    differs from the captured one (e.g. a short last batch) runs eagerly, as does every
+//    step when graphs are off. CPU builds and CPU runs always run eagerly.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spikemesh/train/train_step.h"
+
+namespace sm {
+
+enum class CudaGraphMode { Auto, On, Off };
+
+// "auto" | "on" | "off"; anything else is an Input error naming the flag.
+CudaGraphMode parse_cuda_graphs(const std::string& value);
+// The flag's value, and `on` with --device cpu (Input errors).
+void validate_cuda_graphs_flag(const std::string& value, const std::string& device);
+
+// What the auto rule looks at (known before the first step).
+struct GraphConditions {
+  bool cuda = false;                      // the run's device is a GPU
+  int world_size = 1;                     // ranks of the job
+  std::string distributed_mode = "none";  // --distributed-mode
+  int64_t microbatches = 1;               // per optimizer step on this rank (--grad-accum)
+  bool loss_scaling = false;              // fp16 dynamic loss scaling
+};
+
+// "" when the step may be captured, else why not (a short phrase; a CPU-only build always
+// answers "this build has no CUDA support").
+std::string cuda_graph_obstacle(const GraphConditions& c);
+
+class CudaGraphStep {
+ public:
+  // `on` with an obstacle: Input error "--cuda-graphs on: <obstacle>".
+  CudaGraphStep(CudaGraphMode mode, const GraphConditions& c, int warmup_steps = 2);
+  ~CudaGraphStep();
+  CudaGraphStep(const CudaGraphStep&) = delete;
+  CudaGraphStep& operator=(const CudaGraphStep&) = delete;
+
+  // train_step's contract (train_step.h). When replaying: reset_ms is the gradient zeroing,
+  // forward_ms the graph (forward, loss and backward, with the batch upload and the loss
+  // read-back), backward_ms 0, optimizer_ms the eager optimizer phase.
+  StepResult step(Layout& layout, Optimizer& opt, const std::vector<MicroBatch>& micro, Ctx& ctx,
+                  const StepOptions& opts = {});
+
+  bool enabled() const { return enabled_; }  // graphs are (still) meant to be used
+  int64_t replays() const { return replays_; }
+  int64_t eager_reruns() const { return reruns_; }  // replays undone (batch norm changed its choice)
+  // "on", or "off (<reason>)".
+  std::string describe() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  CudaGraphMode mode_;
+  bool enabled_ = false;
+  std::string reason_;
+  int warmup_ = 2;
+  int64_t eager_steps_ = 0, replays_ = 0, reruns_ = 0;
+  void give_up(const std::string& why);  // auto: notice + eager; on: Input error
+};
+
+}  // namespace sm
