@@ -7,7 +7,10 @@
 // --device cpu|cuda|auto picks the device (select_device); --precision fp32|bf16|fp16|fp64
 // (bf16/fp16 on a GPU: f32 master weights and optimizer state, fp16 with dynamic loss
 // scaling). On a GPU each phase ends with a stream synchronisation so that the breakdown
-// measures the GPU's work, and peak memory is the device allocator's.
+// measures the GPU's work, and peak memory is the device allocator's. --cuda-graphs (default
+// auto: one rank on a GPU) replays the step as a CUDA graph after two eager steps (then
+// forward_ms holds forward + backward and backward_ms is 0); the record's cuda_graphs says
+// whether the timed steps were replayed.
 // `--kernel lif` runs the fused-neuron kernel microbenchmark instead (GPU only).
 #include <omp.h>
 #include <unistd.h>

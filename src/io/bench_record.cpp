@@ -31,6 +31,8 @@ const std::vector<std::string>& bench_config_fields() {
       "pp_schedule", "pp_virtual_stages", "pp_layout", "pp_delay_wgrad", "pp_memopt_stages",
       // ours: which implementation, where, at which precision and thread count
       "backend", "device", "precision", "threads", "hostname",
+      // ours, GPU records only: whether the timed steps were replayed as a CUDA graph
+      "cuda_graphs",
       // PyTorch only (bench/torch_bench.py): eager vs torch.compile; spikemesh leaves it unset
       "compile"};
   return fields;
