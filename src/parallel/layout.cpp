@@ -302,7 +302,8 @@ void Layout::build_pipeline(int P) {
   for (size_t k = 0; k < stage_->size(); ++k) mine[stage_->global_index(k)] = true;
   for (size_t u = 0; u < model_.units.size(); ++u)
     if (!mine[u]) bind_unit_flat(*model_.units[u], Tensor(), Tensor());
-  pipeline_ = std::make_unique<PipelineRuntime>(*stage_, *pp_, sched, partition, dry.out_shape, model_.loss.get());
+  pipeline_ = std::make_unique<PipelineRuntime>(*stage_, *pp_, sched, partition, dry.out_shape, model_.loss.get(),
+                                                pp_transport_from_name(opts_.pp_transport));
 }
 
 std::vector<LayerStat> Layout::layer_stats() {

@@ -5,7 +5,6 @@
 #include <memory>
 
 #include "spikemesh/comm/comm.h"
-#include "spikemesh/core/bitpack.h"
 #include "spikemesh/core/device.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/layout.h"
@@ -35,46 +34,13 @@ bool ends_in_spikes(Layer& layer) {
   return false;
 }
 
-// The host buffer a message of `shape` arrives in: u8 bits when packed, else the tensor in
-// `act` (pinned when the data go on to a GPU).
-Tensor receive_buffer(const Shape& shape, bool packed, DType act, Device dev) {
-  if (packed) return Tensor::empty({(shape_numel(shape) + 7) / 8}, DType::U8);
-  return dev.is_cuda() ? Tensor::empty_pinned(shape, act) : Tensor::empty(shape, act);
-}
-
-// A received message as the stage's input on `dev`: unpacked into `shape` in `act` when packed.
-Tensor received_tensor(const Tensor& buffer, bool packed, const Shape& shape, DType act, Device dev) {
-  Tensor t = packed ? unpack_spikes_on_host(buffer, shape, act) : buffer;  // [T, n, ...] host
-  return dev.is_cuda() ? t.to(dev).set_binary(packed) : t;
-}
-
-// The host bytes that carry `t`: bit-packed spikes (every value checked to be 0 or 1), else
-// `t` itself staged to the host (device tensors are copied).
-Tensor message_of(const Tensor& t, bool as_bits) {
-  if (!as_bits) return t.to(Device::cpu());
-  Tensor bits = pack_spikes_on_host(t);  // [ceil(numel/8)] u8, host
-  SM_CHECK(bits.defined(), "pipeline: an activation expected to be spikes holds values other than 0 and 1");
-  return bits;
-}
-
-struct PendingSend {
-  std::unique_ptr<CommHandle> handle;
-  Tensor keep;  // the buffer in flight
-};
-
-struct PostedRecv {
-  std::unique_ptr<CommHandle> handle;
-  Tensor buffer;   // what arrives (packed bits on the host, or the tensor itself)
-  bool packed = false;
-};
-
 }  // namespace
 
 bool unit_emits_spikes(Unit& unit) { return ends_in_spikes(unit); }
 
 PipelineRuntime::PipelineRuntime(Stage& stage, Comm& pp, const PpSchedule& schedule,
                                  const std::vector<int>& units_per_stage, const std::vector<Shape>& unit_out_shapes,
-                                 Loss* loss)
+                                 Loss* loss, PpTransport transport)
     : stage_(stage), pp_(pp), schedule_(schedule), units_per_stage_(units_per_stage), loss_(loss) {
   const int S = schedule.logical_stages();
   SM_CHECK(static_cast<int>(units_per_stage.size()) == S,
@@ -92,7 +58,10 @@ PipelineRuntime::PipelineRuntime(Stage& stage, Comm& pp, const PpSchedule& sched
     spikes_.push_back(unit_emits_spikes(*model.units[u - 1]));
   }
   check_pp_message_tags(schedule);
+  transfer_ = std::make_unique<PpTransfer>(pp_, schedule_, transport);
 }
+
+PipelineRuntime::~PipelineRuntime() = default;
 
 void check_pp_message_tags(const PpSchedule& schedule) {
   const int S = schedule.logical_stages();
@@ -111,6 +80,7 @@ PpStepOutcome PipelineRuntime::train(const std::vector<MicroBatch>& micro, Ctx& 
   const std::vector<PpAction>& actions = schedule_.per_rank[me];
   const Device dev = stage_.model().device();  // where the stage's layers run
   const DType act = micro[0].x.dtype();
+  transfer_->prepare(dev);  // collective over pp the first time: picks the path (pp_transfer.h)
   auto idx = [&](int s, int m) { return static_cast<size_t>(s) * M + m; };
   auto chunk_of = [&](int s) { return static_cast<size_t>(s / P); };
   auto fwd_tag = [&](int s_low, int m) { return s_low * M + m; };
@@ -143,27 +113,20 @@ PpStepOutcome PipelineRuntime::train(const std::vector<MicroBatch>& micro, Ctx& 
     const bool fwd = a.kind == PpActionKind::RECV_F;
     const size_t slot = (fwd ? 0 : S * M) + idx(a.stage, a.microbatch);
     PostedRecv& r = posted[slot];
-    if (r.handle || r.buffer.defined()) return;  // already posted
+    if (r.handle) return;  // already posted
     const int peer = fwd ? schedule_.rank_of_stage(a.stage - 1) : schedule_.rank_of_stage(a.stage + 1);
     const int src_stage = fwd ? a.stage - 1 : a.stage;  // the boundary's lower stage
-    const Shape sh = shape_of(src_stage, a.microbatch);
-    r.packed = fwd && spikes_[src_stage];
-    r.buffer = receive_buffer(sh, r.packed, act, dev);  // host always (device tensors are staged: see the header)
-    r.handle = pp_.recv_async(r.buffer, peer, fwd ? fwd_tag(src_stage, a.microbatch) : bwd_tag(src_stage, a.microbatch));
+    const int tag = fwd ? fwd_tag(src_stage, a.microbatch) : bwd_tag(src_stage, a.microbatch);
+    r = transfer_->post(shape_of(src_stage, a.microbatch), act, fwd && spikes_[src_stage], peer, tag, fwd);
   };
   auto take_recv = [&](const PpAction& a) -> Tensor {
     const bool fwd = a.kind == PpActionKind::RECV_F;
     post_recv(a);
     PostedRecv& r = posted[(fwd ? 0 : S * M) + idx(a.stage, a.microbatch)];
-    r.handle->wait();  // collective-free wait on the pp comm (watchdog applies)
-    r.handle.reset();
-    Tensor t = received_tensor(r.buffer, r.packed, shape_of(fwd ? a.stage - 1 : a.stage, a.microbatch), act, dev);
-    r.buffer = Tensor();
-    return t;
+    return transfer_->take(r, shape_of(fwd ? a.stage - 1 : a.stage, a.microbatch), act, &traffic_);
   };
   auto send = [&](const Tensor& t, int peer, int tag, bool as_bits, bool activation) {
-    PendingSend p;
-    p.keep = message_of(t, as_bits);
+    PendingSend p = transfer_->send(t, peer, tag, activation, as_bits, &traffic_);
     if (as_bits) {
       traffic_.spike_elements += static_cast<uint64_t>(t.numel());
       traffic_.spike_bytes += p.keep.nbytes();
@@ -174,7 +137,6 @@ PpStepOutcome PipelineRuntime::train(const std::vector<MicroBatch>& micro, Ctx& 
     } else {
       traffic_.gradient_bytes += p.keep.nbytes();
     }
-    p.handle = pp_.send_async(p.keep, peer, tag);
     sends.push_back(std::move(p));
   };
   // Posts the receives between action i and the next compute action (they overlap action i).
@@ -290,6 +252,7 @@ LossResult PipelineRuntime::evaluate(const Tensor& x, const Tensor& y, Ctx& ctx)
   const int me = pp_.rank();
   const Device dev = stage_.model().device();
   const DType act = x.dtype();
+  transfer_->prepare(dev);  // collective over pp the first time
   LossResult r;
   Tensor h;  // the activation handed between consecutive stages on this rank
   std::vector<PendingSend> sends;
@@ -304,9 +267,8 @@ LossResult PipelineRuntime::evaluate(const Tensor& x, const Tensor& y, Ctx& ctx)
       } else {
         Shape sh{x.dim(0), y.numel()};  // [T, n, ...boundary]
         sh.insert(sh.end(), boundary_shape_[s - 1].begin(), boundary_shape_[s - 1].end());
-        Tensor buffer = receive_buffer(sh, spikes_[s - 1], act, dev);  // spikes bit-packed, as in training
-        pp_.recv(buffer, prev, 2 * S * M + s - 1);
-        in = received_tensor(buffer, spikes_[s - 1], sh, act, dev);
+        PostedRecv rv = transfer_->post(sh, act, spikes_[s - 1], prev, 2 * S * M + s - 1, true);  // spikes as bits
+        in = transfer_->take(rv, sh, act, nullptr);
       }
     }
     stage_.reset_state(static_cast<size_t>(s / P));
@@ -314,10 +276,7 @@ LossResult PipelineRuntime::evaluate(const Tensor& x, const Tensor& y, Ctx& ctx)
     if (s == S - 1) {
       r = loss_->forward(h, y, 0);
     } else if (schedule_.rank_of_stage(s + 1) != me) {
-      PendingSend p;
-      p.keep = message_of(h, spikes_[s]);
-      p.handle = pp_.send_async(p.keep, schedule_.rank_of_stage(s + 1), 2 * S * M + s);
-      sends.push_back(std::move(p));
+      sends.push_back(transfer_->send(h, schedule_.rank_of_stage(s + 1), 2 * S * M + s, true, spikes_[s], nullptr));
     }
   }
   for (PendingSend& p : sends) p.handle->wait();

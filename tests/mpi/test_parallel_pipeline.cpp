@@ -11,9 +11,18 @@
 // After the steps, every layer's firing rate and an evaluation through the stages equal the
 // one-rank run's.
 // Also: the runtime's traffic — spike activations at 1 bit per element, gradients in full.
+// Transfer paths (parallel/pp_transfer.h): on the CPU `auto` keeps the staged path (MPI tags on
+// the pp comm) and `channels` runs the one-way channel comms with host buffers over MPI — the
+// plumbing of the NCCL path — giving the staged trajectory bit for bit for every schedule (np 2,
+// np 4, dp 2 x pp 2); a schedule file whose receives leave channel order is refused under
+// `channels` naming the channel and message, and runs staged under `auto`. On GPUs (*Gpu*):
+// ranks sharing a GPU keep the staged path (device spikes packed on the GPU, only their bytes
+// staged); ranks with distinct GPUs take nccl-channels (device buffers, nothing staged), and
+// both equal the CPU run and each other.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/comm/mesh.h"
@@ -44,6 +53,7 @@ struct PpCase {
   DType dt = DType::F64;
   Device dev = Device::cpu();
   double tol = 1e-9;
+  std::string transport = "auto";  // pp_transfer.h: auto | staged | channels
 };
 
 struct PpRun {
@@ -52,6 +62,7 @@ struct PpRun {
   int replica_mismatch_step = -1;
   PpTraffic traffic;
   std::vector<bool> spikes;  // per logical stage boundary
+  std::string path;          // the transfer path the runtime chose
 };
 
 PpRun pp_run(const PpCase& c, const Trajectory& ref) {
@@ -74,6 +85,7 @@ PpRun pp_run(const PpCase& c, const Trajectory& ref) {
   lo.pp_layout = c.layout_text;
   lo.pp_schedule_file = c.schedule_file;
   lo.pp_cost_samples = kGlobal / (c.shape.dp * c.micro);
+  lo.pp_transport = c.transport;
   Layout layout(m, mesh.get(), lo);
   auto opt = make_optimizer(test_optimizer(c.optim), layout.optimizer_params());
   const int p = layout.data_size(), r = layout.data_rank();
@@ -111,6 +123,7 @@ PpRun pp_run(const PpCase& c, const Trajectory& ref) {
     out.tr.eval_correct = static_cast<int64_t>(v[1]) / p;
   }
   out.traffic = layout.pipeline()->traffic();
+  out.path = layout.pipeline()->transfer_path();
   for (int s = 0; s < layout.pipeline()->schedule().logical_stages(); ++s)
     out.spikes.push_back(layout.pipeline()->boundary_is_spikes(s));
   return out;
@@ -136,17 +149,69 @@ void expect_pp_trajectory(const PpCase& c) {
 
 bool world_is(int n) { return world_size() == n; }
 
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Two runs of one case that differ only in how messages travel: the same trajectory (within
+// `tol`; 0 = bit for bit: the same arithmetic on the same bytes) and the same message bytes.
+void expect_same_run(const PpRun& a, const PpRun& b, const std::string& what, double tol) {
+  ASSERT_EQ(a.tr.losses.size(), b.tr.losses.size()) << what;
+  for (size_t s = 0; s < a.tr.losses.size(); ++s)
+    EXPECT_LE(rel_diff(a.tr.losses[s], b.tr.losses[s]), tol) << what << " step " << s;
+  EXPECT_LE(max_rel_diff(a.tr.params, b.tr.params), tol) << what << ": parameters";
+  EXPECT_LE(max_rel_diff(a.tr.firing, b.tr.firing), tol) << what << ": firing rates";
+  EXPECT_LE(rel_diff(a.tr.eval_loss, b.tr.eval_loss), tol) << what << ": evaluation";
+  EXPECT_EQ(a.tr.eval_correct, b.tr.eval_correct) << what << ": evaluation";
+  EXPECT_EQ(a.traffic.activation_bytes, b.traffic.activation_bytes) << what;
+  EXPECT_EQ(a.traffic.spike_bytes, b.traffic.spike_bytes) << what;
+  EXPECT_EQ(a.traffic.gradient_bytes, b.traffic.gradient_bytes) << what;
+}
+
+// The staged path (auto on the CPU) and the channel comms with host buffers (channels) give
+// the same trajectory bit for bit, and it is the one-rank run's. `c` fixes its --pp-layout
+// (a measured split may differ between the two runs).
+void expect_channels_equal_staged(PpCase c) {
+  const std::string what = c.which + " " + c.shape.str() + " " + c.schedule + " v" + std::to_string(c.virtual_stages);
+  const Trajectory ref = reference_run(c.which, DType::F64, kSteps, kGlobal, test_optimizer(c.optim), c.micro);
+  c.transport = "auto";
+  const PpRun staged = pp_run(c, ref);
+  c.transport = "channels";
+  const PpRun chan = pp_run(c, ref);
+  EXPECT_EQ(staged.path, "staged") << what;
+  EXPECT_EQ(chan.path, "mpi-channels") << what;
+  expect_same_run(staged, chan, what + " staged vs channels", 0.0);
+  for (size_t s = 0; s < ref.losses.size(); ++s)
+    EXPECT_LE(rel_diff(chan.tr.losses[s], ref.losses[s]), c.tol) << what << " step " << s;
+  EXPECT_LE(max_rel_diff(chan.tr.params, chan.expected_params), c.tol) << what << ": parameters";
+  EXPECT_EQ(chan.traffic.staged_bytes, 0u) << what;  // host tensors: nothing crosses a GPU boundary
+  EXPECT_EQ(chan.traffic.direct_messages, 0u) << what;
+}
+
 const char* kSchedules[][2] = {{"gpipe", "1"}, {"1f1b", "1"}, {"interleaved", "2"}, {"zero_bubble", "2"}};
+
+// One built-in schedule (a kSchedules row) at pp `ranks`; pp 4 runs the 8-unit model with 4
+// microbatches (8 with v 2).
+PpCase schedule_case(const char* const (&k)[2], int ranks) {
+  PpCase c;
+  c.shape = MeshShape{1, 1, ranks};
+  c.schedule = k[0];
+  c.virtual_stages = std::atoi(k[1]);
+  if (ranks == 4) {
+    c.which = "deep";
+    c.micro = c.virtual_stages == 2 ? 8 : 4;
+  }
+  return c;
+}
 
 TEST(PipelineParallel, EverySchedulePp2Fp64) {
   if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
-  for (auto& k : kSchedules) {
-    PpCase c;
-    c.shape = MeshShape{1, 1, 2};
-    c.schedule = k[0];
-    c.virtual_stages = std::atoi(k[1]);
-    expect_pp_trajectory(c);
-  }
+  for (auto& k : kSchedules) expect_pp_trajectory(schedule_case(k, 2));
 }
 
 TEST(PipelineParallel, CsnnAndSpikformerPp2Fp64) {
@@ -213,17 +278,58 @@ TEST(PipelineParallel, SpikesTravelAsBits) {
   }
 }
 
+TEST(PipelineParallel, ChannelsEqualStagedEverySchedulePp2Fp64) {
+  if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
+  for (auto& k : kSchedules) {
+    PpCase c = schedule_case(k, 2);
+    c.layout_text = c.virtual_stages == 1 ? "1|3" : "1|1|1|1";  // spikes leave stage 0 as bits
+    expect_channels_equal_staged(c);
+  }
+}
+
+// Receives posted out of channel order (valid with MPI tags): refused under `channels`, naming
+// the channel and the first mismatching message; `auto` runs it on the staged path.
+TEST(PipelineParallel, ChannelsRefuseAScheduleOutOfChannelOrder) {
+  if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
+  const std::string path = scratch_dir() + "/unordered.pp";
+  if (world_rank() == 0)
+    std::ofstream(path) << "0F0 0SF0 0F1 0SF1 0RB0 0BW0 0RB1 0BW1\n"
+                           "1RF1 1RF0 1F0 1F1 1BW0 1SB0 1BW1 1SB1\n";
+  MPI_Barrier(world());
+  PpCase c;
+  c.shape = MeshShape{1, 1, 2};
+  c.micro = 2;
+  c.schedule_file = path;
+  c.transport = "channels";
+  const Trajectory ref = reference_run(c.which, DType::F64, kSteps, kGlobal, test_optimizer(c.optim), c.micro);
+  const std::string err = error_of([&] { pp_run(c, ref); });
+  EXPECT_NE(err.find("channel rank 0 -> rank 1 (activations): message 1 is sent as 0SF0 (stage 0 -> 1, microbatch 0) "
+                     "but received as 1RF1 (stage 0 -> 1, microbatch 1)"),
+            std::string::npos)
+      << err;
+  c.transport = "auto";
+  expect_pp_trajectory(c);
+  EXPECT_EQ(pp_run(c, ref).path, "staged");
+}
+
 TEST(PipelineParallel, EverySchedulePp4Fp64) {
   if (!world_is(4)) GTEST_SKIP() << "needs 4 ranks";
-  for (auto& k : kSchedules) {
-    PpCase c;
-    c.which = "deep";
-    c.shape = MeshShape{1, 1, 4};
-    c.schedule = k[0];
-    c.virtual_stages = std::atoi(k[1]);
-    c.micro = c.virtual_stages == 2 ? 8 : 4;
-    expect_pp_trajectory(c);
+  for (auto& k : kSchedules) expect_pp_trajectory(schedule_case(k, 4));
+}
+
+TEST(PipelineParallel, ChannelsEqualStagedEverySchedulePp4Fp64) {
+  if (!world_is(4)) GTEST_SKIP() << "needs 4 ranks";
+  for (auto& k : kSchedules) {  // a fixed split: the measured one may differ between the two runs
+    PpCase c = schedule_case(k, 4);
+    c.layout_text = c.virtual_stages == 1 ? "2|2|2|2" : "1|1|1|1|1|1|1|1";
+    expect_channels_equal_staged(c);
   }
+  PpCase c;  // two pp groups: each splits its own channels
+  c.shape = MeshShape{2, 1, 2};
+  c.schedule = "interleaved";
+  c.virtual_stages = 2;
+  c.layout_text = "1|1|1|1";
+  expect_channels_equal_staged(c);
 }
 
 TEST(PipelineParallel, DpTimesPpWithZeroAndClippingFp64) {
@@ -286,6 +392,75 @@ TEST(PipelineParallelGpu, Pp2OnTheDeviceEqualsTheCpuRun) {
     EXPECT_LE(max_rel_diff(got.tr.params, got.expected_params), c.tol) << layout << ": parameters";
     EXPECT_LE(max_rel_diff(got.tr.firing, ref.firing), c.tol) << layout << ": firing rates";
     EXPECT_LE(rel_diff(got.tr.eval_loss, ref.eval_loss), c.tol) << layout << ": evaluation";
+  }
+}
+
+// Spikes leaving a stage on a GPU are packed there: the staged path moves ceil(n/8) bytes per
+// message through host memory (sent and received), the direct path none.
+void expect_gpu_spike_traffic(const PpRun& got, const std::string& what) {
+  const uint64_t staged = got.path == "nccl-channels" ? 0 : 1;
+  if (world_rank() == 0) {  // sends the spikes, receives the gradients ([T 3, 2, 8, 16, 16] f32)
+    EXPECT_GT(got.traffic.spike_bytes, 0u) << what;
+    EXPECT_EQ(got.traffic.staged_bytes, staged * (got.traffic.spike_bytes + got.traffic.activation_elements * 4)) << what;
+  } else {  // sends the gradients, receives the spikes (as many elements, 1 bit each)
+    EXPECT_EQ(got.traffic.staged_bytes, staged * (got.traffic.gradient_bytes + got.traffic.gradient_bytes / 4 / 8)) << what;
+  }
+  EXPECT_EQ(got.traffic.direct_messages > 0, got.path == "nccl-channels") << what;
+}
+
+// pp 2 with the ranks on whatever GPUs the machine has. Sharing one GPU: `auto` keeps the
+// staged path (NCCL never sees two ranks on one GPU) and `channels` runs the channel comms
+// with host buffers; distinct GPUs: `auto` takes nccl-channels. Every path equals the CPU run
+// (f32, 1e-3) and the forced staged path (1e-5: the same kernels on the same bytes).
+TEST(PipelineParallelGpu, Pp2PathsPerGpuPlacementEqualTheStagedAndCpuRuns) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU";
+  if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
+  const bool distinct = cuda_device_count() >= world_size();  // test_gpu(): world rank % visible
+  PpCase c;
+  c.shape = MeshShape{1, 1, 2};
+  c.dt = DType::F32;
+  c.dev = test_gpu();
+  c.tol = 1e-3;
+  c.layout_text = "1|3";  // spikes leave stage 0
+  const Trajectory ref = reference_run(c.which, DType::F32, kSteps, kGlobal, test_optimizer(c.optim), c.micro);
+  c.transport = "staged";
+  const PpRun staged = pp_run(c, ref);
+  EXPECT_EQ(staged.path, "staged");
+  expect_gpu_spike_traffic(staged, "staged");
+  for (const char* transport : {"auto", "channels"}) {
+    c.transport = transport;
+    const PpRun got = pp_run(c, ref);
+    const std::string want = distinct ? "nccl-channels" : std::string(transport) == "auto" ? "staged" : "mpi-channels";
+    EXPECT_EQ(got.path, want) << transport << (distinct ? " on distinct GPUs" : " on a shared GPU");
+    expect_gpu_spike_traffic(got, transport);
+    expect_same_run(staged, got, std::string(transport) + " vs staged", 1e-5);
+    for (size_t s = 0; s < ref.losses.size(); ++s)
+      EXPECT_LE(rel_diff(got.tr.losses[s], ref.losses[s]), c.tol) << transport << " step " << s;
+    EXPECT_LE(max_rel_diff(got.tr.params, got.expected_params), c.tol) << transport << ": parameters";
+    EXPECT_LE(rel_diff(got.tr.eval_loss, ref.eval_loss), c.tol) << transport << ": evaluation";
+  }
+}
+
+// One GPU per rank: every schedule on nccl-channels (device buffers, nothing staged) equals the
+// CPU run (f32, 1e-3), both boundary kinds (spikes as packed device bits, a pooled f32 tensor).
+TEST(PipelineParallelGpu, DistinctGpusRunEveryScheduleOnNcclChannels) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU";
+  if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
+  if (cuda_device_count() < world_size()) GTEST_SKIP() << "needs one GPU per rank (NCCL is not used on a shared GPU)";
+  for (auto& k : kSchedules) {
+    PpCase c = schedule_case(k, 2);
+    c.dt = DType::F32;
+    c.dev = test_gpu();
+    c.tol = 1e-3;
+    c.layout_text = c.virtual_stages == 1 ? "3|1" : "1|1|1|1";
+    const Trajectory ref = reference_run(c.which, DType::F32, kSteps, kGlobal, test_optimizer(c.optim), c.micro);
+    const PpRun got = pp_run(c, ref);
+    EXPECT_EQ(got.path, "nccl-channels") << k[0];
+    EXPECT_EQ(got.traffic.staged_bytes, 0u) << k[0];
+    for (size_t s = 0; s < ref.losses.size(); ++s)
+      EXPECT_LE(rel_diff(got.tr.losses[s], ref.losses[s]), c.tol) << k[0] << " step " << s;
+    EXPECT_LE(max_rel_diff(got.tr.params, got.expected_params), c.tol) << k[0] << ": parameters";
+    EXPECT_LE(rel_diff(got.tr.eval_loss, ref.eval_loss), c.tol) << k[0] << ": evaluation";
   }
 }
 

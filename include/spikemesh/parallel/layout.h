@@ -73,6 +73,7 @@ struct LayoutOptions {
   bool pp_delay_wgrad = false;        // zero-bubble: W split off and delayed
   std::string pp_schedule_file;       // a user-written schedule (text form of pp_schedule.h)
   int64_t pp_cost_samples = 1;        // samples per microbatch of the dry-run that measures unit costs
+  std::string pp_transport = "auto";  // auto | staged | channels: how messages travel (pp_transfer.h)
 };
 
 // The one validation of mode names and their combinations (Input errors naming the flag).

@@ -7,16 +7,24 @@
 //   B / BW    input-gradient (B) or full (BW) backward of (s, m): the last stage starts from
 //             the loss gradient (scaled by loss_grad_scale), the others from the received one.
 //   W         weight-gradient half of (s, m) (ctx.split_wgrad).
-//   SEND_*/RECV_*   point-to-point on the pp comm (MPI), tag = (direction, lower stage, microbatch);
-//             sends are asynchronous and complete by the end of the step; every RECV is posted
-//             early — when the compute action before it starts — so transfers overlap compute.
-// Transfers always go through host memory and MPI (device tensors are copied to and from
-// pinned host buffers): NCCL's send/recv have no tags and are ordered on their stream, so a
-// receive posted early for one message could wait behind — or deadlock with — a different
-// message between the same two ranks in an arbitrary (user) schedule; MPI matches by tag.
+//   SEND_*/RECV_*   point-to-point between pipeline ranks (pp_transfer.h); sends are asynchronous
+//             and complete by the end of the step; every RECV is posted early — when the compute
+//             action before it starts — so transfers overlap compute.
+// Transfers (pp_transfer.h picks the path once, collectively): `staged` — host buffers over
+// the pp comm with MPI tags = (direction, lower stage, microbatch), any valid schedule; or
+// one-way channels (pp_channels.h: a comm per sender, receiver and direction, messages matched
+// in order) — `nccl-channels` when every pp rank owns its own GPU (the pp comm's device path is
+// NCCL, not --comm mpi): sends go from and receives land in device buffers; `mpi-channels`
+// the same plumbing with host buffers (forced with PpTransport::Channels; the CPU tests). NCCL
+// is never used on the shared pp comm itself: its send/recv have no tags and are ordered on the
+// comm's stream, so a receive posted early could wait behind — or deadlock with — another
+// message between the same two ranks; one-way channels plus check_channel_order (each channel's
+// sends and receives in the same order) remove both. Shared GPUs, --comm mpi and the CPU stay
+// on `staged` under PpTransport::Auto.
 // Activations whose producing unit ends in a spiking neuron (optionally followed by max-pool
-// or flatten) are exactly {0,1} and travel bit-packed (1 bit per element; the sender checks
-// every value); everything else (gradients, residual streams) travels in its dtype.
+// or flatten) are exactly {0,1} and travel bit-packed (1 bit per element, pp_spikes.h: packed
+// and checked on the GPU when they live there, so only ceil(n/8) bytes leave it; the same
+// bytes on every path); everything else (gradients, residual streams) travels in its dtype.
 // Gradient reduction: `grad_hooks` (the layout's dp strategy) sees after_backward(k) of a
 // unit only with its LAST microbatch's backward, so a stage's dp/ZeRO reduction starts as soon
 // as its last W (or BW) is done and overlaps the rest of the schedule.
@@ -25,12 +33,15 @@
 // the same schedule on every rank of a pp group (validated before use) cannot deadlock.
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "spikemesh/layers/ctx.h"
 #include "spikemesh/layers/loss.h"
 #include "spikemesh/models/stage.h"
 #include "spikemesh/parallel/pp_schedule.h"
+#include "spikemesh/parallel/pp_transfer.h"
 
 namespace sm {
 
@@ -48,11 +59,16 @@ struct PpStepOutcome {
   double forward_ms = 0, backward_ms = 0, reset_ms = 0, wait_ms = 0;  // compute and receive-wait sums
 };
 
-// Bytes this rank sent to its pipeline neighbours (cumulative).
+// Bytes this rank sent to its pipeline neighbours in training steps (cumulative; evaluation
+// is not counted). Message bytes are what travels between the ranks: the same on every path.
 struct PpTraffic {
   uint64_t activation_elements = 0, activation_bytes = 0;  // forward messages (packed or not)
   uint64_t spike_elements = 0, spike_bytes = 0;            // of those, the bit-packed ones
   uint64_t gradient_bytes = 0;                             // backward messages
+  // Message bytes copied between this rank's GPU and host memory, sent and received (the
+  // staged path on a GPU; packed spikes count ceil(n/8)); 0 on the CPU and on nccl-channels.
+  uint64_t staged_bytes = 0;
+  uint64_t direct_messages = 0;  // messages sent from device buffers (nccl-channels)
 };
 
 class PipelineRuntime {
@@ -61,8 +77,11 @@ class PipelineRuntime {
   // entries); `stage` holds exactly this rank's logical stages. `pp` is the pipeline comm
   // (rank = pipeline rank). `unit_out_shapes`: every unit's LOCAL per-sample output shape
   // (pp_costs.h dry_run_units: channel shards under tp). Everything must outlive the runtime.
+  // `transport`: pp_transfer.h (Channels with a schedule failing check_channel_order is an
+  // input error here).
   PipelineRuntime(Stage& stage, Comm& pp, const PpSchedule& schedule, const std::vector<int>& units_per_stage,
-                  const std::vector<Shape>& unit_out_shapes, Loss* loss);
+                  const std::vector<Shape>& unit_out_shapes, Loss* loss, PpTransport transport = PpTransport::Auto);
+  ~PipelineRuntime();
 
   // One training step's microbatches through the schedule. Collective over the pp comm.
   PpStepOutcome train(const std::vector<MicroBatch>& micro, Ctx& ctx, double loss_grad_scale, UnitHooks* grad_hooks);
@@ -78,6 +97,9 @@ class PipelineRuntime {
   const PpTraffic& traffic() const { return traffic_; }
   // Whether the activation leaving logical stage s travels bit-packed.
   bool boundary_is_spikes(int s) const { return spikes_[s]; }
+  // The transfer path (pp_transfer.h: "staged", "nccl-channels", "mpi-channels") once the first
+  // train() or evaluate() decided it; "" before.
+  const std::string& transfer_path() const { return transfer_->path(); }
 
  private:
   Stage& stage_;
@@ -89,6 +111,7 @@ class PipelineRuntime {
   std::vector<bool> spikes_;           // per logical stage: output travels as bits
   std::vector<PpRecordedAction> timeline_;
   PpTraffic traffic_;
+  std::unique_ptr<PpTransfer> transfer_;  // refers to schedule_ and pp_
 };
 
 // An input error when `schedule` needs more message tags (2·S·M + S: forward, backward and
