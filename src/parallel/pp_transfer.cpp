@@ -64,6 +64,7 @@ void PpTransfer::prepare(Device dev) {
     SM_CHECK(!device_buffers_ || channel_comms_->all_nccl(), "pipeline: a channel of an all-NCCL pp comm is not NCCL");
   }
   path_ = !channels_ ? "staged" : device_buffers_ ? "nccl-channels" : "mpi-channels";
+  SM_DEBUG("pipeline: transfers over " << path_ << " (" << pp_transport_name(requested_) << " requested)");
 }
 
 Comm& PpTransfer::comm_for(int peer, bool forward, bool sending, int* comm_peer) {

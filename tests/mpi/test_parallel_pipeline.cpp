@@ -195,6 +195,19 @@ void expect_channels_equal_staged(PpCase c) {
 
 const char* kSchedules[][2] = {{"gpipe", "1"}, {"1f1b", "1"}, {"interleaved", "2"}, {"zero_bubble", "2"}};
 
+// pp 2 running a schedule file `name` (in the scratch directory, written by rank 0) of 2
+// microbatches.
+PpCase schedule_file_case(const std::string& name, const std::string& text) {
+  const std::string path = scratch_dir() + "/" + name;
+  if (world_rank() == 0) std::ofstream(path) << text;
+  MPI_Barrier(world());
+  PpCase c;
+  c.shape = MeshShape{1, 1, 2};
+  c.micro = 2;
+  c.schedule_file = path;
+  return c;
+}
+
 // One built-in schedule (a kSchedules row) at pp `ranks`; pp 4 runs the 8-unit model with 4
 // microbatches (8 with v 2).
 PpCase schedule_case(const char* const (&k)[2], int ranks) {
@@ -242,17 +255,10 @@ TEST(PipelineParallel, DropoutClippingAndSgdPp2Fp64) {
 // validation and gives the same trajectory.
 TEST(PipelineParallel, UserScheduleFileFp64) {
   if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
-  const std::string path = scratch_dir() + "/user.pp";
-  if (world_rank() == 0)
-    std::ofstream(path) << "# rank 0 then rank 1\n"
-                           "0F0 0SF0 0F1 0SF1 0RB0 0BW0 0RB1 0BW1\n"
-                           "1RF0 1F0 1RF1 1F1 1BW0 1SB0 1BW1 1SB1\n";
-  MPI_Barrier(world());
-  PpCase c;
-  c.shape = MeshShape{1, 1, 2};
-  c.micro = 2;
-  c.schedule_file = path;
-  expect_pp_trajectory(c);
+  expect_pp_trajectory(schedule_file_case("user.pp",
+                                          "# rank 0 then rank 1\n"
+                                          "0F0 0SF0 0F1 0SF1 0RB0 0BW0 0RB1 0BW1\n"
+                                          "1RF0 1F0 1RF1 1F1 1BW0 1SB0 1BW1 1SB1\n"));
 }
 
 // Spikes leave a conv-BN-LIF stage at 1 bit per element; gradients travel in full.
@@ -291,15 +297,9 @@ TEST(PipelineParallel, ChannelsEqualStagedEverySchedulePp2Fp64) {
 // the channel and the first mismatching message; `auto` runs it on the staged path.
 TEST(PipelineParallel, ChannelsRefuseAScheduleOutOfChannelOrder) {
   if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
-  const std::string path = scratch_dir() + "/unordered.pp";
-  if (world_rank() == 0)
-    std::ofstream(path) << "0F0 0SF0 0F1 0SF1 0RB0 0BW0 0RB1 0BW1\n"
-                           "1RF1 1RF0 1F0 1F1 1BW0 1SB0 1BW1 1SB1\n";
-  MPI_Barrier(world());
-  PpCase c;
-  c.shape = MeshShape{1, 1, 2};
-  c.micro = 2;
-  c.schedule_file = path;
+  PpCase c = schedule_file_case("unordered.pp",
+                                 "0F0 0SF0 0F1 0SF1 0RB0 0BW0 0RB1 0BW1\n"
+                                 "1RF1 1RF0 1F0 1F1 1BW0 1SB0 1BW1 1SB1\n");
   c.transport = "channels";
   const Trajectory ref = reference_run(c.which, DType::F64, kSteps, kGlobal, test_optimizer(c.optim), c.micro);
   const std::string err = error_of([&] { pp_run(c, ref); });

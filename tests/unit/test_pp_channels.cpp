@@ -2,14 +2,17 @@
 // the channels a placement uses, in their global order, and the per-channel order check.
 // Every built-in schedule (gpipe, 1f1b, interleaved, zero_bubble; 2 to 4 ranks, v 1 to 3)
 // passes; hand-written schedules that reorder one channel's messages fail with a message
-// naming the channel and the first mismatching message.
+// naming the channel and the first mismatching message. Transport names parse both ways.
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "spikemesh/core/error.h"
+
 #include "spikemesh/parallel/pp_channels.h"
 #include "spikemesh/parallel/pp_schedule.h"
 #include "spikemesh/parallel/pp_simulator.h"
+#include "spikemesh/parallel/pp_transfer.h"
 
 namespace {
 
@@ -73,6 +76,17 @@ TEST(PpChannels, ReorderedGradientsAreNamed) {
   EXPECT_EQ(sm::check_channel_order(s),
             "channel rank 1 -> rank 0 (gradients): message 1 is sent as 1SB0 (stage 1 -> 0, microbatch 0) but "
             "received as 0RB1 (stage 1 -> 0, microbatch 1)");
+}
+
+TEST(PpChannels, TransportNames) {
+  for (sm::PpTransport t : {sm::PpTransport::Auto, sm::PpTransport::Staged, sm::PpTransport::Channels})
+    EXPECT_EQ(sm::pp_transport_from_name(sm::pp_transport_name(t)), t);
+  try {
+    sm::pp_transport_from_name("nccl");
+    ADD_FAILURE() << "accepted";
+  } catch (const sm::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "pipeline transport 'nccl': use auto, staged or channels");
+  }
 }
 
 }  // namespace

@@ -22,10 +22,12 @@
 // (input error naming the channel and its first mismatching message); `staged` forces staged.
 //
 // What the NCCL path relies on: every message's buffer stays alive until its operation
-// completed (PendingSend::keep, PostedRecv::buffer); the NCCL stream of a channel waits for the
-// compute stream before each operation (comm/nccl_backend.cpp), so a device buffer from the
-// caching allocator is never written while earlier compute still reads it, and results are
-// read only after the host saw completion. NCCL's caveat — kernels of several communicators in
+// completed (PendingSend::keep, PostedRecv::buffer); before each operation the NCCL stream of a
+// channel waits for the legacy default stream (comm/nccl_backend.cpp), which orders after all
+// work of the blocking compute stream (core/cuda_stream.h), so a device buffer from the caching
+// allocator is never written while earlier compute still uses it and a sent tensor is complete;
+// received data are read only after the host saw completion; the compute stream never waits
+// for a channel stream. NCCL's caveat — kernels of several communicators in
 // flight at once can deadlock when the GPU cannot run them concurrently — applies: a rank has
 // at most four channels (in and out, both directions), each ordered on its own stream, plus the
 // dp/tp collectives; a NCCL p2p kernel occupies a few SMs, far below a data-centre GPU's, and
