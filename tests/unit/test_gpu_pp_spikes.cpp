@@ -35,7 +35,7 @@ Tensor spikes(int64_t n, DType dt, uint64_t seed) {
   return gputest::random_input({n}, seed, true).to_dtype(dt).set_binary(true);
 }
 
-TEST(PpSpikeMessage, TheHostPathIsCoreBitpack) {
+TEST(PipelinePack, TheHostPathIsCoreBitpack) {
   EXPECT_EQ(spike_message_bytes(0), 0);
   EXPECT_EQ(spike_message_bytes(1), 1);
   EXPECT_EQ(spike_message_bytes(8), 1);
@@ -55,7 +55,7 @@ TEST(PpSpikeMessage, TheHostPathIsCoreBitpack) {
   EXPECT_FALSE(pack_spike_message(bad, Device::cpu()).defined());
 }
 
-TEST(PpSpikeMessageGpu, DevicePackingGivesTheHostBytes) {
+TEST(GpuPipelinePack, DevicePackingGivesTheHostBytes) {
   SKIP_WITHOUT_GPU();
   const Device g = gputest::gpu();
   for (DType dt : kDtypes)
@@ -75,7 +75,7 @@ TEST(PpSpikeMessageGpu, DevicePackingGivesTheHostBytes) {
     }
 }
 
-TEST(PpSpikeMessageGpu, DeviceUnpackingRestoresTheSpikes) {
+TEST(GpuPipelinePack, DeviceUnpackingRestoresTheSpikes) {
   SKIP_WITHOUT_GPU();
   const Device g = gputest::gpu();
   for (DType dt : kDtypes)
@@ -98,7 +98,7 @@ TEST(PpSpikeMessageGpu, DeviceUnpackingRestoresTheSpikes) {
     }
 }
 
-TEST(PpSpikeMessageGpu, ValuesOtherThanZeroAndOneAreRefused) {
+TEST(GpuPipelinePack, ValuesOtherThanZeroAndOneAreRefused) {
   SKIP_WITHOUT_GPU();
   const Device g = gputest::gpu();
   const float nan = std::numeric_limits<float>::quiet_NaN();
