@@ -32,7 +32,7 @@ CONFIG_FIELDS = [
     "num_classes", "T", "steps", "warmup", "image_size", "mesh_shape", "tp_mesh_dim",
     "dp_mesh_dim", "memopt_compress_x", "pp_microbatches", "pp_memopt_stage_budget_ratio",
     "pp_schedule", "pp_virtual_stages", "pp_layout", "pp_delay_wgrad", "pp_memopt_stages",
-    "backend", "device", "precision", "threads", "hostname",
+    "backend", "device", "precision", "threads", "hostname", "cuda_graphs",
     "compile",  # torch_bench.py only
 ]
 IGNORED_FOR_PAIRING = {"backend", "compile"}
@@ -108,6 +108,8 @@ def describe(cfg, torch_rec):
         parts.append(str(cfg["mode"]))
     if cfg.get("world_size", 1) != 1:
         parts.append(f"W{cfg['world_size']}")
+    if cfg.get("cuda_graphs") is False and cfg.get("device") == "cuda":
+        parts.append("no-cuda-graphs")
     if cfg.get("memopt_level"):
         parts.append(f"memopt{cfg['memopt_level']}")
     if torch_rec is not None and torch_rec.get("compile"):

@@ -42,8 +42,9 @@ done
 
 # The newest glibc symbol version any bundled ELF file (programs, libraries, MPI plugins) needs.
 X=$(mktemp -d -p "$STRIP"); tar -xJf .device/spikemesh.tar.xz -C "$X"
-need=$(find "$X" -type f \( -name '*.so*' -o -perm -u+x \) -exec objdump -T {} + 2>/dev/null |
-       grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
+need=$( { find "$X" -type f \( -name '*.so*' -o -perm -u+x \) -exec objdump -T {} + 2>/dev/null || true; } |
+       grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1 || true)
+[ -n "$need" ] || { echo "gpu_bundle: could not read the glibc versions the bundle needs (objdump)" >&2; exit 1; }
 {
   echo "commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include || echo '+local-changes')"
   echo "built $(date -u +%FT%TZ) on $(hostname)"

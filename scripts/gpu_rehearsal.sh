@@ -10,15 +10,16 @@
 #      into the root; this machine's CUDA libraries appear there only where the GPU machine has
 #      them, as pip wheels (/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib), and
 #      there is no driver (libcuda), so no GPU is visible;
-#   4. inside the root (chroot, /proc, /dev, a clean environment):
+#   4. inside the root (chroot, /proc, /sys, /dev, a clean environment):
 #        a. `gpu_check.sh --no-gpu` — the preflight, MPI sanity (commtest, 2-rank dp and pp
 #           training), CPU unit tests, GPU tests skipping cleanly, 2-rank MPI tests,
 #           gpu_errors.sh, a bench record and the table — must pass;
 #        b. `gpu_check.sh` as on the GPU machine — must fail fast in its preflight because no
 #           GPU is visible (a driverless machine never passes by skipping);
 #        c. `gpu_check.sh --no-gpu` with a budget of 0 s — every step is left out by the
-#           deadline, the summary still prints, and the exit status is non-zero.
-# Output: .rehearsal/out/{a,b,c}/ (gpu_check.sh's files) and one line per rehearsal.
+#           deadline, the summary still prints, and the exit status is non-zero;
+#        d. the test steps' skip check: GPU tests that skip (here: no GPU) fail them (exit 3).
+# Output: .rehearsal/out/{a,b,c}/ and {a,b,c,d}.log (gpu_check.sh's files) and one line per rehearsal.
 # Variables: REHEARSAL_DIR (default .rehearsal), DEBIAN_MIRROR, SKIP_BUNDLE=1 (use .device as is).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -78,6 +79,7 @@ cleanup() {
 }
 trap cleanup EXIT
 mnt -t proc proc "$RFS/proc"
+mnt -t sysfs sysfs "$RFS/sys"   # the GPU machine has /sys (hwloc reads the CPU topology there)
 mnt --rbind /dev "$RFS/dev"
 mnt -t tmpfs -o size=2g tmpfs "$RFS/dev/shm"
 if [ -d "$CUDA_LIB" ]; then
@@ -121,5 +123,16 @@ if [ $rc -eq 1 ] && grep -q "left out by the deadline" "$DIR/out/c.log" && ! gre
   say "c. PASS: exit 1, $(grep -c '^SKIP' "$DIR/out/c.log") steps left out, summary printed"
 else say "c. FAIL: exit $rc"; tail -5 "$DIR/out/c.log"; fails=$((fails + 1)); fi
 
-say "$((3 - fails)) of 3 rehearsals passed in $((SECONDS - START)) s (logs: $DIR/out/)"
+say "d. a GPU test that skips fails gpu_check's test steps (as they run when a GPU is visible)"
+chroot "$RFS" /usr/bin/env -i HOME=/root LANG=C.UTF-8 PATH=/usr/sbin:/usr/bin:/sbin:/bin bash -c '
+  D=$(mktemp -d) && cd /work/spikemesh &&
+  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1], \"r:xz\").extractall(sys.argv[2])" .device/spikemesh.tar.xz "$D" &&
+  . "$D/env.sh" && bash scripts/gpu_check.sh --gtest-no-skip "$D/bin/spikemesh_tests" --gtest_color=no \
+    --gtest_filter="GpuNeuron*"; rc=$?; rm -rf "$D"; exit $rc' >"$DIR/out/d.log" 2>&1
+rc=$?
+if [ $rc -eq 3 ] && grep -q "these GPU tests were skipped" "$DIR/out/d.log"; then
+  say "d. PASS: exit 3, $(grep '^\[  SKIPPED \] Gpu' "$DIR/out/d.log" | sed 's/ (.*//' | sort -u | wc -l) skipped tests named"
+else say "d. FAIL: exit $rc, wanted 3"; tail -5 "$DIR/out/d.log"; fails=$((fails + 1)); fi
+
+say "$((4 - fails)) of 4 rehearsals passed in $((SECONDS - START)) s (logs: $DIR/out/)"
 [ $fails -eq 0 ]
