@@ -79,6 +79,8 @@ class PpTransfer {
   // "staged", "nccl-channels" or "mpi-channels"; "" before prepare().
   const std::string& path() const { return path_; }
 
+  // send/post/take are point-to-point (on the pp comm, or on the channel of this pair and
+  // direction), never collective; prepare() must have run.
   // Starts sending `t` (a stage's activation, or a gradient) to pipeline rank `peer`. `tag` is
   // used on the staged path only. as_bits: `t` is spikes — packed, every value checked (an
   // internal error names the activation when one is not 0 or 1). Counts traffic->staged_bytes
