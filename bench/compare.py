@@ -33,6 +33,7 @@ CONFIG_FIELDS = [
     "dp_mesh_dim", "memopt_compress_x", "pp_microbatches", "pp_memopt_stage_budget_ratio",
     "pp_schedule", "pp_virtual_stages", "pp_layout", "pp_delay_wgrad", "pp_memopt_stages",
     "backend", "device", "precision", "threads", "hostname", "cuda_graphs",
+    "pp_transfer_path",
     "compile",  # torch_bench.py only
 ]
 IGNORED_FOR_PAIRING = {"backend", "compile"}

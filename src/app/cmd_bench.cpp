@@ -60,7 +60,7 @@ struct BenchOptions {
   std::string optimizer_sharding = "none";
   MeshFlags mesh;
   // pipeline parallelism (pp > 1 in --mesh-shape)
-  std::string pp_schedule = "auto", pp_layout, pp_schedule_file;
+  std::string pp_schedule = "auto", pp_layout, pp_schedule_file, pp_transport = "auto";
   int64_t pp_virtual_stages = 1, pp_microbatches = 0;
   bool pp_delay_wgrad = false;
 };
@@ -97,6 +97,7 @@ void add_pipeline_fields(BenchRecord& r, Layout& layout, const std::vector<PpSte
   r["pp_schedule"] = sched.kind;
   r["pp_virtual_stages"] = sched.virtual_stages;
   r["pp_layout"] = layout_text(pipe.units_per_stage());
+  r["pp_transfer_path"] = pipe.transfer_path();  // staged | nccl-channels | mpi-channels (a measurement)
   std::vector<double> bubbles;
   for (const PpStepTimeline& st : steps) bubbles.push_back(measured_bubble(st));
   r["pp_bubble_measured"] = median(bubbles);
@@ -189,6 +190,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   req.layout.pp_schedule = o.pp_schedule;
   req.layout.pp_virtual_stages = static_cast<int>(o.pp_virtual_stages);
   req.layout.pp_layout = o.pp_layout;
+  req.layout.pp_transport = o.pp_transport;
   req.layout.pp_delay_wgrad = o.pp_delay_wgrad;
   req.layout.pp_schedule_file = o.pp_schedule_file;
   req.layout.strategy.param_dtype = req.layout.strategy.reduce_dtype = master_dtype(precision_from_name(o.precision));
@@ -493,6 +495,9 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
       ->capture_default_str()
       ->check(range_validator("pp-microbatches", true));
   cmd->add_option("--pp-layout", o->pp_layout, "pp: units per logical stage, e.g. \"1|2|2|1\" (default: measured balance)");
+  cmd->add_option("--pp-transport", o->pp_transport,
+                  "pp: auto (NCCL channels when every pp rank owns a GPU, else staged) | staged | channels")
+      ->capture_default_str();
   cmd->add_flag("--pp-delay-wgrad", o->pp_delay_wgrad, "pp: weight gradients split off and delayed (zero_bubble)");
   cmd->add_option("--pp-schedule-file", o->pp_schedule_file, "pp: run this schedule (text form, validated first)");
   cmd->add_option("--prefer", o->prefer, "speed | memory | capacity (recorded)")->capture_default_str();

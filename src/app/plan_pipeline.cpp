@@ -44,7 +44,7 @@ void print_pp_plan(const ModelSelection& sel, const PpPlanFlags& f, const MeshSh
   if (S > units)
     SM_INPUT_ERROR(S << " logical stages but model '" << model->info.name << "' has only " << units << " units");
   const int64_t n = batch / M;
-  const UnitDryRun dry = dry_run_units(*model, n, Ctx{}, true);
+  const UnitDryRun dry = dry_run_units(*model, n, Ctx{}, true, DType::F32);
   const std::vector<int> layout = f.layout.empty() ? simulated_best_partition(dry.ms, sched) : parse_pp_layout(f.layout, S, units);
   const std::vector<double> cost = stage_costs(dry.ms, layout);
   const int T = model->info.T;

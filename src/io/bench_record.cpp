@@ -33,6 +33,8 @@ const std::vector<std::string>& bench_config_fields() {
       "backend", "device", "precision", "threads", "hostname",
       // ours, GPU records only: whether the timed steps were replayed as a CUDA graph
       "cuda_graphs",
+      // ours, pipeline records only: how stage boundaries travelled (staged | nccl-channels | mpi-channels)
+      "pp_transfer_path",
       // PyTorch only (bench/torch_bench.py): eager vs torch.compile; spikemesh leaves it unset
       "compile"};
   return fields;

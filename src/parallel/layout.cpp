@@ -42,6 +42,9 @@ void validate_parallel_flags(const LayoutOptions& o) {
   const std::string& k = o.pp_schedule;
   if (k != "auto" && k != "gpipe" && k != "1f1b" && k != "interleaved" && k != "zero_bubble")
     SM_INPUT_ERROR("--pp-schedule must be auto, gpipe, 1f1b, interleaved or zero_bubble, got '" << k << "'");
+  const std::string& tr = o.pp_transport;
+  if (tr != "auto" && tr != "staged" && tr != "channels")
+    SM_INPUT_ERROR("--pp-transport must be auto, staged or channels, got '" << tr << "'");
 }
 
 void validate_layout_for_mesh(const LayoutOptions& o, int world_size, int tp, int pp) {
@@ -62,9 +65,10 @@ void validate_layout_for_mesh(const LayoutOptions& o, int world_size, int tp, in
   if (o.mode == "pp" && pp == 1)
     SM_INPUT_ERROR("--distributed-mode pp needs a pipeline size > 1 in --mesh-shape (DP TP PP): " << how_to_split(2));
   if (pp == 1 && (o.pp_schedule != "auto" || o.pp_virtual_stages != 1 || !o.pp_layout.empty() ||
-                  !o.pp_schedule_file.empty() || o.pp_delay_wgrad || o.pp_microbatches != 0))
+                  !o.pp_schedule_file.empty() || o.pp_delay_wgrad || o.pp_microbatches != 0 ||
+                  o.pp_transport != "auto"))
     SM_INPUT_ERROR("--pp-schedule/--pp-virtual-stages/--pp-microbatches/--pp-layout/--pp-schedule-file/"
-                   "--pp-delay-wgrad need a pipeline size > 1 in --mesh-shape (DP TP PP)");
+                   "--pp-delay-wgrad/--pp-transport need a pipeline size > 1 in --mesh-shape (DP TP PP)");
   if (pp > 1) {
     if (o.mode == "fsdp" || o.mode == "fsdp_tp")
       SM_INPUT_ERROR("--distributed-mode " << o.mode << " with pp = " << pp
@@ -286,7 +290,8 @@ void Layout::build_pipeline(int P) {
   if (!opts_.pp_layout.empty()) partition = parse_pp_layout(opts_.pp_layout, S, units);
   Ctx ctx;
   ctx.tp = tp_coll_.get();
-  const UnitDryRun dry = dry_run_units(model_, opts_.pp_cost_samples, ctx, opts_.pp_layout.empty());
+  const UnitDryRun dry = dry_run_units(model_, opts_.pp_cost_samples, ctx, opts_.pp_layout.empty(),
+                                         opts_.activations == DType::F32 ? model_.dtype() : opts_.activations);
   if (opts_.pp_layout.empty()) {
     pp_unit_costs_ = dry.ms;
     all_reduce_doubles(*world_, pp_unit_costs_, ReduceOp::Max);

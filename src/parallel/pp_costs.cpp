@@ -25,10 +25,12 @@ Tensor synthetic(const Shape& shape, DType dt, Device dev, uint64_t key) {
 }
 }  // namespace
 
-UnitDryRun dry_run_units(Model& model, int64_t samples, Ctx ctx, bool timed) {
+UnitDryRun dry_run_units(Model& model, int64_t samples, Ctx ctx, bool timed, DType activations) {
   SM_CHECK(model.finalized(), "dry run of model '" << model.info.name << "' before finalize()");
   const Device dev = model.device();
-  const DType dt = model.dtype();
+  const DType dt = activations;  // inputs and output gradients: what the run's units see
+  SM_CHECK(dt == model.dtype() || (dev.is_cuda() && (dt == DType::BF16 || dt == DType::F16)),
+           "dry run in " << dtype_name(dt) << " of a " << dtype_name(model.dtype()) << " model on " << dev.str());
   const int T = model.info.T;
   if (!timed) samples = 1;
   // BN running statistics change in a training forward: saved and put back.

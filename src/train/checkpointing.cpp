@@ -135,7 +135,7 @@ namespace {
 //  * the mesh and how the model is distributed — checkpoints reshard to any layout, and every
 //    layout computes the one-rank trajectory: distributed-mode, mesh-shape, tp-mesh-dim,
 //    dp-mesh-dim, optimizer-sharding, bucket-mb, fsdp-*, tp-*, pp-schedule, pp-virtual-stages,
-//    pp-layout, pp-delay-wgrad, pp-schedule-file, sync-bn (over the dp group, whose size
+//    pp-layout, pp-delay-wgrad, pp-schedule-file, pp-transport, sync-bn (over the dp group, whose size
 //    legitimately changes);
 //  * how the global batch is split: batch-size (per rank), grad-accum, global-batch-size,
 //    pp-microbatches — compared as the global batch they give instead;
@@ -145,8 +145,8 @@ bool ignored_on_resume(const std::string& key) {
       "resume", "max-steps", "epochs", "output", "run-name", "log-every", "ckpt-every", "keep", "eval-batch-size",
       "allow-nonfinite-checkpoint", "check-replicas", "pp-timeline-steps", "threads", "device", "cuda-graphs", "comm",
       "comm-timeout", "distributed-mode", "mesh-shape", "tp-mesh-dim", "dp-mesh-dim", "optimizer-sharding",
-      "bucket-mb", "pp-schedule", "pp-virtual-stages", "pp-layout", "pp-delay-wgrad", "pp-schedule-file", "sync-bn",
-      "batch-size", "grad-accum", "global-batch-size", "pp-microbatches"};
+      "bucket-mb", "pp-schedule", "pp-virtual-stages", "pp-layout", "pp-delay-wgrad", "pp-schedule-file", "pp-transport",
+      "sync-bn", "batch-size", "grad-accum", "global-batch-size", "pp-microbatches"};
   return kIgnored.count(key) || key.rfind("fsdp-", 0) == 0 || key.rfind("tp-", 0) == 0;
 }
 

@@ -67,7 +67,9 @@ RunParts setup_run(const RunRequest& req, Mesh* mesh, const std::function<void(M
     check_same_text(*world, model_text,
                     "the model built from --model/--model-spec and --var (the same spec file on every rank?)");
   parts.model->finalize(parts.dtype, parts.device, req.seed);
-  parts.layout = std::make_unique<Layout>(*parts.model, mesh, req.layout);  // collective over the world
+  LayoutOptions layout_opts = req.layout;
+  layout_opts.activations = parts.activations;  // pp unit costs measured in the run's activation dtype
+  parts.layout = std::make_unique<Layout>(*parts.model, mesh, layout_opts);  // collective over the world
   // CUDA holders (the model's or the layout's device shards) get the fused device optimizers.
   parts.optimizer = make_optimizer(req.optimizer, parts.layout->optimizer_params());
   parts.scaler = LossScaler::for_precision(parts.precision);  // dynamic for fp16 only

@@ -127,6 +127,9 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
       "pp: microbatches per step, dividing --batch-size (0: the largest divisor of the batch in [stages, 4 x stages])");
   add("pp-layout", K::Str, &c.pp_layout,
       "pp: units per logical stage, e.g. \"1|2|2|1\" (default: balanced by a dry run's measured unit costs)");
+  add("pp-transport", K::Str, &c.pp_transport,
+      "pp: how stage boundaries travel: auto (NCCL channels when every pp rank owns a GPU, else staged) | staged "
+      "(host buffers, MPI) | channels (one-way channel per rank pair and direction; schedule order checked)");
   add("pp-delay-wgrad", K::Bool, &c.pp_delay_wgrad, "pp: split backward into input and weight gradients, weights delayed");
   add("pp-schedule-file", K::Str, &c.pp_schedule_file,
       "pp: run this schedule (one line of actions per pipeline rank, e.g. \"0F0 0SF0 0F1 ...\"; validated first)");
@@ -338,6 +341,7 @@ LayoutOptions layout_options(const TrainConfig& c, DType master) {
   o.pp_virtual_stages = static_cast<int>(c.pp_virtual_stages);
   o.pp_microbatches = static_cast<int>(c.pp_microbatches);
   o.pp_layout = c.pp_layout;
+  o.pp_transport = c.pp_transport;
   o.pp_delay_wgrad = c.pp_delay_wgrad;
   o.pp_schedule_file = c.pp_schedule_file;
   o.strategy.sharding = c.optimizer_sharding;

@@ -3,6 +3,7 @@
 # dataset (cifar10dvs_vgg, T 2, global batch 8 in 4 microbatches, fp64, --sync-bn):
 #   * `mpirun -np 2 train --mesh-shape 1 1 2 --distributed-mode pp` with 1f1b and zero_bubble
 #     (2 virtual stages) reproduces one rank's run with --grad-accum 4 (losses, evaluation);
+#     --pp-transport channels (one-way channel comms) gives the staged route's losses;
 #   * its pipeline.h5 holds the measured and simulated timelines; scripts/plot_pipeline.py
 #     draws them; `spikemesh ckpt info` shows the layout;
 #   * the pp 2 checkpoint resumes at pp 1 and at pp 4 (oversubscribed) on the uninterrupted
@@ -43,6 +44,15 @@ for sched in "1f1b 1" "zero_bubble 2"; do
     else bad "pp 2 $1 trajectory"; fi
   else bad "pp 2 $1 train exits 0"; tail -5 "pp_$1.log"; fi
 done
+# --pp-transport channels: the one-way channel plumbing (MPI, host buffers on the CPU) gives the
+# staged route's trajectory; the pipeline flags without a pipeline, and a bad route, are refused.
+if "${MPI[@]}" -np 2 "$BIN" train "${COMMON[@]}" --max-steps 3 --run-name pp_chan --mesh-shape 1 1 2 \
+     --distributed-mode pp --pp-microbatches 4 --pp-schedule 1f1b --pp-transport channels >pp_chan.log 2>&1 &&
+   same_losses out/pp_1f1b/metrics.h5 out/pp_chan/metrics.h5; then ok "pp 2 --pp-transport channels = the staged route"
+else bad "pp 2 --pp-transport channels"; tail -5 pp_chan.log; fi
+if ! timeout 60 "$BIN" train "${COMMON[@]}" --max-steps 1 --run-name nopp --pp-transport staged >nopp.log 2>&1 &&
+   grep -q "pp-transport need a pipeline size > 1" nopp.log; then ok "--pp-transport without a pipeline is refused"
+else bad "--pp-transport without pp"; tail -3 nopp.log; fi
 if "$PY" - out/pp_zero_bubble/pipeline.h5 <<'PYEOF'
 import sys, h5py
 f = h5py.File(sys.argv[1], "r")
@@ -88,6 +98,7 @@ for k in ("pp_schedule", "pp_microbatches", "pp_virtual_stages", "pp_layout", "p
     assert k in rec and rec[k] is not None, k
 assert rec["pp_schedule"] == "1f1b" and rec["pp_microbatches"] == 2 and rec["pp_layout"] == "1|9"
 assert rec["pp_delay_wgrad"] is False, rec["pp_delay_wgrad"]
+assert rec["pp_transfer_path"] == "staged", rec["pp_transfer_path"]  # the CPU: host buffers over MPI
 # stage 0 = features.0 (conv, BN, LIF): its [T 2, 2, 64, 48, 48] spikes per microbatch at 1 bit each
 n = 2 * 2 * 64 * 48 * 48
 assert rec["pp_spike_elements_per_step"] == 2 * n, rec["pp_spike_elements_per_step"]

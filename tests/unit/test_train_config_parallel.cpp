@@ -87,6 +87,7 @@ TEST(TrainConfigParallel, ValidationNamesTheFlag) {
   const std::vector<Case> cases = {
       {{"--distributed-mode", "auto"}, "not implemented yet"},
       {{"--pp-schedule", "pipedream"}, "--pp-schedule"},
+      {{"--pp-transport", "nvlink"}, "--pp-transport must be auto, staged or channels"},
       {{"--pp-virtual-stages", "0"}, "--pp-virtual-stages"},
       {{"--pp-microbatches", "-1"}, "--pp-microbatches"},
       {{"--pp-timeline-steps", "-1"}, "--pp-timeline-steps"},

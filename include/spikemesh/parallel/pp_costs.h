@@ -1,6 +1,8 @@
 // pp_costs.h — measured per-unit costs for the cost-balanced pipeline partition (spec §4):
-// a dry-run forward + backward of every unit of a finalised model on the real shapes
-// ([T, samples, ...unit input]; the units chained, so each sees the previous unit's real
+// a dry-run forward + backward of every unit of a finalised model on the real shapes and in
+// the run's activation dtype (bf16/f16 under mixed precision, where the layers run their
+// bf16/f16 kernels and keep bf16/f16 tensors: the costs and saved bytes are those of the
+// run) ([T, samples, ...unit input]; the units chained, so each sees the previous unit's real
 // output — spikes where spikes flow — and its LOCAL shape under tensor parallelism), one
 // warm-up and the best of two timed repetitions. Untimed, one forward pass gives the local
 // per-sample output shape of every unit (what pipeline stages exchange). The model's state is left as it was: BN running statistics restored,
@@ -24,6 +26,8 @@ struct UnitDryRun {
 };
 
 // timed: costs and shapes; otherwise one forward + backward of one sample (shapes only, ms empty).
-UnitDryRun dry_run_units(Model& model, int64_t samples, Ctx ctx, bool timed);
+// activations: the dtype of the inputs and gradients (the model's dtype, or BF16/F16 for a
+// CUDA model under --precision bf16/fp16).
+UnitDryRun dry_run_units(Model& model, int64_t samples, Ctx ctx, bool timed, DType activations);
 
 }  // namespace sm

@@ -83,6 +83,7 @@ struct TrainConfig {
   int64_t pp_virtual_stages = 1;
   int64_t pp_microbatches = 0;            // 0: default_microbatches(batch, stages)
   std::string pp_layout;                  // "": balanced by measured unit costs
+  std::string pp_transport = "auto";      // pp: auto | staged | channels (parallel/pp_transfer.h)
   bool pp_delay_wgrad = false;
   std::string pp_schedule_file;
   int64_t pp_timeline_steps = 10;         // steps recorded in <run>/pipeline.h5
