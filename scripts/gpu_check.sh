@@ -205,8 +205,8 @@ if [ "$MODE" = gpu ]; then
   else
     MEMCHECK=(env "PATH=$ORIG_PATH:$PATH" "$CS" --tool memcheck --error-exitcode 9 --print-limit 20
               "$B/bin/spikemesh_tests" --gtest_color=no --gtest_brief=1
-              --gtest_filter='GpuNeuron*:GpuBitpack*:GpuPool*:GpuElementwise*:GpuLoss*:GpuPipelinePack*')
-    step must "compute-sanitizer memcheck (neuron, bit-pack, pool, elementwise, loss kernels)" 150 "$CHECKS" "${MEMCHECK[@]}"
+              --gtest_filter='GpuNeuron.SpikesAndGradientsMatchCpu:GpuNeuron.OddShapesAndLongSequences:GpuNeuron.Bf16AndF16Activations:GpuNeuron.BinaryInputFromPackedBits:GpuPool.*:GpuElementwise.*:GpuLoss.*:GpuPipelinePack.*')
+    step must "compute-sanitizer memcheck (neuron, bit-pack, pool, elementwise, loss kernels)" 120 "$CHECKS" "${MEMCHECK[@]}"
     if grep -q "Device not supported\|Unable to find\|error 999" "$CHECKS" 2>/dev/null; then
       say "note  compute-sanitizer cannot attach to this GPU runtime (gVisor?): memcheck result not meaningful"
     fi
