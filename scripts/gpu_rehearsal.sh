@@ -18,8 +18,11 @@
 #           GPU is visible (a driverless machine never passes by skipping);
 #        c. `gpu_check.sh --no-gpu` with a budget of 0 s — every step is left out by the
 #           deadline, the summary still prints, and the exit status is non-zero;
-#        d. the test steps' skip check: GPU tests that skip (here: no GPU) fail them (exit 3).
-# Output: .rehearsal/out/{a,b,c}/ and {a,b,c,d}.log (gpu_check.sh's files) and one line per rehearsal.
+#        d. the test steps' skip check: GPU tests that skip (here: no GPU) fail them (exit 3);
+#        e. the GPU-only branches end to end with stand-ins for nvidia-smi and compute-sanitizer
+#           (no real GPU, so their steps fail): no bash error anywhere, the sanitizer's "Device not
+#           supported" is a note, the peers are tried, the summary prints, exit 1.
+# Output: .rehearsal/out/{a,b,c,e}/ and {a,b,c,d,e}.log (gpu_check.sh's files) and one line per rehearsal.
 # Variables: REHEARSAL_DIR (default .rehearsal), DEBIAN_MIRROR, SKIP_BUNDLE=1 (use .device as is).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -130,9 +133,31 @@ chroot "$RFS" /usr/bin/env -i HOME=/root LANG=C.UTF-8 PATH=/usr/sbin:/usr/bin:/s
   . "$D/env.sh" && bash scripts/gpu_check.sh --gtest-no-skip "$D/bin/spikemesh_tests" --gtest_color=no \
     --gtest_filter="GpuNeuron*"; rc=$?; rm -rf "$D"; exit $rc' >"$DIR/out/d.log" 2>&1
 rc=$?
-if [ $rc -eq 3 ] && grep -q "these GPU tests were skipped" "$DIR/out/d.log"; then
+if [ $rc -eq 3 ] && grep -q "GPU test(s) were skipped" "$DIR/out/d.log"; then
   say "d. PASS: exit 3, $(grep '^\[  SKIPPED \] Gpu' "$DIR/out/d.log" | sed 's/ (.*//' | sort -u | wc -l) skipped tests named"
 else say "d. FAIL: exit $rc, wanted 3"; tail -5 "$DIR/out/d.log"; fails=$((fails + 1)); fi
 
-say "$((4 - fails)) of 4 rehearsals passed in $((SECONDS - START)) s (logs: $DIR/out/)"
+say "e. GPU mode end to end on a fake GPU (nvidia-smi and compute-sanitizer stand-ins): every step runs and fails"
+say "   for want of a real GPU, the script itself never breaks (no bash error), the summary and table print"
+mkdir -p "$RFS/work/fakegpu"
+cat >"$RFS/work/fakegpu/nvidia-smi" <<'EOF2'
+#!/bin/sh
+case "$1" in -L) echo "GPU 0: Rehearsal stand-in (UUID: GPU-0)";; *) echo "Rehearsal stand-in, 0 MiB, 0, 0";; esac
+EOF2
+printf '#!/bin/sh\necho "========= Error: Device not supported"\nexit 1\n' >"$RFS/work/fakegpu/compute-sanitizer"
+chmod +x "$RFS/work/fakegpu/"*
+mkdir -p "$DIR/out/e"; rm -f "$DIR/out/e"/*; rm -rf "$RFS/work/out/e"
+chroot "$RFS" /usr/bin/env -i HOME=/root LANG=C.UTF-8 PATH=/work/fakegpu:/usr/sbin:/usr/bin:/sbin:/bin \
+  OUT=/work/out/e bash /work/spikemesh/scripts/gpu_check.sh >"$DIR/out/e.log" 2>&1
+rc=$?
+cp -a "$RFS/work/out/e/." "$DIR/out/e/" 2>/dev/null || true
+steps=$(grep -cE '^(ok|FAIL|peer|SKIP|note) ' "$DIR/out/e.log")
+bashbug=$(cat "$DIR/out/e.log" "$DIR/out/e"/*.log 2>/dev/null | grep -E 'unbound variable|syntax error|command not found|bad substitution' | head -3)
+if [ $rc -eq 1 ] && [ -z "$bashbug" ] && grep -q "FAIL  unit \*Gpu\* tests (no skips): exit 3" "$DIR/out/e.log" &&
+   grep -q "note  compute-sanitizer cannot attach" "$DIR/out/e.log" && grep -q "^peer  SpikingJelly eager" "$DIR/out/e.log" &&
+   grep -q "^gpu_check (gpu):" "$DIR/out/e.log"; then
+  say "e. PASS: exit 1 after $steps step lines, no script error"
+else say "e. FAIL: exit $rc; script errors: ${bashbug:-none}"; tail -8 "$DIR/out/e.log"; fails=$((fails + 1)); fi
+
+say "$((5 - fails)) of 5 rehearsals passed in $((SECONDS - START)) s (logs: $DIR/out/)"
 [ $fails -eq 0 ]
