@@ -145,8 +145,8 @@ test:
 # CPUs of this machine: nproc alone honours OMP_NUM_THREADS / OMP_THREAD_LIMIT.
 NPROC := $(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 
-# Module dependencies (DESIGN §1/§4; README "Module map"): a lower module never includes a
-# higher one, and only main.cpp and comm/mesh name MPI_COMM_WORLD. `make test` runs it first;
+# Module dependencies (docs/architecture.md §1; README "Module map"): a lower module never includes
+# a higher one, and only main.cpp and comm/mesh name MPI_COMM_WORLD. `make test` runs it first;
 # CHECK_INCLUDES_FLAGS=--report lists the findings without failing.
 check-includes:
 	scripts/check_includes.sh $(CHECK_INCLUDES_FLAGS)

@@ -1,7 +1,7 @@
 """peer_bench.py — the timing harness shared by the PyTorch peers of `spikemesh bench`
 (bench/torch_bench.py: a hand-written PyTorch twin; bench/sj_bench.py: SpikingJelly's layers).
 
-Protocol (spec/spikingjelly.md §4): one fixed synthetic batch, `warmup` untimed steps, then
+Protocol (docs/semantics.md §7): one fixed synthetic batch, `warmup` untimed steps, then
 `steps` timed training steps (forward + loss, backward, optimizer step + zero_grad), each phase
 timed (CUDA events on GPU, perf_counter on CPU, a synchronize at the end of every step). The
 record has the field names of spikemesh's benchmark records (include/spikemesh/io/bench_record.h)

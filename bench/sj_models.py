@@ -15,16 +15,17 @@ from spikingjelly.activation_based import functional, layer, neuron, surrogate
 
 MODEL_CHOICES = ("cifar10dvs_vgg", "spikformer_ti", "spikformer_s")
 
-# spikformer_*: (E, heads, depth) of spec §2 / input/models/spikformer_*.toml
+# spikformer_*: (E, heads, depth) of docs/semantics.md §3 / input/models/spikformer_*.toml
 SPIKFORMER_SIZES = {"spikformer_ti": (256, 8, 4), "spikformer_s": (384, 12, 6)}
 
-# (in, out, avg-pool first) per block — spec/spikingjelly.md §1
+# (in, out, avg-pool first) per block — docs/semantics.md §2
 VGG_PLAN = [(2, 64, False), (64, 128, False), (128, 256, True), (256, 256, False),
             (256, 512, True), (512, 512, False), (512, 512, True), (512, 512, False)]
 
 
 def vgg_lif():
-    """The VGG's LIF (spec §1): tau 1.333, decay_input false, hard reset 0, detach_reset, ATan(2)."""
+    """The VGG's LIF (docs/semantics.md §2): tau 1.333, decay_input false, hard reset 0, detach_reset,
+    ATan(2)."""
     return neuron.LIFNode(tau=1.333, decay_input=False, v_threshold=1.0, v_reset=0.0,
                           surrogate_function=surrogate.ATan(alpha=2.0), detach_reset=True,
                           step_mode="m")
@@ -60,7 +61,8 @@ class CIFAR10DVSVGG(nn.Module):
         self.init_like_spec()
 
     def init_like_spec(self):
-        """Kaiming-normal (fan_out, relu) conv weights, zero biases, BN 1/0 (spec §1)."""
+        """Kaiming-normal (fan_out, relu) conv weights, zero biases, BN 1/0
+        (docs/semantics.md §2)."""
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
@@ -98,7 +100,7 @@ def build_model(name, dropout=None, T=4, image_size=224, num_classes=1000):
 
 
 def mean_ce_loss(out, y):
-    """Cross-entropy of the mean over T (out [T, N, K], y [N]) — spec §1."""
+    """Cross-entropy of the mean over T (out [T, N, K], y [N]) — docs/semantics.md §1."""
     return nn.functional.cross_entropy(out.mean(0), y)
 
 

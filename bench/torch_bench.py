@@ -7,7 +7,7 @@ pool applied on [T*N, C, H, W] (SeqToANNContainer), autograd for BPTT, torch.opt
 The models are the parity test's twins (tests/parity/torch_models.py), whose state-dict names
 and shapes equal spikemesh's built-in models (input/models/*.toml).
 
-Protocol and record: bench/peer_bench.py (spec/spikingjelly.md §4: fixed synthetic batch,
+Protocol and record: bench/peer_bench.py (docs/semantics.md §7: fixed synthetic batch,
 warm-up, timed steps, medians, peak RSS; MB means MiB).
 
     /usr/bin/python3 bench/torch_bench.py --model cifar10dvs_vgg --batch-size 4 --T 10 \

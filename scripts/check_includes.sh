@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check_includes.sh — module dependency check (DESIGN §1, §4). Fails (exit 1) listing
+# check_includes.sh — module dependency check (docs/architecture.md §1). Fails (exit 1) listing
 # file:line and the offending line when
 #   * a module includes a higher module, or a same-level sibling it may not;
 #   * a file other than src/app/main.cpp and src/comm/mesh*.cpp names MPI_COMM_WORLD.
@@ -94,7 +94,7 @@ for rel in files:
         problems.append(f"{rel}:1: not inside a module folder (modules: {', '.join(LEVEL)})")
         continue
     if mod not in LEVEL:
-        problems.append(f"{rel}:1: unknown module '{mod}' (add it to scripts/check_includes.sh and DESIGN §1)")
+        problems.append(f"{rel}:1: unknown module '{mod}' (add it to scripts/check_includes.sh and docs/architecture.md §1)")
         continue
     with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
         raw = f.read()

@@ -1,5 +1,5 @@
-// cmd_bench.cpp — `spikemesh bench` (spec §4): time warm-up then `steps` training steps on
-// one fixed synthetic batch (inputs normal, labels uniform), report the median step
+// cmd_bench.cpp — `spikemesh bench` (docs/semantics.md §7): time warm-up then `steps` training
+// steps on one fixed synthetic batch (inputs normal, labels uniform), report the median step
 // latency with its forward/backward/optimizer/reset breakdown, throughput and peak memory,
 // append a JSON-lines record and compare it with the previous record of the same
 // configuration. Several ranks run data parallel (weak scaling: --batch-size per rank); times
@@ -200,7 +200,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   std::unique_ptr<Mesh> mesh;
   if (env.size > 1 || o.mode != "none") {
     const MeshShape shape = resolve_mesh_shape(o.mesh, env.size);  // identical on every rank
-    if (shape.pp > 1) {  // the per-replica batch in microbatches (spec §4 default)
+    if (shape.pp > 1) {  // the per-replica batch in microbatches (docs/semantics.md §6 default)
       const int m = resolve_microbatches(o.batch_size, shape.pp, static_cast<int>(o.pp_virtual_stages),
                                          static_cast<int>(o.pp_microbatches), o.pp_schedule, o.pp_delay_wgrad,
                                          o.pp_schedule_file);
@@ -451,7 +451,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
 
 void add_bench_command(CLI::App& app, const AppEnv& env) {
   auto o = std::make_shared<BenchOptions>();
-  CLI::App* cmd = app.add_subcommand("bench", "benchmark training steps on a fixed synthetic batch (spec §4)");
+  CLI::App* cmd = app.add_subcommand("bench", "benchmark training steps on a fixed synthetic batch");
   cmd->footer(
       "Examples:\n"
       "  spikemesh bench --model cifar10dvs_vgg --batch-size 4 --T 10 --result-log output/bench.jsonl\n"

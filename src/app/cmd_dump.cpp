@@ -11,8 +11,8 @@
 //   /output_last [T,N,K]              the output of the K-th step's forward (only when K > 0)
 //   /params_final, /buffers_final     state after the K steps (only when K > 0)
 // Root attributes: format, model, loss, precision, T, seed, steps, optimizer, lr, momentum,
-// weight_decay. Input: /x float [N, T, ...per-sample...] (dataset layout, DESIGN §3) or
-// [N, ...per-sample...] (a static input, repeated over T), /y int [N].
+// weight_decay. Input: /x float [N, T, ...per-sample...] (dataset layout, docs/architecture.md §3)
+// or [N, ...per-sample...] (a static input, repeated over T), /y int [N].
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstring>

@@ -23,7 +23,8 @@
 namespace {
 
 // Default OpenMP threads: the node's cores divided among the ranks on this node, so an
-// oversubscribed mpirun never runs cores x ranks threads (DESIGN §5). OMP_NUM_THREADS wins.
+// oversubscribed mpirun never runs cores x ranks threads (docs/architecture.md §6).
+// OMP_NUM_THREADS wins.
 void default_thread_count(MPI_Comm world) {
   if (std::getenv("OMP_NUM_THREADS")) return;
   MPI_Comm node;

@@ -1,5 +1,5 @@
 // mesh_internal.h — facts about this process that only mesh.cpp may ask MPI_COMM_WORLD for
-// (DESIGN §1: main.cpp and comm/mesh are the only places naming it). Internal to src/comm/.
+// (docs/architecture.md §1: main.cpp and comm/mesh alone name it). Internal to src/comm/.
 #pragma once
 #include <string>
 

@@ -23,7 +23,7 @@ namespace sm {
 
 const std::vector<std::string>& bench_config_fields() {
   static const std::vector<std::string> fields = {
-      // spec §4 record fields that describe what was run
+      // SpikingJelly's record fields (docs/semantics.md §7): what was run
       "benchmark_regime", "model", "mode", "prefer", "world_size", "optimizer_sharding",
       "memopt_level", "batch_size", "global_batch_size", "per_rank_batch_size", "data_replicas",
       "num_classes", "T", "steps", "warmup", "image_size", "mesh_shape", "tp_mesh_dim",

@@ -1,6 +1,6 @@
-// neuron.cpp — the multi-step LIF / PLIF / IF layer (spec §3): names, construction, state and
-// the CPU hooks — the flow of neuron_flow.h over the fused CPU kernels (kernels/cpu/neuron.h)
-// in the input's dtype (membrane included).
+// neuron.cpp — the multi-step LIF / PLIF / IF layer (docs/semantics.md §5): names, construction,
+// state and the CPU hooks — the flow of neuron_flow.h over the fused CPU kernels
+// (kernels/cpu/neuron.h) in the input's dtype (membrane included).
 #include "spikemesh/layers/neuron.h"
 
 #include <algorithm>

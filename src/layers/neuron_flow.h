@@ -1,7 +1,7 @@
-// neuron_flow.h — the LIF / PLIF / IF layer's forward / B / W flow (layers/neuron.h, spec §3),
-// written once for both devices and instantiated with the device's kernels in neuron.cpp
-// (CPU) and neuron_cuda.cpp (CUDA). Also what both share: the kernel configuration, the
-// decay rate, the saved slot and the membrane state. A Dev provides:
+// neuron_flow.h — the LIF / PLIF / IF layer's forward / B / W flow (layers/neuron.h,
+// docs/semantics.md §5), written once for both devices and instantiated with the device's kernels
+// in neuron.cpp (CPU) and neuron_cuda.cpp (CUDA). Also what both share: the kernel configuration,
+// the decay rate, the saved slot and the membrane state. A Dev provides:
 //   using Act     how the input is kept (SavedActivation / cuda_layer::DeviceSaved)
 //   using Count   firings of the last forward (int64_t / device i64 [1])
 //   using GradR   PLIF's d loss / d r of one slot (double / device f64 [1])

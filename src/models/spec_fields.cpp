@@ -291,7 +291,7 @@ void FieldReader::finish() {
 // ---- neurons ----------------------------------------------------------------------------
 
 NeuronConfig default_neuron_config(NeuronKind kind) {
-  NeuronConfig c;  // spec §3 defaults: tau 2, decay_input, v_th 1, hard reset 0, Sigmoid(4)
+  NeuronConfig c;  // docs/semantics.md §5 defaults: tau 2, decay_input, v_th 1, hard reset 0, Sigmoid(4)
   c.kind = kind;
   return c;
 }

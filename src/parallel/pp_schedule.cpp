@@ -1,4 +1,4 @@
-// pp_schedule.cpp — the schedule generators, the text form and the spec §4 rules
+// pp_schedule.cpp — the schedule generators, the text form and the docs/semantics.md §6 rules
 // (pp_schedule.h). Generators first build each rank's COMPUTE order (F, B, W, BW), then
 // add_transfers inserts the SEND/RECV actions around it, so every kind gets the same
 // transfer placement: RECV right before the consuming action, SEND right after the producer.
@@ -406,7 +406,7 @@ PpSchedule parse_schedule(const std::string& text, int virtual_stages, const std
   return parse_schedule_text(text, virtual_stages, source_name, expected_ranks).schedule;
 }
 
-// ---------------------------------------------------------------- spec §4 rules
+// ----------------------------------------------------------- docs/semantics.md §6 rules
 
 std::string auto_schedule(bool delay_wgrad, int virtual_stages) {
   if (delay_wgrad) return "zero_bubble";

@@ -1,4 +1,4 @@
-// trainer.cpp — the training loop (DESIGN §2 data path) as a short loop over parts:
+// trainer.cpp — the training loop (docs/architecture.md §2) as a short loop over parts:
 //   set-up (train_plan + run_setup: dataset, model, layout, optimizer; run directory, log,
 //   checkpoints, metrics), then epoch → step → microbatches → layout step (reduce,
 //   optimizer) → metrics → checkpoint, with an evaluation per epoch and a stop at a step

@@ -8,7 +8,7 @@ chosen to equal the names in input/models/<name>.toml (whose header comments giv
 equivalent SpikingJelly module) so that `load_state_dict(strict=True)` fails loudly if the two
 ever disagree.
 
-Conventions (spec/spikingjelly.md §1, §3; DESIGN §3):
+Conventions (docs/semantics.md §1, §5):
   * activations are time-major [T, N, ...]; stateless layers see [T*N, ...] (multi-step);
   * BatchNorm statistics per channel over T*N*H*W (a BatchNorm on the flattened batch);
   * the classifier is applied per time step, so the model output is [T, N, K].
@@ -113,8 +113,8 @@ class MultiStepNeuron(nn.Module):
 
 
 def reference_neuron_loop(x_seq, n: MultiStepNeuron):
-    """Independent check of MultiStepNeuron: the spec §3 recurrence written with r = 1/tau,
-    forward and hand-written BPTT, for a given upstream gradient (used by self_test)."""
+    """Independent check of MultiStepNeuron: the docs/semantics.md §5 recurrence written with
+    r = 1/tau, forward and hand-written BPTT, for a given upstream gradient (used by self_test)."""
     r = 1.0 / n.tau
     vr = 0.0 if n.v_reset is None else n.v_reset
 
@@ -197,7 +197,7 @@ class Flatten(nn.Module):
 
 # ---------------------------------------------------------------------------- models
 class VGGBlock(nn.Module):
-    """[AvgPool2d(2)] -> Conv2d 3x3 pad 1 (bias) -> BatchNorm2d -> LIF (spec §1).
+    """[AvgPool2d(2)] -> Conv2d 3x3 pad 1 (bias) -> BatchNorm2d -> LIF (docs/semantics.md §2).
     Names: proj_bn.{0: conv, 1: bn} or, pooled first, proj_bn.{0: pool, 1: conv, 2: bn}."""
 
     def __init__(self, cin, cout, avg_pool_first):
@@ -259,7 +259,8 @@ class BatchNorm1d(_MultiStep, nn.BatchNorm1d):
 
 
 def _sf_lif(v_threshold=1.0):
-    """Spikformer's LIF (spec §2): tau 2, decay_input, detach_reset, hard reset 0, Sigmoid(4)."""
+    """Spikformer's LIF (docs/semantics.md §3): tau 2, decay_input, detach_reset, hard reset 0,
+    Sigmoid(4)."""
     return MultiStepNeuron(kind="lif", tau=2.0, decay_input=True, v_threshold=v_threshold, v_reset=0.0,
                            detach_reset=True, surrogate="sigmoid", alpha=4.0)
 
@@ -345,8 +346,9 @@ class SpikformerBlock(nn.Module):
 
 
 class Spikformer(nn.Module):
-    """spikformer_ti/s (spec §2; names of SpikingJelly 2.0's model.spikformer.Spikformer):
-    [T, N, Cin, S, S] -> [T, N, classes]; head = Linear on the mean over the tokens."""
+    """spikformer_ti/s (docs/semantics.md §3; names of SpikingJelly 2.0's
+    model.spikformer.Spikformer): [T, N, Cin, S, S] -> [T, N, classes]; head = Linear on the
+    mean over the tokens."""
 
     def __init__(self, E=256, heads=8, depth=4, image_size=224, num_classes=1000, in_channels=3, scale=0.125):
         super().__init__()
@@ -382,8 +384,9 @@ def model_loss(name, out, y):
 
 # ---------------------------------------------------------------------------- self test
 def self_test():
-    """MultiStepNeuron (autograd through the per-step loop) against the spec §3 recurrence with
-    hand-written BPTT, for each neuron flavour the models use and a few they do not.
+    """MultiStepNeuron (autograd through the per-step loop) against the docs/semantics.md §5
+    recurrence with hand-written BPTT, for each neuron flavour the models use and a few they
+    do not.
     Returns {config: max relative error over spikes and input gradient}."""
     configs = {
         "lif atan tau1.333 no-decay-input detach": dict(kind="lif", tau=1.333, decay_input=False,

@@ -1,4 +1,4 @@
-// neuron_ref.cpp — literal transcription of spec §3 (charge, fire, reset; BPTT from
+// neuron_ref.cpp — literal transcription of docs/semantics.md §5 (charge, fire, reset; BPTT from
 // t = T-1 down to 0 with g_v = 0 after the last step). Tests only; clarity over speed.
 #include "neuron_ref.h"
 

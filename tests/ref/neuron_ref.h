@@ -1,4 +1,4 @@
-// neuron_ref.h — naive double-precision reference of the multi-step neurons (spec §3),
+// neuron_ref.h — naive double-precision reference of the multi-step neurons (docs/semantics.md §5),
 // written step by step from the equations (stores v, h, s of every step), for tests only.
 // Deliberately independent of the production kernel: IF uses H = V + X directly and the
 // PLIF gradient uses x_t itself.

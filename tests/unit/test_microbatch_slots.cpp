@@ -1,9 +1,9 @@
-// test_microbatch_slots.cpp — every layer type keeps each microbatch in its own slot (DESIGN
-// §4): microbatch A forward (slot 0), B forward (slot 1), then B backward_input with
-// ctx.split_wgrad, A backward_input, A backward_weight, B backward_weight must give the dx and
-// parameter gradients (and BN running statistics) of A then B run one after the other without
-// slots (fused backward, reset_state between microbatches as the engine does). f64; equal to
-// 1e-12 relative (in practice bitwise: the accumulation order is the same).
+// test_microbatch_slots.cpp — every layer type keeps each microbatch in its own slot
+// (docs/architecture.md §4): microbatch A forward (slot 0), B forward (slot 1), then B
+// backward_input with ctx.split_wgrad, A backward_input, A backward_weight, B backward_weight must
+// give the dx and parameter gradients (and BN running statistics) of A then B run one after the
+// other without slots (fused backward, reset_state between microbatches as the engine does). f64;
+// equal to 1e-12 relative (in practice bitwise: the accumulation order is the same).
 // Layers: Conv2d (also with a spike input kept as bits), Conv1d, Linear, BatchNorm1d/2d,
 // MaxPool2d/AvgPool2d, Flatten (also tokens), Mean, Dropout, SSA (also on spikes kept as bits),
 // LIF/PLIF/IF, Residual, the graph composite, and each Unit of the fmnist_csnn model.

@@ -3,8 +3,8 @@
 // bubble (p−1)/(m+p−1); interleaved with v virtual stages, its per-logical-stage costs scaled
 // by 1/v so that one rank's total work equals the non-interleaved case, has (p−1)/(v·m+p−1);
 // ZB-H1 on the same placement reaches (p−1)/(3·v·m+p−1), about a third of interleaved's.
-// Malformed schedules are rejected naming the offending action; the spec §4 rules raise input
-// errors naming the flags.
+// Malformed schedules are rejected naming the offending action; the docs/semantics.md §6 rules
+// raise input errors naming the flags.
 #include <gtest/gtest.h>
 
 #include <cstdio>

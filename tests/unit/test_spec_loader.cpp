@@ -177,7 +177,7 @@ TEST(SpecLoader, ExpressionsNestedLayersAndPresetOverrides) {
   auto* iff = dynamic_cast<Neuron*>(&res->at(1));
   ASSERT_NE(iff, nullptr);
   EXPECT_EQ(iff->config().kind, NeuronKind::IF);
-  EXPECT_EQ(iff->config().surrogate, SurrogateKind::Sigmoid);  // spec §3 defaults
+  EXPECT_EQ(iff->config().surrogate, SurrogateKind::Sigmoid);  // docs/semantics.md §5 defaults
   EXPECT_DOUBLE_EQ(iff->config().alpha, 4.0);
   std::remove(path.c_str());
 }
@@ -216,7 +216,7 @@ TEST(SpecLoader, Cifar10DvsVggMatchesSpec) {
   EXPECT_EQ(unit_names, (std::vector<std::string>{"features.0", "features.1", "features.2", "features.3", "features.4",
                                                   "features.5", "features.6", "features.7", "features.8",
                                                   "classifier"}));
-  // Per-sample outputs of the units (spec §1 table).
+  // Per-sample outputs of the units (docs/semantics.md §2 table).
   std::vector<Shape> want_out = {{64, 48, 48},  {128, 48, 48}, {256, 24, 24}, {256, 24, 24}, {512, 12, 12},
                                  {512, 12, 12}, {512, 6, 6},   {512, 6, 6},   {512, 3, 3},   {10}};
   EXPECT_EQ(m->unit_output_shapes(), want_out);

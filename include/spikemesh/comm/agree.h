@@ -1,6 +1,6 @@
-// agree.h — making the ranks of a group agree (DESIGN §8: one clear message, non-zero exit on
-// every rank, never a hang) and the small broadcasts, gathers and reductions that collective
-// code around the training loop and collective I/O needs.
+// agree.h — making the ranks of a group agree (docs/architecture.md §9: one clear message, non-zero
+// exit on every rank, never a hang) and the small broadcasts, gathers and reductions that
+// collective code around the training loop and collective I/O needs.
 // Every function taking a Comm is COLLECTIVE OVER THAT COMM (all of its ranks call it, in the
 // same order); a `Comm*` argument may be nullptr, meaning "this process alone": then no
 // communication happens at all (no MPI call), so single-process code paths need no MPI_Init.

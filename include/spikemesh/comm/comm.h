@@ -6,7 +6,7 @@
 // same order, with matching sizes and dtypes), except send/recv, which are point-to-point
 // between two ranks of this comm. Ranks are ranks of this comm, not world ranks.
 //
-// Back ends (DESIGN §5):
+// Back ends (docs/architecture.md §6):
 //   * Host tensors always use MPI.
 //   * Device (CUDA) tensors use NCCL when spikemesh was built with NCCL, the comm was
 //     created with backend Auto or Nccl, and every rank of the comm owns a distinct GPU;

@@ -1,5 +1,5 @@
 // mesh.h — the process mesh: world = dp x tp x pp ranks, split into data-, tensor- and
-// pipeline-parallel communicators (DESIGN §5).
+// pipeline-parallel communicators (docs/architecture.md §6).
 // Rank order: tp varies fastest, then dp, then pp:
 //     world_rank = pp_i * (dp * tp) + dp_i * tp + tp_i
 // so tensor-parallel peers are neighbours (same node under block rank placement).

@@ -1,7 +1,7 @@
 // box.h — an N-d box (hyperslab) of a logical tensor: offset and count per dimension.
-// The one vocabulary for "which part of a tensor is held here" (DESIGN §6–7): a dp flat range
-// of a row-major tensor is a short list of boxes (flat_range_boxes), a tensor-parallel split
-// is one box, and their composition is a translated list; resharding is box intersection.
+// The one vocabulary for "which part of a tensor is held here" (docs/architecture.md §5, §8): a dp
+// flat range of a row-major tensor is a short list of boxes (flat_range_boxes), a tensor-parallel
+// split is one box, and their composition is a translated list; resharding is box intersection.
 // Invariants: offset.size() == count.size() == rank of the logical shape; counts >= 0; the
 // elements of a box are enumerated row-major within the box.
 #pragma once

@@ -1,7 +1,7 @@
 // cuda_amp.h — mixed precision: the --precision choice and dynamic loss scaling.
 //
 //  fp32  activations and weights f32 (CPU and CUDA; TF32 is never used unless asked)
-//  fp64  everything f64 (CPU only: the exact reference, DESIGN §6)
+//  fp64  everything f64 (CPU only: the exact reference, docs/architecture.md §7)
 //  bf16  CUDA: activations and the compute copies of weights in bf16, f32 accumulation in
 //        cuDNN/cuBLAS, f32 master weights, gradients and optimizer state, f32 neuron state
 //  fp16  as bf16 with f16, plus dynamic loss scaling (LossScaler)

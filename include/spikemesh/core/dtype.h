@@ -1,5 +1,6 @@
 // dtype.h — element types a Tensor can hold. f64 exists so that every CPU kernel can run
-// in double (--precision fp64) and parallel layouts can be compared exactly (DESIGN §6).
+// in double (--precision fp64) and parallel layouts can be compared exactly
+// (docs/architecture.md §7).
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,6 @@
 // rng.h — counter-based randomness (Philox4x32-10). Every random number that touches
 // training is a pure function of (seed, purpose, name, counters): never of rank or of
-// thread schedule, so any parallel layout draws exactly the same numbers (DESIGN §3).
+// thread schedule, so any parallel layout draws exactly the same numbers (docs/architecture.md §3).
 #pragma once
 #include <array>
 #include <cstdint>

@@ -1,13 +1,13 @@
-// h5_dataset.h — datasets in HDF5 (DESIGN §7): /train/x, /train/y, /test/x, /test/y;
+// h5_dataset.h — datasets in HDF5 (docs/architecture.md §8): /train/x, /train/y, /test/x, /test/y;
 // root attributes num_classes, T, layout ("NTCHW" events or "NCHW" static), encoding,
 // source, x_scale (multiplied into x on load; e.g. 1/255 for u8 images). x is u8 or f32,
 // chunked by sample; y is an integer vector. open() validates the whole schema and every
 // label up front so a bad file fails before any training with one message naming it.
 // Labels are read once at open and kept in memory (8 bytes a sample).
 //
-// Distributed reads (DESIGN §2, §7). open(path, group) is collective: EVERY rank validates the
-// file it sees (a rank that cannot is named), then the ranks compare what they saw — the
-// schema, the sample counts and a hash of every label — before any collective read: ranks that
+// Distributed reads (docs/architecture.md §2, §8). open(path, group) is collective: EVERY rank
+// validates the file it sees (a rank that cannot is named), then the ranks compare what they saw —
+// the schema, the sample counts and a hash of every label — before any collective read: ranks that
 // see different files (a stale node-local copy, a relative path in another working directory)
 // get one Input error naming each rank's file and counts, instead of a hang in a collective
 // read later. Every rank then holds TWO read-only handles on the file:

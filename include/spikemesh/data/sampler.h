@@ -1,5 +1,5 @@
-// sampler.h — which samples form each global batch (DESIGN §2). One permutation per epoch,
-// a pure function of (seed, epoch), identical on every rank; a data-parallel rank takes its
+// sampler.h — which samples form each global batch (docs/architecture.md §2). One permutation per
+// epoch, a pure function of (seed, epoch), identical on every rank; a data-parallel rank takes its
 // contiguous slice of each global batch. Training drops the last incomplete global batch so
 // every step sees exactly `global_batch` samples whatever the layout.
 #pragma once

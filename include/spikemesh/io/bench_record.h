@@ -1,5 +1,5 @@
 // bench_record.h — benchmark records: one JSON object per run, appended as one line to a
-// JSONL result log (spec/spikingjelly.md §4), found again by configuration, and compared.
+// JSONL result log (docs/semantics.md §7), found again by configuration, and compared.
 // A record's fields are either configuration (what was run: model, mode, batch, mesh, ...,
 // plus our backend/device/precision/threads/hostname, and "compile" which only PyTorch
 // records set), metrics (numbers compared between runs: latency, throughput, memory, phase

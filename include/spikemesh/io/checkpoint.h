@@ -1,4 +1,4 @@
-// checkpoint.h — training checkpoints (DESIGN §7), one HDF5 file per step:
+// checkpoint.h — training checkpoints (docs/architecture.md §8), one HDF5 file per step:
 //   /params/<name>, /buffers/<name>   the model state dict, full logical shapes
 //   /optim/<param name>/<state>       optimizer state (exp_avg, exp_avg_sq, momentum_buffer)
 //   /meta  attributes: step, epoch, batch_in_epoch, seed, optimizer_step, optimizer, model,

@@ -1,4 +1,4 @@
-// metrics.h — output/<run>/metrics.h5, written by rank 0 (DESIGN §7):
+// metrics.h — output/<run>/metrics.h5, written by rank 0 (docs/architecture.md §8):
 //   /step/<name>   [steps]          per optimizer step: step, epoch, loss, accuracy, lr,
 //                                   time_ms, forward_ms, backward_ms, optimizer_ms, data_ms,
 //                                   samples_per_s, peak_mem_mb, ... (any scalar logged)

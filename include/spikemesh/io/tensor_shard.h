@@ -41,7 +41,7 @@ struct TensorShard {
 // dtype that checkpoints and state-dict files carry (models/state_dict.h writes the same).
 constexpr int kStateDictFormatVersion = 1;
 
-// Dataset paths of the checkpoint format (DESIGN §7).
+// Dataset paths of the checkpoint format (docs/architecture.md §8).
 std::string param_dataset_path(const std::string& param_name);   // "params/<name>"
 std::string buffer_dataset_path(const std::string& buffer_name); // "buffers/<name>"
 std::string optim_dataset_path(const std::string& param_name, const std::string& state_name);  // "optim/<p>/<s>"

@@ -1,4 +1,4 @@
-// layer.h — the Layer contract (DESIGN §4). Every layer and every unit implements it.
+// layer.h — the Layer contract (docs/architecture.md §4). Every layer and every unit implements it.
 //
 //  forward(x, ctx)            x: [T, N, ...per-sample...]; saves what backward needs in
 //                             the slot ctx.slot.

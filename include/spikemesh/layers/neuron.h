@@ -1,6 +1,6 @@
 // neuron.h — multi-step LIF / PLIF / IF neurons over time-major input [T, N, ...]
-// (spec §3). One fused pass over T forward and one backward (BPTT). Forward saves only a
-// reference to its input x (bits if x is binary) and, when it did not start at rest, the
+// (docs/semantics.md §5). One fused pass over T forward and one backward (BPTT). Forward saves only
+// a reference to its input x (bits if x is binary) and, when it did not start at rest, the
 // initial membrane; backward recomputes h_t (then s_t, v_t) from them. Output spikes are
 // flagged binary. PLIF has one learnable scalar "w" (r = sigmoid(w), w0 = -ln(tau - 1)).
 // reset_state() zeroes the membrane (v = v_reset, or 0 for soft reset). CPU and CUDA runs

@@ -1,4 +1,4 @@
-// spiking_attention.h — Spikformer's spiking self-attention core, type "ssa" (spec §2;
+// spiking_attention.h — Spikformer's spiking self-attention core, type "ssa" (docs/semantics.md §3;
 // SpikingJelly 2.0 SpikingSelfAttention._ssa_kernel_torch): [T, N, 3C, L] q/k/v spikes
 // (channel part·C + head·d + j, part 0 = q, 1 = k, 2 = v, d = C/heads) -> [T, N, C, L],
 // per (t, n, head) out = (V·Kᵀ)·Q·scale (no softmax). Stateless and without parameters; the

@@ -1,6 +1,6 @@
 // unit.h — a Unit is a named Sequential that owns one flat value buffer and one flat
-// gradient buffer for all of its parameters (DESIGN §3–4). Units are the granularity of
-// pipeline partitioning, FSDP sharding and memopt. Invariant after finalize(): every
+// gradient buffer for all of its parameters (docs/architecture.md §3, §4). Units are the
+// granularity of pipeline partitioning, FSDP sharding and memopt. Invariant after finalize(): every
 // Param's value/grad is a view into flat_value()/flat_grad(), laid out in params() order.
 #pragma once
 #include <string>

@@ -1,5 +1,5 @@
-// data_parallel.h — DDP-style data parallelism (DESIGN §6 "DP"): every rank holds the whole
-// model; gradients are cut into buckets of about --bucket-mb, in backward order (last unit
+// data_parallel.h — DDP-style data parallelism (docs/architecture.md §7 "DP"): every rank holds the
+// whole model; gradients are cut into buckets of about --bucket-mb, in backward order (last unit
 // first), and each bucket's async all-reduce (average over the dp comm) starts as soon as
 // every unit it covers has finished backward, overlapping the rest of backward. With
 // gradient accumulation only the last micro-step reduces (the others accumulate locally).

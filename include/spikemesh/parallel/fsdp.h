@@ -1,5 +1,5 @@
-// fsdp.h — fully sharded data parallelism (ZeRO-3, DESIGN §6 "FSDP") over the dp comm.
-// Each unit's flat parameter buffer is split over dp (flat_shard.h); a rank keeps only its
+// fsdp.h — fully sharded data parallelism (ZeRO-3, docs/architecture.md §7 "FSDP") over the dp
+// comm. Each unit's flat parameter buffer is split over dp (flat_shard.h); a rank keeps only its
 // chunk (the f32/f64 master copy, the optimizer steps it in place) and its gradient chunk.
 //   forward:  before unit u runs its parameters are all-gathered (waiting on a prefetch when
 //             one is in flight) and the gather of the next unit with parameters is started;

@@ -1,5 +1,5 @@
-// layout.h — the one place that knows how a run is laid out over ranks (DESIGN §6
-// "Composition"). Built once from the mesh and the finalised model, a Layout owns:
+// layout.h — the one place that knows how a run is laid out over ranks
+// (docs/architecture.md §5). Built once from the mesh and the finalised model, a Layout owns:
 //   * the local Stage (models/stage.h): the units this rank runs (all when pp = 1; with pp > 1
 //     one contiguous chunk per logical stage it holds, run by the pipeline runtime,
 //     parallel/pp_runtime.h, over the pp comm: partition, schedule and runtime are built here);
@@ -65,7 +65,7 @@ struct LayoutOptions {
   bool tp_keep_first = false;         // --tp-keep-first: the first weight layer stays whole
   bool tp_keep_classifier = false;    // --tp-keep-classifier: the last weight layer stays whole
   bool tp_debug_comm = false;         // --tp-debug-comm: each layer's tp collective printed once
-  // Pipeline parallelism (pp > 1 in the mesh; spec §4 flags):
+  // Pipeline parallelism (pp > 1 in the mesh; docs/semantics.md §6 flags):
   std::string pp_schedule = "auto";   // auto | gpipe | 1f1b | interleaved | zero_bubble
   int pp_virtual_stages = 1;          // logical stages per pipeline rank
   int pp_microbatches = 0;            // microbatches per step (resolved by the caller: > 0 with pp)

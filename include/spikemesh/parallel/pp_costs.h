@@ -1,7 +1,7 @@
-// pp_costs.h — measured per-unit costs for the cost-balanced pipeline partition (spec §4):
-// a dry-run forward + backward of every unit of a finalised model on the real shapes and in
-// the run's activation dtype (bf16/f16 under mixed precision, where the layers run their
-// bf16/f16 kernels and keep bf16/f16 tensors: the costs and saved bytes are those of the
+// pp_costs.h — measured per-unit costs for the cost-balanced pipeline partition
+// (docs/semantics.md §6): a dry-run forward + backward of every unit of a finalised model on the
+// real shapes and in the run's activation dtype (bf16/f16 under mixed precision, where the layers
+// run their bf16/f16 kernels and keep bf16/f16 tensors: the costs and saved bytes are those of the
 // run) ([T, samples, ...unit input]; the units chained, so each sees the previous unit's real
 // output — spikes where spikes flow — and its LOCAL shape under tensor parallelism), one
 // warm-up and the best of two timed repetitions. Untimed, one forward pass gives the local

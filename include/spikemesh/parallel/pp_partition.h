@@ -1,10 +1,10 @@
-// pp_partition.h — splitting a model's units into contiguous pipeline stages (DESIGN §6 "PP",
-// spec §4): given by the user as `--pp-layout "1|2|2|1"` (units per logical stage), or
-// balanced by measured per-unit costs — the contiguous partition minimising the largest
-// stage cost, found by binary search on that limit with a greedy fill; best_partition picks
-// among all splits by a score (the runtime: its schedule's simulated makespan). Pure: no MPI.
-// Invariants of every partition returned: one entry per logical stage, every entry >= 1
-// (a stage without units is refused), entries sum to the number of units.
+// pp_partition.h — splitting a model's units into contiguous pipeline stages
+// (docs/architecture.md §7 "PP", docs/semantics.md §6): given by the user as `--pp-layout
+// "1|2|2|1"` (units per logical stage), or balanced by measured per-unit costs — the contiguous
+// partition minimising the largest stage cost, found by binary search on that limit with a greedy
+// fill; best_partition picks among all splits by a score (the runtime: its schedule's simulated
+// makespan). Pure: no MPI. Invariants of every partition returned: one entry per logical stage,
+// every entry >= 1 (a stage without units is refused), entries sum to the number of units.
 #pragma once
 #include <cstdint>
 #include <functional>

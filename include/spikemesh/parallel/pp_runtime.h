@@ -1,5 +1,5 @@
-// pp_runtime.h — the ONE pipeline runtime (DESIGN §6 "PP"): executes any valid schedule
-// (pp_schedule.h) of this rank's actions over its Stage (models/stage.h: one chunk per
+// pp_runtime.h — the ONE pipeline runtime (docs/architecture.md §7 "PP"): executes any valid
+// schedule (pp_schedule.h) of this rank's actions over its Stage (models/stage.h: one chunk per
 // virtual stage held here, chunk c = logical stage rank + P·c) and the pipeline comm.
 //
 //   F(s, m)   neurons of the chunk reset, forward of microbatch m (ctx.slot = m); the last

@@ -1,8 +1,8 @@
-// pp_schedule.h — pipeline-parallel schedules as data (DESIGN §6 "PP", spec §4 schedule
-// rules): per rank, the ordered list of actions a runtime executes, produced by one generator
-// per kind (gpipe, 1f1b, interleaved, zero_bubble), printed and parsed in a compact text form,
-// and checked by pp_simulator.h. No MPI, no tensors; the resolve_* functions read a
-// --pp-schedule-file.
+// pp_schedule.h — pipeline-parallel schedules as data (docs/architecture.md §7 "PP",
+// docs/semantics.md §6 schedule rules): per rank, the ordered list of actions a runtime executes,
+// produced by one generator per kind (gpipe, 1f1b, interleaved, zero_bubble), printed and parsed in
+// a compact text form, and checked by pp_simulator.h. No MPI, no tensors; the resolve_* functions
+// read a --pp-schedule-file.
 //
 // Placement: P ranks, v virtual stages per rank, S = P·v LOGICAL stages 0..S−1 (the model's
 // contiguous stages in forward order). Logical stage s lives on rank s mod P, so rank r holds

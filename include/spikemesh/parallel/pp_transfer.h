@@ -1,6 +1,6 @@
-// pp_transfer.h — how the pipeline runtime's messages travel (pp_runtime.h; DESIGN §6 "PP",
-// issue 22): one object per runtime that picks a path once and then starts sends and posts and
-// completes receives on it. Messages are the activation leaving a stage (forward; spikes
+// pp_transfer.h — how the pipeline runtime's messages travel (pp_runtime.h; docs/architecture.md §7
+// "PP", issue 22): one object per runtime that picks a path once and then starts sends and posts
+// and completes receives on it. Messages are the activation leaving a stage (forward; spikes
 // bit-packed, pp_spikes.h) and the gradient entering it (backward; in the activation dtype).
 //
 // Paths (decided collectively on the first train()/evaluate(), the same on every pp rank):

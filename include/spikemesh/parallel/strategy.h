@@ -1,8 +1,8 @@
 // strategy.h — the gradient-reduction pieces a Layout (parallel/layout.h) composes: one rank
-// (no communication) and the data-parallel family (DESIGN §6: DP, ZeRO-1/2, FSDP), behind one
-// small interface of unit hooks (models/stage.h) the Stage's unit loop calls. Each strategy
-// reaches the model only through its stage's units' flat buffers and Params, and the dp Comm
-// it is given; unit indices are local to the stage.
+// (no communication) and the data-parallel family (docs/architecture.md §7: DP, ZeRO-1/2, FSDP),
+// behind one small interface of unit hooks (models/stage.h) the Stage's unit loop calls. Each
+// strategy reaches the model only through its stage's units' flat buffers and Params, and the dp
+// Comm it is given; unit indices are local to the stage.
 //
 // Protocol of one optimizer step (Layout follows it; the calls below may communicate over
 // the dp comm, so every rank makes them in the same order; name, optimizer_params,

@@ -1,5 +1,5 @@
-// tp_plan.h — the tensor-parallel plan of a model, derived from its spec (DESIGN §6 "TP"),
-// never hand-written per model. Walking the layers in order (units inlined, residual bodies
+// tp_plan.h — the tensor-parallel plan of a model, derived from its spec (docs/architecture.md §7
+// "TP"), never hand-written per model. Walking the layers in order (units inlined, residual bodies
 // planned on their own), a weight layer (conv2d, conv1d, linear) becomes COLWISE (output
 // channels split over tp) when a later weight layer can take the split channels ROWWISE
 // (input channels split, partial outputs all-reduced) and every layer in between is

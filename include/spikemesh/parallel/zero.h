@@ -1,4 +1,4 @@
-// zero.h — ZeRO optimizer sharding over the dp comm (DESIGN §6, --optimizer-sharding):
+// zero.h — ZeRO optimizer sharding over dp (--optimizer-sharding; docs/architecture.md §7):
 //   stage 1 (zero):  every rank keeps full gradients; after the last micro-step's backward
 //                    each unit's padded flat gradient is reduce-scattered (average) as soon
 //                    as the unit finishes, so rank r receives the mean of its chunk.

@@ -1,5 +1,5 @@
-// checkpointing.h — a run's checkpoints (DESIGN §7): the tensor list of any layout (the
-// layout's placements × the optimizer's state tensors, as N-d boxes of the full logical
+// checkpointing.h — a run's checkpoints (docs/architecture.md §8): the tensor list of any layout
+// (the layout's placements × the optimizer's state tensors, as N-d boxes of the full logical
 // tensors), and saving/resuming through the ONE collective writer and reader of
 // io/checkpoint.h over the layout's checkpoint group. Knows no mode: a checkpoint written
 // under any layout loads under any other, because both sides speak boxes of logical tensors.

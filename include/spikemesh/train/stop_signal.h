@@ -1,6 +1,6 @@
 // stop_signal.h — SIGTERM / SIGUSR1 (Slurm --signal) ask a run to stop at the next step
-// boundary: finish the step, checkpoint, exit 0 (DESIGN §8). The handler only records the
-// signal; the trainer polls stop_signal() once per step and agrees on it over the ranks.
+// boundary: finish the step, checkpoint, exit 0 (docs/architecture.md §9). The handler only records
+// the signal; the trainer polls stop_signal() once per step and agrees on it over the ranks.
 // Tests raise the real signal (std::raise(SIGUSR1)) after install_stop_signal_handlers().
 #pragma once
 

@@ -1,6 +1,6 @@
 // train_config.h — the resolved configuration of a training run and how it is resolved:
-// built-in defaults < --config FILE.toml < command-line flags (DESIGN §3). Every key of the
-// TOML file is a flag name without the leading dashes (e.g. `batch-size = 64`); an unknown
+// built-in defaults < --config FILE.toml < command-line flags (docs/architecture.md §3). Every key
+// of the TOML file is a flag name without the leading dashes (e.g. `batch-size = 64`); an unknown
 // key or a value of the wrong type is an error naming the file and the key. The resolved
 // configuration is written into every run directory (config.toml) and every checkpoint.
 #pragma once

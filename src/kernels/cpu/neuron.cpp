@@ -1,7 +1,7 @@
-// neuron.cpp (kernels/cpu) — fused multi-step LIF / PLIF / IF forward and BPTT (spec §3).
-// Neurons are processed in fixed blocks of kBlock (parallel over blocks); inside a block
-// the time loop is outermost and the block's membranes live in a small local array, so
-// each neuron is visited once per step in one pass over T and the inner loop over
+// neuron.cpp (kernels/cpu) — fused multi-step LIF / PLIF / IF forward and BPTT
+// (docs/semantics.md §5). Neurons are processed in fixed blocks of kBlock (parallel over blocks);
+// inside a block the time loop is outermost and the block's membranes live in a small local array,
+// so each neuron is visited once per step in one pass over T and the inner loop over
 // neighbouring neurons reads contiguous memory.
 // Backward recomputes a block's h_t from the saved input x into a per-thread [T, kBlock]
 // scratch (one forward sweep, same charge/fire/reset code as the forward: bitwise the

@@ -1,4 +1,4 @@
-// neuron.h (kernels/cpu) — fused multi-step LIF / PLIF / IF kernels over T (spec §3).
+// neuron.h (kernels/cpu) — fused multi-step LIF / PLIF / IF kernels over T (docs/semantics.md §5).
 //
 // Layout: x, spikes, grad_* are time-major [T, M] (M = neurons = N·features); the
 // membrane state is [M]. Forward makes ONE pass over T per neuron and stores only the

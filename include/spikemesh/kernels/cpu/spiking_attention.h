@@ -1,5 +1,6 @@
-// spiking_attention.h (kernels/cpu) — Spikformer's spiking self-attention core (spec §2;
-// SpikingJelly 2.0 SpikingSelfAttention._ssa_kernel_torch), forward and backward.
+// spiking_attention.h (kernels/cpu) — Spikformer's spiking self-attention core
+// (docs/semantics.md §3; SpikingJelly 2.0 SpikingSelfAttention._ssa_kernel_torch), forward and
+// backward.
 //
 // Layout: qkv is [B, 3C, L] (B = T·N, C = heads·d, L tokens) with channel
 // part·C + head·d + j (part 0 = q, 1 = k, 2 = v); out is [B, C, L] with channel head·d + i.
