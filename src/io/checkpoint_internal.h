@@ -117,5 +117,17 @@ void write_meta(const H5Group& meta, const CheckpointMeta& m, int64_t num_optim_
 // crc32 attribute of dataset `name` below g; -1 when absent.
 int64_t stored_crc(const H5Group& g, const std::string& name);
 
+// ---- reading a user's file (checkpoint_verify.cpp) --------------------------------------------
+
+// The library's own words of a Library error ("HDF5 error in CALL (rank R on H, file:line):
+// DETAIL" -> DETAIL); the whole message when it has another form.
+std::string library_detail(const std::string& what);
+// Runs `f`, which reads the checkpoint `path`; a Library (HDF5, MPI-IO) error becomes an Input
+// error naming the file. Input and Internal errors pass unchanged. Local.
+void reading(const std::string& path, const std::function<void()>& f);
+// The crc32 attribute of dataset `name` below `g` (`rel`: its path in the file): an Input error
+// naming the file and dataset when it is missing or not a 32-bit value.
+uint32_t required_crc(const std::string& path, const H5Group& g, const std::string& name, const std::string& rel);
+
 }  // namespace ckpt
 }  // namespace sm

@@ -1,7 +1,7 @@
 // checkpoint_read.cpp — the one checkpoint reader (io/checkpoint.h load_checkpoint): every
 // rank fills the boxes it asks for, one hyperslab H5Dread per dataset (collective MPI-IO over
-// the group; alone: a serial read); plus /meta, checksum verification and the newest
-// complete checkpoint of a directory.
+// the group; alone: a serial read); plus /meta and the newest complete checkpoint of a
+// directory (file checks problem by problem and checksum verification: checkpoint_verify.cpp).
 // Invariants:
 //  * nothing is written into the caller's shards before rank 0 has checked the file against
 //    the request (model, tensors, shapes, optimizer state count, every /meta field, a crc32
@@ -34,6 +34,8 @@
 namespace sm {
 
 using ckpt::Group;
+using ckpt::reading;
+using ckpt::required_crc;
 using ckpt::Run;
 using ckpt::TensorPlan;
 
@@ -70,44 +72,6 @@ void bcast_info(const Group& g, CheckpointInfo& ci) {
                      &ci.state.loss_scale_finite_in_row, &ci.state.skipped_steps})
     *v = get_i(b, at);
   std::memcpy(&ci.state.loss_scale, &scale_bits, sizeof scale_bits);
-}
-
-// ---- the file is the user's: its damage is an Input error naming it --------------------------
-
-// The library's own words of a Library error ("HDF5 error in CALL (rank R on H, file:line):
-// DETAIL" -> DETAIL); the whole message when it has another form.
-std::string library_detail(const std::string& what) {
-  const std::string me = where_am_i();
-  size_t at = what.find(" (" + me + ", ");
-  if (at == std::string::npos) return what;
-  at = what.find("): ", at);
-  return at == std::string::npos ? what : what.substr(at + 3);
-}
-
-// Runs `f`, which reads the checkpoint `path`; a Library (HDF5, MPI-IO) error becomes an Input
-// error naming the file. Input and Internal errors pass unchanged. Local.
-template <class F>
-void reading(const std::string& path, F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::Library) throw;
-    SM_INPUT_ERROR(path << ": cannot read this checkpoint (truncated or damaged file?): " << library_detail(e.what()));
-  }
-}
-
-// The crc32 attribute of dataset `name` below `g` (`rel`: its path in the file): an Input error
-// naming the file and dataset when it is missing or not a 32-bit value.
-uint32_t required_crc(const std::string& path, const H5Group& g, const std::string& name, const std::string& rel) {
-  const int64_t crc = ckpt::stored_crc(g, name);
-  if (crc < 0)
-    SM_INPUT_ERROR(path << ": dataset /" << rel
-                        << " has no crc32 attribute: damaged or not written by spikemesh (every tensor of a "
-                           "spikemesh checkpoint carries one)");
-  if (crc > 0xffffffffLL)
-    SM_INPUT_ERROR(path << ": dataset /" << rel << " has a crc32 attribute of " << crc
-                        << ", not a 32-bit checksum: damaged or not written by spikemesh");
-  return static_cast<uint32_t>(crc);
 }
 
 // ---- non-finite values -----------------------------------------------------------------------
@@ -320,7 +284,7 @@ std::string find_latest_local(const std::string& dir) {
 
 }  // namespace
 
-// ---- info / checksums / latest ---------------------------------------------------------------
+// ---- info / latest ---------------------------------------------------------------
 
 namespace {
 CheckpointInfo read_info_validated(const std::string& path) {
@@ -377,17 +341,6 @@ CheckpointInfo read_checkpoint_info(Comm* group, const std::string& path) {
   });
   bcast_info(g, ci);
   return ci;
-}
-
-void verify_checkpoint_checksums(const std::string& path) {
-  reading(path, [&] {
-    H5File f = H5File::open(path);
-    ckpt::for_each_dataset(f.root(), "", [&](const H5Group& g, const std::string& name, const std::string& rel) {
-      const uint32_t want = required_crc(path, g, name, rel);
-      Tensor t = g.read(name);
-      if (want != ckpt::crc_of(t)) SM_INPUT_ERROR(path << ": dataset /" << rel << " is corrupted (checksum mismatch)");
-    });
-  });
 }
 
 // Collective over `group` (nullptr: alone).

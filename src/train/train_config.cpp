@@ -189,8 +189,11 @@ void TrainConfigResolver::set(const std::string& key, const std::string& v, cons
 }
 
 void TrainConfigResolver::apply_toml_file(const std::string& path) {
+  apply_toml_text(read_text_file(path, "--config"), path);  // bounded, text only (core/text_file.h)
+}
+
+void TrainConfigResolver::apply_toml_text(const std::string& text, const std::string& path) {
   toml::table tbl;
-  const std::string text = read_text_file(path, "--config");  // bounded, text only (core/text_file.h)
   if (const std::string why = toml_parser_bug_reason(text); !why.empty()) SM_INPUT_ERROR(path << ": " << why);
   try {
     tbl = toml::parse(text, path);

@@ -42,7 +42,7 @@ void add_dump_grads_command(CLI::App& app, const AppEnv& env);
 void add_data_command(CLI::App& app, const AppEnv& env);
 // `spikemesh train`: the training loop (trainer.h) with config resolution.
 void add_train_command(CLI::App& app, const AppEnv& env);
-// `spikemesh ckpt info`: what a checkpoint holds.
+// `spikemesh ckpt info | verify | export`: inspect, verify and export checkpoints.
 void add_ckpt_command(CLI::App& app, const AppEnv& env);
 // `spikemesh bench`: timed steps on a fixed synthetic batch, JSON-lines records.
 void add_bench_command(CLI::App& app, const AppEnv& env);

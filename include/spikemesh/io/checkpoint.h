@@ -136,4 +136,19 @@ std::string find_latest_checkpoint(Comm* group, const std::string& dir);
 // when the attribute is missing). Local.
 void verify_checkpoint_checksums(const std::string& path);
 
+// What `spikemesh ckpt verify` finds in one file (scan_checkpoint).
+struct CheckpointScan {
+  CheckpointInfo info;                // read_checkpoint_info's, when info_ok
+  bool info_ok = false;
+  int64_t tensors = 0, bytes = 0;     // datasets of the file and their data bytes
+  std::vector<std::string> problems;  // one line each naming the file and the culprit; empty: fine
+};
+// Local; throws nothing for a damaged file (each damage is a problem). Checks, problem by
+// problem rather than stopping at the first: the file opens as HDF5; /meta is complete, of a
+// format this build reads, with every field valid (read_checkpoint_info); every dataset has a
+// crc32 attribute equal to the crc32 of its data; and when `expected` is given (the shard list
+// of the model and optimizer the file should hold; paths and shapes are used), every expected
+// tensor is present in its full shape and the file holds no tensor beyond them.
+CheckpointScan scan_checkpoint(const std::string& path, const std::vector<TensorShard>* expected);
+
 }  // namespace sm

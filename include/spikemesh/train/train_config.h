@@ -104,6 +104,8 @@ class TrainConfigResolver {
   void resolve();
   // Apply a TOML file / one key=value (used by resolve and tests).
   void apply_toml_file(const std::string& path);
+  // The same for TOML `text` (e.g. a checkpoint's resolved configuration); `origin` names it.
+  void apply_toml_text(const std::string& text, const std::string& origin);
   void set(const std::string& key, const std::string& value, const std::string& origin);
   // The configuration as TOML (every key, resolved values).
   std::string to_toml() const;
