@@ -94,7 +94,11 @@ CheckpointModel checkpoint_model(const CheckpointInfo& ci) {
     cm.model = sel.build();
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::Input) throw;
-    SM_INPUT_ERROR(ci.path << ": cannot rebuild its model from the configuration it records: " << e.what());
+    SM_INPUT_ERROR(ci.path << ": cannot rebuild its model from the configuration it records: " << e.what()
+                           << (!sel.spec.empty() && sel.spec[0] != '/'
+                                   ? " (the run's relative model-spec path is read from the current directory: run "
+                                     "this where the training ran)"
+                                   : ""));
   }
   if (cm.model->info.name != ci.model)
     SM_INPUT_ERROR(ci.path << ": its configuration builds model '" << cm.model->info.name << "', /meta names '"

@@ -1,6 +1,7 @@
 // fuzz_checkpoint.cpp — structure-aware libFuzzer harness for the checkpoint reader
-// (src/io/checkpoint_read.cpp read_checkpoint_info, verify_checkpoint_checksums and
-// load_checkpoint with Comm* nullptr: one process, no MPI call). Each input builds a real
+// (src/io/checkpoint_read.cpp read_checkpoint_info and load_checkpoint with Comm* nullptr: one
+// process, no MPI call; checkpoint_verify.cpp verify_checkpoint_checksums and scan_checkpoint,
+// which `ckpt verify` uses and which must never throw). Each input builds a real
 // checkpoint: the project's own writer (save_checkpoint, group nullptr) saves 1-3 params
 // (rank 0-3, dims 0-3, f32/f64), an optional i64 buffer and optional optimizer state, with
 // /meta values from the input; then up to 8 perturbations (tests/fuzz/h5_perturb.h): tensors
@@ -9,8 +10,9 @@
 // type or shape, /meta and root attributes rewritten or deleted (complete, format_version,
 // step, model, ...). The load request itself may differ from the file (other shape, other
 // model name, split or overlapping boxes). Expected outcomes: success or sm::Error.
-// Properties: an unperturbed checkpoint loads (every reader succeeds) and gives back exactly
-// the saved values and /meta; a load never writes into the caller's tensors when it fails.
+// Properties: an unperturbed checkpoint loads (every reader succeeds, the scan finds nothing) and
+// gives back exactly the saved values and /meta; a load never writes into the caller's tensors
+// when it fails; the scan never throws and finds a problem where the info or checksum check fails.
 #include <hdf5.h>
 
 #include <cstring>
@@ -156,6 +158,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!sums_ok) errors += "verify_checkpoint_checksums: " + fuzz::last_error() + "\n";
   load_ok = fuzz::expect_ok_or_input_error([&] { (void)sm::load_checkpoint(nullptr, file, request, expect); });
   if (!load_ok) errors += "load_checkpoint: " + fuzz::last_error() + "\n";
+  // `ckpt verify`'s scan: never throws, and finds a problem wherever the readers above refuse /meta or a checksum.
+  sm::CheckpointScan scan;
+  try {
+    scan = sm::scan_checkpoint(file, in.flag() ? &request : nullptr);
+  } catch (const std::exception& e) {
+    fuzz::fail(std::string("scan_checkpoint threw: ") + e.what());
+  }
+  if ((!info_ok || !sums_ok) && scan.problems.empty())
+    fuzz::fail("scan_checkpoint found no problem in a file the readers refuse:\n" + errors);
 
   if (!load_ok)
     for (const sm::TensorShard& s : request)
@@ -167,6 +178,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
   if (ops == 0) {
     if (!info_ok || !sums_ok || !load_ok) fuzz::fail("an unperturbed checkpoint does not load:\n" + errors);
+    if (!scan.problems.empty()) fuzz::fail("scan_checkpoint finds a problem in an unperturbed checkpoint: " + scan.problems[0]);
     if (info.state.step != meta.state.step || info.state.seed != meta.state.seed || info.model != meta.model ||
         info.config_toml != meta.config_toml || info.state.epoch != meta.state.epoch)
       fuzz::fail("read_checkpoint_info does not give back the saved /meta");
