@@ -4,8 +4,8 @@
 // config.toml, metrics.h5, ckpt_*.h5 (formats: output/README.md).
 //
 // One rank (mesh == nullptr): no communication at all. Several ranks (a Mesh): the Layout
-// (parallel/layout.h) decides everything about parallelism; today tp = pp = 1. --batch-size is PER RANK and PER
-// MICRO-STEP (as SpikingJelly's): global batch = batch-size x dp x grad-accum, unless
+// (parallel/layout.h) decides everything about parallelism (dp, tp, pp and their products).
+// --batch-size is PER RANK and PER MICRO-STEP (as SpikingJelly's): global batch = batch-size x dp x grad-accum, unless
 // --global-batch-size fixes it. One seeded permutation per epoch; dp rank r takes its slice of
 // each global batch. Every run_training call with a mesh is collective over mesh->world():
 // configuration checks agree (one message, every rank fails), the stop flag of a signal is
