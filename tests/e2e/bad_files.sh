@@ -45,15 +45,7 @@ expect_error() {
 }
 
 # ---- inputs: a Fashion-MNIST-shaped dataset and one good checkpoint ----------------------------
-"$PY" - <<'EOF' || { bad "craft dataset"; echo "bad_files: $pass passed, $fail failed"; exit 1; }
-import h5py, numpy as np
-rng = np.random.default_rng(0)
-with h5py.File("good.h5", "w") as f:
-    f.attrs["num_classes"] = 10; f.attrs["layout"] = "NCHW"; f.attrs["T"] = 0; f.attrs["x_scale"] = 1 / 255.0
-    for s, n in (("train", 32), ("test", 16)):
-        f[s + "/x"] = (rng.random((n, 1, 28, 28)) * 255).astype(np.uint8)
-        f[s + "/y"] = rng.integers(0, 10, n).astype(np.int64)
-EOF
+fmnist_h5 good.h5 || { bad "craft dataset"; echo "bad_files: $pass passed, $fail failed"; exit 1; }
 TRAIN=("$BIN" train --var C=4 --data good.h5 --batch-size 8 --output out --device cpu --log-every 1)
 if "${TRAIN[@]}" --max-steps 2 --run-name good >good.log 2>&1 && [ -f out/good/ckpt_000000002.h5 ]; then
   ok "good run"

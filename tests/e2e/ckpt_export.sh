@@ -23,14 +23,9 @@ MPI=(timeout 120 mpirun --bind-to none --oversubscribe -np 2)
 finish() { echo "ckpt_export: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
 
 # ---- data, spec copy, runs -----------------------------------------------------------------------
-"$PY" - "$ROOT" <<'EOF' || { bad "craft dataset"; finish; }
-import sys, h5py, numpy as np
-rng = np.random.default_rng(0)
-with h5py.File("data.h5", "w") as f:
-    f.attrs["num_classes"] = 10; f.attrs["layout"] = "NCHW"; f.attrs["T"] = 0; f.attrs["x_scale"] = 1 / 255.0
-    for s, n in (("train", 32), ("test", 16)):
-        f[s + "/x"] = (rng.random((n, 1, 28, 28)) * 255).astype(np.uint8)
-        f[s + "/y"] = rng.integers(0, 10, n).astype(np.int64)
+fmnist_h5 data.h5 || { bad "craft dataset"; finish; }
+"$PY" - "$ROOT" <<'EOF' || { bad "craft spec"; finish; }
+import sys
 spec = open(sys.argv[1] + "/input/models/fmnist_csnn.toml").read()
 assert spec.count('type = "batchnorm2d", num_features = "C"') == 2
 open("csnn_m0.toml", "w").write(spec.replace('type = "batchnorm2d", num_features = "C"',

@@ -17,7 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "../unit/checkpoint_fixture.h"
 #include "mpi_test_env.h"
+#include "mpi_test_files.h"
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/core/log.h"
 #include "spikemesh/io/checkpoint.h"
@@ -33,40 +35,10 @@ using test::world;
 using test::world_rank;
 using test::world_size;
 
-Comm* group() {
-  static Comm* c = new Comm(world(), "world");
-  return c;
-}
-
-std::string shared_dir(const std::string& tag) {
-  int pid = getpid();
-  MPI_Bcast(&pid, 1, MPI_INT, 0, world());
-  std::string d = ::testing::TempDir() + "sm_mpi_ckdmg_" + std::to_string(pid) + "_" + tag;
-  if (world_rank() == 0) EXPECT_EQ(std::system(("rm -rf '" + d + "' && mkdir -p '" + d + "'").c_str()), 0);
-  MPI_Barrier(world());
-  return d;
-}
-void remove_dir(const std::string& d) {
-  MPI_Barrier(world());
-  if (world_rank() == 0) std::system(("rm -rf '" + d + "'").c_str());
-  MPI_Barrier(world());
-}
-
-std::unique_ptr<Model> fmnist(uint64_t seed) {
-  ModelSelection sel;
-  sel.model = "fmnist_csnn";
-  sel.vars = {"C=4"};
-  auto m = sel.build();
-  m->finalize(DType::F32, Device::cpu(), seed);
-  return m;
-}
-std::unique_ptr<Optimizer> adam(Model& m) {
-  OptimizerConfig oc;
-  oc.name = "adam";
-  auto o = make_optimizer(oc, m.params());
-  for (const OptimState& s : o->state()) s.value->fill(0.25);
-  return o;
-}
+Comm* group() { return test::world_group(); }
+std::string shared_dir(const std::string& tag) { return test::shared_dir("sm_mpi_ckdmg", tag); }
+std::unique_ptr<Model> fmnist(uint64_t seed) { return test::fmnist_model(seed); }
+std::unique_ptr<Optimizer> adam(Model& m) { return test::adam_of(m, 0.25); }
 
 // Rank 0 writes a one-process checkpoint of fmnist_csnn (C=4) + Adam into `dir`; its path everywhere.
 std::string saved(const std::string& dir) {
@@ -166,7 +138,7 @@ TEST(CheckpointDamage, TruncatedFileIsOneInputErrorOnEveryRank) {
   const Outcome info = outcome_of([&] { read_checkpoint_info(group(), bad); });
   EXPECT_TRUE(info.input) << info.message;
   EXPECT_TRUE(same_everywhere(info.message));
-  remove_dir(dir);
+  test::remove_shared_dir(dir);
 }
 
 TEST(CheckpointDamage, NonFiniteValueIsRefusedOnEveryRankBeforeAnyWrite) {
@@ -196,7 +168,7 @@ TEST(CheckpointDamage, NonFiniteValueIsRefusedOnEveryRankBeforeAnyWrite) {
     EXPECT_EQ(ok.message, "");
     EXPECT_EQ(log_warning_count() - warnings, world_rank() == 0 ? 1 : 0);
   }
-  remove_dir(dir);
+  test::remove_shared_dir(dir);
 }
 
 }  // namespace sm

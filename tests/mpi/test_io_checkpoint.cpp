@@ -23,7 +23,9 @@
 #include <functional>
 #include <map>
 
+#include "../unit/checkpoint_fixture.h"
 #include "mpi_test_env.h"
+#include "mpi_test_files.h"
 #include "spikemesh/models/model_selection.h"
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/core/rng.h"
@@ -40,44 +42,10 @@ using test::world;
 using test::world_rank;
 using test::world_size;
 
-// The whole world as the checkpoint group (built on first use, at the same point of every
-// rank's test sequence; never freed, it would outlive MPI_Finalize otherwise).
-Comm* group() {
-  static Comm* c = new Comm(world(), "world");
-  return c;
-}
-
-// A directory shared by all ranks (rank 0's pid names it).
-std::string shared_dir(const std::string& tag) {
-  int pid = getpid();
-  MPI_Bcast(&pid, 1, MPI_INT, 0, world());
-  std::string d = ::testing::TempDir() + "sm_mpi_ckpt_" + std::to_string(pid) + "_" + tag;
-  if (world_rank() == 0) {
-    EXPECT_EQ(std::system(("rm -rf '" + d + "' && mkdir -p '" + d + "'").c_str()), 0);
-  }
-  MPI_Barrier(world());
-  return d;
-}
-void remove_dir(const std::string& d) {
-  MPI_Barrier(world());
-  if (world_rank() == 0) std::system(("rm -rf '" + d + "'").c_str());
-  MPI_Barrier(world());
-}
-
-std::unique_ptr<Model> fmnist(uint64_t seed, const std::string& width = "C=4") {
-  ModelSelection sel;
-  sel.model = "fmnist_csnn";
-  sel.vars = {width};
-  auto m = sel.build();
-  m->finalize(DType::F32, Device::cpu(), seed);
-  return m;
-}
-
-std::unique_ptr<Optimizer> adam(Model& m) {
-  OptimizerConfig oc;
-  oc.name = "adam";
-  return make_optimizer(oc, m.params());
-}
+Comm* group() { return test::world_group(); }  // the checkpoint group: the whole world
+std::string shared_dir(const std::string& tag) { return test::shared_dir("sm_mpi_ckpt", tag); }
+std::unique_ptr<Model> fmnist(uint64_t seed, const std::string& width = "C=4") { return test::fmnist_model(seed, width); }
+std::unique_ptr<Optimizer> adam(Model& m) { return test::adam_of(m); }
 
 void scramble(Tensor& t, uint64_t seed, const std::string& purpose) {
   CounterRng rng(seed, purpose);
@@ -284,7 +252,7 @@ TEST(IoCheckpoint, ShardedSaveLoadsExactlyAtEveryDpSize) {
     }
     MPI_Barrier(world());
   }
-  remove_dir(dir);
+  test::remove_shared_dir(dir);
 }
 
 TEST(IoCheckpoint, ReplicatedDpSaveAndLoadRoundTrips) {
@@ -313,7 +281,7 @@ TEST(IoCheckpoint, ReplicatedDpSaveAndLoadRoundTrips) {
   EXPECT_NE(stat(checkpoint_path(dir, 3).c_str(), &st), 0);
   EXPECT_EQ(stat(checkpoint_path(dir, 4).c_str(), &st), 0);
   EXPECT_EQ(find_latest_checkpoint(group(), dir), checkpoint_path(dir, 5));
-  remove_dir(dir);
+  test::remove_shared_dir(dir);
 }
 
 TEST(IoCheckpoint, DatasetsEqualASingleRankSaveByteForByte) {
@@ -365,7 +333,7 @@ TEST(IoCheckpoint, DatasetsEqualASingleRankSaveByteForByte) {
       EXPECT_EQ(ma.attr_int(k), mb.attr_int(k)) << k;
     for (const char* k : {"model", "optimizer", "precision", "config"}) EXPECT_EQ(ma.attr_string(k), mb.attr_string(k)) << k;
   }
-  remove_dir(dir);
+  test::remove_shared_dir(dir);
 }
 
 TEST(IoCheckpoint, IncompatibleModelFailsOnEveryRankNamingFileAndTensor) {
@@ -396,7 +364,7 @@ TEST(IoCheckpoint, IncompatibleModelFailsOnEveryRankNamingFileAndTensor) {
   EXPECT_EQ(kind, ErrorKind::Input);
   EXPECT_NE(e.find("not_fmnist"), std::string::npos) << e;
   for (const std::string& o2 : gather_strings(e)) EXPECT_EQ(o2, e);
-  remove_dir(dir);
+  test::remove_shared_dir(dir);
 }
 
 TEST(IoCheckpoint, TruncatedAndCorruptFilesFailOnEveryRank) {
@@ -441,7 +409,7 @@ TEST(IoCheckpoint, TruncatedAndCorruptFilesFailOnEveryRank) {
       for (const std::string& other : gather_strings(e)) EXPECT_EQ(other, e);
     }
   }
-  remove_dir(dir);
+  test::remove_shared_dir(dir);
 }
 
 // Rank r of p holds a dim-1 slice (tensor-parallel style) of a [6, 8] and a conv-weight-shaped
@@ -526,7 +494,7 @@ TEST(IoCheckpoint, TpSlicesReadBackAtADim0SplitAndAsFlatRanges) {
   check.emplace_back(got.slice0(0, used), flat.slice0(begin, begin + used));
   for (size_t i = 0; i < check.size(); ++i)
     EXPECT_TRUE(same_bytes(check[i].first, check[i].second)) << "piece " << i << " on rank " << r;
-  remove_dir(dir);
+  test::remove_shared_dir(dir);
 }
 
 TEST(IoCheckpoint, FileSizeLimitFailsEverywhereAndKeepsThePreviousCheckpoint) {
@@ -552,7 +520,7 @@ TEST(IoCheckpoint, FileSizeLimitFailsEverywhereAndKeepsThePreviousCheckpoint) {
   EXPECT_NE(stat(checkpoint_path(dir, 2).c_str(), &st), 0);
   EXPECT_EQ(find_latest_checkpoint(group(), dir), first);
   expect_loads_exactly(first, world_size(), 21, 1);
-  remove_dir(dir);
+  test::remove_shared_dir(dir);
 }
 
 }  // namespace sm
@@ -595,7 +563,7 @@ TEST(IoCheckpoint, GpuShardsOnTheDeviceSaveAndLoad) {
   load_checkpoint(group(), path, into, cm);
   EXPECT_TRUE(same_bytes(back.to(Device::cpu()), host));
   EXPECT_EQ(sback.to(Device::cpu()).data<int64_t>()[0], 1234);
-  remove_dir(dir);
+  test::remove_shared_dir(dir);
 }
 
 }  // namespace sm

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "mpi_test_env.h"
+#include "mpi_test_files.h"
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/data/h5_dataset.h"
@@ -24,18 +25,8 @@ using test::world;
 using test::world_rank;
 using test::world_size;
 
-// The group the datasets are opened over: the whole world (built on first use, at the same
-// point of every rank's test sequence; never freed, it outlives MPI_Finalize otherwise).
-Comm* group() {
-  static Comm* c = new Comm(world(), "world");
-  return c;
-}
-
-std::string shared_path(const std::string& tag) {
-  int pid = getpid();
-  MPI_Bcast(&pid, 1, MPI_INT, 0, world());
-  return ::testing::TempDir() + "sm_mpi_ds_" + std::to_string(pid) + "_" + tag + ".h5";
-}
+Comm* group() { return test::world_group(); }  // the group the datasets are opened over
+std::string shared_path(const std::string& tag) { return test::shared_name("sm_mpi_ds", tag) + ".h5"; }
 
 // Rank 0 writes a dataset: u8 (NCHW, x_scale 1/255) or f32 events (NTCHW); random contents.
 void write_dataset(const std::string& path, bool events, int64_t train, int64_t test, int classes = 5) {

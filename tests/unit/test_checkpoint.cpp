@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint_fixture.h"
 #include "spikemesh/models/model_selection.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/io/checkpoint.h"
@@ -89,14 +90,7 @@ layers = [
 ]
 )";
 
-std::unique_ptr<Model> fmnist(uint64_t seed = 1) {
-  ModelSelection sel;
-  sel.model = "fmnist_csnn";
-  sel.vars = {"C=4"};
-  auto m = sel.build();
-  m->finalize(DType::F32, Device::cpu(), seed);
-  return m;
-}
+std::unique_ptr<Model> fmnist(uint64_t seed = 1) { return test::fmnist_model(seed); }
 
 std::unique_ptr<Model> tiny(uint64_t seed = 1) {
   std::string p = ::testing::TempDir() + "sm_ckpt_tiny_" + std::to_string(getpid()) + ".toml";

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "error_of.h"
+#include "checkpoint_fixture.h"
 #include "spikemesh/core/cuda_amp.h"
 #include "spikemesh/core/log.h"
 #include "spikemesh/io/checkpoint.h"
@@ -50,22 +51,8 @@ void copy_file(const std::string& from, const std::string& to, long keep_bytes =
   std::ofstream(to, std::ios::binary) << bytes;
 }
 
-std::unique_ptr<Model> fmnist(uint64_t seed = 1) {
-  ModelSelection sel;
-  sel.model = "fmnist_csnn";
-  sel.vars = {"C=4"};
-  auto m = sel.build();
-  m->finalize(DType::F32, Device::cpu(), seed);
-  return m;
-}
-
-std::unique_ptr<Optimizer> adam(Model& m) {
-  OptimizerConfig oc;
-  oc.name = "adam";
-  auto o = make_optimizer(oc, m.params());
-  for (const OptimState& s : o->state()) s.value->fill(0.25);  // finite, non-zero state
-  return o;
-}
+std::unique_ptr<Model> fmnist(uint64_t seed = 1) { return test::fmnist_model(seed); }
+std::unique_ptr<Optimizer> adam(Model& m) { return test::adam_of(m, 0.25); }  // finite, non-zero state
 
 TrainState state_at(int64_t step) {
   TrainState st;

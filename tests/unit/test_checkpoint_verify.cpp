@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "error_of.h"
+#include "checkpoint_fixture.h"
 #include "spikemesh/io/checkpoint.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/models/model_selection.h"
@@ -36,11 +37,7 @@ struct Dir {
 // A one-process checkpoint of fmnist_csnn (C=4) + Adam at step 3 whose config names the model
 // (threads = 100000: a setting of another machine, which does not shape a tensor).
 std::string good_checkpoint(const std::string& dir) {
-  ModelSelection sel;
-  sel.model = "fmnist_csnn";
-  sel.vars = {"C=4"};
-  auto m = sel.build();
-  m->finalize(DType::F32, Device::cpu(), 5);
+  auto m = test::fmnist_model(5);
   OptimizerConfig oc;
   auto o = make_optimizer(oc, m->params());
   for (const OptimState& s : o->state()) s.value->fill(0.125);

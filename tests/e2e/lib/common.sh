@@ -10,4 +10,17 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 pass=0; fail=0
 ok() { pass=$((pass + 1)); echo "  ok   $1"; }
 bad() { fail=$((fail + 1)); echo "  FAIL $1"; }
+# fmnist_h5 FILE: a Fashion-MNIST-shaped dataset (u8 NCHW 28x28, 10 classes, 32 train + 16
+# test samples, seeded random contents) for runs that need the real format, not real data.
+fmnist_h5() {
+  "$PY" - "$1" <<'PYEOF'
+import sys, h5py, numpy as np
+rng = np.random.default_rng(0)
+with h5py.File(sys.argv[1], "w") as f:
+    f.attrs["num_classes"] = 10; f.attrs["layout"] = "NCHW"; f.attrs["T"] = 0; f.attrs["x_scale"] = 1 / 255.0
+    for s, n in (("train", 32), ("test", 16)):
+        f[s + "/x"] = (rng.random((n, 1, 28, 28)) * 255).astype(np.uint8)
+        f[s + "/y"] = rng.integers(0, 10, n).astype(np.int64)
+PYEOF
+}
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/${E2E_NAME:-e2e}.XXXXXX")"; trap 'rm -rf "$TMP"' EXIT
