@@ -73,10 +73,6 @@ WORK=$(mktemp -d /tmp/gpu_check.XXXXXX)
 say() { echo "$*" | tee -a "$SUM"; }
 used() { echo $((SECONDS - START)); }
 
-# py ARGS...: the machine's python3, without the bundle on its library path.
-py() { env PATH="$ORIG_PATH" LD_LIBRARY_PATH="$ORIG_LD" PYTHONPATH="${SJ_SITE:+$SJ_SITE:}$ROOT/bench" \
-         PYTHONUNBUFFERED=1 python3 "$@"; }
-
 finish() {
   local rc=$?
   trap - EXIT

@@ -73,7 +73,8 @@ struct LayoutOptions {
   bool pp_delay_wgrad = false;        // zero-bubble: W split off and delayed
   std::string pp_schedule_file;       // a user-written schedule (text form of pp_schedule.h)
   int64_t pp_cost_samples = 1;        // samples per microbatch of the dry-run that measures unit costs
-  DType activations = DType::F32;     // the run's activation dtype (BF16/F16 under mixed precision): pp costs are measured in it
+  DType activations = DType::F32;     // the run's activation dtype (BF16/F16 under mixed precision): pp costs
+                                      // are measured in it; F32, the default, means the model's own dtype
   std::string pp_transport = "auto";  // auto | staged | channels: how messages travel (pp_transfer.h)
 };
 
