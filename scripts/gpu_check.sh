@@ -29,6 +29,9 @@
 # The summary and the side-by-side table (bench/compare.py --all) are printed by an EXIT trap,
 # so they come back even when the deadline or a timeout cut the run.
 # Python runs with the machine's own PATH and LD_LIBRARY_PATH (never the bundle's libraries).
+# GPU_CHECK_PARTS (default all) picks step groups for a targeted rerun on a short lease, comma-
+# separated from: cpu unit graphs mpi errors memcheck bench peers-eager peers-compile. A group not
+# picked is listed as "----" and counts neither as a pass nor as a failure; preflight always runs.
 # Files in $OUT (default /tmp/gpu_check), 7 at most: summary.txt preflight.log tests.log
 # mpi_tests.log checks.log bench.log bench.jsonl.
 # Exit: 0 all correctness steps passed; 1 a correctness step failed or was not run; 2 preflight.
@@ -67,6 +70,13 @@ SUM=$OUT/summary.txt PRE=$OUT/preflight.log TESTS=$OUT/tests.log MPIT=$OUT/mpi_t
 CHECKS=$OUT/checks.log BLOG=$OUT/bench.log JSONL=$OUT/bench.jsonl
 : >"$SUM"; : >"$PRE"
 status=0
+PARTS=${GPU_CHECK_PARTS:-cpu,unit,graphs,mpi,errors,memcheck,bench,peers-eager,peers-compile}
+PART=""  # the group of the steps that follow; set before each group
+for p in ${PARTS//,/ }; do
+  case $p in cpu|unit|graphs|mpi|errors|memcheck|bench|peers-eager|peers-compile) ;;
+    *) echo "gpu_check: unknown group '$p' in GPU_CHECK_PARTS (cpu unit graphs mpi errors memcheck bench peers-eager peers-compile)" >&2; exit 2 ;;
+  esac
+done
 ORIG_PATH=$PATH ORIG_LD=${LD_LIBRARY_PATH:-}
 WORK=$(mktemp -d /tmp/gpu_check.XXXXXX)
 
@@ -96,6 +106,10 @@ die() { say "PREFLIGHT FAILED: $*"; status=2; exit 2; }
 step() {
   local kind=$1 name=$2 limit=$3 log=$4; shift 4
   local left=$((HARD - (SECONDS - START)))
+  if [[ ",$PARTS," != *",$PART,"* ]]; then
+    say "----  $name (not picked: GPU_CHECK_PARTS=$PARTS)"
+    return 0
+  fi
   if [ $((SECONDS - START)) -ge "$BUDGET" ] || [ "$left" -lt 15 ]; then
     say "SKIP  $name (deadline: $(used) s of $BUDGET used)"
     [ "$kind" = must ] && status=1
@@ -166,6 +180,7 @@ timeout 30 "$SM" --help >>"$PRE" 2>&1 || die "spikemesh --help fails ($PRE)"
 say "ok    spikemesh --help ($(used) s)"
 
 # ---- 1. correctness ------------------------------------------------------------------------
+PART=cpu
 MPIRUN=(mpirun --bind-to none --oversubscribe)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} SPIKEMESH_MODELS=$ROOT/input/models
 DATA=$WORK/dvs.h5
@@ -182,22 +197,29 @@ GTEST=(--gtest_color=no --gtest_brief=1)
 if [ "$MODE" = gpu ]; then
   # CUDA graphs run first-contact code in one process: their tests get their own step, so a
   # crash there cannot take the other GPU tests' results with it.
+  PART=unit
   step must "unit *Gpu* tests (no skips)" 240 "$TESTS" "${NOSKIP[@]}" "$B/bin/spikemesh_tests" "${GTEST[@]}" \
     --gtest_filter='*Gpu*:-*MultiGpu*:*CudaGraph*'
+  PART=graphs
   step must "unit CUDA-graph tests (graph replay = eager, bitwise)" 120 "$TESTS" "${NOSKIP[@]}" \
     "$B/bin/spikemesh_tests" "${GTEST[@]}" --gtest_filter='*CudaGraph*'
+  PART=mpi
   step must "mpirun -np 2 spikemesh_mpi_tests *Gpu* (one GPU, staged)" 180 "$MPIT" "${NOSKIP[@]}" "${MPIRUN[@]}" -np 2 \
     "$B/bin/spikemesh_mpi_tests" "${GTEST[@]}" --gtest_filter='*Gpu*:-*MultiGpu*'
 else
+  PART=unit
   step must "CPU unit tests (all but *Gpu*)" 900 "$TESTS" "$B/bin/spikemesh_tests" "${GTEST[@]}" --gtest_filter='-*Gpu*'
   step must "GPU unit tests without a GPU (they must skip, not fail)" 120 "$TESTS" "$B/bin/spikemesh_tests" \
     "${GTEST[@]}" --gtest_filter='*Gpu*'
+  PART=mpi
   step must "mpirun -np 2 spikemesh_mpi_tests Comm*" 240 "$MPIT" "${MPIRUN[@]}" -np 2 \
     "$B/bin/spikemesh_mpi_tests" "${GTEST[@]}" --gtest_filter='Comm*:Mesh*'
 fi
+PART=errors
 step must "tests/e2e/gpu_errors.sh (device and precision choices of the real binary)" 180 "$CHECKS" \
   env BIN="$SM" bash tests/e2e/gpu_errors.sh "$SM"
-if [ "$MODE" = gpu ]; then
+PART=memcheck
+if [ "$MODE" = gpu ] && [[ ",$PARTS," == *",memcheck,"* ]]; then
   CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
   if [ -z "$CS" ]; then
     say "note  compute-sanitizer not found: memcheck not run"
@@ -218,6 +240,7 @@ if [ "$MODE" = gpu ]; then
 fi
 
 # ---- 2. spikemesh's benchmarks ---------------------------------------------------------------
+PART=bench
 VGG=(--model cifar10dvs_vgg --T 10 --steps 20 --warmup 5)
 SPK=(--model spikformer_ti --image-size 224 --batch-size 4 --T 8 --steps 20 --warmup 5)
 if [ "$MODE" = gpu ]; then
@@ -241,6 +264,8 @@ else
 fi
 
 # ---- 3. the peers on the same GPU (budget permitting) ------------------------------------------
+PART=peers-eager
+[[ ",$PARTS," == *",peers-eager,"* ]] || PART=peers-compile  # the compiled SpikingJelly needs the wheels too
 SJ_SITE=""
 if ls .device/wheels/*.whl >/dev/null 2>&1; then
   SJ_SITE=$WORK/site
@@ -249,6 +274,7 @@ if ls .device/wheels/*.whl >/dev/null 2>&1; then
 else
   say "note  no .device/wheels: SpikingJelly will not run (scripts/gpu_bundle.sh downloads them)"
 fi
+PART=peers-eager
 if [ "$MODE" = gpu ]; then
   peer_run() {  # peer_run LABEL LIMIT SCRIPT ARGS...
     local label=$1 limit=$2 script=$3; shift 3
@@ -262,6 +288,7 @@ if [ "$MODE" = gpu ]; then
     done
     peer_run "SpikingJelly eager spikformer_ti b4 $prec" 120 bench/sj_bench.py "${SPK[@]}" --precision "$prec" --no-compile
   done
+  PART=peers-compile
   for prec in fp32 bf16; do
     peer_run "PyTorch twin torch.compile vgg b2 $prec" 150 bench/torch_bench.py "${VGG[@]}" --batch-size 2 --precision "$prec" --compile
     peer_run "SpikingJelly torch.compile vgg b2 $prec" 150 bench/sj_bench.py "${VGG[@]}" --batch-size 2 --precision "$prec" --compile
