@@ -33,7 +33,7 @@ CONFIG_FIELDS = [
     "dp_mesh_dim", "memopt_compress_x", "pp_microbatches", "pp_memopt_stage_budget_ratio",
     "pp_schedule", "pp_virtual_stages", "pp_layout", "pp_delay_wgrad", "pp_memopt_stages",
     "backend", "device", "precision", "threads", "hostname", "cuda_graphs",
-    "pp_transfer_path",
+    "pp_transfer_path", "tf32",
     "compile",  # torch_bench.py only
 ]
 IGNORED_FOR_PAIRING = {"backend", "compile"}
@@ -66,9 +66,12 @@ def read_records(paths):
 
 
 def config_of(rec):
-    """The configuration fields rec sets (None counts as unset), backend and compile excluded."""
+    """The configuration fields rec sets (None counts as unset), backend and compile excluded;
+    on a GPU the host thread count is not part of the configuration (spikemesh records its
+    OpenMP threads, the peers torch's: neither runs the step's arithmetic there)."""
     return {f: rec[f] for f in CONFIG_FIELDS
-            if f not in IGNORED_FOR_PAIRING and rec.get(f) is not None}
+            if f not in IGNORED_FOR_PAIRING and rec.get(f) is not None
+            and not (f == "threads" and rec.get("device") == "cuda")}
 
 
 def compatible(a, b):
@@ -111,6 +114,8 @@ def describe(cfg, torch_rec):
         parts.append(f"W{cfg['world_size']}")
     if cfg.get("cuda_graphs") is False and cfg.get("device") == "cuda":
         parts.append("no-cuda-graphs")
+    if cfg.get("tf32"):
+        parts.append("tf32")
     if cfg.get("memopt_level"):
         parts.append(f"memopt{cfg['memopt_level']}")
     if torch_rec is not None and torch_rec.get("compile"):

@@ -35,6 +35,9 @@ def add_common_args(ap, model_choices, default_model="cifar10dvs_vgg"):
                     help="bf16: forward and loss under torch.autocast(bfloat16); params stay fp32")
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                     help="torch.compile the model (default: on for cuda, off for cpu)")
+    ap.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=False,
+                    help="cuda fp32: let cuDNN and cuBLAS use TF32 tensor cores (torch's own default "
+                         "for convolutions); off by default, as spikemesh's fp32 is strict fp32")
     ap.add_argument("--image-size", type=int, default=224, help="spikformer_*: input image size")
     ap.add_argument("--num-classes", type=int, default=1000, help="spikformer_*: classes")
     ap.add_argument("--optimizer", choices=("adam",), default="adam")
@@ -60,6 +63,9 @@ def check_common_args(ap, args):
         ap.error("--warmup must be >= 0")
     if args.device == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda: torch.cuda.is_available() is False")
+    if args.device == "cuda":  # set before any model is built or compiled
+        torch.backends.cudnn.allow_tf32 = bool(args.tf32)
+        torch.backends.cuda.matmul.allow_tf32 = bool(args.tf32)
     if args.compile is None:
         args.compile = args.device == "cuda" and hasattr(torch, "compile")
     elif args.compile and not hasattr(torch, "compile"):
@@ -202,6 +208,7 @@ def run_benchmark(args, work, opt, x, y, backend, num_classes):
         "precision": args.precision,
         "threads": args.threads,
         "compile": bool(args.compile),
+        "tf32": bool(args.tf32) if args.device == "cuda" else None,
         # metrics (bench_metric_fields)
         "step_latency_ms": latency,
         "global_throughput_sps": sps,

@@ -157,6 +157,12 @@ SM=$B/bin/spikemesh
 # hwloc (inside Open MPI) reports a sandbox's partial /sys CPU topology on stderr; spikemesh's
 # one-line error contract (gpu_errors.sh) must not fail on a message that is not ours.
 export HWLOC_HIDE_ERRORS=1
+# PMIx warns on every start when its zlib compression plugin does not load (seen on the H200
+# machine, 2026-11-27, not on the rehearsal root): compression only matters for large PMIx data
+# at start-up on many nodes, never for one machine. The plugins' ldd goes to preflight.log.
+export PMIX_MCA_pcompress_base_silence_warning=1
+find "$B/lib" -name '*.so' -path '*pmix*' 2>/dev/null | while read -r f; do
+  echo "ldd $f:"; ldd "$f" 2>&1 | grep -v '=> /\|linux-vdso\|ld-linux'; done >>"$PRE"
 for p in spikemesh spikemesh_tests spikemesh_mpi_tests mpirun; do [ -x "$B/bin/$p" ] || die "the bundle lacks bin/$p"; done
 have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
 need=$(awk '$1 == "glibc_needed" {print $2}' .device/manifest.txt 2>/dev/null)

@@ -58,6 +58,17 @@ t = sys.stdin.read()
 sm = re.search(r'^   spikemesh +[0-9.]+ ', t, re.M)
 tw = re.search(r'^   PyTorch twin, eager +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+x +[0-9.]+x', t, re.M)
 sys.exit(0 if sm and tw and t.count('-- cifar10dvs_vgg') == 1 else 1)" <<<"$all_table"
+# on a GPU the host thread count is no part of the configuration (spikemesh records OpenMP's,
+# the peers torch's): the same records moved to cuda with different threads still pair
+cuda_table=$("$PY" -c "
+import json, sys
+for l in open('$TMP/a/records.jsonl'):
+    r = json.loads(l); r['device'] = 'cuda'; r['threads'] = 2 if r.get('backend') == 'spikemesh' else 16
+    print(json.dumps(r))" > "$TMP/cuda.jsonl" && "$PY" "$ROOT/bench/compare.py" --all "$TMP/cuda.jsonl" 2>&1)
+check "compare.py --all on cuda: different thread counts still pair" "$PY" -c "
+import re, sys
+t = sys.stdin.read()
+sys.exit(0 if re.search(r'^   PyTorch twin, eager +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+x', t, re.M) and t.count('-- cifar10dvs_vgg') == 1 else 1)" <<<"$cuda_table"
 check "report.png is a PNG" bash -c "head -c 8 '$TMP/a/report.png' | od -An -c | grep -q 'P   N   G'"
 
 # 2. a venv whose peer cannot be imported

@@ -3,7 +3,7 @@
 # gpu_rehearsal.sh) that CI can check without root, a bundle or a GPU (`make gpu-rehearsal`
 # checks the rest on a bare root):
 #   * every script parses (bash -n), `gpu_check.sh --help` prints its usage, an unknown
-#     argument is exit 2;
+#     argument or GPU_CHECK_PARTS group is exit 2;
 #   * without .device/spikemesh.tar.xz the preflight stops at once (exit 2, one line naming
 #     gpu_bundle.sh) and the summary still prints;
 #   * the skip rule: a GPU test that skips (no GPU here) fails a test step with exit 3 naming
@@ -27,6 +27,9 @@ bash "$ROOT/scripts/gpu_check.sh" --help >"$T/help" 2>&1 && grep -q "preflight" 
   ok "gpu_check.sh --help prints the procedure" || bad "gpu_check.sh --help"
 bash "$ROOT/scripts/gpu_check.sh" --bogus >"$T/bogus" 2>&1
 [ $? -eq 2 ] && grep -q "unknown argument '--bogus'" "$T/bogus" && ok "an unknown argument: exit 2" || bad "unknown argument"
+GPU_CHECK_PARTS=unit,bogus bash "$ROOT/scripts/gpu_check.sh" --no-gpu >"$T/parts" 2>&1
+[ $? -eq 2 ] && grep -q "unknown group 'bogus' in GPU_CHECK_PARTS" "$T/parts" && ok "an unknown GPU_CHECK_PARTS group: exit 2" ||
+  bad "unknown GPU_CHECK_PARTS group"
 
 # a copy of the scripts without .device: the preflight names what is missing, exit 2
 mkdir -p "$T/tree/scripts" && cp "$ROOT/scripts/gpu_check.sh" "$T/tree/scripts/"

@@ -44,7 +44,7 @@ TEST(GpuBatchNorm, TrainingAndEvalMatchCpu) {
     Shape x;
     int dims;
   };
-  for (const Case& c : {Case{{2, 3, 5, 7, 6}, 2}, Case{{1, 1, 3, 1, 1}, 2}, Case{{2, 4, 6}, 1}, Case{{3, 2, 4, 9}, 1}})
+  for (const Case& c : {Case{{2, 3, 5, 7, 6}, 2}, Case{{1, 3, 3, 1, 1}, 2}, Case{{2, 4, 6}, 1}, Case{{3, 2, 4, 9}, 1}})
     for (DType dt : {DType::F32, DType::BF16})
       for (bool training : {true, false}) {
         auto u = make_units(bn_maker(static_cast<int>(c.x[2]), c.dims));

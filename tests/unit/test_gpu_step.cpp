@@ -172,9 +172,13 @@ void compare_whole_step(const std::function<std::unique_ptr<Model>()>& build, co
   EXPECT_EQ(g.loss.correct, c.loss.correct) << what;
   EXPECT_LE(rel_l2(g.out, c.out), 1e-4) << what << ": model output";
   ASSERT_EQ(g.grads.size(), c.grads.size());
+  double largest = 0.0;
+  for (const Tensor& t : c.grads) largest = std::max(largest, gputest::norm_l2(t));
   for (size_t k = 0; k < c.grads.size(); ++k) {
     EXPECT_EQ(g.names[k], c.names[k]);
-    EXPECT_LE(rel_l2(g.grads[k], c.grads[k]), grad_tol) << what << ": grad of " << c.names[k];
+    EXPECT_LE(gputest::grad_rel_l2(g.grads[k], c.grads[k], largest), grad_tol)
+        << what << ": grad of " << c.names[k] << " (|ref| " << gputest::norm_l2(c.grads[k]) << ", |gpu| "
+        << gputest::norm_l2(g.grads[k]) << ", largest " << largest << ")";
   }
   // The GPU run's statistics (firing rates) are reported like the CPU's.
   const auto sc = mc->stats(), sg = mg->stats();
