@@ -166,6 +166,24 @@ void apply_size_flags(BenchOptions& o) {
   }
 }
 
+LayoutOptions layout_options_of(const BenchOptions& o) {
+  LayoutOptions l;
+  l.mode = o.mode;
+  l.tp_keep_first = o.tp_keep_first;
+  l.tp_keep_classifier = o.tp_keep_classifier;
+  l.tp_debug_comm = o.tp_debug_comm;
+  l.strategy.sharding = o.optimizer_sharding;
+  l.strategy.param_dtype = l.strategy.reduce_dtype = master_dtype(precision_from_name(o.precision));
+  l.pp_schedule = o.pp_schedule;
+  l.pp_virtual_stages = static_cast<int>(o.pp_virtual_stages);
+  l.pp_microbatches = static_cast<int>(o.pp_microbatches);
+  l.pp_layout = o.pp_layout;
+  l.pp_transport = o.pp_transport;
+  l.pp_delay_wgrad = o.pp_delay_wgrad;
+  l.pp_schedule_file = o.pp_schedule_file;
+  return l;
+}
+
 void run_bench(BenchOptions& o, const AppEnv& env) {
   if (!o.kernel.empty()) {
     if (env.size > 1) SM_INPUT_ERROR("--kernel benchmarks run on one rank (got " << env.size << " ranks)");
@@ -182,34 +200,12 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   req.device = o.device;
   req.threads = o.threads;
   req.seed = o.seed;
-  req.layout.mode = o.mode;
-  req.layout.tp_keep_first = o.tp_keep_first;
-  req.layout.tp_keep_classifier = o.tp_keep_classifier;
-  req.layout.tp_debug_comm = o.tp_debug_comm;
-  req.layout.strategy.sharding = o.optimizer_sharding;
-  req.layout.pp_schedule = o.pp_schedule;
-  req.layout.pp_virtual_stages = static_cast<int>(o.pp_virtual_stages);
-  req.layout.pp_layout = o.pp_layout;
-  req.layout.pp_transport = o.pp_transport;
-  req.layout.pp_delay_wgrad = o.pp_delay_wgrad;
-  req.layout.pp_schedule_file = o.pp_schedule_file;
-  req.layout.strategy.param_dtype = req.layout.strategy.reduce_dtype = master_dtype(precision_from_name(o.precision));
-  req.optimizer.name = o.optimizer;
-  req.optimizer.lr = o.lr;
-  // Several ranks (or an explicit mode): a mesh over the world, once the layout flags fit it.
+  // The layout plan, resolved once against the mesh shape before any communicator exists
+  // (weak scaling: --batch-size is each dp replica's batch, split into microbatches under pp).
+  const MeshShape shape = env.size > 1 || o.mode != "none" ? resolve_mesh_shape(o.mesh, env.size) : MeshShape{};
+  req.layout = plan_layout(layout_options_of(o), shape, env.size, o.batch_size);
   std::unique_ptr<Mesh> mesh;
-  if (env.size > 1 || o.mode != "none") {
-    const MeshShape shape = resolve_mesh_shape(o.mesh, env.size);  // identical on every rank
-    if (shape.pp > 1) {  // the per-replica batch in microbatches (docs/semantics.md §6 default)
-      const int m = resolve_microbatches(o.batch_size, shape.pp, static_cast<int>(o.pp_virtual_stages),
-                                         static_cast<int>(o.pp_microbatches), o.pp_schedule, o.pp_delay_wgrad,
-                                         o.pp_schedule_file);
-      req.layout.pp_microbatches = m;
-      req.layout.pp_cost_samples = o.batch_size / m;
-    }
-    validate_layout_for_mesh(req.layout, env.size, shape.tp, shape.pp);
-    mesh = Mesh::create(env.world, o.mesh);  // collective over the world
-  }
+  if (env.size > 1 || o.mode != "none") mesh = Mesh::create(env.world, o.mesh);  // collective over the world
   RunParts parts = setup_run(req, mesh.get());  // the same set-up as `train`
   Layout& layout = *parts.layout;
   Optimizer& opt = *parts.optimizer;
@@ -258,6 +254,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   CudaGraphStep graphs(parse_cuda_graphs(o.cuda_graphs),
                        GraphConditions{dev.is_cuda(), env.size, o.mode, M, scaler.enabled()});
   if (env.rank == 0 && dev.is_cuda()) std::printf("cuda graphs: %s\n", graphs.describe().c_str());
+  if (env.rank == 0) std::fputs(layout.plan().describe().c_str(), stdout);
   if (env.rank == 0)
     std::printf("bench %s: batch %lld, T %d, %s on %s, %d threads, %lld warm-up + %lld timed steps\n", mi.name.c_str(),
                 static_cast<long long>(N), T, o.precision.c_str(), dev.str().c_str(), omp_get_max_threads(),

@@ -84,17 +84,32 @@ int preview_world(const MeshFlags& f) {
   return static_cast<int>(w);
 }
 
-void print_tp_plan(const PlanOptions& o, const MeshShape& shape) {
+// The layout plan `train` would resolve for this mesh and model (layout_plan.h): the mode
+// each dimension implies, the tp and pp flags, --batch-size per dp replica; bound to `model`
+// (the plan's tp layers point into it). Pure.
+LayoutPlan plan_of(const PlanOptions& o, const MeshShape& shape, int world, Model& model) {
+  LayoutOptions lo = shape.pp > 1 ? pp_layout_options(o.pp) : LayoutOptions{};
+  lo.mode = shape.pp > 1 ? "pp" : shape.tp > 1 ? "tp" : shape.dp > 1 ? "dp" : "none";
+  lo.tp_keep_first = o.keep_first;
+  lo.tp_keep_classifier = o.keep_classifier;
+  LayoutPlan plan = plan_layout(lo, shape, world, o.batch_size);
+  bind_layout_plan(plan, model);
+  return plan;
+}
+
+void print_plan(const PlanOptions& o, const MeshShape& shape, int world) {
   auto model = o.sel.build();
-  TpOptions to;
-  to.tp = shape.tp;
-  to.keep_first = o.keep_first;
-  to.keep_classifier = o.keep_classifier;
-  const TpPlan plan = make_tp_plan(*model, to);
-  std::printf("\ntensor-parallel plan of %s for %s (batch %lld per dp rank, T %d, %lld-byte activations):\n",
-              model->info.name.c_str(), shape.str().c_str(), static_cast<long long>(o.batch_size), model->info.T,
-              static_cast<long long>(o.elem_bytes));
-  std::fputs(describe_tp_plan(plan, o.batch_size, model->info.T, o.elem_bytes).c_str(), stdout);
+  const LayoutPlan plan = plan_of(o, shape, world, *model);
+  std::printf("\n%s", plan.describe().c_str());
+  if (shape.tp > 1 || shape.pp == 1) {
+    // tp = 1: the same table for one rank (every layer whole)
+    const TpPlan tp = shape.tp > 1 ? plan.tp : make_tp_plan(*model, TpOptions{1, o.keep_first, o.keep_classifier});
+    std::printf("\ntensor-parallel plan of %s for %s (batch %lld per dp rank, T %d, %lld-byte activations):\n",
+                model->info.name.c_str(), shape.str().c_str(), static_cast<long long>(o.batch_size), model->info.T,
+                static_cast<long long>(o.elem_bytes));
+    std::fputs(describe_tp_plan(tp, o.batch_size, model->info.T, o.elem_bytes).c_str(), stdout);
+  }
+  if (shape.pp > 1) print_pp_plan(o.sel, plan, o.pp);
 }
 }  // namespace
 
@@ -128,8 +143,7 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
       const MeshShape shape = resolve_mesh_shape(o->mesh, preview_world(o->mesh));
       std::printf("mesh %s (preview on one process; run under mpirun with %d ranks to see the groups)\n",
                   shape.str().c_str(), static_cast<int>(shape.product()));
-      if (shape.tp > 1 || shape.pp == 1) print_tp_plan(*o, shape);
-      if (shape.pp > 1) print_pp_plan(o->sel, o->pp, shape, o->batch_size);
+      print_plan(*o, shape, static_cast<int>(shape.product()));
       return;
     }
     auto mesh = Mesh::create(env.world, o->mesh);  // collective over the world
@@ -139,8 +153,7 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
       if (env.rank != 0) return;
       std::fputs(text.c_str(), stdout);
       std::printf("comm: --comm %s, --comm-timeout %g s\n", o->mesh.comm.c_str(), o->mesh.comm_timeout);
-      if (have_model && (mesh->shape().tp > 1 || mesh->shape().pp == 1)) print_tp_plan(*o, mesh->shape());
-      if (have_model && mesh->shape().pp > 1) print_pp_plan(o->sel, o->pp, mesh->shape(), o->batch_size);
+      if (have_model) print_plan(*o, mesh->shape(), env.size);
       std::fflush(stdout);
     });
   });

@@ -13,6 +13,7 @@
 #include "spikemesh/core/error.h"
 #include "spikemesh/parallel/dist_run.h"
 #include "spikemesh/train/train_config.h"
+#include "spikemesh/train/train_plan.h"
 #include "spikemesh/train/trainer.h"
 
 namespace sm {
@@ -65,10 +66,10 @@ void add_train_command(CLI::App& app, const AppEnv& env) {
     // apply is an error, never ignored). Pure: identical on every rank, before any communicator.
     const MeshFlags flags = mesh_flags_of(c);
     const MeshShape shape = resolve_mesh_shape(flags, env.size);
-    validate_layout_for_mesh(layout_options(c), env.size, shape.tp, shape.pp);
+    const LayoutPlan plan = training_layout_plan(c, shape, env.size);  // the layout plan, resolved once
     if (env.size > 1 || c.distributed_mode != "none") mesh = Mesh::create(env.world, flags);  // collective over the world
     install_stop_signal_handlers();
-    TrainSummary s = run_training(c, tc->resolver.to_toml(), mesh.get());
+    TrainSummary s = run_training(c, tc->resolver.to_toml(), mesh.get(), &plan);
     (void)s;
   });
 }

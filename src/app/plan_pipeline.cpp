@@ -30,22 +30,30 @@ void add_pp_plan_flags(CLI::App& cmd, PpPlanFlags& f) {
       ->check(range_validator("timeline-columns", true));
 }
 
-void print_pp_plan(const ModelSelection& sel, const PpPlanFlags& f, const MeshShape& shape, int64_t batch) {
-  const int P = shape.pp, v = static_cast<int>(f.virtual_stages), S = P * v;
+LayoutOptions pp_layout_options(const PpPlanFlags& f) {
+  LayoutOptions o;
+  o.mode = "pp";
+  o.pp_schedule = f.schedule;
+  o.pp_virtual_stages = static_cast<int>(f.virtual_stages);
+  o.pp_microbatches = static_cast<int>(f.microbatches);
+  o.pp_layout = f.layout;
+  o.pp_delay_wgrad = f.delay_wgrad;
+  o.pp_schedule_file = f.schedule_file;
+  return o;
+}
+
+void print_pp_plan(const ModelSelection& sel, const LayoutPlan& plan, const PpPlanFlags& f) {
+  const MeshShape& shape = plan.mesh;
+  const int P = shape.pp, v = plan.options.pp_virtual_stages, S = P * v;
   auto model = sel.build();
   model->finalize(DType::F32, Device::cpu(), 1);
-  const int units = static_cast<int>(model->units.size());
-  const int m = resolve_microbatches(batch, P, v, static_cast<int>(f.microbatches), f.schedule, f.delay_wgrad,
-                                     f.schedule_file);
-  const PpSchedule sched = resolve_schedule(f.schedule, f.schedule_file, P, v, f.delay_wgrad, m);
-  require_valid_schedule(sched, f.schedule_file.empty() ? "--pp-schedule " + sched.kind : "--pp-schedule-file " + f.schedule_file);
+  const PpSchedule& sched = plan.schedule;
   check_pp_message_tags(sched);
   const int M = sched.microbatches;
-  if (S > units)
-    SM_INPUT_ERROR(S << " logical stages but model '" << model->info.name << "' has only " << units << " units");
+  const int64_t batch = plan.replica_batch;
   const int64_t n = batch / M;
   const UnitDryRun dry = dry_run_units(*model, n, Ctx{}, true, DType::F32);
-  const std::vector<int> layout = f.layout.empty() ? simulated_best_partition(dry.ms, sched) : parse_pp_layout(f.layout, S, units);
+  const std::vector<int> layout = plan.partition.empty() ? simulated_best_partition(dry.ms, sched) : plan.partition;
   const std::vector<double> cost = stage_costs(dry.ms, layout);
   const int T = model->info.T;
   std::printf("\npipeline plan of %s: pp %d x %d virtual stage%s = %d logical stages, schedule %s, %d microbatches of "

@@ -6,6 +6,7 @@
 
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/models/model_selection.h"
+#include "spikemesh/parallel/layout_plan.h"
 
 namespace CLI {
 class App;
@@ -21,9 +22,12 @@ struct PpPlanFlags {
 
 void add_pp_plan_flags(CLI::App& cmd, PpPlanFlags& f);
 
-// One process, no communication: builds the model (CPU, f32), dry-runs every unit on a
-// microbatch of batch / M samples, partitions (or takes --pp-layout), generates and validates
-// the schedule, simulates it and prints the plan to stdout. Input errors name the flags.
-void print_pp_plan(const ModelSelection& sel, const PpPlanFlags& f, const MeshShape& shape, int64_t batch);
+// The layout options the pipeline flags describe (mode "pp").
+LayoutOptions pp_layout_options(const PpPlanFlags& f);
+
+// One process, no communication: builds the model (CPU, f32), dry-runs every unit on one
+// microbatch of the plan (layout_plan.h: resolved and bound, pp > 1), partitions it (or takes
+// the plan's --pp-layout), simulates the plan's schedule and prints the plan to stdout.
+void print_pp_plan(const ModelSelection& sel, const LayoutPlan& plan, const PpPlanFlags& f);
 
 }  // namespace sm

@@ -23,81 +23,24 @@
 
 namespace sm {
 
-void validate_parallel_flags(const LayoutOptions& o) {
-  const std::string& m = o.mode;
-  if (m == "auto")
-    SM_INPUT_ERROR("--distributed-mode auto is not implemented yet (available: none, dp, fsdp, tp, fsdp_tp, pp)");
-  if (m != "none" && m != "dp" && m != "fsdp" && m != "tp" && m != "fsdp_tp" && m != "pp")
-    SM_INPUT_ERROR("--distributed-mode must be none, dp, fsdp, tp, fsdp_tp or pp, got '" << m << "'");
-  const std::string& z = o.strategy.sharding;
-  if (z != "none" && z != "zero" && z != "zero2")
-    SM_INPUT_ERROR("--optimizer-sharding must be none, zero or zero2, got '" << z << "'");
-  if (z != "none" && m != "dp" && m != "tp" && m != "pp")
-    SM_INPUT_ERROR("--optimizer-sharding " << z << " needs --distributed-mode dp, tp or pp"
-                                           << (m == "fsdp" ? " (fsdp always shards the optimizer state)" : ""));
-  if (!(o.strategy.bucket_mb > 0)) SM_INPUT_ERROR("--bucket-mb must be positive, got " << o.strategy.bucket_mb);
-  if (o.pp_virtual_stages < 1)
-    SM_INPUT_ERROR("--pp-virtual-stages must be at least 1, got " << o.pp_virtual_stages);
-  if (o.pp_microbatches < 0) SM_INPUT_ERROR("--pp-microbatches must be positive, got " << o.pp_microbatches);
-  const std::string& k = o.pp_schedule;
-  if (k != "auto" && k != "gpipe" && k != "1f1b" && k != "interleaved" && k != "zero_bubble")
-    SM_INPUT_ERROR("--pp-schedule must be auto, gpipe, 1f1b, interleaved or zero_bubble, got '" << k << "'");
-  const std::string& tr = o.pp_transport;
-  if (tr != "auto" && tr != "staged" && tr != "channels")
-    SM_INPUT_ERROR("--pp-transport must be auto, staged or channels, got '" << tr << "'");
+namespace {
+// The plan of a layout built from options alone (tools and tests): resolved against the mesh
+// and bound to the (finalised) model here; a schedule file is read on every rank, so a rank
+// that cannot read it fails every rank with one message (collective over `world`).
+LayoutPlan plan_of(Model& model, Comm* world, const MeshShape& shape, const LayoutOptions& opts) {
+  LayoutPlan plan;
+  agree_on_error(world, [&] {
+    const int64_t batch = opts.pp_microbatches > 0 ? opts.pp_microbatches * opts.pp_cost_samples : 0;
+    plan = plan_layout(opts, shape, world ? world->size() : 1, batch);
+    bind_layout_plan(plan, model);
+  });
+  return plan;
 }
+}  // namespace
 
-void validate_layout_for_mesh(const LayoutOptions& o, int world_size, int tp, int pp) {
-  validate_parallel_flags(o);
-  // How to get a size > 1 for `dim` (0 dp, 1 tp, 2 pp): with one rank, more ranks first.
-  auto how_to_split = [&](int dim) {
-    std::ostringstream os;
-    const int n = std::max(2, world_size);
-    const int shape[3] = {dim == 0 ? n : 1, dim == 1 ? 2 : 1, dim == 2 ? 2 : 1};
-    if (world_size < 2)
-      os << "this job has 1 rank; start at least 2, e.g. mpirun -np 2 spikemesh ... --mesh-shape " << shape[0] << " "
-         << shape[1] << " " << shape[2];
-    else
-      os << "e.g. --mesh-shape " << (dim == 0 ? world_size : std::max(1, world_size / 2)) << " "
-         << (dim == 1 ? 2 : 1) << " " << (dim == 2 ? 2 : 1) << " with " << world_size << " ranks";
-    return os.str();
-  };
-  if (o.mode == "pp" && pp == 1)
-    SM_INPUT_ERROR("--distributed-mode pp needs a pipeline size > 1 in --mesh-shape (DP TP PP): " << how_to_split(2));
-  if (pp == 1 && (o.pp_schedule != "auto" || o.pp_virtual_stages != 1 || !o.pp_layout.empty() ||
-                  !o.pp_schedule_file.empty() || o.pp_delay_wgrad || o.pp_microbatches != 0 ||
-                  o.pp_transport != "auto"))
-    SM_INPUT_ERROR("--pp-schedule/--pp-virtual-stages/--pp-microbatches/--pp-layout/--pp-schedule-file/"
-                   "--pp-delay-wgrad/--pp-transport need a pipeline size > 1 in --mesh-shape (DP TP PP)");
-  if (pp > 1) {
-    if (o.mode == "fsdp" || o.mode == "fsdp_tp")
-      SM_INPUT_ERROR("--distributed-mode " << o.mode << " with pp = " << pp
-                     << ": FSDP is not combined with pipeline parallelism (as in Megatron-LM): every microbatch "
-                        "would gather each stage's parameters again; use --distributed-mode pp (dp replicas) or "
-                        "--optimizer-sharding zero");
-    if (o.strategy.sharding == "zero2")
-      SM_INPUT_ERROR("--optimizer-sharding zero2 with pp = " << pp
-                     << ": ZeRO-2 would reduce-scatter every microbatch's gradients (DeepSpeed refuses it with "
-                        "pipelines too); use --optimizer-sharding zero (ZeRO-1)");
-    if (o.pp_schedule_file.empty() && o.pp_microbatches > 0) {
-      const std::string kind = o.pp_schedule == "auto" ? auto_schedule(o.pp_delay_wgrad, o.pp_virtual_stages)
-                                                       : o.pp_schedule;
-      check_schedule_choice(kind, o.pp_virtual_stages, o.pp_delay_wgrad, o.pp_microbatches,
-                            pp * o.pp_virtual_stages);
-    }
-  }
-  if ((o.mode == "tp" || o.mode == "fsdp_tp") && tp == 1)
-    SM_INPUT_ERROR("--distributed-mode " << o.mode << " needs a tensor-parallel size > 1 in --mesh-shape: "
-                                         << how_to_split(1));
-  if (tp > 1 && o.mode == "fsdp")
-    SM_INPUT_ERROR("--mesh-shape has tp = " << tp << ": FSDP over the tensor-parallel shards is --distributed-mode fsdp_tp");
-  if (o.mode == "none" && world_size > 1)
-    SM_INPUT_ERROR("--distributed-mode none runs on one rank; with " << world_size
-                                                                     << " ranks use --distributed-mode dp or fsdp");
-}
-
-Layout::Layout(Model& model, Mesh* mesh, const LayoutOptions& opts)
-    : model_(model), mesh_(mesh), opts_(opts), stage_(std::make_unique<Stage>(model, 0, model.units.size())) {
+Layout::Layout(Model& model, Mesh* mesh, LayoutPlan plan)
+    : model_(model), mesh_(mesh), plan_(std::move(plan)), stage_(std::make_unique<Stage>(model, 0, model.units.size())) {
+  SM_CHECK(plan_.bound, "a layout needs a plan bound to its model (bind_layout_plan)");
   world_ = mesh ? &mesh->world() : nullptr;
   dp_ = mesh ? &mesh->dp() : nullptr;
   if (mesh && mesh->shape().tp > 1) {
@@ -105,19 +48,25 @@ Layout::Layout(Model& model, Mesh* mesh, const LayoutOptions& opts)
     tp_coll_ = std::make_unique<CommCollectives>(*tp_);
   }
   if (mesh && (mesh->shape().tp > 1 || mesh->shape().pp > 1)) world_coll_ = std::make_unique<CommCollectives>(*world_);
-  build(mesh ? mesh->shape().tp : 1, mesh ? mesh->shape().pp : 1);
+  build();
 }
+
+Layout::Layout(Model& model, Mesh* mesh, const LayoutOptions& opts)
+    : Layout(model, mesh, plan_of(model, mesh ? &mesh->world() : nullptr, mesh ? mesh->shape() : MeshShape{}, opts)) {}
 
 Layout::Layout(Model& model, Comm& dp, const LayoutOptions& opts)
-    : model_(model), opts_(opts), stage_(std::make_unique<Stage>(model, 0, model.units.size())) {
+    : model_(model), plan_(plan_of(model, &dp, MeshShape{dp.size(), 1, 1}, opts)),
+      stage_(std::make_unique<Stage>(model, 0, model.units.size())) {
   world_ = dp_ = &dp;
-  build(1, 1);
+  build();
 }
 
-void Layout::build(int tp, int pp) {
+void Layout::build() {
   SM_CHECK(model_.finalized(), "a layout needs a finalised model");
-  validate_layout_for_mesh(opts_, world_size(), tp, pp);
-  if (pp > 1) build_pipeline(pp);
+  const int tp = plan_.mesh.tp, pp = plan_.mesh.pp;
+  SM_CHECK(plan_.world_size == world_size() && tp == (tp_ ? tp_->size() : 1) && pp == (pp > 1 ? mesh_->shape().pp : 1),
+           "the layout plan's mesh " << plan_.mesh.str() << " is not this layout's");
+  if (pp > 1) build_pipeline();
   if (tp > 1)
     for (Param* p : stage_->params()) {
       const bool tp_shard = p->shard.sharded() && p->shard.group == ShardSpec::Group::TP;
@@ -235,11 +184,17 @@ MicroResult Layout::forward_backward(const MicroBatch& mb, Ctx& ctx, double loss
   stage_->backward_input(dout, ctx, strategy_.get());
   if (ctx.split_wgrad) stage_->backward_weight(ctx, strategy_.get());
   if (last_micro)  // the accumulated partial sums, once per step
-    for (Param* p : tp_partial_) tp_coll_->all_reduce_sum(p->grad);  // collective over tp, in param order
-  strategy_->end_backward();
+    finish_backward();
+  else
+    strategy_->end_backward();
   if (!active_graph_capture()) synchronize(model_.device());  // CUDA: the phase time is the device's
   r.backward_ms = t.ms();
   return r;
+}
+
+void Layout::finish_backward() {
+  for (Param* p : tp_partial_) tp_coll_->all_reduce_sum(p->grad);  // collective over tp, in param order
+  strategy_->end_backward();                                     // dp reductions of the stage finish
 }
 
 std::vector<MicroResult> Layout::run_microbatches(const std::vector<MicroBatch>& micro, Ctx& ctx,
@@ -255,8 +210,7 @@ std::vector<MicroResult> Layout::run_microbatches(const std::vector<MicroBatch>&
   strategy_->begin_micro(true);  // the runtime lets a unit's last backward through to the reduction
   const PpStepOutcome o = pipeline_->train(micro, ctx, loss_grad_scale, strategy_.get());  // collective over pp
   Timer t;
-  for (Param* p : tp_partial_) tp_coll_->all_reduce_sum(p->grad);  // collective over tp, in param order
-  strategy_->end_backward();                                     // dp reductions of the stage finish
+  finish_backward();
   synchronize(model_.device());
   out.resize(micro.size());
   for (size_t m = 0; m < micro.size(); ++m) out[m].loss = o.losses[m];
@@ -266,28 +220,17 @@ std::vector<MicroResult> Layout::run_microbatches(const std::vector<MicroBatch>&
   return out;
 }
 
-void Layout::build_pipeline(int P) {
+void Layout::build_pipeline() {
   pp_ = &mesh_->pp();
-  const int v = opts_.pp_virtual_stages, S = P * v;
-  const int units = static_cast<int>(model_.units.size());
-  if (S > units)
-    SM_INPUT_ERROR("pipeline: " << S << " logical stages (pp " << P << " x --pp-virtual-stages " << v << ") but model '"
-                                << model_.info.name << "' has only " << units << " units");
-  // Every rank reads a schedule file itself: one that is missing or different on some node
-  // must fail everywhere with one message, not leave the others waiting (collective over world).
-  PpSchedule sched;
-  agree_on_error(world_, [&] {
-    sched = resolve_schedule(opts_.pp_schedule, opts_.pp_schedule_file, P, v, opts_.pp_delay_wgrad,
-                             opts_.pp_microbatches);
-    require_valid_schedule(sched, opts_.pp_schedule_file.empty() ? "--pp-schedule " + sched.kind
-                                                                 : "--pp-schedule-file " + opts_.pp_schedule_file);
-  });
+  const int P = plan_.mesh.pp, S = P * opts_.pp_virtual_stages;
+  const PpSchedule& sched = plan_.schedule;  // resolved and validated by the plan
+  // Every rank resolved the schedule itself (a --pp-schedule-file on each node): one that
+  // differs somewhere fails every rank here, before any pipeline message (collective over world).
   check_same_text(*world_, to_text(sched),
                   opts_.pp_schedule_file.empty() ? "the pipeline schedule" : "--pp-schedule-file " + opts_.pp_schedule_file);
   // A dry run of every unit on every rank (tp peers together): local output shapes, and the
   // measured costs (max over the world: identical everywhere) unless --pp-layout fixes the split.
-  std::vector<int> partition;  // units per logical stage
-  if (!opts_.pp_layout.empty()) partition = parse_pp_layout(opts_.pp_layout, S, units);
+  std::vector<int> partition = plan_.partition;  // units per logical stage (--pp-layout), or measured below
   Ctx ctx;
   ctx.tp = tp_coll_.get();
   const UnitDryRun dry = dry_run_units(model_, opts_.pp_cost_samples, ctx, opts_.pp_layout.empty(),

@@ -9,7 +9,6 @@
 #include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/models/model.h"
-#include "spikemesh/parallel/tp_plan.h"
 
 namespace sm {
 
@@ -41,24 +40,19 @@ RunParts setup_run(const RunRequest& req, Mesh* mesh, const std::function<void(M
                                     << "); the CPU runs fp32 or fp64");
     parts.device = select_device(dr, mesh ? mesh->local_rank() : 0);
     check_precision_for_device(parts.precision, parts.device);
-    validate_layout_for_mesh(req.layout, mesh ? mesh->world_size() : 1, mesh ? mesh->shape().tp : 1,
-                             mesh ? mesh->shape().pp : 1);
   });
   configure_threads(req.threads, mesh != nullptr);
   parts.dtype = master_dtype(parts.precision);
   parts.activations = activation_dtype(parts.precision);
   std::string model_text;  // the whole model as built (before tp sharding): the same on every rank
+  LayoutPlan plan = req.layout;
   agree_on_error(world, [&] {
+    if (!plan.resolved) plan = plan_layout(plan.options, mesh ? mesh->shape() : MeshShape{}, mesh ? mesh->world_size() : 1, 0);
     parts.model = req.model.build();
     model_text = parts.model->summary();
     if (check_model) check_model(*parts.model);
-    if (mesh && mesh->shape().tp > 1) {  // tensor parallelism: shard before the parameters exist
-      TpOptions to;
-      to.tp = mesh->shape().tp;
-      to.keep_first = req.layout.tp_keep_first;
-      to.keep_classifier = req.layout.tp_keep_classifier;
-      apply_tp_plan(make_tp_plan(*parts.model, to), mesh->tp().rank());
-    }
+    bind_layout_plan(plan, *parts.model);  // the tp plan, the pipeline's schedule (a file read on every rank)
+    if (plan.mesh.tp > 1) apply_tp_plan(plan.tp, mesh->tp().rank());  // shard before the parameters exist
     make_optimizer(req.optimizer, {});  // validates the hyper-parameters before any state exists
   });
   // A spec file that differs between ranks (a relative --model-spec in another working
@@ -67,9 +61,8 @@ RunParts setup_run(const RunRequest& req, Mesh* mesh, const std::function<void(M
     check_same_text(*world, model_text,
                     "the model built from --model/--model-spec and --var (the same spec file on every rank?)");
   parts.model->finalize(parts.dtype, parts.device, req.seed);
-  LayoutOptions layout_opts = req.layout;
-  layout_opts.activations = parts.activations;  // pp unit costs measured in the run's activation dtype
-  parts.layout = std::make_unique<Layout>(*parts.model, mesh, layout_opts);  // collective over the world
+  plan.options.activations = parts.activations;  // pp unit costs measured in the run's activation dtype
+  parts.layout = std::make_unique<Layout>(*parts.model, mesh, std::move(plan));  // collective over the world
   // CUDA holders (the model's or the layout's device shards) get the fused device optimizers.
   parts.optimizer = make_optimizer(req.optimizer, parts.layout->optimizer_params());
   parts.scaler = LossScaler::for_precision(parts.precision);  // dynamic for fp16 only

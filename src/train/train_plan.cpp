@@ -24,7 +24,6 @@ RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& di) {
   req.device = cfg.device;
   req.threads = cfg.threads;
   req.seed = static_cast<uint64_t>(cfg.seed);
-  req.layout = layout_options(cfg, master_dtype(precision_from_name(cfg.precision)));
   req.optimizer.name = cfg.optimizer;
   req.optimizer.lr = cfg.lr;
   req.optimizer.weight_decay = cfg.weight_decay;
@@ -33,22 +32,21 @@ RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& di) {
   return req;
 }
 
-int pipeline_microbatches(const TrainConfig& cfg, int dp, int pp, int64_t* samples_per_microbatch) {
-  if (pp <= 1) return 0;
-  if (cfg.grad_accum > 1)
+int64_t replica_batch_of(const TrainConfig& cfg, int dp, int pp) {
+  if (pp > 1 && cfg.grad_accum > 1)
     SM_INPUT_ERROR("--grad-accum " << cfg.grad_accum << " with pp = " << pp
                                    << ": a pipeline accumulates over its microbatches; use --pp-microbatches");
-  int64_t batch = cfg.batch_size;
-  if (cfg.global_batch_size > 0) {
-    if (cfg.global_batch_size % dp != 0)
-      SM_INPUT_ERROR("--global-batch-size " << cfg.global_batch_size << " is not divisible by dp " << dp);
-    batch = cfg.global_batch_size / dp;
-  }
-  const int m = resolve_microbatches(batch, pp, static_cast<int>(cfg.pp_virtual_stages),
-                                     static_cast<int>(cfg.pp_microbatches), cfg.pp_schedule, cfg.pp_delay_wgrad,
-                                     cfg.pp_schedule_file);
-  if (samples_per_microbatch) *samples_per_microbatch = batch / m;
-  return m;
+  if (cfg.global_batch_size <= 0) return cfg.batch_size;
+  if (pp > 1 && cfg.global_batch_size % dp != 0)
+    SM_INPUT_ERROR("--global-batch-size " << cfg.global_batch_size << " is not divisible by dp " << dp);
+  return pp > 1 ? cfg.global_batch_size / dp : cfg.batch_size;
+}
+
+LayoutPlan training_layout_plan(const TrainConfig& cfg, const MeshShape& shape, int world_size) {
+  const LayoutOptions o = layout_options(cfg, master_dtype(precision_from_name(cfg.precision)));
+  LayoutPlan p = plan_layout(o, shape, world_size, 0);  // the flags' messages come before the batch's
+  plan_pipeline_batch(p, replica_batch_of(cfg, shape.dp, shape.pp));
+  return p;
 }
 
 TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model& model, int dp, int pp_micro) {
@@ -65,7 +63,7 @@ TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model
   p.encoding = encoding_from_name(cfg.encoding);
   p.accum = cfg.grad_accum;
   p.batch = cfg.batch_size;
-  if (pp_micro > 0) {  // a pipeline: the replica's batch in microbatches (pipeline_microbatches checked it)
+  if (pp_micro > 0) {  // a pipeline: the replica's batch in microbatches (training_layout_plan checked it)
     const int64_t replica = cfg.global_batch_size > 0 ? cfg.global_batch_size / dp : cfg.batch_size;
     p.accum = pp_micro;
     p.batch = replica / pp_micro;

@@ -89,18 +89,18 @@ std::string header_line(const TrainConfig& cfg, const H5Dataset& ds, Layout& lay
 }
 }  // namespace
 
-TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml, Mesh* mesh) {
+TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml, Mesh* mesh,
+                          const LayoutPlan* layout_plan) {
   Comm* world = mesh ? &mesh->world() : nullptr;
   // ---- set-up: data first (a bad file fails before anything is written), then the parts.
   H5Dataset ds = H5Dataset::open(cfg.data, data_group_of(mesh));  // collective over the data group
   RunRequest req;
-  int pp_micro = 0;  // pipelines: microbatches per step
   agree_on_error(world, [&] {
     req = run_request_of(cfg, ds.info());
-    // the dry run that balances the stages runs one real-size microbatch
-    pp_micro = pipeline_microbatches(cfg, data_ranks_of(mesh), mesh ? mesh->shape().pp : 1, &req.layout.pp_cost_samples);
-    req.layout.pp_microbatches = pp_micro;
+    req.layout = layout_plan ? *layout_plan
+                             : training_layout_plan(cfg, mesh ? mesh->shape() : MeshShape{}, mesh ? mesh->world_size() : 1);
   });
+  const int pp_micro = req.layout.pipelined() ? req.layout.options.pp_microbatches : 0;  // microbatches per step
   TrainPlan plan;
   RunParts parts = setup_run(req, mesh, [&](Model& m) { plan = plan_training(cfg, ds, m, data_ranks_of(mesh), pp_micro); });
   Model& model = *parts.model;
@@ -142,6 +142,9 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
     metrics = std::make_unique<MetricsWriter>(run_dir + "/metrics.h5", resume_from.empty() ? -1 : st.step);
   });
   log.line(header_line(cfg, ds, layout, parts, plan, run_dir));
+  std::string plan_text = layout.plan().describe();  // the resolved layout plan
+  plan_text.pop_back();                              // its last newline: log.line adds one
+  log.line(plan_text);
 
   // ---- the parts the loop calls.
   TrainSummary sum;

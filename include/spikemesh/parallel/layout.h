@@ -32,6 +32,7 @@
 #include "spikemesh/layers/ctx.h"
 #include "spikemesh/layers/loss.h"
 #include "spikemesh/models/stage.h"
+#include "spikemesh/parallel/layout_plan.h"
 #include "spikemesh/parallel/placement.h"
 #include "spikemesh/parallel/strategy.h"
 
@@ -56,34 +57,6 @@ struct MicroResult {
   double reset_ms = 0, forward_ms = 0, backward_ms = 0;  // reset: neuron state back to rest
 };
 
-// --distributed-mode and its flags (validated once: validate_parallel_flags()).
-struct LayoutOptions {
-  std::string mode = "none";  // none (one rank) | dp | fsdp | tp | fsdp_tp (dp x tp by --mesh-shape)
-  StrategyOptions strategy;           // the dp family's settings
-  bool sync_bn = false;               // BN statistics over the dp group
-  bool split_wgrad = false;           // run B and W separately (the zero-bubble path; tests)
-  bool tp_keep_first = false;         // --tp-keep-first: the first weight layer stays whole
-  bool tp_keep_classifier = false;    // --tp-keep-classifier: the last weight layer stays whole
-  bool tp_debug_comm = false;         // --tp-debug-comm: each layer's tp collective printed once
-  // Pipeline parallelism (pp > 1 in the mesh; docs/semantics.md §6 flags):
-  std::string pp_schedule = "auto";   // auto | gpipe | 1f1b | interleaved | zero_bubble
-  int pp_virtual_stages = 1;          // logical stages per pipeline rank
-  int pp_microbatches = 0;            // microbatches per step (resolved by the caller: > 0 with pp)
-  std::string pp_layout;              // "1|2|2|1" units per logical stage; "": balanced by measured cost
-  bool pp_delay_wgrad = false;        // zero-bubble: W split off and delayed
-  std::string pp_schedule_file;       // a user-written schedule (text form of pp_schedule.h)
-  int64_t pp_cost_samples = 1;        // samples per microbatch of the dry-run that measures unit costs
-  DType activations = DType::F32;     // the run's activation dtype (BF16/F16 under mixed precision): pp costs
-                                      // are measured in it; F32, the default, means the model's own dtype
-  std::string pp_transport = "auto";  // auto | staged | channels: how messages travel (pp_transfer.h)
-};
-
-// The one validation of mode names and their combinations (Input errors naming the flag).
-// Pure; train's configuration check, bench and the Layout call it before any communication.
-void validate_parallel_flags(const LayoutOptions& o);
-// validate_parallel_flags plus the mesh: world size, tp and pp the modes can run on. Pure.
-void validate_layout_for_mesh(const LayoutOptions& o, int world_size, int tp, int pp);
-
 // The groups a run needs before its Layout exists (the Layout's data_rank() and
 // data_size() agree with them): the ranks that read the dataset collectively, and this
 // rank's part of every global batch. Null mesh: one rank.
@@ -92,9 +65,13 @@ int data_ranks_of(Mesh* mesh);
 
 class Layout {
  public:
-  // mesh == nullptr: one rank. Otherwise collective over mesh->dp(): checks that every dp
-  // replica starts identical and shards the model (ZeRO/FSDP). `model` is finalised and
-  // must outlive the layout.
+  // The layout `plan` describes (layout_plan.h: resolved and bound to this model; its tp plan
+  // already applied). mesh == nullptr: one rank. Otherwise collective over the world: checks
+  // that every dp replica starts identical, shards the model (ZeRO/FSDP) and, with pp, measures
+  // the unit costs and builds the pipeline. `model` is finalised and must outlive the layout.
+  Layout(Model& model, Mesh* mesh, LayoutPlan plan);
+  // Tools and tests: resolves the plan from `opts` and the mesh here (with pp,
+  // opts.pp_microbatches > 0 and pp_cost_samples give the batch). Collective as above.
   Layout(Model& model, Mesh* mesh, const LayoutOptions& opts);
   // A data-parallel layout over one communicator (dp = its size, tp = pp = 1; it is also the
   // world of the layout): what tests and tools use without a Mesh. Collective over `dp`.
@@ -109,6 +86,7 @@ class Layout {
   Mesh* mesh() { return mesh_; }  // null alone or over a single Comm
   int world_size() const;
   std::string describe() const;  // e.g. "dp=2 tp=1 pp=1 zero2 sync-bn"; "dp=1 tp=1 pp=1" alone
+  const LayoutPlan& plan() const { return plan_; }
 
   // Tensor parallelism (parallel/tp_plan.h, applied before the model was finalised): this
   // rank's index in its tp group and the group's size (0 and 1 without tp).
@@ -189,8 +167,9 @@ class Layout {
  private:
   void fill_ctx(Ctx& ctx);
   std::vector<LayerStat> stats_over_pp();  // collective over pp
-  void build(int tp, int pp);
-  void build_pipeline(int pp);
+  void build();
+  void build_pipeline();
+  void finish_backward();  // the step's tp sums and the strategy's closing reductions
   Model& model_;
   Mesh* mesh_ = nullptr;
   Comm* world_ = nullptr;  // metric reductions, data and checkpoint groups (tp = pp = 1)
@@ -201,7 +180,8 @@ class Layout {
   std::vector<Param*> tp_partial_;            // gradients summed over tp after backward
   std::unique_ptr<CommCollectives> world_coll_;  // the gradient norm with tp
   std::vector<Param> norm_views_;                // norm_params()' grad views
-  LayoutOptions opts_;
+  LayoutPlan plan_;
+  const LayoutOptions& opts_ = plan_.options;
   std::unique_ptr<Stage> stage_;
   std::unique_ptr<PipelineRuntime> pipeline_;
   std::vector<double> pp_unit_costs_;

@@ -27,7 +27,7 @@ struct RunRequest {
   std::string device = "auto";     // auto | cpu | cuda
   int64_t threads = 0;             // CPU threads per rank; 0: OMP_NUM_THREADS, else all cores alone
   uint64_t seed = 1;               // initial weights
-  LayoutOptions layout;
+  LayoutPlan layout;  // plan_layout()'s (phase 1); setup_run binds it to the model. Default: one rank, resolved there
   OptimizerConfig optimizer;
 };
 

@@ -27,11 +27,14 @@ struct TrainPlan {
 // (Input error when --T disagrees with it).
 RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& data);
 
-// Pipelines (pp > 1): the microbatches per step — --pp-microbatches, or the largest divisor of
-// the per-replica batch in [stages, 4·stages] — checked to divide the batch; 0 when pp = 1.
-// Input errors name the flags (also --grad-accum, which a pipeline replaces). With
-// `samples_per_microbatch`, also the samples each microbatch holds.
-int pipeline_microbatches(const TrainConfig& cfg, int data_ranks, int pp, int64_t* samples_per_microbatch = nullptr);
+// The samples each dp replica runs per step: --batch-size, or with pp and --global-batch-size
+// that over dp (what the pipeline's microbatches split). Input errors name the flags (also
+// --grad-accum, which a pipeline replaces).
+int64_t replica_batch_of(const TrainConfig& cfg, int data_ranks, int pp);
+
+// The layout plan of a training run (layout_plan.h, phase 1): the layout flags against the
+// mesh, then with pp the microbatches of the replica batch. Pure; identical on every rank.
+LayoutPlan training_layout_plan(const TrainConfig& cfg, const MeshShape& shape, int world_size);
 
 // Checks that `model` fits the dataset (input shape, classes) and plans the batches over
 // `data_ranks` ranks; with `pp_micro` > 0 (a pipeline) --batch-size per replica is split into

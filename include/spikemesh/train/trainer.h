@@ -21,6 +21,7 @@
 namespace sm {
 
 class Mesh;
+struct LayoutPlan;
 
 struct TrainSummary {
   std::string run_dir;
@@ -33,6 +34,9 @@ struct TrainSummary {
 
 // `config_toml`: the resolved configuration (written to config.toml and checkpoints).
 // `mesh`: null for a one-rank run; otherwise collective over mesh->world() (see above).
-TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml, Mesh* mesh = nullptr);
+// `layout_plan`: the run's layout plan as `train` resolved it before creating the mesh
+// (training_layout_plan); null: resolved here.
+TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml, Mesh* mesh = nullptr,
+                          const LayoutPlan* layout_plan = nullptr);
 
 }  // namespace sm

@@ -1,0 +1,87 @@
+// layout_plan.h — the one resolved parallel plan of a run (docs/architecture.md §5): from the
+// layout flags, the mesh shape and the model, everything that decides how a step runs on the
+// ranks — mode, mesh, the tensor-parallel plan, the pipeline schedule, its microbatches and
+// partition. `train`, `bench` and `plan` resolve it once, print it (describe()) and run it
+// (Layout is built from it; setup_run applies its tp plan).
+// Resolution has two phases, both pure (no communication):
+//   plan_layout(options, mesh, world, replica batch)   the flags against the mesh: modes and
+//       their combinations, then the pipeline's microbatches (--pp-microbatches, the schedule
+//       file's count, or the default divisor) — before any communicator exists;
+//   bind_layout_plan(plan, model)                       the model: its tp plan (tp > 1), the
+//       unit count against the logical stages, the schedule (a --pp-schedule-file is read
+//       here, once), a --pp-layout partition.
+// Invariant: every inconsistency is an Input error naming the flag or file; the same inputs
+// give the same plan on every rank (a caller compares describe() over the world).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "spikemesh/comm/mesh.h"
+#include "spikemesh/core/tensor.h"
+#include "spikemesh/parallel/pp_schedule.h"
+#include "spikemesh/parallel/strategy.h"
+#include "spikemesh/parallel/tp_plan.h"
+
+namespace sm {
+
+class Model;
+
+// --distributed-mode and its flags (checked by validate_parallel_flags, resolved by plan_layout).
+struct LayoutOptions {
+  std::string mode = "none";  // none (one rank) | dp | fsdp | tp | fsdp_tp (dp x tp by --mesh-shape) | pp
+  StrategyOptions strategy;           // the dp family's settings
+  bool sync_bn = false;               // BN statistics over the dp group
+  bool split_wgrad = false;           // run B and W separately (the zero-bubble path; tests)
+  bool tp_keep_first = false;         // --tp-keep-first: the first weight layer stays whole
+  bool tp_keep_classifier = false;    // --tp-keep-classifier: the last weight layer stays whole
+  bool tp_debug_comm = false;         // --tp-debug-comm: each layer's tp collective printed once
+  // Pipeline parallelism (pp > 1 in the mesh; docs/semantics.md §6 flags):
+  std::string pp_schedule = "auto";   // auto | gpipe | 1f1b | interleaved | zero_bubble
+  int pp_virtual_stages = 1;          // logical stages per pipeline rank
+  int pp_microbatches = 0;            // microbatches per step (0: plan_layout chooses; > 0 after it with pp)
+  std::string pp_layout;              // "1|2|2|1" units per logical stage; "": balanced by measured cost
+  bool pp_delay_wgrad = false;        // zero-bubble: W split off and delayed
+  std::string pp_schedule_file;       // a user-written schedule (text form of pp_schedule.h)
+  int64_t pp_cost_samples = 1;        // samples per microbatch of the dry-run that measures unit costs
+  DType activations = DType::F32;     // the run's activation dtype (BF16/F16 under mixed precision): pp costs
+                                      // are measured in it; F32, the default, means the model's own dtype
+  std::string pp_transport = "auto";  // auto | staged | channels: how messages travel (pp_transfer.h)
+};
+
+// Mode names and their combinations, without a mesh (Input errors naming the flag). Pure; the
+// configuration check of `train` calls it as soon as the flags are read.
+void validate_parallel_flags(const LayoutOptions& o);
+
+struct LayoutPlan {
+  LayoutOptions options;      // validated; with pp, pp_microbatches and pp_cost_samples resolved
+  MeshShape mesh;             // dp x tp x pp
+  int world_size = 1;
+  int64_t replica_batch = 0;  // samples per dp replica per step (what the microbatches split)
+  bool resolved = false;      // made by plan_layout
+  // bind_layout_plan:
+  bool bound = false;
+  std::string model_name;
+  int units = 0;
+  TpPlan tp;                  // tp > 1: which layers are split and how (not yet applied)
+  PpSchedule schedule;        // pp > 1: resolved and validated
+  std::vector<int> partition; // pp > 1: units per logical stage from --pp-layout; empty: measured at start-up
+
+  bool pipelined() const { return mesh.pp > 1; }
+  // A few lines: mode, mesh and strategy; the tp plan's size; the pipeline (schedule, ranks x
+  // virtual stages, microbatches of n samples, partition or "measured"). The same on every rank.
+  std::string describe() const;
+};
+
+// Phase 1: the flags against the mesh (world_size ranks shaped `mesh`) and, with pp, the
+// microbatches of the `replica_batch` samples each dp replica runs per step. Pure.
+LayoutPlan plan_layout(const LayoutOptions& o, const MeshShape& mesh, int world_size, int64_t replica_batch);
+// The batch part of phase 1 on its own (plan_layout with replica_batch > 0 calls it): records
+// the replica batch and, with pp, resolves the microbatches (Input errors name the flags).
+void plan_pipeline_batch(LayoutPlan& plan, int64_t replica_batch);
+
+// Phase 2: the model (built, not finalised for tp > 1: its tp plan is made here). Reads a
+// --pp-schedule-file. Pure apart from that read.
+void bind_layout_plan(LayoutPlan& plan, Model& model);
+
+}  // namespace sm

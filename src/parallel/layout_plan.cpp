@@ -1,0 +1,169 @@
+// layout_plan.cpp — resolution of the layout plan (layout_plan.h): the flags against the mesh,
+// the pipeline's microbatches, then the model's tp plan, schedule and partition.
+#include "spikemesh/parallel/layout_plan.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "spikemesh/core/error.h"
+#include "spikemesh/models/model.h"
+#include "spikemesh/parallel/pp_partition.h"
+#include "spikemesh/parallel/pp_simulator.h"
+
+namespace sm {
+
+void validate_parallel_flags(const LayoutOptions& o) {
+  const std::string& m = o.mode;
+  if (m == "auto")
+    SM_INPUT_ERROR("--distributed-mode auto is not implemented yet (available: none, dp, fsdp, tp, fsdp_tp, pp)");
+  if (m != "none" && m != "dp" && m != "fsdp" && m != "tp" && m != "fsdp_tp" && m != "pp")
+    SM_INPUT_ERROR("--distributed-mode must be none, dp, fsdp, tp, fsdp_tp or pp, got '" << m << "'");
+  const std::string& z = o.strategy.sharding;
+  if (z != "none" && z != "zero" && z != "zero2")
+    SM_INPUT_ERROR("--optimizer-sharding must be none, zero or zero2, got '" << z << "'");
+  if (z != "none" && m != "dp" && m != "tp" && m != "pp")
+    SM_INPUT_ERROR("--optimizer-sharding " << z << " needs --distributed-mode dp, tp or pp"
+                                           << (m == "fsdp" ? " (fsdp always shards the optimizer state)" : ""));
+  if (!(o.strategy.bucket_mb > 0)) SM_INPUT_ERROR("--bucket-mb must be positive, got " << o.strategy.bucket_mb);
+  if (o.pp_virtual_stages < 1)
+    SM_INPUT_ERROR("--pp-virtual-stages must be at least 1, got " << o.pp_virtual_stages);
+  if (o.pp_microbatches < 0) SM_INPUT_ERROR("--pp-microbatches must be positive, got " << o.pp_microbatches);
+  const std::string& k = o.pp_schedule;
+  if (k != "auto" && k != "gpipe" && k != "1f1b" && k != "interleaved" && k != "zero_bubble")
+    SM_INPUT_ERROR("--pp-schedule must be auto, gpipe, 1f1b, interleaved or zero_bubble, got '" << k << "'");
+  const std::string& tr = o.pp_transport;
+  if (tr != "auto" && tr != "staged" && tr != "channels")
+    SM_INPUT_ERROR("--pp-transport must be auto, staged or channels, got '" << tr << "'");
+}
+
+namespace {
+// validate_parallel_flags plus the mesh: the world size, tp and pp the modes can run on.
+void check_against_mesh(const LayoutOptions& o, int world_size, int tp, int pp) {
+  validate_parallel_flags(o);
+  // How to get a size > 1 for `dim` (0 dp, 1 tp, 2 pp): with one rank, more ranks first.
+  auto how_to_split = [&](int dim) {
+    std::ostringstream os;
+    const int n = std::max(2, world_size);
+    const int shape[3] = {dim == 0 ? n : 1, dim == 1 ? 2 : 1, dim == 2 ? 2 : 1};
+    if (world_size < 2)
+      os << "this job has 1 rank; start at least 2, e.g. mpirun -np 2 spikemesh ... --mesh-shape " << shape[0] << " "
+         << shape[1] << " " << shape[2];
+    else
+      os << "e.g. --mesh-shape " << (dim == 0 ? world_size : std::max(1, world_size / 2)) << " "
+         << (dim == 1 ? 2 : 1) << " " << (dim == 2 ? 2 : 1) << " with " << world_size << " ranks";
+    return os.str();
+  };
+  if (o.mode == "pp" && pp == 1)
+    SM_INPUT_ERROR("--distributed-mode pp needs a pipeline size > 1 in --mesh-shape (DP TP PP): " << how_to_split(2));
+  if (pp == 1 && (o.pp_schedule != "auto" || o.pp_virtual_stages != 1 || !o.pp_layout.empty() ||
+                  !o.pp_schedule_file.empty() || o.pp_delay_wgrad || o.pp_microbatches != 0 ||
+                  o.pp_transport != "auto"))
+    SM_INPUT_ERROR("--pp-schedule/--pp-virtual-stages/--pp-microbatches/--pp-layout/--pp-schedule-file/"
+                   "--pp-delay-wgrad/--pp-transport need a pipeline size > 1 in --mesh-shape (DP TP PP)");
+  if (pp > 1) {
+    if (o.mode == "fsdp" || o.mode == "fsdp_tp")
+      SM_INPUT_ERROR("--distributed-mode " << o.mode << " with pp = " << pp
+                     << ": FSDP is not combined with pipeline parallelism (as in Megatron-LM): every microbatch "
+                        "would gather each stage's parameters again; use --distributed-mode pp (dp replicas) or "
+                        "--optimizer-sharding zero");
+    if (o.strategy.sharding == "zero2")
+      SM_INPUT_ERROR("--optimizer-sharding zero2 with pp = " << pp
+                     << ": ZeRO-2 would reduce-scatter every microbatch's gradients (DeepSpeed refuses it with "
+                        "pipelines too); use --optimizer-sharding zero (ZeRO-1)");
+    if (o.pp_schedule_file.empty() && o.pp_microbatches > 0) {
+      const std::string kind = o.pp_schedule == "auto" ? auto_schedule(o.pp_delay_wgrad, o.pp_virtual_stages)
+                                                       : o.pp_schedule;
+      check_schedule_choice(kind, o.pp_virtual_stages, o.pp_delay_wgrad, o.pp_microbatches,
+                            pp * o.pp_virtual_stages);
+    }
+  }
+  if ((o.mode == "tp" || o.mode == "fsdp_tp") && tp == 1)
+    SM_INPUT_ERROR("--distributed-mode " << o.mode << " needs a tensor-parallel size > 1 in --mesh-shape: "
+                                         << how_to_split(1));
+  if (tp > 1 && o.mode == "fsdp")
+    SM_INPUT_ERROR("--mesh-shape has tp = " << tp << ": FSDP over the tensor-parallel shards is --distributed-mode fsdp_tp");
+  if (o.mode == "none" && world_size > 1)
+    SM_INPUT_ERROR("--distributed-mode none runs on one rank; with " << world_size
+                                                                     << " ranks use --distributed-mode dp or fsdp");
+}
+}  // namespace
+
+LayoutPlan plan_layout(const LayoutOptions& o, const MeshShape& mesh, int world_size, int64_t replica_batch) {
+  check_against_mesh(o, world_size, mesh.tp, mesh.pp);
+  LayoutPlan p;
+  p.options = o;
+  p.mesh = mesh;
+  p.world_size = world_size;
+  p.resolved = true;
+  if (replica_batch > 0) plan_pipeline_batch(p, replica_batch);
+  return p;
+}
+
+void plan_pipeline_batch(LayoutPlan& p, int64_t replica_batch) {
+  p.replica_batch = replica_batch;
+  if (!p.pipelined()) return;
+  LayoutOptions& r = p.options;  // the replica's batch in microbatches (docs/semantics.md §6 default)
+  const int m = resolve_microbatches(replica_batch, p.mesh.pp, r.pp_virtual_stages, r.pp_microbatches, r.pp_schedule,
+                                     r.pp_delay_wgrad, r.pp_schedule_file);
+  if (r.pp_schedule_file.empty() && r.pp_microbatches <= 0) {  // a chosen count meets the schedule's rules too
+    const std::string kind = r.pp_schedule == "auto" ? auto_schedule(r.pp_delay_wgrad, r.pp_virtual_stages)
+                                                     : r.pp_schedule;
+    check_schedule_choice(kind, r.pp_virtual_stages, r.pp_delay_wgrad, m, p.mesh.pp * r.pp_virtual_stages);
+  }
+  r.pp_microbatches = m;
+  r.pp_cost_samples = replica_batch / m;  // the dry run that balances the stages runs one real-size microbatch
+}
+
+void bind_layout_plan(LayoutPlan& p, Model& model) {
+  const LayoutOptions& o = p.options;
+  p.model_name = model.info.name;
+  p.units = static_cast<int>(model.units.size());
+  if (p.mesh.tp > 1 && !model.finalized()) {  // a finalised model had its tp plan applied by the caller
+    TpOptions to;
+    to.tp = p.mesh.tp;
+    to.keep_first = o.tp_keep_first;
+    to.keep_classifier = o.tp_keep_classifier;
+    p.tp = make_tp_plan(model, to);
+  }
+  if (p.pipelined()) {
+    const int P = p.mesh.pp, v = o.pp_virtual_stages, S = P * v;
+    if (S > p.units)
+      SM_INPUT_ERROR("pipeline: " << S << " logical stages (pp " << P << " x --pp-virtual-stages " << v
+                                  << ") but model '" << p.model_name << "' has only " << p.units << " units");
+    p.schedule = resolve_schedule(o.pp_schedule, o.pp_schedule_file, P, v, o.pp_delay_wgrad, o.pp_microbatches);
+    require_valid_schedule(p.schedule, o.pp_schedule_file.empty() ? "--pp-schedule " + p.schedule.kind
+                                                                   : "--pp-schedule-file " + o.pp_schedule_file);
+    if (!o.pp_layout.empty()) p.partition = parse_pp_layout(o.pp_layout, S, p.units);
+  }
+  p.bound = true;
+}
+
+std::string LayoutPlan::describe() const {
+  const LayoutOptions& o = options;
+  std::ostringstream os;
+  os << "layout plan: --distributed-mode " << o.mode << ", mesh " << mesh.str() << " (" << world_size << " rank"
+     << (world_size > 1 ? "s" : "") << ")";
+  if (o.strategy.sharding != "none") os << ", optimizer sharding " << o.strategy.sharding;
+  if (o.sync_bn) os << ", sync-bn";
+  os << "\n";
+  if (mesh.tp > 1) {
+    os << "  tensor parallel: " << mesh.tp << " ways";
+    if (bound && !tp.layers.empty()) os << ", " << tp.sharded_layers() << " of " << tp.layers.size() << " layers split";
+    if (o.tp_keep_first) os << ", first weight layer whole";
+    if (o.tp_keep_classifier) os << ", classifier whole";
+    os << "\n";
+  }
+  if (pipelined()) {
+    os << "  pipeline: " << mesh.pp << " ranks x " << o.pp_virtual_stages << " virtual stage"
+       << (o.pp_virtual_stages > 1 ? "s" : "") << ", schedule "
+       << (bound ? schedule.kind : o.pp_schedule) << ", " << o.pp_microbatches << " microbatches";
+    if (replica_batch > 0)
+      os << " of " << o.pp_cost_samples << (o.pp_cost_samples == 1 ? " sample (" : " samples (") << replica_batch
+         << " per replica)";
+    os << ", partition " << (!partition.empty() ? layout_text(partition) : std::string("measured at start-up"))
+       << ", transport " << o.pp_transport << (o.pp_delay_wgrad ? ", W delayed" : "") << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace sm
