@@ -184,11 +184,10 @@ LayoutOptions layout_options_of(const BenchOptions& o) {
   return l;
 }
 
-void run_bench(BenchOptions& o, const AppEnv& env) {
-  if (!o.kernel.empty()) {
-    if (env.size > 1) SM_INPUT_ERROR("--kernel benchmarks run on one rank (got " << env.size << " ranks)");
-    return run_kernel_bench(o, env);
-  }
+// The parts of a bench run: the layout plan resolved once against the mesh shape before any
+// communicator exists (weak scaling: --batch-size is each dp replica's batch, split into
+// microbatches under pp), then the mesh (collective over the world) and setup_run.
+RunParts set_up_bench(BenchOptions& o, const AppEnv& env, std::unique_ptr<Mesh>& mesh) {
   if (o.batch_size <= 0) SM_INPUT_ERROR("--batch-size must be positive, got " << o.batch_size);
   if (o.steps <= 0 || o.warmup < 0) SM_INPUT_ERROR("--steps must be positive and --warmup >= 0");
   if (o.sel.model.empty() && o.sel.spec.empty()) o.sel.model = "cifar10dvs_vgg";
@@ -200,29 +199,24 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   req.device = o.device;
   req.threads = o.threads;
   req.seed = o.seed;
-  // The layout plan, resolved once against the mesh shape before any communicator exists
-  // (weak scaling: --batch-size is each dp replica's batch, split into microbatches under pp).
-  const MeshShape shape = env.size > 1 || o.mode != "none" ? resolve_mesh_shape(o.mesh, env.size) : MeshShape{};
+  req.optimizer.name = o.optimizer;
+  req.optimizer.lr = o.lr;
+  const bool meshed = env.size > 1 || o.mode != "none";
+  const MeshShape shape = meshed ? resolve_mesh_shape(o.mesh, env.size) : MeshShape{};
   req.layout = plan_layout(layout_options_of(o), shape, env.size, o.batch_size);
-  std::unique_ptr<Mesh> mesh;
-  if (env.size > 1 || o.mode != "none") mesh = Mesh::create(env.world, o.mesh);  // collective over the world
-  RunParts parts = setup_run(req, mesh.get());  // the same set-up as `train`
-  Layout& layout = *parts.layout;
-  Optimizer& opt = *parts.optimizer;
-  LossScaler& scaler = parts.scaler;
-  const Device dev = parts.device;
-  const DType dt = parts.dtype, act = parts.activations;
-  const Precision prec = parts.precision;
-  const ModelInfo& mi = parts.model->info;
-  const int T = mi.T;
-  const int64_t N = o.batch_size;  // per rank (weak scaling); one rank: global = per-rank batch
-  const int dp_size = layout.data_size(), dp_rank = layout.data_rank();
-  const int64_t global_N = N * dp_size;
+  if (meshed) mesh = Mesh::create(env.world, o.mesh);  // collective over the world
+  return setup_run(req, mesh.get());                   // the same set-up as `train`
+}
 
-  // One fixed synthetic batch: x ~ N(0, 1) [T, N, ...], y ~ U{0..K-1}; under pp in M
-  // microbatches of N/M samples (the same values: element (t, i, e) of the whole batch).
-  PipelineRuntime* pipe = layout.pipeline();
-  const int M = pipe ? pipe->schedule().microbatches : 1;  // divides N (resolve_microbatches)
+// One fixed synthetic batch of this dp rank: x ~ N(0, 1) [T, N, ...], y ~ U{0..K-1}; under pp
+// in M microbatches of N/M samples (the same values: element (t, i, e) of the whole batch),
+// on the run's device in its activation dtype.
+std::vector<MicroBatch> synthetic_microbatches(const BenchOptions& o, RunParts& parts) {
+  const ModelInfo& mi = parts.model->info;
+  const Layout& layout = *parts.layout;
+  const int T = mi.T, dp_rank = layout.data_rank();
+  const int64_t N = o.batch_size;
+  const int M = layout.plan().pipelined() ? layout.plan().options.pp_microbatches : 1;  // divides N
   const int64_t n = N / M;
   int64_t per = 1;
   for (int64_t d : mi.input_shape) per *= d;
@@ -231,66 +225,81 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   for (int k = 0; k < M; ++k) {
     Shape xs = {T, n};
     xs.insert(xs.end(), mi.input_shape.begin(), mi.input_shape.end());
-    Tensor x = Tensor::empty(xs, dt), y = Tensor::empty({n}, DType::I64);  // [T, n, ...], [n]
+    Tensor x = Tensor::empty(xs, parts.dtype), y = Tensor::empty({n}, DType::I64);  // [T, n, ...], [n]
     for (int t = 0; t < T; ++t)
       for (int64_t i = 0; i < n; ++i)
         for (int64_t e = 0; e < per; ++e) {
           const int64_t whole = (t * N + k * n + i) * per + e;  // index in the [T, N, ...] batch
           const double v = rx.normal(static_cast<uint64_t>(dp_rank) * static_cast<uint64_t>(T * N * per) + whole);
           const int64_t at = (t * n + i) * per + e;
-          if (dt == DType::F32) x.data<float>()[at] = static_cast<float>(v);
+          if (parts.dtype == DType::F32) x.data<float>()[at] = static_cast<float>(v);
           else x.data<double>()[at] = v;
         }
     for (int64_t i = 0; i < n; ++i)
       y.data<int64_t>()[i] =
           static_cast<int64_t>(ry.uniform(dp_rank * N + k * n + i) * mi.num_classes) % mi.num_classes;
-    if (dev.is_cuda()) {
-      x = x.to(dev).to_dtype(act);  // [T, n, ...] in the activation dtype
-      y = y.to(dev);
+    if (parts.device.is_cuda()) {
+      x = x.to(parts.device).to_dtype(parts.activations);  // [T, n, ...] in the activation dtype
+      y = y.to(parts.device);
     }
     micro.push_back(MicroBatch{x, y, dp_rank * N + k * n});
   }
+  return micro;
+}
 
-  CudaGraphStep graphs(parse_cuda_graphs(o.cuda_graphs),
-                       GraphConditions{dev.is_cuda(), env.size, o.mode, M, scaler.enabled()});
+// What the timed steps measured on this rank.
+struct TimedSteps {
+  std::vector<double> lat, fwd, bwd, optm, rst;
+  int64_t mallocs_before = 0;
+  CommCounters comm_at{}, tp_at{};
+  PpTraffic pp_at;
+  std::vector<PpStepTimeline> pp_steps;  // pipelines: every timed step's gathered timeline
+  int64_t replays = 0;                   // steps replayed as a CUDA graph
+  std::string graphs;                    // CudaGraphStep::describe()
+};
+
+// Warm-up then timed steps on the fixed batch (collective over the layout's groups).
+TimedSteps run_steps(const BenchOptions& o, const AppEnv& env, RunParts& parts, const std::vector<MicroBatch>& micro) {
+  Layout& layout = *parts.layout;
+  const Device dev = parts.device;
+  PipelineRuntime* pipe = layout.pipeline();
+  CudaGraphStep graphs(parse_cuda_graphs(o.cuda_graphs), GraphConditions{dev.is_cuda(), env.size, o.mode,
+                                                                          static_cast<int>(micro.size()),
+                                                                          parts.scaler.enabled()});
   if (env.rank == 0 && dev.is_cuda()) std::printf("cuda graphs: %s\n", graphs.describe().c_str());
   if (env.rank == 0) std::fputs(layout.plan().describe().c_str(), stdout);
   if (env.rank == 0)
-    std::printf("bench %s: batch %lld, T %d, %s on %s, %d threads, %lld warm-up + %lld timed steps\n", mi.name.c_str(),
-                static_cast<long long>(N), T, o.precision.c_str(), dev.str().c_str(), omp_get_max_threads(),
-                static_cast<long long>(o.warmup), static_cast<long long>(o.steps));
-  std::vector<double> lat, fwd, bwd, optm, rst;
-  Allocator& mem = allocator_for(dev);
-  mem.reset_peak();
-  int64_t mallocs_before_timed = 0;
-  CommCounters comm_at_timed{}, tp_at_timed{};
-  PpTraffic pp_at_timed;
-  std::vector<PpStepTimeline> pp_steps;  // pipelines: every timed step's gathered timeline
+    std::printf("bench %s: batch %lld, T %d, %s on %s, %d threads, %lld warm-up + %lld timed steps\n",
+                parts.model->info.name.c_str(), static_cast<long long>(o.batch_size), parts.model->info.T,
+                o.precision.c_str(), dev.str().c_str(), omp_get_max_threads(), static_cast<long long>(o.warmup),
+                static_cast<long long>(o.steps));
+  TimedSteps ts;
+  allocator_for(dev).reset_peak();
   for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
-    if (s == o.warmup && dev.is_cuda()) mallocs_before_timed = cuda_allocator(dev.ordinal).malloc_calls();
-    if (s == o.warmup && o.profile) {
-      layer_profile_reset();
-      layer_profile_enable(true);
+    if (s == o.warmup) {
+      if (dev.is_cuda()) ts.mallocs_before = cuda_allocator(dev.ordinal).malloc_calls();
+      if (o.profile) {
+        layer_profile_reset();
+        layer_profile_enable(true);
+      }
+      ts.comm_at = layout.comm_counters();
+      ts.tp_at = layout.tp_comm_counters();
+      if (pipe) ts.pp_at = pipe->traffic();
     }
     Ctx ctx;
     ctx.seed = o.seed;
     ctx.step = s;
     Timer t;
-    if (s == o.warmup) {
-      comm_at_timed = layout.comm_counters();
-      tp_at_timed = layout.tp_comm_counters();
-      if (pipe) pp_at_timed = pipe->traffic();
-    }
     // fp16: dynamic loss scaling; on a GPU the phase times are the device's.
-    StepResult r = graphs.step(layout, opt, micro, ctx, StepOptions{0.0, &scaler});
-    double ms = t.ms();
-    if (pipe && s >= o.warmup) pp_steps.push_back(gather_step_timeline(*layout.pp_comm(), pipe->last_timeline()));
+    StepResult r = graphs.step(layout, *parts.optimizer, micro, ctx, StepOptions{0.0, &parts.scaler});
+    const double ms = t.ms();
+    if (pipe && s >= o.warmup) ts.pp_steps.push_back(gather_step_timeline(*layout.pp_comm(), pipe->last_timeline()));
     if (s >= o.warmup) {
-      lat.push_back(ms);
-      fwd.push_back(r.forward_ms);
-      bwd.push_back(r.backward_ms);
-      optm.push_back(r.optimizer_ms);
-      rst.push_back(r.reset_ms);
+      ts.lat.push_back(ms);
+      ts.fwd.push_back(r.forward_ms);
+      ts.bwd.push_back(r.backward_ms);
+      ts.optm.push_back(r.optimizer_ms);
+      ts.rst.push_back(r.reset_ms);
     }
     if (env.rank == 0 && isatty(STDOUT_FILENO)) {
       std::printf("\r  step %lld/%lld  %.1f ms%s", static_cast<long long>(s + 1),
@@ -300,36 +309,55 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   }
   if (env.rank == 0 && isatty(STDOUT_FILENO)) std::printf("\n");
   layer_profile_enable(false);
-  double step_ms = median(lat);
-  double rss = peak_rss_mb(), peak_alloc = mem.peak_bytes() / 1048576.0, comm_mb = 0, comm_ms = 0;
-  const double local_peak_alloc = peak_alloc;  // this rank's (the record's is the max over ranks)
+  ts.replays = graphs.replays();
+  ts.graphs = graphs.describe();
+  return ts;
+}
+// The timed figures of the whole run: medians of this rank, then (several ranks) the slowest
+// rank's times and the largest rank's memory (collective over the world).
+struct BenchFigures {
+  double step_ms = 0, fwd = 0, bwd = 0, optm = 0, rst = 0, rss = 0, peak_alloc = 0, local_peak_alloc = 0;
+  double comm_mb = 0, comm_ms = 0, optim_state_mb = 0, local_param_mb = 0;
   int64_t comm_calls = 0;
-  // Memory of the model state on this rank: optimizer state (ZeRO: this rank's shards) and,
-  // from the strategy, parameters (full replicas, shards, FSDP's peak of gathered units).
-  double optim_state_mb = 0;
-  for (const OptimState& st : opt.state()) optim_state_mb += static_cast<double>(st.value->nbytes()) / 1048576.0;
-  // The model's parameters as this rank holds them between steps (tp: its shards; FSDP: see
-  // param_peak_mb_per_rank) and their gradients, for the activation estimate below.
-  double local_param_mb = 0;
-  for (Param* p : layout.optimizer_params()) local_param_mb += static_cast<double>(p->value.nbytes()) / 1048576.0;
-  StrategyStats ss = layout.stats();
-  if (mesh) {  // the slowest rank sets the pace; memory is the largest rank's
-    const CommCounters now = layout.comm_counters();
-    comm_mb = (now.total_bus_bytes() - comm_at_timed.total_bus_bytes()) / 1048576.0 / o.steps;
-    comm_ms = 1000.0 * (now.total_wait_seconds() - comm_at_timed.total_wait_seconds()) / o.steps;
-    std::vector<double> m{step_ms, median(fwd), median(bwd), median(optm), rss, peak_alloc, comm_mb, comm_ms,
-                          optim_state_mb, ss.param_peak_mb, ss.param_shard_mb, local_param_mb};
-    all_reduce_doubles(mesh->world(), m, ReduceOp::Max);
-    step_ms = m[0], fwd = {m[1]}, bwd = {m[2]}, optm = {m[3]}, rss = m[4], peak_alloc = m[5], comm_mb = m[6],
-    comm_ms = m[7], optim_state_mb = m[8], ss.param_peak_mb = m[9], ss.param_shard_mb = m[10], local_param_mb = m[11];
-    comm_calls = static_cast<int64_t>(now.total_calls() - comm_at_timed.total_calls());
-  }
-  BenchRecord r;
-  stamp_record(r);
+  StrategyStats ss;
+};
+
+BenchFigures reduce_figures(const BenchOptions& o, RunParts& parts, Mesh* mesh, const TimedSteps& ts) {
+  Layout& layout = *parts.layout;
+  BenchFigures f;
+  f.step_ms = median(ts.lat), f.fwd = median(ts.fwd), f.bwd = median(ts.bwd), f.optm = median(ts.optm);
+  f.rst = median(ts.rst);
+  f.rss = peak_rss_mb();
+  f.peak_alloc = f.local_peak_alloc = allocator_for(parts.device).peak_bytes() / 1048576.0;
+  // Memory of the model state on this rank: optimizer state (ZeRO: this rank's shards) and the
+  // parameters as this rank holds them between steps (tp: its shards; FSDP: see
+  // param_peak_mb_per_rank), for the activation estimate of the record.
+  for (const OptimState& st : parts.optimizer->state()) f.optim_state_mb += st.value->nbytes() / 1048576.0;
+  for (Param* p : layout.optimizer_params()) f.local_param_mb += p->value.nbytes() / 1048576.0;
+  f.ss = layout.stats();
+  if (!mesh) return f;
+  const CommCounters now = layout.comm_counters();  // the slowest rank sets the pace; memory is the largest rank's
+  f.comm_mb = (now.total_bus_bytes() - ts.comm_at.total_bus_bytes()) / 1048576.0 / o.steps;
+  f.comm_ms = 1000.0 * (now.total_wait_seconds() - ts.comm_at.total_wait_seconds()) / o.steps;
+  std::vector<double> m{f.step_ms, f.fwd, f.bwd, f.optm, f.rss, f.peak_alloc, f.comm_mb, f.comm_ms,
+                        f.optim_state_mb, f.ss.param_peak_mb, f.ss.param_shard_mb, f.local_param_mb};
+  all_reduce_doubles(mesh->world(), m, ReduceOp::Max);
+  f.step_ms = m[0], f.fwd = m[1], f.bwd = m[2], f.optm = m[3], f.rss = m[4], f.peak_alloc = m[5], f.comm_mb = m[6];
+  f.comm_ms = m[7], f.optim_state_mb = m[8], f.ss.param_peak_mb = m[9], f.ss.param_shard_mb = m[10];
+  f.local_param_mb = m[11];
+  f.comm_calls = static_cast<int64_t>(now.total_calls() - ts.comm_at.total_calls());
+  return f;
+}
+
+// The record's configuration fields (bench_record.h; docs/semantics.md §7), in record order.
+void add_config_fields(BenchRecord& r, const BenchOptions& o, const AppEnv& env, RunParts& parts, Mesh* mesh,
+                       const TimedSteps& ts) {
+  const ModelInfo& mi = parts.model->info;
+  const int dp_size = parts.layout->data_size();
   r["backend"] = "spikemesh";
-  r["device"] = dev.is_cuda() ? "cuda" : "cpu";
-  r["precision"] = precision_name(prec);
-  if (dev.is_cuda()) r["cuda_graphs"] = graphs.replays() > 0;  // were timed steps replayed as a CUDA graph
+  r["device"] = parts.device.is_cuda() ? "cuda" : "cpu";
+  r["precision"] = precision_name(parts.precision);
+  if (parts.device.is_cuda()) r["cuda_graphs"] = ts.replays > 0;  // were timed steps replayed as a CUDA graph
   r["threads"] = omp_get_max_threads();
   r["benchmark_regime"] = o.regime;
   r["model"] = mi.name;
@@ -340,11 +368,11 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   r["memopt_level"] = 0;
   r["optimize_ms"] = 0.0;
   r["batch_size"] = o.batch_size;
-  r["global_batch_size"] = global_N;
-  r["per_rank_batch_size"] = N;
+  r["global_batch_size"] = o.batch_size * dp_size;
+  r["per_rank_batch_size"] = o.batch_size;
   r["data_replicas"] = dp_size;
   r["num_classes"] = mi.num_classes;
-  r["T"] = T;
+  r["T"] = mi.T;
   r["steps"] = o.steps;
   r["warmup"] = o.warmup;
   r["image_size"] = mi.input_shape.size() == 3 ? mi.input_shape[1] : o.image_size;
@@ -360,78 +388,86 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   r["pp_layout"] = nullptr;
   r["pp_delay_wgrad"] = o.pp_delay_wgrad;
   r["pp_memopt_stages"] = nlohmann::json::array();
-  if (pipe) add_pipeline_fields(r, layout, pp_steps, pp_at_timed, o.steps, local_peak_alloc);
-  r["step_latency_ms"] = step_ms;
-  r["global_throughput_sps"] = step_ms > 0 ? 1000.0 * global_N / step_ms : 0.0;
-  r["per_device_throughput_sps"] = step_ms > 0 ? 1000.0 * N / step_ms : 0.0;
-  r["peak_allocated_mb"] = peak_alloc;
-  r["peak_rss_mb"] = rss;
+}
+
+// The record's metric fields, in record order.
+void add_metric_fields(BenchRecord& r, const BenchOptions& o, RunParts& parts, Mesh* mesh, const TimedSteps& ts,
+                       const BenchFigures& f) {
+  Layout& layout = *parts.layout;
+  const int64_t N = o.batch_size, global_N = N * layout.data_size();
+  r["step_latency_ms"] = f.step_ms;
+  r["global_throughput_sps"] = f.step_ms > 0 ? 1000.0 * global_N / f.step_ms : 0.0;
+  r["per_device_throughput_sps"] = f.step_ms > 0 ? 1000.0 * N / f.step_ms : 0.0;
+  r["peak_allocated_mb"] = f.peak_alloc;
+  r["peak_rss_mb"] = f.rss;
   r["recommendation"] = mesh ? nlohmann::json{{"mode", o.mode}, {"rationale", "as requested"}}
                              : nlohmann::json{{"mode", "none"}, {"rationale", "one rank"}};
-  r["dp_comm_mb_per_step"] = comm_mb;
-  r["optimizer_state_mb_per_rank"] = optim_state_mb;  // max over ranks
-  r["param_mb_per_rank"] = local_param_mb;            // the optimizer's holders (tp shards, ZeRO/FSDP shards)
+  r["dp_comm_mb_per_step"] = f.comm_mb;
+  r["optimizer_state_mb_per_rank"] = f.optim_state_mb;  // max over ranks
+  r["param_mb_per_rank"] = f.local_param_mb;            // the optimizer's holders (tp shards, ZeRO/FSDP shards)
   // Peak allocated bytes minus parameters, gradients (as large as the parameters) and
   // optimizer state: the activations' and workspaces' peak (an estimate under FSDP/ZeRO-2).
-  r["activation_peak_mb_per_rank"] = std::max(0.0, peak_alloc - 2 * local_param_mb - optim_state_mb);
+  r["activation_peak_mb_per_rank"] = std::max(0.0, f.peak_alloc - 2 * f.local_param_mb - f.optim_state_mb);
   if (mesh) {
-    r["param_full_mb"] = ss.param_full_mb;              // every parameter, unsharded
-    r["param_shard_mb_per_rank"] = ss.param_shard_mb;   // ZeRO/FSDP: this rank's shards (max over ranks)
-    r["param_peak_mb_per_rank"] = ss.param_peak_mb;     // parameter storage high-water mark (max over ranks)
-    r["largest_two_units_mb"] = ss.largest_units_mb;    // FSDP: the bound's gathered units
+    r["param_full_mb"] = f.ss.param_full_mb;             // every parameter, unsharded
+    r["param_shard_mb_per_rank"] = f.ss.param_shard_mb;  // ZeRO/FSDP: this rank's shards (max over ranks)
+    r["param_peak_mb_per_rank"] = f.ss.param_peak_mb;    // parameter storage high-water mark (max over ranks)
+    r["largest_two_units_mb"] = f.ss.largest_units_mb;   // FSDP: the bound's gathered units
   }
-  r["dp_comm_wait_ms_per_step"] = comm_ms;
-  r["dp_comm_calls_per_step"] = mesh ? double(comm_calls) / o.steps : 0.0;
+  r["dp_comm_wait_ms_per_step"] = f.comm_ms;
+  r["dp_comm_calls_per_step"] = mesh ? double(f.comm_calls) / o.steps : 0.0;
   {  // tensor parallelism: this rank's all-reduces over tp per step (the same on every tp rank)
     const CommCounters tp_now = layout.tp_comm_counters();
     const CommOpCounter& a = tp_now[CommOp::AllReduce];
-    const CommOpCounter& b = tp_at_timed[CommOp::AllReduce];
+    const CommOpCounter& b = ts.tp_at[CommOp::AllReduce];
     r["tp_all_reduce_calls"] = static_cast<double>(a.calls - b.calls) / o.steps;
     r["tp_all_reduce_mb"] = static_cast<double>(a.payload_bytes - b.payload_bytes) / 1048576.0 / o.steps;
     r["tp_all_reduce_bus_mb"] = static_cast<double>(a.bus_bytes - b.bus_bytes) / 1048576.0 / o.steps;
     r["tp_size"] = layout.tp_size();
   }
-  r["forward_ms"] = median(fwd);
-  r["backward_ms"] = median(bwd);
-  r["optimizer_ms"] = median(optm);
-  r["reset_ms"] = median(rst);
+  r["forward_ms"] = f.fwd;
+  r["backward_ms"] = f.bwd;
+  r["optimizer_ms"] = f.optm;
+  r["reset_ms"] = f.rst;
   r["data_ms"] = 0.0;
   r["warning_count"] = log_warning_count();
-  if (dev.is_cuda()) {
-    const CudaCachingAllocator& ca = cuda_allocator(dev.ordinal);
+  if (parts.device.is_cuda()) {
+    const CudaCachingAllocator& ca = cuda_allocator(parts.device.ordinal);
     r["peak_reserved_mb"] = ca.reserved_bytes() / 1048576.0;
-    r["device_mallocs_timed"] = ca.malloc_calls() - mallocs_before_timed;  // 0 in the steady state
-    r["loss_scale"] = scaler.scale();
-    r["skipped_steps"] = scaler.skipped_steps();
+    r["device_mallocs_timed"] = ca.malloc_calls() - ts.mallocs_before;  // 0 in the steady state
+    r["loss_scale"] = parts.scaler.scale();
+    r["skipped_steps"] = parts.scaler.skipped_steps();
   }
-  if (env.rank != 0) return;
+}
+
+// Rank 0: the summary lines, the layer profile, the result log and its comparison.
+void report_bench(const BenchRecord& r, const BenchOptions& o, RunParts& parts, Mesh* mesh, const BenchFigures& f) {
   std::printf("  step latency %.2f ms (median of %lld; forward %.2f, backward %.2f, optimizer %.2f, reset %.3f)\n"
               "  throughput   %.2f samples/s\n  peak memory  %.1f MB allocated, %.1f MB RSS\n",
-              step_ms, static_cast<long long>(o.steps), r["forward_ms"].get<double>(), r["backward_ms"].get<double>(),
-              r["optimizer_ms"].get<double>(), r["reset_ms"].get<double>(), r["global_throughput_sps"].get<double>(),
-              r["peak_allocated_mb"].get<double>(), r["peak_rss_mb"].get<double>());
+              f.step_ms, static_cast<long long>(o.steps), f.fwd, f.bwd, f.optm, f.rst,
+              r["global_throughput_sps"].get<double>(), f.peak_alloc, f.rss);
   if (mesh) {
     std::printf("  data parallel %s over %d ranks (global batch %lld): %.2f MiB/step on the wire per rank, "
                 "%.1f collective calls/step, %.2f ms/step exposed wait\n",
-                o.mode.c_str(), dp_size, static_cast<long long>(global_N), comm_mb,
-                r["dp_comm_calls_per_step"].get<double>(), comm_ms);
+                o.mode.c_str(), parts.layout->data_size(), static_cast<long long>(r["global_batch_size"].get<int64_t>()),
+                f.comm_mb, r["dp_comm_calls_per_step"].get<double>(), f.comm_ms);
     std::printf("  model state  parameters %.2f MiB full, %.2f MiB peak per rank; optimizer state %.2f MiB per rank\n",
-                ss.param_full_mb, ss.param_peak_mb, optim_state_mb);
+                f.ss.param_full_mb, f.ss.param_peak_mb, f.optim_state_mb);
   }
-  if (dev.is_cuda())
+  if (parts.device.is_cuda())
     std::printf("  device       %s: %.1f MB reserved, %lld cudaMalloc calls in the timed steps; loss scale %g, %lld "
                 "skipped steps\n",
-                dev.str().c_str(), r["peak_reserved_mb"].get<double>(),
-                static_cast<long long>(r["device_mallocs_timed"].get<int64_t>()), scaler.scale(),
-                static_cast<long long>(scaler.skipped_steps()));
-  if (pipe)
+                parts.device.str().c_str(), r["peak_reserved_mb"].get<double>(),
+                static_cast<long long>(r["device_mallocs_timed"].get<int64_t>()), parts.scaler.scale(),
+                static_cast<long long>(parts.scaler.skipped_steps()));
+  if (parts.layout->pipeline())
     std::printf("  pipeline     %s, %d ranks x %d virtual stages, %d microbatches, layout %s: bubble %.1f%% measured, "
                 "%.1f%% simulated with the measured costs; %.2f MiB activations sent per step per rank (max)\n",
-                r["pp_schedule"].get<std::string>().c_str(), layout.pp_size(), r["pp_virtual_stages"].get<int>(),
+                r["pp_schedule"].get<std::string>().c_str(), parts.layout->pp_size(), r["pp_virtual_stages"].get<int>(),
                 r["pp_microbatches"].get<int>(), r["pp_layout"].get<std::string>().c_str(),
                 100 * r["pp_bubble_measured"].get<double>(), 100 * r["pp_bubble_simulated"].get<double>(),
                 r["pp_activation_bytes_per_step"].get<double>() / 1048576.0);
-  if (o.profile) print_layer_profile(o.steps, step_ms);
+  if (o.profile) print_layer_profile(o.steps, f.step_ms);
   if (!o.result_log.empty()) {
     auto prev = find_previous_record(o.result_log, r);
     append_bench_record(o.result_log, r);
@@ -443,6 +479,25 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   }
   if (o.print_json) std::printf("%s\n", r.dump().c_str());
   std::fflush(stdout);
+}
+
+void run_bench(BenchOptions& o, const AppEnv& env) {
+  if (!o.kernel.empty()) {
+    if (env.size > 1) SM_INPUT_ERROR("--kernel benchmarks run on one rank (got " << env.size << " ranks)");
+    return run_kernel_bench(o, env);
+  }
+  std::unique_ptr<Mesh> mesh;
+  RunParts parts = set_up_bench(o, env, mesh);
+  const std::vector<MicroBatch> micro = synthetic_microbatches(o, parts);
+  const TimedSteps ts = run_steps(o, env, parts, micro);
+  const BenchFigures f = reduce_figures(o, parts, mesh.get(), ts);  // collective over the world
+  BenchRecord r;
+  stamp_record(r);
+  add_config_fields(r, o, env, parts, mesh.get(), ts);
+  if (parts.layout->pipeline())  // collective over the world
+    add_pipeline_fields(r, *parts.layout, ts.pp_steps, ts.pp_at, o.steps, f.local_peak_alloc);
+  add_metric_fields(r, o, parts, mesh.get(), ts, f);
+  if (env.rank == 0) report_bench(r, o, parts, mesh.get(), f);
 }
 }  // namespace
 
