@@ -94,13 +94,8 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   // ---- set-up: data first (a bad file fails before anything is written), then the parts.
   H5Dataset ds = H5Dataset::open(cfg.data, data_group_of(mesh));  // collective over the data group
   RunRequest req;
-  int pp_micro = 0;  // pipelines: microbatches per step
-  agree_on_error(world, [&] {
-    req = run_request_of(cfg, ds.info());
-    // the dry run that balances the stages runs one real-size microbatch
-    pp_micro = pipeline_microbatches(cfg, data_ranks_of(mesh), mesh ? mesh->shape().pp : 1, &req.layout.pp_cost_samples);
-    req.layout.pp_microbatches = pp_micro;
-  });
+  agree_on_error(world, [&] { req = run_request_for(cfg, ds.info(), data_ranks_of(mesh), mesh ? mesh->shape().pp : 1); });
+  const int pp_micro = req.layout.pp_microbatches;  // pipelines: microbatches per step (else 0)
   TrainPlan plan;
   RunParts parts = setup_run(req, mesh, [&](Model& m) { plan = plan_training(cfg, ds, m, data_ranks_of(mesh), pp_micro); });
   Model& model = *parts.model;
@@ -153,10 +148,10 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
     log.line("checkpoint " + sum.last_checkpoint, false);
   };
   EvalSettings es{cfg.eval_batch_size > 0 ? cfg.eval_batch_size : cfg.batch_size, T, plan.encoding, parts.dtype,
-                  parts.activations, static_cast<uint64_t>(cfg.seed)};
+                  parts.activations, static_cast<uint64_t>(cfg.seed), Split::Test, {}};
   int64_t last_eval_step = -1;
   auto evaluate = [&] {
-    const EvalOutcome e = evaluate_test_split(layout, ds, es);
+    const EvalOutcome e = evaluate_split(layout, ds, es);
     if (metrics) {
       std::lock_guard<std::mutex> l(hdf5_mutex());
       metrics->log_eval(st.step, st.epoch, e.loss, e.accuracy, e.firing_rate, e.layer_names);

@@ -4,6 +4,7 @@
 // Input error naming the flag or the file.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "spikemesh/data/encoder.h"
 #include "spikemesh/data/h5_dataset.h"
@@ -32,6 +33,14 @@ RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& data);
 // Input errors name the flags (also --grad-accum, which a pipeline replaces). With
 // `samples_per_microbatch`, also the samples each microbatch holds.
 int pipeline_microbatches(const TrainConfig& cfg, int data_ranks, int pp, int64_t* samples_per_microbatch = nullptr);
+
+// run_request_of with, for pipelines, the microbatch count pipeline_microbatches resolves (and
+// the samples of the dry run's microbatch) in its layout options: what `train` and `eval` build.
+RunRequest run_request_for(const TrainConfig& cfg, const DatasetInfo& data, int data_ranks, int pp);
+
+// Input error naming `data_path` when the model's per-time-step input shape or its classes
+// differ from the dataset's.
+void check_model_fits_data(const std::string& data_path, const DatasetInfo& data, const Model& model);
 
 // Checks that `model` fits the dataset (input shape, classes) and plans the batches over
 // `data_ranks` ranks; with `pp_micro` > 0 (a pipeline) --batch-size per replica is split into
