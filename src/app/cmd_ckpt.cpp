@@ -26,7 +26,10 @@ void add_info(CLI::App& cmd, const AppEnv& env) {
   auto file = std::make_shared<std::string>();
   auto show_config = std::make_shared<bool>(false);
   CLI::App* info = cmd.add_subcommand("info", "print what a checkpoint holds");
-  info->footer("Example:\n  spikemesh ckpt info output/vgg1/ckpt_000000100.h5 --config");
+  info->footer(
+      "Examples:\n"
+      "  spikemesh ckpt info output/vgg1/ckpt_000000100.h5\n"
+      "  spikemesh ckpt info output/vgg1/ckpt_000000100.h5 --config   # also the resolved configuration");
   info->add_option("file", *file, "checkpoint file (ckpt_*.h5)")->required();
   info->add_flag("--config", *show_config, "also print the resolved configuration it was written with");
   info->callback([file, show_config, &env]() {
@@ -88,6 +91,7 @@ void add_export(CLI::App& cmd, const AppEnv& env) {
   exp->footer(
       "Examples:\n"
       "  spikemesh ckpt export output/vgg1/ckpt_000000100.h5 --out vgg1.h5\n"
+      "  spikemesh ckpt export output/tp2/ckpt_000000500.h5 --out tp2.h5   # any layout: gathered whole\n"
       "  /usr/bin/python3 scripts/ckpt_to_torch.py vgg1.h5 vgg1.pt   # then model.load_state_dict(torch.load('vgg1.pt'))\n"
       "The file holds one dataset per parameter and buffer (BN running statistics included), gathered\n"
       "whole whatever layout wrote the checkpoint (dp, ZeRO, FSDP, tp, pp), named as in the PyTorch /\n"

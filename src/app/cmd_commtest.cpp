@@ -332,7 +332,9 @@ void add_commtest_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--hang-rank", o->hang_rank,
                   "testing aid: this world rank never joins, to see --comm-timeout abort the job");
   cmd->footer(
-      "Example: mpirun -np 8 spikemesh commtest --max-bytes 256M --comm auto\n"
+      "Examples:\n"
+      "  mpirun -np 2 spikemesh commtest --max-bytes 67108864   # 1 B .. 64 MiB, every collective\n"
+      "  mpirun -np 8 spikemesh commtest --max-bytes 256M --comm auto\n"
       "Exit status 1 when any result is wrong on any rank.");
   cmd->callback([o, &env]() { run_commtest(*o, env); });
 }

@@ -25,8 +25,19 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
   auto o = std::make_shared<DataOptions>();
   CLI::App* cmd = app.add_subcommand("data", "make or inspect HDF5 datasets");
   cmd->require_subcommand(1);
+  cmd->footer(
+      "Examples:\n"
+      "  spikemesh data fashion-mnist                   # -> input/fashion_mnist.h5\n"
+      "  spikemesh data synth-dvs --out input/synth_dvs.h5 --train 2000 --test 400\n"
+      "  spikemesh data info input/fashion_mnist.h5\n"
+      "Datasets are HDF5: /train/x, /train/y, /test/x, /test/y and root attributes (docs/architecture.md §8).\n"
+      "Each subcommand has its own --help.");
 
   CLI::App* fm = cmd->add_subcommand("fashion-mnist", "import Fashion-MNIST (gzipped IDX) into HDF5");
+  fm->footer(
+      "Examples:\n"
+      "  spikemesh data fashion-mnist   # Debian's dataset-fashion-mnist -> input/fashion_mnist.h5\n"
+      "  spikemesh data fashion-mnist --src ~/fmnist --out /scratch/fmnist.h5   # your own copy of the IDX files");
   fm->add_option("--src", o->src, "directory of the IDX files")->capture_default_str();
   fm->add_option("--out", o->out, "output file (default: input/fashion_mnist.h5)");
   fm->callback([o, &env]() {
@@ -35,6 +46,11 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
   });
 
   CLI::App* sd = cmd->add_subcommand("synth-dvs", "write a synthetic event dataset shaped like CIFAR10-DVS");
+  sd->footer(
+      "Examples:\n"
+      "  spikemesh data synth-dvs --out input/synth_dvs.h5 --train 2000 --test 400\n"
+      "  spikemesh data synth-dvs --out tiny_dvs.h5 --T 4 --size 16 --classes 4 --train 64 --test 32\n"
+      "Samples are [T, 2, size, size] event frames (layout NTCHW), like CIFAR10-DVS.");
   sd->add_option("--out", o->out, "output file")->required();
   sd->add_option("--classes", o->synth.classes, "classes")->capture_default_str()
       ->check(range_validator("classes", true));
@@ -54,6 +70,10 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
   });
 
   CLI::App* in = cmd->add_subcommand("info", "print a dataset file's schema and sizes");
+  in->footer(
+      "Examples:\n"
+      "  spikemesh data info input/fashion_mnist.h5\n"
+      "  spikemesh data info input/synth_dvs.h5");
   in->add_option("file", o->info_file, "dataset file")->required();
   in->callback([o, &env]() {
     H5Dataset d = H5Dataset::open(o->info_file);

@@ -178,9 +178,11 @@ void add_dump_grads_command(CLI::App& app, const AppEnv& env) {
       "Output file: /params, /buffers (initial state dict), /output0 [T,N,K], /loss0, /grads,\n"
       "             /buffers_after (BN running stats after the first forward), /losses [K],\n"
       "             /output_last (the last step's output), /params_final, /buffers_final.\n"
-      "Example:\n"
+      "Examples:\n"
       "  spikemesh dump-grads --model fmnist_csnn --var C=8 --T 4 --dropout 0 --input in.h5 \\\n"
-      "      --out grads.h5 --precision fp64 --steps 5 --optimizer sgd --lr 0.1 --momentum 0.9");
+      "      --out grads.h5 --precision fp64 --steps 5 --optimizer sgd --lr 0.1 --momentum 0.9\n"
+      "  spikemesh dump-grads --model cifar10dvs_vgg --T 4 --dropout 0 --input dvs_in.h5 --out vgg_grads.h5\n"
+      "(tests/parity/torch_parity.py writes such inputs and compares the output with PyTorch.)");
   add_model_options(*cmd, o->selection);
   cmd->add_option("--input", o->input, "input batch (HDF5: /x, /y)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--out", o->output, "output HDF5 file (overwritten)")->required();

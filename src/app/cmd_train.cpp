@@ -8,10 +8,8 @@
 #include <memory>
 
 #include "spikemesh/app/commands.h"
-#include "spikemesh/comm/comm.h"
+#include "spikemesh/app/run_mesh.h"
 #include "spikemesh/comm/mesh.h"
-#include "spikemesh/core/error.h"
-#include "spikemesh/parallel/dist_run.h"
 #include "spikemesh/train/train_config.h"
 #include "spikemesh/train/train_plan.h"
 #include "spikemesh/train/trainer.h"
@@ -23,16 +21,6 @@ struct TrainCommand {
   TrainConfig cfg;
   TrainConfigResolver resolver{cfg};
 };
-
-MeshFlags mesh_flags_of(const TrainConfig& c) {
-  MeshFlags f;
-  for (int64_t d : c.mesh_shape) f.mesh_shape.push_back(static_cast<int>(d));
-  f.tp_mesh_dim = static_cast<int>(c.tp_mesh_dim);
-  f.dp_mesh_dim = static_cast<int>(c.dp_mesh_dim);
-  f.comm = c.comm;
-  f.comm_timeout = c.comm_timeout;
-  return f;
-}
 }  // namespace
 
 void add_train_command(CLI::App& app, const AppEnv& env) {
@@ -53,21 +41,10 @@ void add_train_command(CLI::App& app, const AppEnv& env) {
       "SIGTERM or SIGUSR1 (to any rank): every rank finishes the same step, a checkpoint is written, exit 0.");
   tc->resolver.add_options(*cmd);
   cmd->callback([tc, &env]() {
-    std::unique_ptr<Mesh> mesh;
-    if (env.size > 1) {
-      Comm world(env.world, "world");  // collective over the world
-      collective_check(world, [&] { tc->resolver.resolve(); });
-      check_same_text(world, tc->resolver.to_toml(), "the resolved configuration (flags and --config file)");
-    } else {
-      tc->resolver.resolve();
-    }
+    resolve_agreed(env, tc->resolver, [&] { tc->resolver.resolve(); });  // collective over the world
     const TrainConfig& c = tc->cfg;
-    // The mesh flags are checked on one rank too (a --tp-mesh-dim or --mesh-shape that cannot
-    // apply is an error, never ignored). Pure: identical on every rank, before any communicator.
-    const MeshFlags flags = mesh_flags_of(c);
-    const MeshShape shape = resolve_mesh_shape(flags, env.size);
-    const LayoutPlan plan = training_layout_plan(c, shape, env.size);  // the layout plan, resolved once
-    if (env.size > 1 || c.distributed_mode != "none") mesh = Mesh::create(env.world, flags);  // collective over the world
+    LayoutPlan plan;  // the layout plan, resolved once before any communicator
+    std::unique_ptr<Mesh> mesh = make_run_mesh(c, env, plan);  // collective over the world
     install_stop_signal_handlers();
     TrainSummary s = run_training(c, tc->resolver.to_toml(), mesh.get(), &plan);
     (void)s;

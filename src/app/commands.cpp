@@ -15,6 +15,7 @@ void register_all_commands(CLI::App& app, const AppEnv& env) {
   add_dump_grads_command(app, env);
   add_data_command(app, env);
   add_train_command(app, env);
+  add_eval_command(app, env);
   add_ckpt_command(app, env);
   add_bench_command(app, env);
   add_plan_command(app, env);

@@ -47,10 +47,14 @@ std::string app_description() {
 }
 
 std::string app_footer() {
-  return "Examples:\n"
-         "  spikemesh model --list\n"
-         "  spikemesh model --model cifar10dvs_vgg --T 4\n"
-         "  spikemesh model --model-spec input/models/fmnist_csnn.toml --var C=32\n"
+  return "A typical workflow (each subcommand's --help shows its own examples):\n"
+         "  spikemesh data fashion-mnist                                  # -> input/fashion_mnist.h5\n"
+         "  spikemesh model --model fmnist_csnn --var C=32                 # layers, parameters, shapes\n"
+         "  spikemesh train --config input/configs/default.toml --run-name csnn\n"
+         "  mpirun -np 4 spikemesh train --config input/configs/default.toml --distributed-mode dp\n"
+         "  spikemesh eval output/csnn                                     # test split -> output/csnn/eval.h5\n"
+         "  spikemesh ckpt verify output/csnn/ckpt_*.h5\n"
+         "  spikemesh ckpt export output/csnn/ckpt_000002811.h5 --out csnn.h5   # PyTorch state dict\n"
          "\nErrors print one line 'spikemesh: error: ...' and exit non-zero.";
 }
 

@@ -82,6 +82,11 @@ class TimeMeanLoss final : public Loss {
     LossResult r;
     r.count = n;
     r.correct = cpu::count_correct(mean.data(), lab, n, k);
+    if (per_class()) {
+      r.class_correct.assign(static_cast<size_t>(k), 0);
+      r.class_count.assign(static_cast<size_t>(k), 0);
+      cpu::count_correct_per_class(mean.data(), lab, n, k, r.class_correct.data(), r.class_count.data());
+    }
     r.loss = n > 0 ? math_(mean.data(), lab, n, k, s.grad.data<double>()) : 0.0;
     slots_.fresh(slot) = std::move(s);
     return r;

@@ -10,6 +10,7 @@
 #include "cuda_layer_util.h"
 #include "loss_common.h"
 #include "spikemesh/core/cuda_graph_capture.h"
+#include "spikemesh/kernels/cpu/loss.h"
 #include "spikemesh/kernels/cuda/loss.h"
 #endif
 
@@ -32,6 +33,7 @@ class DeviceAwareLoss final : public Loss {
   LossResult forward(const Tensor& out, const Tensor& labels, int slot = 0) override {
     if (!out.device().is_cuda()) {
       slots_.fresh(slot).on_device = false;  // backward goes to the inner loss
+      inner_->set_per_class(per_class());
       return inner_->forward(out, labels, slot);
     }
     SM_CHECK(out.ndim() == 3, name() << ": model output must be [T, N, K], got " << shape_str(out.shape()));
@@ -42,14 +44,14 @@ class DeviceAwareLoss final : public Loss {
     // clamp), and the loss and correct count stay on the device for the driver.
     GraphCapture* capture = active_graph_capture();
     LossSaved s;
-    Tensor dev_labels = labels;
+    Tensor dev_labels = labels, host_labels;
     if (capture) {
       if (labels.device() != out.device()) refuse_graph_capture(name() + ": labels are not on the output's device");
       SM_CHECK(labels.dtype() == DType::I64 && labels.ndim() == 1 && labels.dim(0) == out.dim(1),
                name() << ": labels " << shape_str(labels.shape()) << " do not match batch of " << out.dim(1));
       s.steps = out.dim(0), s.n = out.dim(1), s.k = out.dim(2), s.dtype = out.dtype();
     } else {
-      const Tensor host_labels = labels.to(Device::cpu());
+      host_labels = labels.to(Device::cpu());
       s = loss_detail::check_inputs(name(), out, host_labels);
       if (labels.device() != out.device()) dev_labels = host_labels.to(out.device());
     }
@@ -81,6 +83,13 @@ class DeviceAwareLoss final : public Loss {
       } else {
         r.loss = result.at(0);  // synchronises
         r.correct = static_cast<int64_t>(correct.item());
+        if (per_class()) {  // evaluation: the [N, K] time mean on the host, counted as on the CPU
+          const Tensor mh = mean.to(Device::cpu());
+          r.class_correct.assign(static_cast<size_t>(k), 0);
+          r.class_count.assign(static_cast<size_t>(k), 0);
+          cpu::count_correct_per_class(mh.data<double>(), host_labels.data<int64_t>(), n, k, r.class_correct.data(),
+                                       r.class_count.data());
+        }
       }
     } else if (capture) {
       refuse_graph_capture(name() + ": an empty batch");

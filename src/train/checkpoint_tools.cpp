@@ -8,11 +8,9 @@
 #include <set>
 #include <sstream>
 #include <utility>
-#include <toml++/toml.h>
 
 #include "spikemesh/core/cuda_amp.h"
 #include "spikemesh/core/log.h"
-#include "spikemesh/core/toml_guard.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/models/model_selection.h"
 #include "spikemesh/train/checkpoint_state.h"
@@ -34,21 +32,11 @@ const std::set<std::string>& shaping_keys() {
 // hand) gets the checkpoint's model name as a built-in one.
 TrainConfig shaping_config(const CheckpointInfo& ci) {
   const std::string origin = ci.path + ": /meta config";
-  toml::table all, kept;
-  if (const std::string why = toml_parser_bug_reason(ci.config_toml); !why.empty()) SM_INPUT_ERROR(origin << ": " << why);
-  try {
-    all = toml::parse(ci.config_toml, origin);
-  } catch (const toml::parse_error& e) {
-    SM_INPUT_ERROR(origin << ": " << e.description());
-  }
-  for (auto&& [k, node] : all)
-    if (shaping_keys().count(std::string(k.str()))) kept.insert(k, node);
+  const std::string kept = toml_subset(ci.config_toml, shaping_keys(), origin);
   TrainConfig cfg;
   TrainConfigResolver resolver(cfg);
-  std::ostringstream text;
-  text << kept;
-  resolver.apply_toml_text(text.str(), origin);
-  if (!kept.contains("model") && !kept.contains("model-spec")) cfg.model = ci.model;
+  resolver.apply_toml_text(kept, origin);
+  if (resolver.file_keys().count("model") == 0 && resolver.file_keys().count("model-spec") == 0) cfg.model = ci.model;
   return cfg;
 }
 

@@ -1,4 +1,4 @@
-// evaluation.cpp — test-split evaluation through the layout (evaluation.h).
+// evaluation.cpp — split evaluation through the layout (evaluation.h).
 #include "spikemesh/train/evaluation.h"
 
 #include <algorithm>
@@ -12,15 +12,40 @@
 
 namespace sm {
 
+namespace {
+// Adds `add` (empty: nothing) into `sum` element by element.
+void add_counts(std::vector<int64_t>& sum, const std::vector<int64_t>& add) {
+  for (size_t c = 0; c < add.size() && c < sum.size(); ++c) sum[c] += add[c];
+}
 
-EvalOutcome evaluate_test_split(Layout& layout, H5Dataset& ds, const EvalSettings& s) {
+// The per-class counts summed over the metrics group (collective over it; null: alone).
+void reduce_class_counts(Comm* c, EvalOutcome& out) {
+  if (!c) return;
+  std::vector<double> v(out.class_correct.begin(), out.class_correct.end());
+  v.insert(v.end(), out.class_count.begin(), out.class_count.end());
+  all_reduce_doubles(*c, v, ReduceOp::Sum);  // exact: integers far below 2^53
+  const size_t k = out.class_correct.size();
+  for (size_t i = 0; i < k; ++i) {
+    out.class_correct[i] = static_cast<int64_t>(v[i]);
+    out.class_count[i] = static_cast<int64_t>(v[k + i]);
+  }
+}
+}  // namespace
+
+EvalOutcome evaluate_split(Layout& layout, H5Dataset& ds, const EvalSettings& s) {
   layout.sync_buffers();
   const int rank = layout.data_rank(), ranks = layout.data_size();
-  EpochSampler es(ds.size(Split::Test), s.batch * ranks, 0, false, false);
+  EpochSampler es(ds.size(s.split), s.batch * ranks, 0, false, false);
   Ctx ctx;
   ctx.seed = s.seed;
   ctx.training = false;
   EvalOutcome out;
+  const size_t k = static_cast<size_t>(std::max(0, ds.info().num_classes));
+  out.class_correct.assign(k, 0);
+  out.class_count.assign(k, 0);
+  Loss& loss = *layout.model().loss;
+  const bool was_per_class = loss.per_class();
+  loss.set_per_class(true);
   // Neurons report once they have run: after training that is now; a run that evaluates
   // before any forward in this process learns the names from its first batch.
   // Collective over pp (every rank calls it at the same points): the model's stats.
@@ -34,7 +59,7 @@ EvalOutcome evaluate_test_split(Layout& layout, H5Dataset& ds, const EvalSetting
   for (int64_t b = 0; b < es.batches_per_epoch(); ++b) {
     const std::vector<int64_t> idx = es.batch_indices(0, b, rank, ranks);
     Tensor raw, y, x;
-    ds.read_collective(Split::Test, idx, raw, y);  // collective over the data group (possibly nothing)
+    ds.read_collective(s.split, idx, raw, y);  // collective over the data group (possibly nothing)
     if (!idx.empty()) {
       const Device dev = layout.model().device();
       MicroBatch h{encode(ds, raw, idx, s.T, s.encoding, s.dtype, s.seed, 0), y, 0};  // host
@@ -44,6 +69,7 @@ EvalOutcome evaluate_test_split(Layout& layout, H5Dataset& ds, const EvalSetting
     }
     const StepResult r = eval_step(layout, x, y, ctx);
     stats = layout.layer_stats();
+    if (s.progress) s.progress(b + 1, es.batches_per_epoch());
     if (r.count == 0 || !layout.counts_in_metrics()) continue;  // tp peers: tp rank 0 counts; pp: the last stage
     learn_names();
     sums.resize(std::max(sums.size(), 3 + out.layer_names.size()), 0.0);
@@ -51,13 +77,17 @@ EvalOutcome evaluate_test_split(Layout& layout, H5Dataset& ds, const EvalSetting
     sums[1] += static_cast<double>(r.correct);
     sums[2] += static_cast<double>(r.count);
     for (size_t i = 0; i < stats.size() && 3 + i < sums.size(); ++i) sums[3 + i] += stats[i].value * r.count;
+    add_counts(out.class_correct, r.class_correct);
+    add_counts(out.class_count, r.class_count);
   }
+  loss.set_per_class(was_per_class);
   if (Comm* c = layout.metrics_comm()) {  // every rank sums vectors of one length
     std::vector<double> len{static_cast<double>(sums.size())};
     all_reduce_doubles(*c, len, ReduceOp::Max);
     sums.resize(static_cast<size_t>(len[0]), 0.0);
     all_reduce_doubles(*c, sums, ReduceOp::Sum);
   }
+  reduce_class_counts(layout.metrics_comm(), out);
   out.count = static_cast<int64_t>(sums[2]);
   out.correct = static_cast<int64_t>(sums[1]);
   const double n = static_cast<double>(std::max<int64_t>(1, out.count));

@@ -2,6 +2,7 @@
 #include "spikemesh/train/train_config.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -143,7 +144,14 @@ TrainConfigResolver::~TrainConfigResolver() = default;
 
 void TrainConfigResolver::add_options(CLI::App& cmd) {
   cmd.add_option("--config", config_file_, "TOML file of settings (keys = flag names); flags override it");
+  std::vector<std::string> all;
+  for (auto& f : fields_) all.push_back(f->key);
+  add_options(cmd, all);
+}
+
+void TrainConfigResolver::add_options(CLI::App& cmd, const std::vector<std::string>& keys) {
   for (auto& f : fields_) {
+    if (std::find(keys.begin(), keys.end(), f->key) == keys.end()) continue;
     std::string flag = "--" + f->key;
     const std::string range = flag_range_text(f->key);
     if (!range.empty() && f->kind != Field::Kind::StrList) f->help += "; range " + range;
@@ -236,6 +244,11 @@ void TrainConfigResolver::apply_toml_text(const std::string& text, const std::st
 
 void TrainConfigResolver::resolve() {
   if (!config_file_.empty()) apply_toml_file(config_file_);
+  apply_given_flags();
+  validate_train_config(cfg_);
+}
+
+void TrainConfigResolver::apply_given_flags() {
   for (auto& f : fields_) {
     if (!f->opt || f->opt->count() == 0) continue;
     std::string origin = "--" + f->key;
@@ -252,7 +265,21 @@ void TrainConfigResolver::resolve() {
       set(f->key, f->cli_value, origin);
     }
   }
-  validate_train_config(cfg_);
+}
+
+std::string toml_subset(const std::string& text, const std::set<std::string>& keys, const std::string& origin) {
+  if (const std::string why = toml_parser_bug_reason(text); !why.empty()) SM_INPUT_ERROR(origin << ": " << why);
+  toml::table all, kept;
+  try {
+    all = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    SM_INPUT_ERROR(origin << ": " << e.description());
+  }
+  for (auto&& [k, node] : all)
+    if (keys.count(std::string(k.str()))) kept.insert(k, node);
+  std::ostringstream os;
+  os << kept;
+  return os.str();
 }
 
 std::string TrainConfigResolver::to_toml() const {

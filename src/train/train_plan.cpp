@@ -49,16 +49,25 @@ LayoutPlan training_layout_plan(const TrainConfig& cfg, const MeshShape& shape, 
   return p;
 }
 
-TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model& model, int dp, int pp_micro) {
+RunRequest run_request_for(const TrainConfig& cfg, const DatasetInfo& data, const LayoutPlan& plan) {
+  RunRequest req = run_request_of(cfg, data);
+  req.layout = plan;
+  return req;
+}
+
+void check_model_fits_data(const std::string& data_path, const DatasetInfo& di, const Model& model) {
   const ModelInfo& mi = model.info;
-  const DatasetInfo& di = ds.info();
   Shape have = di.is_events() ? Shape(di.sample_shape.begin() + 1, di.sample_shape.end()) : di.sample_shape;
   if (mi.input_shape != have)
-    SM_INPUT_ERROR(cfg.data << ": samples are " << shape_str(have) << " per time step but model '" << mi.name
-                            << "' expects " << shape_str(mi.input_shape));
+    SM_INPUT_ERROR(data_path << ": samples are " << shape_str(have) << " per time step but model '" << mi.name
+                             << "' expects " << shape_str(mi.input_shape));
   if (di.num_classes != mi.num_classes)
-    SM_INPUT_ERROR(cfg.data << " has " << di.num_classes << " classes but model '" << mi.name << "' outputs "
-                            << mi.num_classes);
+    SM_INPUT_ERROR(data_path << " has " << di.num_classes << " classes but model '" << mi.name << "' outputs "
+                             << mi.num_classes);
+}
+
+TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model& model, int dp, int pp_micro) {
+  check_model_fits_data(cfg.data, ds.info(), model);
   TrainPlan p;
   p.encoding = encoding_from_name(cfg.encoding);
   p.accum = cfg.grad_accum;

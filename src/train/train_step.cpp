@@ -77,6 +77,8 @@ StepResult eval_step(Layout& layout, const Tensor& x, const Tensor& y, Ctx& ctx)
   r.loss = mr.loss.loss;
   r.correct = mr.loss.correct;
   r.count = mr.loss.count;
+  r.class_correct = mr.loss.class_correct;
+  r.class_count = mr.loss.class_count;
   return r;
 }
 

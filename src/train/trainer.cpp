@@ -96,9 +96,9 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   H5Dataset ds = H5Dataset::open(cfg.data, data_group_of(mesh));  // collective over the data group
   RunRequest req;
   agree_on_error(world, [&] {
-    req = run_request_of(cfg, ds.info());
-    req.layout = layout_plan ? *layout_plan
-                             : training_layout_plan(cfg, mesh ? mesh->shape() : MeshShape{}, mesh ? mesh->world_size() : 1);
+    req = run_request_for(cfg, ds.info(), layout_plan ? *layout_plan
+                                                      : training_layout_plan(cfg, mesh ? mesh->shape() : MeshShape{},
+                                                                             mesh ? mesh->world_size() : 1));
   });
   const int pp_micro = req.layout.pipelined() ? req.layout.options.pp_microbatches : 0;  // microbatches per step
   TrainPlan plan;
@@ -156,10 +156,10 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
     log.line("checkpoint " + sum.last_checkpoint, false);
   };
   EvalSettings es{cfg.eval_batch_size > 0 ? cfg.eval_batch_size : cfg.batch_size, T, plan.encoding, parts.dtype,
-                  parts.activations, static_cast<uint64_t>(cfg.seed)};
+                  parts.activations, static_cast<uint64_t>(cfg.seed), Split::Test, {}};
   int64_t last_eval_step = -1;
   auto evaluate = [&] {
-    const EvalOutcome e = evaluate_test_split(layout, ds, es);
+    const EvalOutcome e = evaluate_split(layout, ds, es);
     if (metrics) {
       std::lock_guard<std::mutex> l(hdf5_mutex());
       metrics->log_eval(st.step, st.epoch, e.loss, e.accuracy, e.firing_rate, e.layer_names);

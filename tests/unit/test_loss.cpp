@@ -86,6 +86,24 @@ TEST(Loss, AccuracyUsesMeanOverTimeAndFirstMaximum) {
   EXPECT_EQ(make_loss("rate_mse")->forward(out, labels_tensor({0, 2})).correct, 2);
 }
 
+// Per-class counts (evaluation): off by default; when on, per class the samples and the correct
+// ones by the same argmax as `correct` (sums equal correct and count), for both losses.
+TEST(Loss, PerClassCountsSumToCorrectAndCount) {
+  Tensor out = Tensor::empty({2, 3, 3}, DType::F64);  // means: [1, 1, 0], [0, 0.5, 1], [0.5, 0, 0]
+  const double v[] = {2, 0, 0, 0, 1, 0, 1, 0, 0,   // t = 0
+                      0, 2, 0, 0, 0, 2, 0, 0, 0};  // t = 1
+  for (int i = 0; i < 18; ++i) out.data<double>()[i] = v[i];
+  for (const char* name : {"mean_ce", "rate_mse"}) {
+    auto loss = make_loss(name);
+    EXPECT_TRUE(loss->forward(out, labels_tensor({0, 2, 2})).class_count.empty()) << name;
+    loss->set_per_class(true);
+    const LossResult r = loss->forward(out, labels_tensor({0, 2, 2}));
+    EXPECT_EQ(r.class_count, (std::vector<int64_t>{1, 0, 2})) << name;
+    EXPECT_EQ(r.class_correct, (std::vector<int64_t>{1, 0, 1})) << name;  // sample 2 predicts class 0
+    EXPECT_EQ(r.correct, 2) << name;
+  }
+}
+
 // Logits whose exp overflows double: the loss stays finite and matches the long-double ref.
 TEST(Loss, CrossEntropyIsStableForLargeLogits) {
   Tensor out = test::random_tensor({2, 3, 4}, DType::F64, 5, 790, 800);

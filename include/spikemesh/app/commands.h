@@ -42,6 +42,8 @@ void add_dump_grads_command(CLI::App& app, const AppEnv& env);
 void add_data_command(CLI::App& app, const AppEnv& env);
 // `spikemesh train`: the training loop (trainer.h) with config resolution.
 void add_train_command(CLI::App& app, const AppEnv& env);
+// `spikemesh eval`: a checkpoint evaluated on a dataset split under any layout -> eval.h5.
+void add_eval_command(CLI::App& app, const AppEnv& env);
 // `spikemesh ckpt info | verify | export`: inspect, verify and export checkpoints.
 void add_ckpt_command(CLI::App& app, const AppEnv& env);
 // `spikemesh bench`: timed steps on a fixed synthetic batch, JSON-lines records.

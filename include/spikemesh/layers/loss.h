@@ -7,9 +7,12 @@
 // Microbatch slots (as Ctx::slot for layers): forward keeps what backward needs in `slot`,
 // so several microbatches may be in flight; backward of a slot releases it. A forward into a
 // held slot replaces it (evaluation forwards need no backward). Slot 0 is the default.
+// Per-class counts (evaluation): with set_per_class(true) forward also counts, per class, the
+// samples and the correct ones (on a GPU that copies the [N, K] time mean to the host).
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "spikemesh/core/tensor.h"
 
@@ -19,6 +22,7 @@ struct LossResult {
   double loss = 0.0;      // mean over the N samples given
   int64_t correct = 0;    // samples whose argmax equals the label
   int64_t count = 0;      // N
+  std::vector<int64_t> class_correct, class_count;  // [K] when Loss::per_class(), else empty
 };
 
 class Loss {
@@ -30,6 +34,12 @@ class Loss {
   // slot (a second backward of it is an error until the next forward).
   virtual Tensor backward(double grad_scale = 1.0, int slot = 0) = 0;
   virtual std::string name() const = 0;
+  // Evaluation: fill LossResult::class_correct / class_count in every forward from now on.
+  void set_per_class(bool on) { per_class_ = on; }
+  bool per_class() const { return per_class_; }
+
+ private:
+  bool per_class_ = false;
 };
 
 std::unique_ptr<Loss> make_loss(const std::string& name);  // "mean_ce" | "rate_mse"; throws Input

@@ -1,9 +1,14 @@
-// evaluation.h — the test-split evaluation of a run: the split is cut into global batches of
-// eval_batch x data ranks, each rank forwards its slice (possibly empty) through the layout in
-// eval mode, and loss, accuracy and every neuron layer's firing rate are summed over the
-// layout's metrics group. Collective over the layout's data and metrics groups.
+// evaluation.h — the evaluation of a model on one split of a dataset (after every epoch of
+// `train`, and `spikemesh eval`): the split is cut into global batches of eval_batch x data
+// ranks in file order, each rank forwards its slice (possibly empty) through the layout in eval
+// mode (BN running statistics, no dropout), and loss, accuracy, per-class counts and every
+// neuron layer's firing rate are summed over the layout's metrics group.
+// Invariant: the outcome depends on the samples and the per-rank batch only, never on which
+// rank ran what beyond floating-point summation order (counts are exact on every layout).
+// Collective over the layout's data and metrics groups (and pp/tp through the layout).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +25,9 @@ struct EvalSettings {
   Encoding encoding = Encoding::Direct;
   DType dtype = DType::F32, activations = DType::F32;
   uint64_t seed = 0;
+  Split split = Split::Test;
+  // Called on every rank after each global batch with (batches done, batches in all); may be empty.
+  std::function<void(int64_t, int64_t)> progress;
 };
 
 struct EvalOutcome {
@@ -27,8 +35,10 @@ struct EvalOutcome {
   int64_t correct = 0, count = 0;
   std::vector<double> firing_rate;       // per neuron layer, sample-weighted mean
   std::vector<std::string> layer_names;  // of firing_rate
+  std::vector<int64_t> class_correct, class_count;  // per class [num_classes]; sums: correct, count
 };
 
-EvalOutcome evaluate_test_split(Layout& layout, H5Dataset& ds, const EvalSettings& s);
+// Evaluates s.split of `ds` (collective, see above); the per-class counts have the dataset's classes.
+EvalOutcome evaluate_split(Layout& layout, H5Dataset& ds, const EvalSettings& s);
 
 }  // namespace sm

@@ -99,9 +99,13 @@ class TrainConfigResolver {
   ~TrainConfigResolver();
   // Adds --config and one flag per key to `cmd`.
   void add_options(CLI::App& cmd);
+  // Adds the flags of `keys` alone (no --config), e.g. the train flags `spikemesh eval` takes.
+  void add_options(CLI::App& cmd, const std::vector<std::string>& keys);
   // After parsing: apply the --config file (if any), then the flags that were given,
   // then validate. Throws sm::Error(Input) naming the file/key or flag.
   void resolve();
+  // After parsing: apply the flags that were given (no file, no validation).
+  void apply_given_flags();
   // Apply a TOML file / one key=value (used by resolve and tests).
   void apply_toml_file(const std::string& path);
   // The same for TOML `text` (e.g. a checkpoint's resolved configuration); `origin` names it.
@@ -124,6 +128,10 @@ class TrainConfigResolver {
 // Sets NAME of "NAME=..." in `vars`: replaces the entry with the same NAME, else appends
 // (how --var on the command line overrides one variable of a --config file's var list).
 void merge_var_assignment(std::vector<std::string>& vars, const std::string& assignment);
+
+// The entries of TOML `text` whose key is in `keys`, as TOML text (e.g. the part of a checkpoint's
+// resolved configuration that shapes its tensors). Input error naming `origin` when not TOML.
+std::string toml_subset(const std::string& text, const std::set<std::string>& keys, const std::string& origin);
 
 // Validates value ranges and combinations (batch-size > 0, epochs >= 0, ...).
 void validate_train_config(const TrainConfig& c);

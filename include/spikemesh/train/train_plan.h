@@ -4,6 +4,7 @@
 // Input error naming the flag or the file.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "spikemesh/data/encoder.h"
 #include "spikemesh/data/h5_dataset.h"
@@ -35,6 +36,13 @@ int64_t replica_batch_of(const TrainConfig& cfg, int data_ranks, int pp);
 // The layout plan of a training run (layout_plan.h, phase 1): the layout flags against the
 // mesh, then with pp the microbatches of the replica batch. Pure; identical on every rank.
 LayoutPlan training_layout_plan(const TrainConfig& cfg, const MeshShape& shape, int world_size);
+
+// run_request_of with the run's layout plan (training_layout_plan): what `train` and `eval` build.
+RunRequest run_request_for(const TrainConfig& cfg, const DatasetInfo& data, const LayoutPlan& plan);
+
+// Input error naming `data_path` when the model's per-time-step input shape or its classes
+// differ from the dataset's.
+void check_model_fits_data(const std::string& data_path, const DatasetInfo& data, const Model& model);
 
 // Checks that `model` fits the dataset (input shape, classes) and plans the batches over
 // `data_ranks` ranks; with `pp_micro` > 0 (a pipeline) --batch-size per replica is split into

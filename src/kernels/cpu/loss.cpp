@@ -48,16 +48,27 @@ double onehot_sq_error_sum(const double* rate, const int64_t* labels, int64_t n,
   return total;
 }
 
+namespace {
+int64_t argmax_row(const double* s, int64_t k) {  // first maximum wins
+  int64_t best = 0;
+  for (int64_t j = 1; j < k; ++j)
+    if (s[j] > s[best]) best = j;
+  return best;
+}
+}  // namespace
+
 int64_t count_correct(const double* scores, const int64_t* labels, int64_t n, int64_t k) {
   int64_t correct = 0;
-  for (int64_t r = 0; r < n; ++r) {
-    const double* s = scores + r * k;
-    int64_t best = 0;
-    for (int64_t j = 1; j < k; ++j)
-      if (s[j] > s[best]) best = j;
-    correct += best == labels[r] ? 1 : 0;
-  }
+  for (int64_t r = 0; r < n; ++r) correct += argmax_row(scores + r * k, k) == labels[r] ? 1 : 0;
   return correct;
+}
+
+void count_correct_per_class(const double* scores, const int64_t* labels, int64_t n, int64_t k,
+                             int64_t* class_correct, int64_t* class_count) {
+  for (int64_t r = 0; r < n; ++r) {
+    ++class_count[labels[r]];
+    if (argmax_row(scores + r * k, k) == labels[r]) ++class_correct[labels[r]];
+  }
 }
 
 template <typename T>

@@ -23,6 +23,11 @@ double onehot_sq_error_sum(const double* rate, const int64_t* labels, int64_t n,
 // Number of rows whose argmax (first maximum wins) equals the label.
 int64_t count_correct(const double* scores, const int64_t* labels, int64_t n, int64_t k);
 
+// Per class c (labels in [0, k)): class_count[c] += the rows labelled c, class_correct[c] += those
+// of them whose argmax (as count_correct) is c. Both arrays hold k counters (accumulated into).
+void count_correct_per_class(const double* scores, const int64_t* labels, int64_t n, int64_t k,
+                             int64_t* class_correct, int64_t* class_count);
+
 // dout[t, n, k] = g[n, k] · scale for every t (the gradient of a mean over T carries the
 // 1/T inside `scale`). g: [N, K] double; dout: [T, N, K].
 template <typename T>
