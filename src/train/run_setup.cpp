@@ -15,6 +15,7 @@ namespace sm {
 RunParts::RunParts() = default;
 RunParts::~RunParts() = default;
 RunParts::RunParts(RunParts&&) noexcept = default;
+RunParts& RunParts::operator=(RunParts&&) noexcept = default;
 
 namespace {
 // Several ranks: main.cpp already divided the node's cores among its ranks.

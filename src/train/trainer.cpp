@@ -89,230 +89,306 @@ std::string header_line(const TrainConfig& cfg, const H5Dataset& ds, Layout& lay
 }
 }  // namespace
 
-TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml, Mesh* mesh,
-                          const LayoutPlan* layout_plan) {
-  Comm* world = mesh ? &mesh->world() : nullptr;
-  // ---- set-up: data first (a bad file fails before anything is written), then the parts.
-  H5Dataset ds = H5Dataset::open(cfg.data, data_group_of(mesh));  // collective over the data group
+namespace {
+// One training run: the parts built by the constructor (collective over the world), then
+// run(): epochs of steps, evaluations, checkpoints, the end. Every method that communicates is
+// collective over the world (or the layout's groups, which every rank joins in the same order).
+class TrainingRun {
+ public:
+  TrainingRun(const TrainConfig& cfg, const std::string& config_toml, Mesh* mesh, const LayoutPlan* layout_plan)
+      : cfg_(cfg), toml_(config_toml), mesh_(mesh), world_(mesh ? &mesh->world() : nullptr),
+        // data first: a bad file fails before anything is written (collective over the data group)
+        ds_(H5Dataset::open(cfg.data, data_group_of(mesh))) {
+    set_up_parts(layout_plan);
+    set_up_output();
+  }
+  TrainSummary run();
+
+ private:
+  void set_up_parts(const LayoutPlan* layout_plan);
+  void set_up_output();
+  void resume_or_start();
+  void save();
+  void evaluate();
+  Batch load_batch(int64_t epoch, int64_t first, int64_t k);
+  bool run_epoch();  // true: stop (a signal, or --max-steps)
+  StepReport train_step(const Batch& b, Timer& wait);
+  void record_step(StepReport& rep, int64_t epoch, double lr);
+  void finish();
+  bool limit_reached() const { return cfg_.max_steps > 0 && st_.step >= cfg_.max_steps; }
+  void write_pipeline() {
+    std::lock_guard<std::mutex> l(hdf5_mutex());
+    pipe_rec_->write(run_dir_ + "/pipeline.h5");
+  }
+
+  const TrainConfig& cfg_;
+  const std::string& toml_;
+  Mesh* mesh_;
+  Comm* world_;
+  H5Dataset ds_;
+  TrainPlan plan_;
+  RunParts parts_;
+  std::unique_ptr<LrSchedule> sched_;
+  std::unique_ptr<EpochSampler> sampler_;
+  std::string run_dir_;
+  bool root_ = false, tty_ = false;
+  std::unique_ptr<RunLog> log_;
+  std::unique_ptr<CheckpointManager> ckpt_;
+  std::unique_ptr<MetricsWriter> metrics_;
+  std::unique_ptr<PipelineRecorder> pipe_rec_;
+  std::unique_ptr<CudaGraphStep> graphs_;
+  TrainState st_;
+  std::string resume_from_;
+  TrainSummary sum_;
+  EvalSettings es_;
+  int64_t last_eval_step_ = -1, first_step_ = 0;
+  CommCounters comm_before_;
+  ProgressWindow window_;
+  Timer run_timer_;
+};
+
+void TrainingRun::set_up_parts(const LayoutPlan* layout_plan) {
   RunRequest req;
-  agree_on_error(world, [&] {
-    req = run_request_for(cfg, ds.info(), layout_plan ? *layout_plan
-                                                      : training_layout_plan(cfg, mesh ? mesh->shape() : MeshShape{},
-                                                                             mesh ? mesh->world_size() : 1));
+  agree_on_error(world_, [&] {
+    req = run_request_for(cfg_, ds_.info(), layout_plan ? *layout_plan
+                                                        : training_layout_plan(cfg_, mesh_ ? mesh_->shape() : MeshShape{},
+                                                                               mesh_ ? mesh_->world_size() : 1));
   });
   const int pp_micro = req.layout.pipelined() ? req.layout.options.pp_microbatches : 0;  // microbatches per step
-  TrainPlan plan;
-  RunParts parts = setup_run(req, mesh, [&](Model& m) { plan = plan_training(cfg, ds, m, data_ranks_of(mesh), pp_micro); });
-  Model& model = *parts.model;
-  Layout& layout = *parts.layout;
-  Optimizer& opt = *parts.optimizer;
-  LossScaler& scaler = parts.scaler;
-  const bool root = layout.is_root();
-  const LrSchedule sched(plan.lr);
-  const int T = model.info.T;
-  std::string run_name = cfg.run_name.empty() ? default_run_name(model.info.name) : cfg.run_name;
-  if (world) run_name = broadcast_string(*world, run_name, 0);  // rank 0's clock names it
-  const std::string run_dir = cfg.output + "/" + run_name;
-  EpochSampler sampler(ds.size(Split::Train), plan.global_batch, static_cast<uint64_t>(cfg.seed), cfg.shuffle, true);
-  std::unique_ptr<RunLog> run_log;  // only now, with every setting validated: a bad one writes nothing
-  agree_on_error(world, [&] {
-    if (root) make_dirs(run_dir, "--output");
-  });
-  check_shared_directory(world, run_dir, "--output");  // checkpoints are written collectively
-  agree_on_error(world, [&] { run_log = std::make_unique<RunLog>(run_dir + "/log.txt", root); });
-  RunLog& log = *run_log;
-  CheckpointManager ckpt(layout, opt, run_dir, config_toml, cfg.precision, static_cast<int>(cfg.keep));
-  ckpt.allow_nonfinite(cfg.allow_nonfinite_checkpoint);
-  TrainState st;
-  st.seed = cfg.seed;
-  const std::string latest = ckpt.latest();
-  std::string resume_from = cfg.resume == "auto" ? latest : cfg.resume;
-  if (cfg.resume == "auto" && latest.empty())
-    log.line("resume auto: no complete checkpoint in " + run_dir + ", starting fresh");
-  if (resume_from.empty() && !latest.empty())
-    SM_INPUT_ERROR(run_dir << " already holds checkpoints of an earlier run: continue it with --resume auto, "
-                              "or choose another --run-name");
-  if (!resume_from.empty()) st = resume(ckpt, resume_from, scaler, cfg, plan, root, log);
-  std::unique_ptr<MetricsWriter> metrics;  // written only now: a failed resume leaves the files as they were
-  agree_on_error(world, [&] {
-    if (!root) return;
-    std::ofstream c(run_dir + "/config.toml");
-    c << config_toml;
-    if (!c) SM_INPUT_ERROR(run_dir << "/config.toml: cannot write");
-    metrics = std::make_unique<MetricsWriter>(run_dir + "/metrics.h5", resume_from.empty() ? -1 : st.step);
-  });
-  log.line(header_line(cfg, ds, layout, parts, plan, run_dir));
-  std::string plan_text = layout.plan().describe();  // the resolved layout plan
-  plan_text.pop_back();                              // its last newline: log.line adds one
-  log.line(plan_text);
+  parts_ = setup_run(req, mesh_, [&](Model& m) { plan_ = plan_training(cfg_, ds_, m, data_ranks_of(mesh_), pp_micro); });
+  sched_ = std::make_unique<LrSchedule>(plan_.lr);
+  sampler_ = std::make_unique<EpochSampler>(ds_.size(Split::Train), plan_.global_batch, static_cast<uint64_t>(cfg_.seed),
+                                            cfg_.shuffle, true);
+  root_ = parts_.layout->is_root();
+  tty_ = root_ && isatty(STDOUT_FILENO);
+}
 
-  // ---- the parts the loop calls.
-  TrainSummary sum;
-  sum.run_dir = run_dir;
-  auto save = [&] {
-    std::lock_guard<std::mutex> l(hdf5_mutex());
-    if (metrics) metrics->flush();
-    sum.last_checkpoint = ckpt.save(st, scaler);
-    log.line("checkpoint " + sum.last_checkpoint, false);
-  };
-  EvalSettings es{cfg.eval_batch_size > 0 ? cfg.eval_batch_size : cfg.batch_size, T, plan.encoding, parts.dtype,
-                  parts.activations, static_cast<uint64_t>(cfg.seed), Split::Test, {}};
-  int64_t last_eval_step = -1;
-  auto evaluate = [&] {
-    const EvalOutcome e = evaluate_split(layout, ds, es);
-    if (metrics) {
-      std::lock_guard<std::mutex> l(hdf5_mutex());
-      metrics->log_eval(st.step, st.epoch, e.loss, e.accuracy, e.firing_rate, e.layer_names);
-    }
-    sum.final_test_accuracy = e.accuracy;
-    sum.final_test_loss = e.loss;
-    last_eval_step = st.step;
-    std::ostringstream os;
-    os << "eval  step " << st.step << " | test loss " << std::fixed << std::setprecision(4) << e.loss
-       << " | test accuracy " << std::setprecision(2) << 100.0 * e.accuracy << "% (" << e.correct << "/" << e.count
-       << ")";
-    log.line(os.str());
-  };
-  const bool tty = root && isatty(STDOUT_FILENO);
-  const int dp_rank = layout.data_rank(), dp_size = layout.data_size();
-  const DType dt = parts.dtype;
-  const Device dev = parts.device;
-  Allocator& mem = allocator_for(dev);  // the device's (CPU: the host allocator)
-  mem.reset_peak();
-  CommCounters comm_before = layout.all_comm_counters();
-  PipelineRecorder pipe_rec(layout, cfg.pp_timeline_steps);  // pipelines: <run>/pipeline.h5
-  auto write_pipeline = [&] {
-    std::lock_guard<std::mutex> l(hdf5_mutex());
-    pipe_rec.write(run_dir + "/pipeline.h5");
-  };
-  ProgressWindow window;
-  Timer run_timer;
-  bool stop = false;
-  auto limit_reached = [&] { return cfg.max_steps > 0 && st.step >= cfg.max_steps; };
-  const int64_t first_step = st.step;  // > 0 when resumed
+// The run directory, log, checkpoints (a resume), config.toml and metrics.h5 — only now, with
+// every setting validated: a bad one writes nothing. Collective over the world.
+void TrainingRun::set_up_output() {
+  const Model& model = *parts_.model;
+  std::string run_name = cfg_.run_name.empty() ? default_run_name(model.info.name) : cfg_.run_name;
+  if (world_) run_name = broadcast_string(*world_, run_name, 0);  // rank 0's clock names it
+  run_dir_ = cfg_.output + "/" + run_name;
+  agree_on_error(world_, [&] {
+    if (root_) make_dirs(run_dir_, "--output");
+  });
+  check_shared_directory(world_, run_dir_, "--output");  // checkpoints are written collectively
+  agree_on_error(world_, [&] { log_ = std::make_unique<RunLog>(run_dir_ + "/log.txt", root_); });
+  ckpt_ = std::make_unique<CheckpointManager>(*parts_.layout, *parts_.optimizer, run_dir_, toml_, cfg_.precision,
+                                              static_cast<int>(cfg_.keep));
+  ckpt_->allow_nonfinite(cfg_.allow_nonfinite_checkpoint);
+  resume_or_start();
+  agree_on_error(world_, [&] {  // written only now: a failed resume leaves the files as they were
+    if (!root_) return;
+    std::ofstream c(run_dir_ + "/config.toml");
+    c << toml_;
+    if (!c) SM_INPUT_ERROR(run_dir_ << "/config.toml: cannot write");
+    metrics_ = std::make_unique<MetricsWriter>(run_dir_ + "/metrics.h5", resume_from_.empty() ? -1 : st_.step);
+  });
+  log_->line(header_line(cfg_, ds_, *parts_.layout, parts_, plan_, run_dir_));
+  std::string plan_text = parts_.layout->plan().describe();  // the resolved layout plan
+  plan_text.pop_back();                                      // its last newline: log.line adds one
+  log_->line(plan_text);
+  sum_.run_dir = run_dir_;
+  es_ = EvalSettings{cfg_.eval_batch_size > 0 ? cfg_.eval_batch_size : cfg_.batch_size, model.info.T, plan_.encoding,
+                     parts_.dtype, parts_.activations, static_cast<uint64_t>(cfg_.seed), Split::Test, {}};
+  pipe_rec_ = std::make_unique<PipelineRecorder>(*parts_.layout, cfg_.pp_timeline_steps);  // <run>/pipeline.h5
   // --cuda-graphs (train/cuda_graph_step.h): replays the steady-state step on one GPU.
-  CudaGraphStep graphs(parse_cuda_graphs(cfg.cuda_graphs),
-                       GraphConditions{dev.is_cuda(), layout.world_size(), cfg.distributed_mode, plan.accum,
-                                       scaler.enabled()});
-  if (dev.is_cuda()) log.line("cuda graphs: " + graphs.describe(), false);
+  graphs_ = std::make_unique<CudaGraphStep>(
+      parse_cuda_graphs(cfg_.cuda_graphs), GraphConditions{parts_.device.is_cuda(), parts_.layout->world_size(),
+                                                           cfg_.distributed_mode, plan_.accum, parts_.scaler.enabled()});
+  if (parts_.device.is_cuda()) log_->line("cuda graphs: " + graphs_->describe(), false);
+}
 
-  // ---- epoch → step → microbatches → layout step → metrics → checkpoint.
-  while (!stop && st.epoch < cfg.epochs && !limit_reached()) {
-    const int64_t epoch = st.epoch, first = st.batch_in_epoch;
-    int64_t n_batches = plan.per_epoch - first;
-    if (cfg.max_steps > 0) n_batches = std::min(n_batches, cfg.max_steps - st.step);
-    bool epoch_done = false;
-    {
-      Prefetcher<Batch> pf(
-          [&, epoch, first](int64_t k) {
-            Timer t;
-            Batch b;
-            make_device_current(dev);  // this thread pins memory for `dev`, not for GPU 0
-            for (int64_t m = 0; m < plan.accum; ++m) {
-              // Micro-step m of data rank r holds part m·dp + r of the global batch.
-              const int part = static_cast<int>(m * dp_size + dp_rank), parts_n = static_cast<int>(plan.accum * dp_size);
-              auto idx = sampler.batch_indices(epoch, first + k, part, parts_n);
-              b.micro.push_back(load_micro(ds, Split::Train, idx, T, plan.encoding, dt, static_cast<uint64_t>(cfg.seed),
-                                           epoch, dev.is_cuda()));
-              b.micro.back().sample_offset = part * plan.batch;
-            }
-            b.data_ms = t.ms();
-            return b;
-          },
-          n_batches, 2);
-      Timer wait;
-      while (auto bt = pf.next()) {
-        StepReport rep;
-        rep.wait_ms = wait.ms();
-        Ctx ctx;
-        ctx.seed = static_cast<uint64_t>(cfg.seed);
-        ctx.step = st.step;
-        const double lr = sched.lr_at(st.step);
-        opt.set_lr(lr);
-        Timer step_t;
-        layout.sync_buffers();  // every rank steps with dp rank 0's BN statistics (unless synced BN)
-        std::vector<MicroBatch> micro;
-        for (const MicroBatch& m : bt->micro) micro.push_back(to_device(m, dev, parts.activations));
-        rep.r = graphs.step(layout, opt, micro, ctx, StepOptions{cfg.clip_grad_norm, &scaler});
-        rep.step_ms = step_t.ms() + rep.wait_ms;
-        ++st.step;
-        if (++st.batch_in_epoch == plan.per_epoch) {
-          ++st.epoch;
-          st.batch_in_epoch = 0;
-          epoch_done = true;
-        }
-        if (pipe_rec.active()) {
-          pipe_rec.after_step(st.step);  // collective over pp
-          if (!pipe_rec.active()) write_pipeline();
-        }
-        for (const LayerStat& s : layout.layer_stats()) {  // pp: every stage's, gathered
-          rep.firing_rate.push_back(s.value);
-          rep.layer_names.push_back(s.layer);
-        }
-        rep.peak_mb = mem.peak_bytes() / 1048576.0;
-        rep.rss_mb = peak_rss_mb();
-        rep.load_ms = bt->data_ms;
-        const CommCounters now = layout.all_comm_counters();
-        rep.comm_ms = 1000.0 * (now.total_wait_seconds() - comm_before.total_wait_seconds());
-        rep.comm_mb = static_cast<double>(now.total_bus_bytes() - comm_before.total_bus_bytes()) / 1048576.0;
-        rep.stop = stop_signal() != 0;
-        if (!layout.counts_in_metrics()) rep.r.count = rep.r.correct = 0;  // tp peers: tp rank 0 counts
-        reduce_step_report(layout.metrics_comm(), rep);  // collective: every rank agrees on the stop too
-        if (cfg.check_replicas > 0 && st.step % cfg.check_replicas == 0)
-          layout.check_replicas("parameters after step " + std::to_string(st.step));
-        comm_before = layout.all_comm_counters();
-        window.add(rep);
-        if (metrics) {
-          std::map<std::string, double> row = step_row(rep, st.step, epoch, lr, layout.distributed());
-          if (scaler.enabled()) {  // fp16: the loss scale after this step and the steps skipped so far
-            row["loss_scale"] = scaler.scale();
-            row["skipped_steps"] = static_cast<double>(scaler.skipped_steps());
-          }
-          std::lock_guard<std::mutex> l(hdf5_mutex());
-          metrics->log_step(row, rep.firing_rate, rep.layer_names);
-        }
-        if (st.step % cfg.log_every == 0 || st.step == plan.total_steps) {
-          const std::string line = window.line(epoch, cfg.epochs, st.step, plan.total_steps, plan.global_batch);
-          if (tty) {
-            std::printf("\r%s   ", line.c_str());
-            std::fflush(stdout);
-          }
-          log.line(line, !tty);
-        }
-        stop = rep.stop;
-        if (stop || limit_reached()) break;
-        if (cfg.ckpt_every > 0 && st.step % cfg.ckpt_every == 0) save();
-        wait.reset();
-      }
-    }  // prefetcher joined: no HDF5 reads run concurrently from here on
-    if (tty) std::printf("\n");
-    if (epoch_done) evaluate();  // an epoch's evaluation belongs to it, even when a stop follows
-    if (stop) break;
+void TrainingRun::resume_or_start() {
+  st_.seed = cfg_.seed;
+  const std::string latest = ckpt_->latest();
+  resume_from_ = cfg_.resume == "auto" ? latest : cfg_.resume;
+  if (cfg_.resume == "auto" && latest.empty())
+    log_->line("resume auto: no complete checkpoint in " + run_dir_ + ", starting fresh");
+  if (resume_from_.empty() && !latest.empty())
+    SM_INPUT_ERROR(run_dir_ << " already holds checkpoints of an earlier run: continue it with --resume auto, "
+                               "or choose another --run-name");
+  if (!resume_from_.empty()) st_ = resume(*ckpt_, resume_from_, parts_.scaler, cfg_, plan_, root_, *log_);
+}
+
+void TrainingRun::save() {
+  std::lock_guard<std::mutex> l(hdf5_mutex());
+  if (metrics_) metrics_->flush();
+  sum_.last_checkpoint = ckpt_->save(st_, parts_.scaler);
+  log_->line("checkpoint " + sum_.last_checkpoint, false);
+}
+
+void TrainingRun::evaluate() {
+  const EvalOutcome e = evaluate_split(*parts_.layout, ds_, es_);
+  if (metrics_) {
+    std::lock_guard<std::mutex> l(hdf5_mutex());
+    metrics_->log_eval(st_.step, st_.epoch, e.loss, e.accuracy, e.firing_rate, e.layer_names);
   }
-  if (stop) {
+  sum_.final_test_accuracy = e.accuracy;
+  sum_.final_test_loss = e.loss;
+  last_eval_step_ = st_.step;
+  std::ostringstream os;
+  os << "eval  step " << st_.step << " | test loss " << std::fixed << std::setprecision(4) << e.loss
+     << " | test accuracy " << std::setprecision(2) << 100.0 * e.accuracy << "% (" << e.correct << "/" << e.count << ")";
+  log_->line(os.str());
+}
+
+// Batch k of the epoch's remaining batches (the prefetch thread): micro-step m of data rank r
+// holds part m·dp + r of the global batch.
+Batch TrainingRun::load_batch(int64_t epoch, int64_t first, int64_t k) {
+  Timer t;
+  Batch b;
+  const Layout& layout = *parts_.layout;
+  const int dp_rank = layout.data_rank(), dp_size = layout.data_size();
+  make_device_current(parts_.device);  // this thread pins memory for the run's device, not for GPU 0
+  for (int64_t m = 0; m < plan_.accum; ++m) {
+    const int part = static_cast<int>(m * dp_size + dp_rank), parts_n = static_cast<int>(plan_.accum * dp_size);
+    auto idx = sampler_->batch_indices(epoch, first + k, part, parts_n);
+    b.micro.push_back(load_micro(ds_, Split::Train, idx, parts_.model->info.T, plan_.encoding, parts_.dtype,
+                                 static_cast<uint64_t>(cfg_.seed), epoch, parts_.device.is_cuda()));
+    b.micro.back().sample_offset = part * plan_.batch;
+  }
+  b.data_ms = t.ms();
+  return b;
+}
+
+// One optimizer step on a prefetched batch (collective over the layout's groups).
+StepReport TrainingRun::train_step(const Batch& b, Timer& wait) {
+  Layout& layout = *parts_.layout;
+  StepReport rep;
+  rep.wait_ms = wait.ms();
+  Ctx ctx;
+  ctx.seed = static_cast<uint64_t>(cfg_.seed);
+  ctx.step = st_.step;
+  parts_.optimizer->set_lr(sched_->lr_at(st_.step));
+  Timer step_t;
+  layout.sync_buffers();  // every rank steps with dp rank 0's BN statistics (unless synced BN)
+  std::vector<MicroBatch> micro;
+  for (const MicroBatch& m : b.micro) micro.push_back(to_device(m, parts_.device, parts_.activations));
+  rep.r = graphs_->step(layout, *parts_.optimizer, micro, ctx, StepOptions{cfg_.clip_grad_norm, &parts_.scaler});
+  rep.step_ms = step_t.ms() + rep.wait_ms;
+  rep.load_ms = b.data_ms;
+  return rep;
+}
+
+// After a step: the pipeline timeline, statistics, the metric reduction (every rank agrees on
+// the stop too), replica checks, metrics.h5 and the progress line. Collective over the world.
+void TrainingRun::record_step(StepReport& rep, int64_t epoch, double lr) {
+  Layout& layout = *parts_.layout;
+  if (pipe_rec_->active()) {
+    pipe_rec_->after_step(st_.step);  // collective over pp
+    if (!pipe_rec_->active()) write_pipeline();
+  }
+  for (const LayerStat& s : layout.layer_stats()) {  // pp: every stage's, gathered
+    rep.firing_rate.push_back(s.value);
+    rep.layer_names.push_back(s.layer);
+  }
+  rep.peak_mb = allocator_for(parts_.device).peak_bytes() / 1048576.0;
+  rep.rss_mb = peak_rss_mb();
+  const CommCounters now = layout.all_comm_counters();
+  rep.comm_ms = 1000.0 * (now.total_wait_seconds() - comm_before_.total_wait_seconds());
+  rep.comm_mb = static_cast<double>(now.total_bus_bytes() - comm_before_.total_bus_bytes()) / 1048576.0;
+  rep.stop = stop_signal() != 0;
+  if (!layout.counts_in_metrics()) rep.r.count = rep.r.correct = 0;  // tp peers: tp rank 0 counts
+  reduce_step_report(layout.metrics_comm(), rep);  // collective: every rank agrees on the stop too
+  if (cfg_.check_replicas > 0 && st_.step % cfg_.check_replicas == 0)
+    layout.check_replicas("parameters after step " + std::to_string(st_.step));
+  comm_before_ = layout.all_comm_counters();
+  window_.add(rep);
+  if (metrics_) {
+    std::map<std::string, double> row = step_row(rep, st_.step, epoch, lr, layout.distributed());
+    if (parts_.scaler.enabled()) {  // fp16: the loss scale after this step and the steps skipped so far
+      row["loss_scale"] = parts_.scaler.scale();
+      row["skipped_steps"] = static_cast<double>(parts_.scaler.skipped_steps());
+    }
+    std::lock_guard<std::mutex> l(hdf5_mutex());
+    metrics_->log_step(row, rep.firing_rate, rep.layer_names);
+  }
+  if (st_.step % cfg_.log_every == 0 || st_.step == plan_.total_steps) {
+    const std::string line = window_.line(epoch, cfg_.epochs, st_.step, plan_.total_steps, plan_.global_batch);
+    if (tty_) {
+      std::printf("\r%s   ", line.c_str());
+      std::fflush(stdout);
+    }
+    log_->line(line, !tty_);
+  }
+}
+
+bool TrainingRun::run_epoch() {
+  const int64_t epoch = st_.epoch, first = st_.batch_in_epoch;
+  int64_t n_batches = plan_.per_epoch - first;
+  if (cfg_.max_steps > 0) n_batches = std::min(n_batches, cfg_.max_steps - st_.step);
+  bool epoch_done = false, stop = false;
+  {
+    Prefetcher<Batch> pf([&, epoch, first](int64_t k) { return load_batch(epoch, first, k); }, n_batches, 2);
+    Timer wait;
+    while (auto bt = pf.next()) {
+      const double lr = sched_->lr_at(st_.step);
+      StepReport rep = train_step(*bt, wait);
+      ++st_.step;
+      if (++st_.batch_in_epoch == plan_.per_epoch) {
+        ++st_.epoch;
+        st_.batch_in_epoch = 0;
+        epoch_done = true;
+      }
+      record_step(rep, epoch, lr);
+      stop = rep.stop;
+      if (stop || limit_reached()) break;
+      if (cfg_.ckpt_every > 0 && st_.step % cfg_.ckpt_every == 0) save();
+      wait.reset();
+    }
+  }  // prefetcher joined: no HDF5 reads run concurrently from here on
+  if (tty_) std::printf("\n");
+  if (epoch_done) evaluate();  // an epoch's evaluation belongs to it, even when a stop follows
+  return stop;
+}
+
+// The end of the run: a stop's checkpoint, or the final evaluation and checkpoint.
+void TrainingRun::finish() {
+  if (sum_.interrupted) {
     const int sig = stop_signal();
-    log.line(sig ? "stop requested (signal " + std::to_string(sig) + "): checkpointing at step " + std::to_string(st.step)
-                 : "stop requested (signal on another rank): checkpointing at step " + std::to_string(st.step));
-    if (st.step == plan.total_steps && last_eval_step != st.step) evaluate();  // the run is complete anyway
+    log_->line(sig ? "stop requested (signal " + std::to_string(sig) + "): checkpointing at step " + std::to_string(st_.step)
+                   : "stop requested (signal on another rank): checkpointing at step " + std::to_string(st_.step));
+    if (st_.step == plan_.total_steps && last_eval_step_ != st_.step) evaluate();  // the run is complete anyway
     save();
-    sum.interrupted = true;
-  } else if (st.step == first_step && first_step > 0 && st.step == plan.total_steps) {
+  } else if (st_.step == first_step_ && first_step_ > 0 && st_.step == plan_.total_steps) {
     // Resumed from the final checkpoint of a finished run: it already holds the final
     // evaluation (every checkpoint at the last step is written after one), so add nothing.
-    log.line("nothing to do: the run is already complete at step " + std::to_string(st.step));
+    log_->line("nothing to do: the run is already complete at step " + std::to_string(st_.step));
   } else {
-    if (last_eval_step != st.step) evaluate();
+    if (last_eval_step_ != st_.step) evaluate();
     save();
   }
-  if (pipe_rec.active()) write_pipeline();  // fewer steps than --pp-timeline-steps
-  sum.steps = st.step;
+  if (pipe_rec_->active()) write_pipeline();  // fewer steps than --pp-timeline-steps
+  sum_.steps = st_.step;
   std::ostringstream os;
-  os << "done: " << st.step << " steps in " << format_duration(run_timer.ms() / 1000.0);
-  if (sum.final_test_accuracy >= 0)
-    os << ", test accuracy " << std::fixed << std::setprecision(2) << 100.0 * sum.final_test_accuracy << "%";
-  os << "; output in " << run_dir;
-  log.line(os.str());
-  return sum;
+  os << "done: " << st_.step << " steps in " << format_duration(run_timer_.ms() / 1000.0);
+  if (sum_.final_test_accuracy >= 0)
+    os << ", test accuracy " << std::fixed << std::setprecision(2) << 100.0 * sum_.final_test_accuracy << "%";
+  os << "; output in " << run_dir_;
+  log_->line(os.str());
+}
+
+// epoch → step → microbatches → layout step → metrics → checkpoint.
+TrainSummary TrainingRun::run() {
+  allocator_for(parts_.device).reset_peak();  // the device's (CPU: the host allocator)
+  comm_before_ = parts_.layout->all_comm_counters();
+  run_timer_.reset();
+  first_step_ = st_.step;  // > 0 when resumed
+  bool stop = false;
+  while (!stop && st_.epoch < cfg_.epochs && !limit_reached()) stop = run_epoch();
+  sum_.interrupted = stop;
+  finish();
+  return sum_;
+}
+}  // namespace
+
+TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml, Mesh* mesh,
+                          const LayoutPlan* layout_plan) {
+  TrainingRun run(cfg, config_toml, mesh, layout_plan);
+  return run.run();
 }
 
 }  // namespace sm

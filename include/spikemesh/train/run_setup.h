@@ -43,6 +43,7 @@ struct RunParts {
   ~RunParts();
   RunParts();
   RunParts(RunParts&&) noexcept;
+  RunParts& operator=(RunParts&&) noexcept;
 };
 
 // Builds the parts. `check_model` (may be empty) sees the built, unfinalised model and throws
