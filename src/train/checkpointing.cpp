@@ -20,20 +20,6 @@
 namespace sm {
 
 namespace {
-// The state names the optimizer keeps per parameter (e.g. exp_avg, exp_avg_sq), found on a
-// one-element probe so that a rank holding no piece of a parameter still lists them.
-std::vector<std::string> state_names_of(const Optimizer& opt, DType dt) {
-  Param probe;
-  probe.name = "probe";
-  probe.shape = probe.local_shape = {1};
-  probe.value = Tensor::zeros({1}, dt);
-  probe.grad = Tensor::zeros({1}, dt);
-  auto o = make_optimizer(opt.config(), {&probe});
-  std::vector<std::string> names;
-  for (const OptimState& s : o->state()) names.push_back(s.state_name);
-  return names;
-}
-
 // Elements [pos, pos + n) of t's flattening (a view).
 Tensor flat_run(const Tensor& t, int64_t pos, int64_t n) { return t.view({t.numel()}).slice0(pos, pos + n); }
 
@@ -78,7 +64,7 @@ std::vector<TensorShard> layout_checkpoint_shards(Layout& layout, Optimizer& opt
     SM_CHECK(h != holder_by_name.end(), "optimizer state '" << s.state_name << "' of unknown '" << s.param_name << "'");
     state[{h->second, s.state_name}] = s.value;
   }
-  const std::vector<std::string> names = state_names_of(opt, dt);
+  const std::vector<std::string> names = opt.state_names();  // also where this rank holds no piece
   for (Param* p : logical)
     for (const std::string& n : names)
       emit(optim_dataset_path(p->name, n), *p, [&](const Piece& pc) {
