@@ -7,6 +7,7 @@
 #include "spikemesh/core/cuda_amp.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/layout.h"
+#include "spikemesh/parallel/placement.h"
 #include "spikemesh/train/checkpointing.h"
 #include "spikemesh/train/optimizer.h"
 
@@ -38,17 +39,12 @@ std::vector<TensorShard> buffer_shards(Model& model, bool holds, int tp_rank, bo
     const bool split = b->shard.sharded();
     const bool on_stage = !local || std::find(local->begin(), local->end(), b) != local->end();
     const bool here = on_stage && holds && (split || !saving || tp_rank == 0);  // whole buffers: tp rank 0 writes
-    const int blocks = split ? b->shard.segments : 1;  // a tp channel shard: one box per block
-    const int64_t ls = b->held_shape().empty() ? 1 : b->held_shape()[0] / blocks;
-    for (int s = 0; s < blocks; ++s) {
-      Box where = full_box(b->held_shape());
-      Tensor part = b->value;
-      if (split) {  // rows [s·ls, (s+1)·ls) of the local buffer: block s, piece shard.index
-        where.count[0] = ls;
-        where.offset[0] = s * (b->shape[0] / blocks) + b->shard.index * ls;
-        part = b->value.slice0(s * ls, (s + 1) * ls);
-      }
+    const std::vector<Box> boxes = buffer_held_boxes(*b);  // a tp channel shard: one box per block
+    int64_t pos = 0;                                        // the blocks' rows back to back in the value
+    for (const Box& where : boxes) {
+      Tensor part = boxes.size() == 1 ? b->value : b->value.view({b->value.numel()}).slice0(pos, pos + where.numel());
       out.push_back(held(buffer_dataset_path(b->name), b->shape, where, part, here));
+      pos += where.numel();
     }
   }
   return out;

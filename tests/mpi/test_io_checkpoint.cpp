@@ -1,4 +1,4 @@
-// test_io_checkpoint.cpp — the one checkpoint writer/reader (io/checkpoint.h, io/tensor_shard.h)
+// test_io_checkpoint.cpp — the one checkpoint writer/reader (io/checkpoint.h, io/tensor_shard.h; flat chunks as shards: parallel/placement.h)
 // over a group of real ranks:
 // a ZeRO/FSDP-like layout (each unit's flat buffer and flat Adam state cut into dp equal
 // chunks that cross parameter boundaries, plus padding) saved at dp = world / 2 and loaded
@@ -32,6 +32,7 @@
 #include "spikemesh/io/checkpoint.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/models/model.h"
+#include "spikemesh/parallel/placement.h"
 #include "spikemesh/train/checkpoint_state.h"
 #include "spikemesh/train/optimizer.h"
 

@@ -19,6 +19,7 @@
 #include "spikemesh/io/checkpoint.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/io/tensor_shard.h"
+#include "spikemesh/parallel/placement.h"
 
 namespace sm {
 namespace {
