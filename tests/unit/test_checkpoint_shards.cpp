@@ -13,7 +13,7 @@
 #include "spikemesh/io/checkpoint.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/models/model.h"
-#include "spikemesh/train/checkpoint_state.h"
+#include "spikemesh/train/model_checkpoint.h"
 #include "spikemesh/train/optimizer.h"
 
 namespace sm {
