@@ -1,4 +1,4 @@
-// checkpoint_read.cpp — the one checkpoint reader (io/checkpoint.h load_checkpoint): every
+// checkpoint_read.cpp — the one checkpoint reader (io/checkpoint.h read_checkpoint): every
 // rank fills the boxes it asks for, one hyperslab H5Dread per dataset (collective MPI-IO over
 // the group; alone: a serial read); plus /meta and the newest complete checkpoint of a
 // directory (file checks problem by problem and checksum verification: checkpoint_verify.cpp).
@@ -356,102 +356,121 @@ std::string find_latest_checkpoint(Comm* group, const std::string& dir) {
 
 // ---- load ----------------------------------------------------------------------------------
 
-// Collective over `group` (nullptr: alone); see io/checkpoint.h.
-CheckpointInfo load_checkpoint(Comm* group, const std::string& path, std::vector<TensorShard>& shards,
-                               const CheckpointMeta& expect, const CheckpointLoadOptions& opts) {
-  const Group g{group};
-  const int rank = g.rank(), size = g.size();
-  std::vector<TensorPlan> plans;
-  g.agree([&] { plans = ckpt::plan_tensors(shards, false); });
-  const size_t n = plans.size();
-  ckpt::require_same_everywhere(g, plans, "load|" + path + "|" + expect.model + "|" + expect.optimizer,
-                                "load_checkpoint");
+namespace {
 
-  // 1. Rank 0 checks the file against the request; everyone learns dtypes and stored crcs.
-  CheckpointInfo ci;
-  std::vector<int64_t> file_facts;  // per tensor: dtype, stored crc
+// What rank 0 learnt of the file, on every rank: /meta, and per tensor {file dtype, stored crc}.
+struct FileFacts {
+  CheckpointInfo info;
+  std::vector<int64_t> facts;
+  DType dtype(size_t i) const { return static_cast<DType>(facts[2 * i]); }
+  int64_t crc(size_t i) const { return facts[2 * i + 1]; }
+};
+
+// Step 1, collective over the group: rank 0 checks the file against the request; everyone
+// learns the info, dtypes and stored crcs.
+FileFacts check_file(const Group& g, const std::string& path, const std::vector<TensorPlan>& plans,
+                     const CheckpointMeta& expect) {
+  FileFacts ff;
   g.agree([&] {
-    if (rank != 0) return;
-    ci = read_checkpoint_info(path);
-    reading(path, [&] { file_facts = validate_for_load(path, plans, expect, ci); });
+    if (g.rank() != 0) return;
+    ff.info = read_checkpoint_info(path);
+    reading(path, [&] { ff.facts = validate_for_load(path, plans, expect, ff.info); });
   });
-  bcast_info(g, ci);
-  g.bcast(file_facts);
+  bcast_info(g, ff.info);
+  g.bcast(ff.facts);
+  return ff;
+}
 
-  // 2. One read per tensor of the union of this rank's boxes, in the file's dtype.
-  std::vector<ReadPart> parts(n);
-  std::vector<int64_t> crc_rows;  // {tensor, start, len, crc} per merged run read here
-  {
-    H5File f;
-    g.agree([&] {
-      H5Handle fapl(SM_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose);
-      if (g.comm) SM_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), g.comm->mpi_comm(), MPI_INFO_NULL));
-      reading(path, [&] { f = H5File::open(path, false, fapl.get()); });
-    });
-    for (size_t i = 0; i < n; ++i) {
-      const DType file_dt = static_cast<DType>(file_facts[2 * i]);
-      g.agree([&] { reading(path, [&] { parts[i] = read_tensor(g, f, plans[i], shards, file_dt); }); });
-      g.agree([&] {
-        const size_t es = dtype_size(file_dt);
-        for (size_t u = 0; u < parts[i].runs.size(); ++u) {
-          const Run& r = parts[i].runs[u];
-          const char* p = static_cast<const char*>(parts[i].buf.raw()) + parts[i].pos[u] * static_cast<int64_t>(es);
-          crc_rows.insert(crc_rows.end(), {static_cast<int64_t>(i), r.start, r.len,
-                                           static_cast<int64_t>(ckpt::crc32_bytes(p, static_cast<size_t>(r.len) * es))});
-        }
-      });
-    }
-    g.agree([&] { f.close(); });
-  }
-
-  // 3. Checksums: combined on rank 0 where the ranks' runs chain over a tensor; the rest are
-  //    read whole by one rank each (round robin).
-  const std::vector<int64_t> all = g.gather(crc_rows);
-  std::vector<int64_t> reader(n, -1);
+// Step 2, collective over the group: one read per tensor of the union of this rank's boxes, in
+// the file's dtype, into `parts`; returns the rows {tensor, start, len, crc} of every merged
+// run read here.
+std::vector<int64_t> read_tensors(const Group& g, const std::string& path, const std::vector<TensorPlan>& plans,
+                                  const std::vector<TensorShard>& shards, const FileFacts& ff,
+                                  std::vector<ReadPart>& parts) {
+  std::vector<int64_t> crc_rows;
+  H5File f;
   g.agree([&] {
-    if (rank != 0) return;
-    std::vector<std::vector<std::array<int64_t, 3>>> runs(n);
-    for (size_t k = 0; k + 4 <= all.size(); k += 4)
-      runs[static_cast<size_t>(all[k])].push_back({all[k + 1], all[k + 2], all[k + 3]});
-    int next = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const int64_t want = file_facts[2 * i + 1], numel = shape_numel(plans[i].shape);
-      if (want < 0) continue;
-      std::sort(runs[i].begin(), runs[i].end());
-      const int64_t esize = static_cast<int64_t>(dtype_size(static_cast<DType>(file_facts[2 * i])));
-      std::map<int64_t, uint32_t> reached{{0, 0u}};  // flat offset -> crc of [0, offset)
-      for (const auto& r : runs[i]) {
-        auto it = reached.find(r[0]);
-        if (it != reached.end() && !reached.count(r[0] + r[1]))
-          reached[r[0] + r[1]] = ckpt::crc32_concat(it->second, static_cast<uint32_t>(r[2]), r[1] * esize);
+    H5Handle fapl(SM_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose);
+    if (g.comm) SM_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), g.comm->mpi_comm(), MPI_INFO_NULL));
+    reading(path, [&] { f = H5File::open(path, false, fapl.get()); });
+  });
+  parts.assign(plans.size(), ReadPart{});
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const DType file_dt = ff.dtype(i);
+    g.agree([&] { reading(path, [&] { parts[i] = read_tensor(g, f, plans[i], shards, file_dt); }); });
+    g.agree([&] {
+      const size_t es = dtype_size(file_dt);
+      for (size_t u = 0; u < parts[i].runs.size(); ++u) {
+        const Run& r = parts[i].runs[u];
+        const char* p = static_cast<const char*>(parts[i].buf.raw()) + parts[i].pos[u] * static_cast<int64_t>(es);
+        crc_rows.insert(crc_rows.end(), {static_cast<int64_t>(i), r.start, r.len,
+                                         static_cast<int64_t>(ckpt::crc32_bytes(p, static_cast<size_t>(r.len) * es))});
       }
-      auto whole = reached.find(numel);
-      if (whole == reached.end())
-        reader[i] = next++ % size;
-      else if (static_cast<uint32_t>(want) != whole->second)
-        SM_INPUT_ERROR(path << ": dataset /" << plans[i].path << " is corrupted (checksum mismatch)");
+    });
+  }
+  g.agree([&] { f.close(); });
+  return crc_rows;
+}
+
+// Rank 0: checks every tensor whose gathered runs (rows {tensor, start, len, crc}) chain over
+// it; returns, per tensor, the rank that must read it whole (round robin), or -1.
+std::vector<int64_t> check_chained_crcs(const Group& g, const std::string& path, const std::vector<TensorPlan>& plans,
+                                        const FileFacts& ff, const std::vector<int64_t>& all) {
+  const size_t n = plans.size();
+  std::vector<int64_t> reader(n, -1);
+  std::vector<std::vector<std::array<int64_t, 3>>> runs(n);
+  for (size_t k = 0; k + 4 <= all.size(); k += 4)
+    runs[static_cast<size_t>(all[k])].push_back({all[k + 1], all[k + 2], all[k + 3]});
+  int next = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t want = ff.crc(i), numel = shape_numel(plans[i].shape);
+    if (want < 0) continue;
+    std::sort(runs[i].begin(), runs[i].end());
+    const int64_t esize = static_cast<int64_t>(dtype_size(ff.dtype(i)));
+    std::map<int64_t, uint32_t> reached{{0, 0u}};  // flat offset -> crc of [0, offset)
+    for (const auto& r : runs[i]) {
+      auto it = reached.find(r[0]);
+      if (it != reached.end() && !reached.count(r[0] + r[1]))
+        reached[r[0] + r[1]] = ckpt::crc32_concat(it->second, static_cast<uint32_t>(r[2]), r[1] * esize);
     }
+    auto whole = reached.find(numel);
+    if (whole == reached.end())
+      reader[i] = next++ % g.size();
+    else if (static_cast<uint32_t>(want) != whole->second)
+      SM_INPUT_ERROR(path << ": dataset /" << plans[i].path << " is corrupted (checksum mismatch)");
+  }
+  return reader;
+}
+
+// Step 3, collective over the group: checksums combined on rank 0 where the ranks' runs chain
+// over a tensor; the rest read whole by one rank each.
+void verify_checksums(const Group& g, const std::string& path, const std::vector<TensorPlan>& plans,
+                      const FileFacts& ff, const std::vector<int64_t>& crc_rows) {
+  const std::vector<int64_t> all = g.gather(crc_rows);
+  std::vector<int64_t> reader(plans.size(), -1);
+  g.agree([&] {
+    if (g.rank() == 0) reader = check_chained_crcs(g, path, plans, ff, all);
   });
   g.bcast(reader);
   g.agree([&] {
     reading(path, [&] {
       H5File f;
-      for (size_t i = 0; i < n; ++i) {
-        if (reader[i] != rank) continue;
+      for (size_t i = 0; i < plans.size(); ++i) {
+        if (reader[i] != g.rank()) continue;
         if (f.file_id() < 0) f = H5File::open(path);
         Tensor t = f.read(plans[i].path);
-        if (static_cast<uint32_t>(file_facts[2 * i + 1]) != ckpt::crc_of(t))
+        if (static_cast<uint32_t>(ff.crc(i)) != ckpt::crc_of(t))
           SM_INPUT_ERROR(path << ": dataset /" << plans[i].path << " is corrupted (checksum mismatch)");
       }
     });
   });
+}
 
-  // 3b. Every float element read must be finite (params, buffers and optimizer state alike):
-  //     each rank's first NaN/Inf per tensor, gathered; rank 0 decides (the lowest flat index
-  //     over the ranks is the tensor's first, since the ranks' reads cover what the run uses).
-  std::vector<int64_t> bad_rows;  // {tensor, flat index, kind} per tensor with a non-finite value here
-  for (size_t i = 0; i < n; ++i) {
-    const DType file_dt = static_cast<DType>(file_facts[2 * i]);
+// Rows {tensor, flat index, kind} of this rank's first NaN/Inf per tensor it read.
+std::vector<int64_t> first_nonfinite_rows(const FileFacts& ff, const std::vector<ReadPart>& parts) {
+  std::vector<int64_t> bad_rows;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const DType file_dt = ff.dtype(i);
     const size_t es = dtype_size(file_dt);
     for (size_t u = 0; u < parts[i].runs.size(); ++u) {
       const char* p = static_cast<const char*>(parts[i].buf.raw()) + parts[i].pos[u] * static_cast<int64_t>(es);
@@ -463,9 +482,18 @@ CheckpointInfo load_checkpoint(Comm* group, const std::string& path, std::vector
       }
     }
   }
-  const std::vector<int64_t> all_bad = g.gather(bad_rows);
+  return bad_rows;
+}
+
+// Step 3b, collective over the group: every float element read must be finite (params,
+// buffers and optimizer state alike): each rank's first NaN/Inf per tensor, gathered; rank 0
+// decides (the lowest flat index over the ranks is the tensor's first, since the ranks' reads
+// cover what the run uses).
+void check_finite(const Group& g, const std::string& path, const std::vector<TensorPlan>& plans,
+                  const FileFacts& ff, const std::vector<ReadPart>& parts, const CheckpointReadOptions& opts) {
+  const std::vector<int64_t> all_bad = g.gather(first_nonfinite_rows(ff, parts));
   g.agree([&] {
-    if (rank != 0) return;
+    if (g.rank() != 0) return;
     std::map<size_t, std::pair<int64_t, int64_t>> first;  // tensor -> (flat index, kind), lowest index
     for (size_t k = 0; k + 3 <= all_bad.size(); k += 3) {
       const size_t i = static_cast<size_t>(all_bad[k]);
@@ -494,10 +522,13 @@ CheckpointInfo load_checkpoint(Comm* group, const std::string& path, std::vector
                         << ": the run that wrote it diverged or the file was altered; resume from an earlier "
                            "checkpoint, or pass --allow-nonfinite-checkpoint to load it anyway");
   });
+}
 
-  // 4. Only now write into the callers' tensors.
+// Step 4, collective over the group (agreed): only now write into the callers' tensors.
+void fill_shards(const Group& g, const std::vector<TensorPlan>& plans, const std::vector<ReadPart>& parts,
+                 std::vector<TensorShard>& shards) {
   g.agree([&] {
-    for (size_t i = 0; i < n; ++i)
+    for (size_t i = 0; i < plans.size(); ++i)
       for (size_t k : plans[i].shards) {
         TensorShard& s = shards[k];
         if (s.box.empty()) continue;
@@ -507,7 +538,25 @@ CheckpointInfo load_checkpoint(Comm* group, const std::string& path, std::vector
         dst.copy_from(src);
       }
   });
-  return ci;
+}
+
+}  // namespace
+
+// Collective over `group` (nullptr: alone); see io/checkpoint.h.
+CheckpointInfo read_checkpoint(Comm* group, const std::string& path, std::vector<TensorShard>& shards,
+                               const CheckpointMeta& expect, const CheckpointReadOptions& opts) {
+  const Group g{group};
+  std::vector<TensorPlan> plans;
+  g.agree([&] { plans = ckpt::plan_tensors(shards, false); });
+  ckpt::require_same_everywhere(g, plans, "load|" + path + "|" + expect.model + "|" + expect.optimizer,
+                                "read_checkpoint");
+  const FileFacts ff = check_file(g, path, plans, expect);  // 1. the file against the request
+  std::vector<ReadPart> parts;                              // 2. this rank's boxes, read
+  const std::vector<int64_t> crc_rows = read_tensors(g, path, plans, shards, ff, parts);
+  verify_checksums(g, path, plans, ff, crc_rows);  // 3. every checksum
+  check_finite(g, path, plans, ff, parts, opts);   // 3b. no NaN/Inf unless allowed
+  fill_shards(g, plans, parts, shards);            // 4. only now into the callers' tensors
+  return ff.info;
 }
 
 }  // namespace sm

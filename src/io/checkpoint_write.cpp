@@ -1,4 +1,4 @@
-// checkpoint_write.cpp — the one checkpoint writer (io/checkpoint.h save_checkpoint): every
+// checkpoint_write.cpp — the one checkpoint writer (io/checkpoint.h write_checkpoint): every
 // rank's boxes of every logical tensor written with one hyperslab H5Dwrite per dataset
 // (collective MPI-IO over the group; alone: in memory, then one POSIX write).
 // Invariants:
@@ -180,6 +180,190 @@ std::vector<char> file_image(const H5File& f, const std::string& tmp) {
   return image;
 }
 
+// Where the file goes and how big it will be.
+struct Target {
+  std::string dir, final_path, tmp;  // tmp = <final>.tmp until the rename
+  int64_t meta_block = 0;            // object headers, crc attributes, links, /meta: one block at the start
+  int64_t estimate = 0;              // bytes the file needs (data + metadata + slack)
+};
+
+Target target_of(const std::string& dir, const CheckpointMeta& meta, const std::vector<TensorPlan>& plans) {
+  Target t;
+  t.dir = dir;
+  t.final_path = checkpoint_path(dir, meta.state.step);
+  t.tmp = t.final_path + ".tmp";
+  int64_t data_bytes = 0, name_bytes = 0;
+  for (const TensorPlan& p : plans) {
+    data_bytes += bytes_of(p);
+    name_bytes += static_cast<int64_t>(p.path.size());
+  }
+  t.meta_block = ((32768 + 1024 * static_cast<int64_t>(plans.size()) + 4 * name_bytes +
+                   2 * static_cast<int64_t>(meta.config_toml.size())) + 4095) / 4096 * 4096;
+  t.estimate = data_bytes + t.meta_block + 65536;
+  return t;
+}
+
+// Step 1, collective over the group: the shard lists locally sane, the same tensors and settings
+// everywhere, the ranks' boxes tiling every tensor. Returns the tensor plans.
+std::vector<TensorPlan> check_shard_lists(const Group& g, const std::vector<TensorShard>& shards,
+                                          const std::string& dir, const CheckpointMeta& meta, int keep) {
+  std::vector<TensorPlan> plans;
+  g.agree([&] { plans = ckpt::plan_tensors(shards, true); });
+  ckpt::require_same_everywhere(g, plans,
+                                "save|" + dir + "|" + std::to_string(keep) + "|" + meta.model + "|" + meta.optimizer +
+                                    "|" + meta.precision + "|" + meta.mesh + "|" + std::to_string(meta.state.step) +
+                                    "|" + std::to_string(meta.optimizer_step) + "|" + meta.config_toml,
+                                "write_checkpoint");
+  std::vector<int64_t> mine;
+  for (size_t i = 0; i < plans.size(); ++i)
+    for (size_t k : plans[i].shards)
+      for (const auto& r : box_flat_runs(plans[i].shape, shards[k].box))
+        mine.insert(mine.end(), {static_cast<int64_t>(i), r.first, r.second, g.rank()});
+  const std::vector<int64_t> rows = g.gather(mine);
+  g.agree([&] {
+    if (g.rank() == 0) check_tiling(plans, rows);
+  });
+  return plans;
+}
+
+// Step 2, collective over the group: room on disk — every writer's file-size limit and (rank 0)
+// the free space of the directory — before any write.
+void check_room(const Group& g, const Target& t) {
+  g.agree([&] {
+    rlimit rl{};
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && static_cast<int64_t>(rl.rlim_cur) < t.estimate)
+      SM_INPUT_ERROR("checkpoint " << t.final_path << " not written (the previous checkpoint is intact): it needs about "
+                                   << t.estimate << " bytes, above the file-size limit (ulimit -f) of "
+                                   << rl.rlim_cur << " bytes (" << where_am_i() << ")");
+    if (g.rank() != 0) return;
+    std::remove(t.tmp.c_str());  // a stale .tmp of a crashed run would count as used space
+    struct statvfs sv {};
+    if (statvfs(t.dir.c_str(), &sv) != 0)
+      SM_INPUT_ERROR("checkpoint " << t.final_path << " not written: cannot access directory " << t.dir << " ("
+                                   << std::strerror(errno) << ")");
+    const double avail = static_cast<double>(sv.f_bavail) * static_cast<double>(sv.f_frsize);
+    if (avail < static_cast<double>(t.estimate))
+      SM_INPUT_ERROR("checkpoint " << t.final_path << " not written (the previous checkpoint is intact): disk full, it needs about "
+                                   << t.estimate << " bytes, " << static_cast<int64_t>(avail) << " are free in " << t.dir);
+  });
+}
+
+// Step 3a, collective over the group: creates <final>.tmp with every group and dataset. MPI-IO:
+// reserves the whole estimated extent before HDF5 allocates anything but the superblock and the
+// metadata block, so the metadata written when the file is closed (also on the error path) lands
+// in reserved space; then tops up to the real extent once known.
+void create_file(const Group& g, const Target& t, const std::vector<TensorPlan>& plans, H5File& f) {
+  g.agree([&] {
+    H5Handle fapl = file_access(g, static_cast<hsize_t>(t.meta_block));
+    f = H5File::create(t.tmp, fapl.get());
+  });
+  if (g.comm)
+    g.agree([&] {
+      if (g.rank() == 0) reserve_space(t.tmp, t.estimate);
+    });
+  g.agree([&] {
+    for (const char* grp : {"params", "buffers", "optim", "meta"}) f.require_group(grp);
+    for (const TensorPlan& p : plans) create_dataset(f, p);
+  });
+  if (g.comm)
+    g.agree([&] {
+      hsize_t extent = 0;  // max(EOF, EOA): every dataset is allocated by now
+      SM_H5_CHECK(H5Fget_filesize(f.file_id(), &extent));
+      if (g.rank() == 0 && static_cast<int64_t>(extent) + 65536 > t.estimate)
+        reserve_space(t.tmp, static_cast<int64_t>(extent) + 65536);
+    });
+}
+
+// Rank 0: the crc32 of each whole tensor from the rows {tensor, start, len, crc} of every
+// rank's merged runs, combined in flat order.
+std::vector<int64_t> combine_crcs(const std::vector<TensorPlan>& plans, const std::vector<int64_t>& all) {
+  const size_t n = plans.size();
+  std::vector<int64_t> crcs(n, 0);
+  std::vector<std::vector<std::array<int64_t, 3>>> runs(n);
+  for (size_t k = 0; k + 4 <= all.size(); k += 4)
+    runs[static_cast<size_t>(all[k])].push_back({all[k + 1], all[k + 2], all[k + 3]});
+  for (size_t i = 0; i < n; ++i) {
+    std::sort(runs[i].begin(), runs[i].end());
+    uint32_t c = 0;
+    for (const auto& r : runs[i])
+      c = ckpt::crc32_concat(c, static_cast<uint32_t>(r[2]), r[1] * static_cast<int64_t>(dtype_size(plans[i].dtype)));
+    crcs[i] = c;
+  }
+  return crcs;
+}
+
+// Step 3b, collective over the group: every tensor staged and written (one H5Dwrite each);
+// returns every tensor's crc32 on every rank.
+std::vector<int64_t> write_tensors(const Group& g, const H5File& f, const std::vector<TensorPlan>& plans,
+                                   const std::vector<TensorShard>& shards) {
+  std::vector<int64_t> crc_rows;  // {tensor, start, len, crc} per merged run of this rank
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const TensorPlan& t = plans[i];
+    Staged st;
+    g.agree([&] {
+      st = stage(t, shards);
+      const size_t es = dtype_size(t.dtype);
+      const char* p = st.count ? static_cast<const char*>(st.buf.raw()) : nullptr;
+      for (const Run& r : st.runs) {
+        crc_rows.insert(crc_rows.end(), {static_cast<int64_t>(i), r.start, r.len,
+                                         static_cast<int64_t>(ckpt::crc32_bytes(p, static_cast<size_t>(r.len) * es))});
+        p += r.len * es;
+      }
+    });
+    g.agree([&] { write_tensor(g, f, t, shards, st); });
+  }
+  const std::vector<int64_t> all = g.gather(crc_rows);
+  std::vector<int64_t> crcs(plans.size(), 0);
+  if (g.rank() == 0) crcs = combine_crcs(plans, all);
+  g.bcast(crcs);
+  return crcs;
+}
+
+// Local (collective HDF5 metadata calls under MPI-IO): the crc32 attributes, the root
+// attributes and /meta, flushed before the completion mark, which is flushed last.
+void write_attributes(H5File& f, const std::vector<TensorPlan>& plans, const std::vector<int64_t>& crcs,
+                      const CheckpointMeta& meta) {
+  for (size_t i = 0; i < plans.size(); ++i) f.set_attr_on(plans[i].path, "crc32", crcs[i]);
+  std::string dtype = "f32";
+  for (const TensorPlan& t : plans)
+    if (t.path.rfind("params/", 0) == 0) {
+      dtype = dtype_name(t.dtype);
+      break;
+    }
+  f.set_attr("model", meta.model);
+  f.set_attr("format", std::string("spikemesh-state-dict"));
+  f.set_attr("format_version", static_cast<int64_t>(kStateDictFormatVersion));
+  f.set_attr("dtype", dtype);
+  int64_t nstate = 0;
+  for (const TensorPlan& t : plans) nstate += t.path.rfind("optim/", 0) == 0;
+  ckpt::write_meta(f.open_group("meta"), meta, nstate);
+  f.flush();  // data and metadata on disk (MPI_File_sync) ...
+  f.open_group("meta").set_attr("complete", int64_t(1));  // ... before the completion mark
+  f.flush();
+}
+
+// Step 3c, collective over the group: attributes, close, then (rank 0) the .tmp on disk (alone:
+// the in-memory image written with POSIX calls), renamed, directory synced.
+void finish_file(const Group& g, const Target& t, const std::vector<TensorPlan>& plans,
+                 const std::vector<int64_t>& crcs, const CheckpointMeta& meta, H5File& f) {
+  std::vector<char> image;  // alone: the file built in memory
+  g.agree([&] {
+    write_attributes(f, plans, crcs, meta);
+    if (!g.comm) image = file_image(f, t.tmp);
+  });
+  g.agree([&] { f.close(); });  // collective; fails if HDF5 could not flush
+  g.agree([&] {
+    if (g.rank() != 0) return;
+    if (g.comm)
+      ckpt::fsync_path(t.tmp, false);
+    else
+      ckpt::write_file_synced(t.tmp, image.data(), image.size());
+    if (std::rename(t.tmp.c_str(), t.final_path.c_str()) != 0)
+      SM_INPUT_ERROR(t.final_path << ": rename failed (" << std::strerror(errno) << ")");
+    ckpt::fsync_path(t.dir, true);
+  });
+}
+
 }  // namespace
 
 std::string checkpoint_path(const std::string& dir, int64_t step) {
@@ -189,161 +373,32 @@ std::string checkpoint_path(const std::string& dir, int64_t step) {
 }
 
 // Collective over `group` (nullptr: alone); see io/checkpoint.h.
-std::string save_checkpoint(Comm* group, const std::string& dir, const std::vector<TensorShard>& shards,
-                            const CheckpointMeta& meta, int keep) {
+std::string write_checkpoint(Comm* group, const std::string& dir, const std::vector<TensorShard>& shards,
+                             const CheckpointMeta& meta, int keep) {
   const Group g{group};
-  const int rank = g.rank();
-  const std::string final_path = checkpoint_path(dir, meta.state.step), tmp = final_path + ".tmp";
-
   // 1. Arguments: locally sane, identical tensor lists everywhere, boxes tiling every tensor.
-  std::vector<TensorPlan> plans;
-  g.agree([&] { plans = ckpt::plan_tensors(shards, true); });
-  const size_t n = plans.size();
-  ckpt::require_same_everywhere(g, plans,
-                                "save|" + dir + "|" + std::to_string(keep) + "|" + meta.model + "|" + meta.optimizer +
-                                    "|" + meta.precision + "|" + meta.mesh + "|" + std::to_string(meta.state.step) +
-                                    "|" + std::to_string(meta.optimizer_step) + "|" + meta.config_toml,
-                                "save_checkpoint");
-  std::vector<int64_t> mine;
-  for (size_t i = 0; i < n; ++i)
-    for (size_t k : plans[i].shards)
-      for (const auto& r : box_flat_runs(plans[i].shape, shards[k].box))
-        mine.insert(mine.end(), {static_cast<int64_t>(i), r.first, r.second, rank});
-  const std::vector<int64_t> rows = g.gather(mine);
-  g.agree([&] {
-    if (rank == 0) check_tiling(plans, rows);
-  });
-
+  const std::vector<TensorPlan> plans = check_shard_lists(g, shards, dir, meta, keep);
+  const Target t = target_of(dir, meta, plans);
   // 2. Room on disk: free space (rank 0) and every writer's file-size limit, before any write.
-  int64_t data_bytes = 0, name_bytes = 0;
-  for (const TensorPlan& t : plans) {
-    data_bytes += bytes_of(t);
-    name_bytes += static_cast<int64_t>(t.path.size());
-  }
-  // Metadata (object headers, crc attributes, links, /meta) kept in one block at the start.
-  const int64_t meta_block =
-      ((32768 + 1024 * static_cast<int64_t>(n) + 4 * name_bytes + 2 * static_cast<int64_t>(meta.config_toml.size())) +
-       4095) / 4096 * 4096;
-  const int64_t estimate = data_bytes + meta_block + 65536;
-  g.agree([&] {
-    rlimit rl{};
-    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && static_cast<int64_t>(rl.rlim_cur) < estimate)
-      SM_INPUT_ERROR("checkpoint " << final_path << " not written (the previous checkpoint is intact): it needs about "
-                                   << estimate << " bytes, above the file-size limit (ulimit -f) of "
-                                   << rl.rlim_cur << " bytes (" << where_am_i() << ")");
-    if (rank != 0) return;
-    std::remove(tmp.c_str());  // a stale .tmp of a crashed run would count as used space
-    struct statvfs sv {};
-    if (statvfs(dir.c_str(), &sv) != 0)
-      SM_INPUT_ERROR("checkpoint " << final_path << " not written: cannot access directory " << dir << " ("
-                                   << std::strerror(errno) << ")");
-    const double avail = static_cast<double>(sv.f_bavail) * static_cast<double>(sv.f_frsize);
-    if (avail < static_cast<double>(estimate))
-      SM_INPUT_ERROR("checkpoint " << final_path << " not written (the previous checkpoint is intact): disk full, it needs about "
-                                   << estimate << " bytes, " << static_cast<int64_t>(avail) << " are free in " << dir);
-  });
-
-  // 3. Write <final>.tmp. Any failure: close, remove, same error everywhere.
+  check_room(g, t);
+  // 3. Write <final>.tmp and rename it. Any failure: close, remove, same error everywhere.
   try {
     H5File f;
-    std::vector<char> image;  // alone: the file built in memory
-    g.agree([&] {
-      H5Handle fapl = file_access(g, static_cast<hsize_t>(meta_block));
-      f = H5File::create(tmp, fapl.get());
-    });
-    // MPI-IO: reserve the whole estimated extent before HDF5 allocates anything but the
-    // superblock and the metadata block, so the metadata written when the file is closed (also
-    // on the error path) lands in reserved space; then top up to the real extent once known.
-    if (g.comm)
-      g.agree([&] {
-        if (rank == 0) reserve_space(tmp, estimate);
-      });
-    g.agree([&] {
-      for (const char* grp : {"params", "buffers", "optim", "meta"}) f.require_group(grp);
-      for (const TensorPlan& t : plans) create_dataset(f, t);
-    });
-    if (g.comm)
-      g.agree([&] {
-        hsize_t extent = 0;  // max(EOF, EOA): every dataset is allocated by now
-        SM_H5_CHECK(H5Fget_filesize(f.file_id(), &extent));
-        if (rank == 0 && static_cast<int64_t>(extent) + 65536 > estimate)
-          reserve_space(tmp, static_cast<int64_t>(extent) + 65536);
-      });
-    std::vector<int64_t> crc_rows;  // {tensor, start, len, crc} per merged run of this rank
-    for (size_t i = 0; i < n; ++i) {
-      const TensorPlan& t = plans[i];
-      Staged st;
-      g.agree([&] {
-        st = stage(t, shards);
-        const size_t es = dtype_size(t.dtype);
-        const char* p = st.count ? static_cast<const char*>(st.buf.raw()) : nullptr;
-        for (const Run& r : st.runs) {
-          crc_rows.insert(crc_rows.end(), {static_cast<int64_t>(i), r.start, r.len,
-                                           static_cast<int64_t>(ckpt::crc32_bytes(p, static_cast<size_t>(r.len) * es))});
-          p += r.len * es;
-        }
-      });
-      g.agree([&] { write_tensor(g, f, t, shards, st); });
-    }
-    // crc32 of each whole tensor, combined in flat order on rank 0.
-    const std::vector<int64_t> all = g.gather(crc_rows);
-    std::vector<int64_t> crcs(n, 0);
-    if (rank == 0) {
-      std::vector<std::vector<std::array<int64_t, 3>>> runs(n);
-      for (size_t k = 0; k + 4 <= all.size(); k += 4)
-        runs[static_cast<size_t>(all[k])].push_back({all[k + 1], all[k + 2], all[k + 3]});
-      for (size_t i = 0; i < n; ++i) {
-        std::sort(runs[i].begin(), runs[i].end());
-        uint32_t c = 0;
-        for (const auto& r : runs[i])
-          c = ckpt::crc32_concat(c, static_cast<uint32_t>(r[2]), r[1] * static_cast<int64_t>(dtype_size(plans[i].dtype)));
-        crcs[i] = c;
-      }
-    }
-    g.bcast(crcs);
-    g.agree([&] {
-      for (size_t i = 0; i < n; ++i) f.set_attr_on(plans[i].path, "crc32", crcs[i]);
-      std::string dtype = "f32";
-      for (const TensorPlan& t : plans)
-        if (t.path.rfind("params/", 0) == 0) {
-          dtype = dtype_name(t.dtype);
-          break;
-        }
-      f.set_attr("model", meta.model);
-      f.set_attr("format", std::string("spikemesh-state-dict"));
-      f.set_attr("format_version", static_cast<int64_t>(kStateDictFormatVersion));
-      f.set_attr("dtype", dtype);
-      int64_t nstate = 0;
-      for (const TensorPlan& t : plans) nstate += t.path.rfind("optim/", 0) == 0;
-      ckpt::write_meta(f.open_group("meta"), meta, nstate);
-      f.flush();  // data and metadata on disk (MPI_File_sync) ...
-      f.open_group("meta").set_attr("complete", int64_t(1));  // ... before the completion mark
-      f.flush();
-      if (!g.comm) image = file_image(f, tmp);
-    });
-    g.agree([&] { f.close(); });  // collective; fails if HDF5 could not flush
-    g.agree([&] {
-      if (rank != 0) return;
-      if (g.comm)
-        ckpt::fsync_path(tmp, false);
-      else
-        ckpt::write_file_synced(tmp, image.data(), image.size());
-      if (std::rename(tmp.c_str(), final_path.c_str()) != 0)
-        SM_INPUT_ERROR(final_path << ": rename failed (" << std::strerror(errno) << ")");
-      ckpt::fsync_path(dir, true);
-    });
+    create_file(g, t, plans, f);
+    const std::vector<int64_t> crcs = write_tensors(g, f, plans, shards);
+    finish_file(g, t, plans, crcs, meta, f);
   } catch (const Error& e) {
     // Every rank is here (errors were agreed); H5File destructors have closed the file.
-    if (rank == 0) std::remove(tmp.c_str());
+    if (g.rank() == 0) std::remove(t.tmp.c_str());
     g.barrier();
     const std::string what = e.what();
-    if (what.rfind("checkpoint " + final_path + " not written", 0) == 0) throw Error(ErrorKind::Input, what);
-    SM_INPUT_ERROR("checkpoint " << final_path << " not written (the previous checkpoint is intact): " << what);
+    if (what.rfind("checkpoint " + t.final_path + " not written", 0) == 0) throw Error(ErrorKind::Input, what);
+    SM_INPUT_ERROR("checkpoint " << t.final_path << " not written (the previous checkpoint is intact): " << what);
   }
   // 4. Only now: prune older complete checkpoints (damaged ones are left alone).
-  if (rank == 0) ckpt::prune_checkpoints(dir, final_path, keep);
+  if (g.rank() == 0) ckpt::prune_checkpoints(dir, t.final_path, keep);
   g.barrier();
-  return final_path;
+  return t.final_path;
 }
 
 }  // namespace sm

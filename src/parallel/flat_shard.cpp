@@ -2,11 +2,11 @@
 // Params for the optimizer, and f32/f64/bf16 element casts.
 #include "spikemesh/parallel/flat_shard.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "spikemesh/layers/unit.h"
+#include "spikemesh/parallel/placement.h"
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "spikemesh/core/cuda_stream.h"
 #include "spikemesh/kernels/cuda/elementwise.h"
@@ -51,19 +51,19 @@ void ShardParams::add_unit(Unit& u, const UnitShardLayout& lay, const Tensor& sh
                            const Tensor& shard_grad) {
   SM_CHECK(shard_value.numel() == lay.chunk && shard_grad.numel() == lay.chunk,
            "unit '" << u.name() << "': shard buffers must hold " << lay.chunk << " elements");
-  const int64_t lo = lay.begin, hi = lay.begin + lay.chunk;
-  int64_t off = 0;
-  for (Param* p : u.params()) {
-    const int64_t k = shape_numel(p->local_shape);
-    const int64_t a = std::max(off, lo), b = std::min(off + k, hi);
+  const std::vector<Param*> ps = u.params();
+  const std::vector<FlatPiece> pieces = flat_range_pieces(ps, lay.begin, lay.begin + lay.chunk);
+  for (size_t i = 0; i < ps.size(); ++i) {
+    Param* p = ps[i];
+    const FlatPiece& fp = pieces[i];
     Entry e;
     e.full = p;
-    if (a < b) {
+    if (fp.count) {
       auto sp = std::make_unique<Param>();
       sp->name = p->name;
       sp->local_name = p->local_name;
       sp->shape = p->shape;
-      sp->local_shape = {b - a};
+      sp->local_shape = {fp.count};
       // A 1-d flat piece: no dimension is split (dim -1). The group says what it is a piece of
       // (DP, or TPxDP for a tp-sharded parameter); where it sits in the logical tensor — tp
       // box, then the flat range [e.offset, e.offset + e.count) of the tp-local tensor — is
@@ -72,15 +72,14 @@ void ShardParams::add_unit(Unit& u, const UnitShardLayout& lay, const Tensor& sh
       sp->shard.dim = -1;
       sp->init = p->init;
       sp->weight_decay = p->weight_decay;
-      sp->value = shard_value.slice0(a - lo, b - lo);  // [b - a]
-      sp->grad = shard_grad.slice0(a - lo, b - lo);
+      sp->value = shard_value.slice0(fp.flat_pos, fp.flat_pos + fp.count);  // [fp.count]
+      sp->grad = shard_grad.slice0(fp.flat_pos, fp.flat_pos + fp.count);
       e.shard = sp.get();
-      e.offset = a - off;
-      e.count = b - a;
+      e.offset = fp.offset;
+      e.count = fp.count;
       params_.push_back(std::move(sp));
     }
     entries_.push_back(e);
-    off += k;
   }
 }
 

@@ -92,6 +92,8 @@ class Adam final : public Optimizer {
     return out;
   }
 
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+
  private:
   bool decoupled_;
   std::vector<Tensor> exp_avg_;     // one per param, same order and shape

@@ -13,7 +13,7 @@
 #include "spikemesh/core/log.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/models/model_selection.h"
-#include "spikemesh/train/checkpoint_state.h"
+#include "spikemesh/train/model_checkpoint.h"
 #include "spikemesh/train/train_config.h"
 
 namespace sm {
@@ -126,7 +126,7 @@ CheckpointScan verify_checkpoint(const std::string& path) {
   const std::vector<TensorShard> expected = replicated_state_shards(*cm.model, cm.optimizer.get(), false);
   CheckpointScan scan = scan_checkpoint(path, &expected);
   if (scan.problems.empty()) try {
-      load_checkpoint(path, *cm.model, *cm.optimizer);
+      load_model_checkpoint(path, *cm.model, *cm.optimizer);
     } catch (const Error& e) {
       scan.problems.push_back(e.what());
     }
@@ -135,7 +135,7 @@ CheckpointScan verify_checkpoint(const std::string& path) {
 
 CheckpointModel export_state_dict(const std::string& path, const std::string& out) {
   CheckpointModel cm = checkpoint_model(read_checkpoint_info(path));
-  load_checkpoint(path, *cm.model, *cm.optimizer);
+  load_model_checkpoint(path, *cm.model, *cm.optimizer);
   const std::string tmp = out + ".tmp";
   {
     H5File f = H5File::create(tmp);

@@ -15,7 +15,7 @@
 #include "spikemesh/core/timer.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/dist_run.h"
-#include "spikemesh/train/checkpointing.h"
+#include "spikemesh/train/run_checkpoints.h"
 #include "spikemesh/train/run_dir.h"
 #include "spikemesh/train/train_plan.h"
 

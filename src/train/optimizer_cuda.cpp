@@ -73,6 +73,12 @@ class CudaOptimizer final : public Optimizer {
     return out;
   }
 
+  std::vector<std::string> state_names() const override {
+    if (kind_ != Kind::Sgd) return {"exp_avg", "exp_avg_sq"};
+    if (cfg_.momentum == 0.0) return {};
+    return {"momentum_buffer"};
+  }
+
  private:
   Kind kind_;
   std::vector<Tensor> first_;   // momentum_buffer (sgd, momentum != 0) or exp_avg

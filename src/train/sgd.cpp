@@ -64,6 +64,11 @@ class Sgd final : public Optimizer {
     return out;
   }
 
+  std::vector<std::string> state_names() const override {
+    if (cfg_.momentum == 0.0) return {};
+    return {"momentum_buffer"};
+  }
+
  private:
   std::vector<Tensor> momentum_buffers_;  // one per param (same order), empty if momentum == 0
 };

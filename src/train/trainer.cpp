@@ -29,7 +29,7 @@
 #include "spikemesh/io/metrics.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/dist_run.h"
-#include "spikemesh/train/checkpointing.h"
+#include "spikemesh/train/run_checkpoints.h"
 #include "spikemesh/train/cuda_graph_step.h"
 #include "spikemesh/train/pipeline_record.h"
 #include "spikemesh/train/evaluation.h"

@@ -1,8 +1,8 @@
 // fuzz_checkpoint.cpp — structure-aware libFuzzer harness for the checkpoint reader
-// (src/io/checkpoint_read.cpp read_checkpoint_info and load_checkpoint with Comm* nullptr: one
+// (src/io/checkpoint_read.cpp read_checkpoint_info and read_checkpoint with Comm* nullptr: one
 // process, no MPI call; checkpoint_verify.cpp verify_checkpoint_checksums and scan_checkpoint,
 // which `ckpt verify` uses and which must never throw). Each input builds a real
-// checkpoint: the project's own writer (save_checkpoint, group nullptr) saves 1-3 params
+// checkpoint: the project's own writer (write_checkpoint, group nullptr) saves 1-3 params
 // (rank 0-3, dims 0-3, f32/f64), an optional i64 buffer and optional optimizer state, with
 // /meta values from the input; then up to 8 perturbations (tests/fuzz/h5_perturb.h): tensors
 // deleted / replaced by other ranks, shapes, element types or groups, extra tensors, single
@@ -136,7 +136,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   meta.optimizer_step = meta.state.step;
   meta.precision = "fp32";
   meta.config_toml = in.flag() ? "" : "seed = " + std::to_string(in.u8()) + "\nmodel = \"fuzznet\"\n";
-  const std::string file = sm::save_checkpoint(nullptr, dir, shards_of(t, in, true), meta, 1);
+  const std::string file = sm::write_checkpoint(nullptr, dir, shards_of(t, in, true), meta, 1);
 
   const int ops = in.u8() % 9;
   if (ops > 0) perturb(file, t, ops, in);
@@ -156,8 +156,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!info_ok) errors += "read_checkpoint_info: " + fuzz::last_error() + "\n";
   sums_ok = fuzz::expect_ok_or_input_error([&] { sm::verify_checkpoint_checksums(file); });
   if (!sums_ok) errors += "verify_checkpoint_checksums: " + fuzz::last_error() + "\n";
-  load_ok = fuzz::expect_ok_or_input_error([&] { (void)sm::load_checkpoint(nullptr, file, request, expect); });
-  if (!load_ok) errors += "load_checkpoint: " + fuzz::last_error() + "\n";
+  load_ok = fuzz::expect_ok_or_input_error([&] { (void)sm::read_checkpoint(nullptr, file, request, expect); });
+  if (!load_ok) errors += "read_checkpoint: " + fuzz::last_error() + "\n";
   // `ckpt verify`'s scan: never throws, and finds a problem wherever the readers above refuse /meta or a checksum.
   sm::CheckpointScan scan;
   try {
@@ -174,7 +174,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const double v = s.data.dtype() == sm::DType::F32   ? s.data.data<float>()[i]
                          : s.data.dtype() == sm::DType::F64 ? s.data.data<double>()[i]
                                                             : double(s.data.data<int64_t>()[i]);
-        if (v != -7.0) fuzz::fail("a failed load_checkpoint wrote into the caller's tensor " + s.path);
+        if (v != -7.0) fuzz::fail("a failed read_checkpoint wrote into the caller's tensor " + s.path);
       }
   if (ops == 0) {
     if (!info_ok || !sums_ok || !load_ok) fuzz::fail("an unperturbed checkpoint does not load:\n" + errors);
@@ -187,7 +187,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       while (t.paths[i] != s.path) ++i;
       sm::Tensor expect_box = sm::Tensor::zeros({s.box.numel()}, s.dtype);
       sm::copy_box(t.values[i], sm::full_box(t.shapes[i]), expect_box, s.box, s.box);
-      if (!same_bytes(expect_box, s.data)) fuzz::fail("load_checkpoint did not give back the saved values of " + s.path);
+      if (!same_bytes(expect_box, s.data)) fuzz::fail("read_checkpoint did not give back the saved values of " + s.path);
     }
   }
   return 0;

@@ -25,7 +25,7 @@
 #include "spikemesh/io/checkpoint.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/models/model_selection.h"
-#include "spikemesh/train/checkpoint_state.h"
+#include "spikemesh/train/model_checkpoint.h"
 #include "spikemesh/train/optimizer.h"
 
 namespace sm {
@@ -49,7 +49,7 @@ std::string saved(const std::string& dir) {
     TrainState st;
     st.step = 3;
     st.seed = 42;
-    save_checkpoint(dir, *m, *o, st, "seed = 42\n", "fp32", 5);
+    save_model_checkpoint(dir, *m, *o, st, "seed = 42\n", "fp32", 5);
   }
   MPI_Barrier(world());
   return path;
@@ -130,7 +130,7 @@ TEST(CheckpointDamage, TruncatedFileIsOneInputErrorOnEveryRank) {
   auto m = fmnist(7);
   auto o = adam(*m);
   std::vector<TensorShard> shards = replicated_state_shards(*m, o.get(), true);
-  const Outcome out = outcome_of([&] { load_checkpoint(group(), bad, shards, checkpoint_meta_of(*m, *o)); });
+  const Outcome out = outcome_of([&] { read_checkpoint(group(), bad, shards, checkpoint_meta_of(*m, *o)); });
   EXPECT_TRUE(out.input) << "not an Input error (the front end would print it on every rank and abort): "
                          << out.message;
   EXPECT_NE(out.message.find(bad), std::string::npos) << out.message;
@@ -151,7 +151,7 @@ TEST(CheckpointDamage, NonFiniteValueIsRefusedOnEveryRankBeforeAnyWrite) {
     std::vector<TensorShard> shards = request == 0 ? replicated_state_shards(*m, o.get(), true) : split_request(*m, *o);
     std::vector<Tensor> before;
     for (const TensorShard& s : shards) before.push_back(s.data.defined() ? s.data.clone() : Tensor());
-    const Outcome out = outcome_of([&] { load_checkpoint(group(), path, shards, checkpoint_meta_of(*m, *o)); });
+    const Outcome out = outcome_of([&] { read_checkpoint(group(), path, shards, checkpoint_meta_of(*m, *o)); });
     EXPECT_TRUE(out.input) << out.message;
     EXPECT_NE(out.message.find(path), std::string::npos) << out.message;
     EXPECT_NE(out.message.find("/optim/conv_fc.9.weight/exp_avg (first at element 17"), std::string::npos)
@@ -161,10 +161,10 @@ TEST(CheckpointDamage, NonFiniteValueIsRefusedOnEveryRankBeforeAnyWrite) {
       if (before[i].defined())
         EXPECT_EQ(std::memcmp(before[i].raw(), shards[i].data.raw(), before[i].nbytes()), 0) << shards[i].path;
     // Allowed: loads on every rank, one warning from rank 0 only.
-    CheckpointLoadOptions allow;
+    CheckpointReadOptions allow;
     allow.allow_nonfinite = true;
     const int warnings = log_warning_count();
-    const Outcome ok = outcome_of([&] { load_checkpoint(group(), path, shards, checkpoint_meta_of(*m, *o), allow); });
+    const Outcome ok = outcome_of([&] { read_checkpoint(group(), path, shards, checkpoint_meta_of(*m, *o), allow); });
     EXPECT_EQ(ok.message, "");
     EXPECT_EQ(log_warning_count() - warnings, world_rank() == 0 ? 1 : 0);
   }

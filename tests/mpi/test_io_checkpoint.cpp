@@ -1,9 +1,9 @@
-// test_io_checkpoint.cpp — the one checkpoint writer/reader (io/checkpoint.h, io/tensor_shard.h)
-// over a group of real ranks:
+// test_io_checkpoint.cpp — the one checkpoint writer/reader (io/checkpoint.h, io/tensor_shard.h;
+// flat chunks as shards: parallel/placement.h) over a group of real ranks:
 // a ZeRO/FSDP-like layout (each unit's flat buffer and flat Adam state cut into dp equal
 // chunks that cross parameter boundaries, plus padding) saved at dp = world / 2 and loaded
 // at dp = 1 / 2 / world gives back exactly the reference state (bytes); the single-rank
-// load_checkpoint reads a sharded file; the datasets and crc32s of a sharded save are byte
+// load_model_checkpoint reads a sharded file; the datasets and crc32s of a sharded save are byte
 // for byte those of a single-rank save of the same state; an incompatible model, a truncated
 // file, flipped bytes, and a file-size limit too small for the checkpoint each give the same
 // error on every rank (and leave the previous checkpoint loadable); tensor-parallel slices
@@ -32,7 +32,8 @@
 #include "spikemesh/io/checkpoint.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/models/model.h"
-#include "spikemesh/train/checkpoint_state.h"
+#include "spikemesh/parallel/placement.h"
+#include "spikemesh/train/model_checkpoint.h"
 #include "spikemesh/train/optimizer.h"
 
 namespace sm {
@@ -169,7 +170,7 @@ std::string save_sharded(const std::string& dir, int dp, uint64_t seed, int64_t 
     ZeroLayout z = zero_layout(*m, *o, world_rank(), dp, true, true);
     try {
       Comm cc(c, "ckpt");
-      path = save_checkpoint(&cc, dir, z.shards, meta_for(*m, *o, step, "dp=" + std::to_string(dp)), keep);
+      path = write_checkpoint(&cc, dir, z.shards, meta_for(*m, *o, step, "dp=" + std::to_string(dp)), keep);
     } catch (...) {
       MPI_Comm_free(&c);
       throw;  // every rank of c throws alike
@@ -199,7 +200,7 @@ void expect_loads_exactly(const std::string& path, int dp, uint64_t seed, int64_
   std::string err;  // the same on every rank of c, so all of them return together
   try {
     Comm cc(c, "ckpt");
-    ci = load_checkpoint(&cc, path, got.shards, checkpoint_meta_of(*m, *o));
+    ci = read_checkpoint(&cc, path, got.shards, checkpoint_meta_of(*m, *o));
   } catch (const Error& e) {
     err = e.what();
   }
@@ -243,7 +244,7 @@ TEST(IoCheckpoint, ShardedSaveLoadsExactlyAtEveryDpSize) {
       scramble_all(*ref, *oref, seed);
       auto m = fmnist(3);
       auto o = adam(*m);
-      EXPECT_NO_THROW(load_checkpoint(path, *m, *o));
+      EXPECT_NO_THROW(load_model_checkpoint(path, *m, *o));
       auto pm = m->params(), pr = ref->params();
       for (size_t i = 0; i < pm.size(); ++i) EXPECT_TRUE(same_bytes(pm[i]->value, pr[i]->value)) << pm[i]->name;
       auto sm_ = o->state(), sr = oref->state();
@@ -262,11 +263,11 @@ TEST(IoCheckpoint, ReplicatedDpSaveAndLoadRoundTrips) {
   auto o = adam(*m);
   scramble_all(*m, *o, 31);
   auto shards = replicated_state_shards(*m, o.get(), world_rank() == 0);
-  std::string path = save_checkpoint(group(), dir, shards, meta_for(*m, *o, 3, "dp"), 2);
+  std::string path = write_checkpoint(group(), dir, shards, meta_for(*m, *o, 3, "dp"), 2);
   auto m2 = fmnist(9);
   auto o2 = adam(*m2);
   auto into = replicated_state_shards(*m2, o2.get(), true);
-  CheckpointInfo ci = load_checkpoint(group(), path, into, checkpoint_meta_of(*m2, *o2));
+  CheckpointInfo ci = read_checkpoint(group(), path, into, checkpoint_meta_of(*m2, *o2));
   o2->set_step_count(ci.optimizer_step);
   auto pa = m->params(), pb = m2->params();
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(same_bytes(pa[i]->value, pb[i]->value)) << pa[i]->name;
@@ -274,8 +275,8 @@ TEST(IoCheckpoint, ReplicatedDpSaveAndLoadRoundTrips) {
   for (size_t i = 0; i < sa.size(); ++i) EXPECT_TRUE(same_bytes(*sa[i].value, *sb[i].value)) << sa[i].param_name;
   EXPECT_EQ(o2->step_count(), o->step_count());
   // keep = 2: a third save prunes the first, only after the new one is complete.
-  save_checkpoint(group(), dir, shards, meta_for(*m, *o, 4, "dp"), 2);
-  save_checkpoint(group(), dir, shards, meta_for(*m, *o, 5, "dp"), 2);
+  write_checkpoint(group(), dir, shards, meta_for(*m, *o, 4, "dp"), 2);
+  write_checkpoint(group(), dir, shards, meta_for(*m, *o, 5, "dp"), 2);
   MPI_Barrier(world());
   struct stat st {};
   EXPECT_NE(stat(checkpoint_path(dir, 3).c_str(), &st), 0);
@@ -294,7 +295,7 @@ TEST(IoCheckpoint, DatasetsEqualASingleRankSaveByteForByte) {
     scramble_all(*m, *o, seed);
     TrainState st = meta_for(*m, *o, 7, "").state;
     mkdir((dir + "/serial").c_str(), 0755);
-    serial = save_checkpoint(dir + "/serial", *m, *o, st, "seed = 42\n", "fp32", 5);
+    serial = save_model_checkpoint(dir + "/serial", *m, *o, st, "seed = 42\n", "fp32", 5);
   }
   std::vector<int> sizes = {world_size()};
   if (world_size() > 2) sizes.push_back(2);
@@ -343,7 +344,7 @@ TEST(IoCheckpoint, IncompatibleModelFailsOnEveryRankNamingFileAndTensor) {
   auto o = adam(*wide);
   ZeroLayout z = zero_layout(*wide, *o, world_rank(), world_size(), false, false);
   ErrorKind kind = ErrorKind::Internal;
-  std::string e = error_of([&] { load_checkpoint(group(), path, z.shards, checkpoint_meta_of(*wide, *o)); }, &kind);
+  std::string e = error_of([&] { read_checkpoint(group(), path, z.shards, checkpoint_meta_of(*wide, *o)); }, &kind);
   EXPECT_EQ(kind, ErrorKind::Input);
   EXPECT_NE(e.find(path), std::string::npos) << e;
   EXPECT_NE(e.find("/params/"), std::string::npos) << e;  // the first mismatching tensor
@@ -360,7 +361,7 @@ TEST(IoCheckpoint, IncompatibleModelFailsOnEveryRankNamingFileAndTensor) {
   ZeroLayout z2 = zero_layout(*same, *os, world_rank(), world_size(), false, false);
   CheckpointMeta other = checkpoint_meta_of(*same, *os);
   other.model = "not_fmnist";
-  e = error_of([&] { load_checkpoint(group(), path, z2.shards, other); }, &kind);
+  e = error_of([&] { read_checkpoint(group(), path, z2.shards, other); }, &kind);
   EXPECT_EQ(kind, ErrorKind::Input);
   EXPECT_NE(e.find("not_fmnist"), std::string::npos) << e;
   for (const std::string& o2 : gather_strings(e)) EXPECT_EQ(o2, e);
@@ -401,7 +402,7 @@ TEST(IoCheckpoint, TruncatedAndCorruptFilesFailOnEveryRank) {
     for (int layout = 0; layout < 2; ++layout) {
       ZeroLayout z = zero_layout(*m, *o, world_rank(), world_size(), false, false);
       std::vector<TensorShard> shards = layout == 0 ? z.shards : replicated_state_shards(*m, o.get(), false);
-      std::string e = error_of([&] { load_checkpoint(group(), bad, shards, checkpoint_meta_of(*m, *o)); });
+      std::string e = error_of([&] { read_checkpoint(group(), bad, shards, checkpoint_meta_of(*m, *o)); });
       EXPECT_NE(e.find(bad), std::string::npos) << e;
       if (bad == flipped) {
         EXPECT_NE(e.find("/" + victim + " is corrupted"), std::string::npos) << e;
@@ -448,7 +449,7 @@ TEST(IoCheckpoint, TpSlicesReadBackAtADim0SplitAndAsFlatRanges) {
     const Box b = part(t.shape, 1, r, p);
     mine.push_back(TensorShard{t.path, t.shape, DType::F32, b, cut(t.whole, b)});
   }
-  const std::string path = save_checkpoint(group(), dir, mine, cm, 1);
+  const std::string path = write_checkpoint(group(), dir, mine, cm, 1);
   EXPECT_EQ(path, checkpoint_path(dir, 4));
   if (r == 0) {
     H5File f = H5File::open(path);
@@ -470,7 +471,7 @@ TEST(IoCheckpoint, TpSlicesReadBackAtADim0SplitAndAsFlatRanges) {
     rows.push_back(TensorShard{t.path, t.shape, DType::F32, b, dst});
     check.emplace_back(dst, cut(t.whole, b));
   }
-  CheckpointInfo ci = load_checkpoint(group(), path, rows, cm);
+  CheckpointInfo ci = read_checkpoint(group(), path, rows, cm);
   EXPECT_EQ(ci.state.step, 4);
   // Flat ranges: chunk r of p of the unit's flat buffer [fc.weight | conv.weight], padded.
   std::vector<Param> params(refs.size());
@@ -489,7 +490,7 @@ TEST(IoCheckpoint, TpSlicesReadBackAtADim0SplitAndAsFlatRanges) {
   Tensor got = Tensor::full({chunk}, -7, DType::F32);
   std::vector<TensorShard> flat_shards;
   append_flat_shards(flat_shards, ps, begin, begin + chunk, got);
-  load_checkpoint(group(), path, flat_shards, cm);
+  read_checkpoint(group(), path, flat_shards, cm);
   const int64_t used = std::max<int64_t>(0, std::min(begin + chunk, total) - begin);
   check.emplace_back(got.slice0(0, used), flat.slice0(begin, begin + used));
   for (size_t i = 0; i < check.size(); ++i)
@@ -554,13 +555,13 @@ TEST(IoCheckpoint, GpuShardsOnTheDeviceSaveAndLoad) {
   CheckpointMeta cm;
   cm.model = "synthetic";
   cm.state.step = 1;
-  std::string path = save_checkpoint(group(), dir, shards_on(host.to(Device::cuda(0)), scalar.to(Device::cuda(0))), cm, 1);
+  std::string path = write_checkpoint(group(), dir, shards_on(host.to(Device::cuda(0)), scalar.to(Device::cuda(0))), cm, 1);
   Tensor back = Tensor::zeros({end - begin}, DType::F32, Device::cuda(0));
   Tensor sback = Tensor::zeros({}, DType::I64, Device::cuda(0));
   auto into = shards_on(back, sback);
   into.back().box = full_box({});  // every rank reads the replicated scalar
   into.back().data = sback;
-  load_checkpoint(group(), path, into, cm);
+  read_checkpoint(group(), path, into, cm);
   EXPECT_TRUE(same_bytes(back.to(Device::cpu()), host));
   EXPECT_EQ(sback.to(Device::cpu()).data<int64_t>()[0], 1234);
   test::remove_shared_dir(dir);

@@ -1,5 +1,5 @@
 // test_checkpoint.cpp — training checkpoints (io/checkpoint.h through the one-process
-// save/load of train/checkpoint_state.h): exact round trip of
+// save/load of train/model_checkpoint.h): exact round trip of
 // parameters, buffers, optimizer state, step counts and the data cursor; keep-N pruning;
 // find_latest_checkpoint skipping incomplete, truncated and non-HDF5 files; checksum
 // mismatches naming the dataset (bytes flipped on disk, values rewritten through HDF5);
@@ -34,7 +34,7 @@
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/models/spec_loader.h"
-#include "spikemesh/train/checkpoint_state.h"
+#include "spikemesh/train/model_checkpoint.h"
 #include "spikemesh/train/optimizer.h"
 
 namespace sm {
@@ -166,7 +166,7 @@ std::vector<std::string> save_steps(const std::string& dir, Model& m, Optimizer&
   std::vector<std::string> out;
   for (int64_t s : steps) {
     scramble_all(m, opt, 1000 + static_cast<uint64_t>(s));
-    out.push_back(save_checkpoint(dir, m, opt, state_at(s), "seed = 42\n", "fp32", keep));
+    out.push_back(save_model_checkpoint(dir, m, opt, state_at(s), "seed = 42\n", "fp32", keep));
   }
   return out;
 }
@@ -193,14 +193,14 @@ TEST(Checkpoint, RoundTripRestoresEverythingExactly) {
   st.epoch = 2;
   st.batch_in_epoch = 3;
   st.seed = 1234;
-  std::string path = save_checkpoint(dir, *a, *oa, st, "lr = 0.5\n", "fp32", 3);
+  std::string path = save_model_checkpoint(dir, *a, *oa, st, "lr = 0.5\n", "fp32", 3);
   EXPECT_EQ(path, dir + "/ckpt_000000007.h5");
   EXPECT_EQ(path, checkpoint_path(dir, 7));
 
   auto b = fmnist(99);  // different initialisation
   auto ob = optimizer_for(*b);
   ASSERT_FALSE(same_state(*a, *oa, *b, *ob));
-  CheckpointInfo ci = load_checkpoint(path, *b, *ob);
+  CheckpointInfo ci = load_model_checkpoint(path, *b, *ob);
   EXPECT_TRUE(same_state(*a, *oa, *b, *ob));
   EXPECT_EQ(ci.state.step, 7);
   EXPECT_EQ(ci.state.epoch, 2);
@@ -223,14 +223,14 @@ TEST(Checkpoint, SgdMomentumStateRoundTrips) {
   auto oa = optimizer_for(*a, "sgd");
   ASSERT_FALSE(oa->state().empty());
   scramble_all(*a, *oa, 11);
-  std::string path = save_checkpoint(dir, *a, *oa, state_at(3), "", "fp32", 1);
+  std::string path = save_model_checkpoint(dir, *a, *oa, state_at(3), "", "fp32", 1);
   auto b = tiny(2);
   auto ob = optimizer_for(*b, "sgd");
-  load_checkpoint(path, *b, *ob);
+  load_model_checkpoint(path, *b, *ob);
   EXPECT_TRUE(same_state(*a, *oa, *b, *ob));
   // An adam run cannot resume from sgd state: the error names the missing state and both optimizers.
   auto oc = optimizer_for(*b, "adam");
-  std::string e = error_of([&] { load_checkpoint(path, *b, *oc); });
+  std::string e = error_of([&] { load_model_checkpoint(path, *b, *oc); });
   EXPECT_NE(e.find(path), std::string::npos) << e;
   EXPECT_NE(e.find("sgd"), std::string::npos) << e;
   EXPECT_NE(e.find("adam"), std::string::npos) << e;
@@ -297,7 +297,7 @@ TEST(Checkpoint, LatestSkipsIncompleteTruncatedAndForeignFiles) {
   auto m2 = tiny(5);
   auto o2 = optimizer_for(*m2);
   Tensor before = m2->params()[0]->value.clone();
-  EXPECT_NE(error_of([&] { load_checkpoint(incomplete, *m2, *o2); }).find("incomplete"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_model_checkpoint(incomplete, *m2, *o2); }).find("incomplete"), std::string::npos);
   EXPECT_TRUE(same_bytes(before, m2->params()[0]->value));
   remove_dir(dir);
 }
@@ -324,13 +324,13 @@ TEST(Checkpoint, FlippedBytesOnDiskAreAChecksumErrorNamingTheDataset) {
   auto m2 = fmnist(3);
   auto o2 = optimizer_for(*m2);
   Tensor before = m2->params()[0]->value.clone();
-  std::string e = error_of([&] { load_checkpoint(bad, *m2, *o2); });
+  std::string e = error_of([&] { load_model_checkpoint(bad, *m2, *o2); });
   EXPECT_NE(e.find(bad), std::string::npos) << e;
   EXPECT_NE(e.find(ds), std::string::npos) << e;
   EXPECT_NE(e.find("checksum"), std::string::npos) << e;
   EXPECT_TRUE(same_bytes(before, m2->params()[0]->value)) << "a corrupted checkpoint must not be half-loaded";
   // The original is untouched and loads.
-  EXPECT_NO_THROW(load_checkpoint(paths[0], *m2, *o2));
+  EXPECT_NO_THROW(load_model_checkpoint(paths[0], *m2, *o2));
   remove_dir(dir);
 }
 
@@ -359,7 +359,7 @@ TEST(Checkpoint, ValuesRewrittenWithoutChecksumAreDetected) {
     }
     auto m2 = fmnist(3);
     auto o2 = optimizer_for(*m2);
-    std::string e = error_of([&] { load_checkpoint(bad, *m2, *o2); });
+    std::string e = error_of([&] { load_model_checkpoint(bad, *m2, *o2); });
     EXPECT_NE(e.find(ds), std::string::npos) << ds << ": " << e;
     EXPECT_NE(e.find("checksum"), std::string::npos) << e;
   }
@@ -373,7 +373,7 @@ TEST(Checkpoint, DifferentModelIsRefusedNamingBoth) {
   auto paths = save_steps(dir, *t, *ot, {1});
   auto f = fmnist();
   auto of = optimizer_for(*f);
-  std::string e = error_of([&] { load_checkpoint(paths[0], *f, *of); });
+  std::string e = error_of([&] { load_model_checkpoint(paths[0], *f, *of); });
   EXPECT_NE(e.find(paths[0]), std::string::npos) << e;
   EXPECT_NE(e.find("tiny"), std::string::npos) << e;
   EXPECT_NE(e.find("fmnist_csnn"), std::string::npos) << e;
@@ -387,7 +387,7 @@ TEST(Checkpoint, DifferentModelIsRefusedNamingBoth) {
   auto wide = sel.build();
   wide->finalize(DType::F32, Device::cpu(), 1);
   auto ow = optimizer_for(*wide);
-  e = error_of([&] { load_checkpoint(gpaths[0], *wide, *ow); });
+  e = error_of([&] { load_model_checkpoint(gpaths[0], *wide, *ow); });
   EXPECT_NE(e.find("conv_fc.0.weight"), std::string::npos) << e;
   remove_dir(dir);
 }
@@ -413,7 +413,7 @@ TEST(Checkpoint, DiskFullLeavesThePreviousCheckpointLoadable) {
     if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(10);
     int code = 3;  // 3: no error (the bug this test catches)
     try {
-      save_checkpoint(dir, *m, *opt, state_at(2), "", "fp32", 1);
+      save_model_checkpoint(dir, *m, *opt, state_at(2), "", "fp32", 1);
     } catch (const Error& e) {
       code = std::string(e.what()).find("ckpt_000000002") != std::string::npos ? 0 : 4;
     } catch (...) {
@@ -432,7 +432,7 @@ TEST(Checkpoint, DiskFullLeavesThePreviousCheckpointLoadable) {
   EXPECT_EQ(find_latest_checkpoint(nullptr, dir), paths[0]);
   auto m2 = fmnist(9);
   auto o2 = optimizer_for(*m2);
-  EXPECT_NO_THROW(load_checkpoint(paths[0], *m2, *o2));
+  EXPECT_NO_THROW(load_model_checkpoint(paths[0], *m2, *o2));
   remove_dir(dir);
 }
 

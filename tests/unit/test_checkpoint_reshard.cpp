@@ -19,6 +19,7 @@
 #include "spikemesh/io/checkpoint.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/io/tensor_shard.h"
+#include "spikemesh/parallel/placement.h"
 
 namespace sm {
 namespace {
@@ -209,7 +210,7 @@ TEST(CheckpointReshard, TpSplitWrittenThenReadUnderOtherSplits) {
   const std::vector<Ref> refs = references();
   Sim tp = box_layout(refs, 2, tp_boxes, true);
   // Rank 0's shards precede rank 1's: each path appears twice, far apart.
-  const std::string path = save_checkpoint(nullptr, dir, tp.shards, meta_at(3), 2);
+  const std::string path = write_checkpoint(nullptr, dir, tp.shards, meta_at(3), 2);
   EXPECT_EQ(path, checkpoint_path(dir, 3));
   expect_file_holds(path, refs);
 
@@ -218,7 +219,7 @@ TEST(CheckpointReshard, TpSplitWrittenThenReadUnderOtherSplits) {
   Tensor whole_conv = Tensor::full({refs[1].whole.numel()}, -7, DType::F32);
   thirds.shards.push_back(TensorShard{refs[1].path, refs[1].shape, DType::F32, full_box(refs[1].shape), whole_conv});
   thirds.check.emplace_back(whole_conv, refs[1].whole.view({refs[1].whole.numel()}));
-  const CheckpointInfo ci = load_checkpoint(nullptr, path, thirds.shards, meta_at(0));
+  const CheckpointInfo ci = read_checkpoint(nullptr, path, thirds.shards, meta_at(0));
   expect_filled(thirds, "dim 1 in 3");
   EXPECT_EQ(ci.state.step, 3);
   EXPECT_EQ(ci.optimizer_step, 5);
@@ -226,10 +227,10 @@ TEST(CheckpointReshard, TpSplitWrittenThenReadUnderOtherSplits) {
 
   // FSDP-style flat ranges over 3 ranks, and tp 2 × dp 2 flat ranges of tp-local buffers.
   Sim flat = flat_layout(refs, 1, 3, false);
-  load_checkpoint(nullptr, path, flat.shards, meta_at(0));
+  read_checkpoint(nullptr, path, flat.shards, meta_at(0));
   expect_filled(flat, "flat dp 3");
   Sim tpdp = flat_layout(refs, 2, 2, false);
-  load_checkpoint(nullptr, path, tpdp.shards, meta_at(0));
+  read_checkpoint(nullptr, path, tpdp.shards, meta_at(0));
   expect_filled(tpdp, "tp 2 x dp 2 flat");
   remove_dir(dir);
 }
@@ -239,10 +240,10 @@ TEST(CheckpointReshard, FlatTpLayoutWrittenThenReadAsTpSlices) {
   const std::vector<Ref> refs = references();
   for (int tp : {1, 2}) {
     Sim flat = flat_layout(refs, tp, 3, true);
-    const std::string path = save_checkpoint(nullptr, dir, flat.shards, meta_at(10 + tp), 5);
+    const std::string path = write_checkpoint(nullptr, dir, flat.shards, meta_at(10 + tp), 5);
     expect_file_holds(path, refs);
     Sim slices = box_layout(refs, 2, tp_boxes, false);
-    load_checkpoint(nullptr, path, slices.shards, meta_at(0));
+    read_checkpoint(nullptr, path, slices.shards, meta_at(0));
     expect_filled(slices, "tp slices from flat tp " + std::to_string(tp));
   }
   remove_dir(dir);
@@ -253,7 +254,7 @@ TEST(CheckpointReshard, ShardListsThatDoNotTileAreRefusedBeforeWriting) {
   const std::vector<Ref> refs = references();
   auto error_of = [&](const std::vector<TensorShard>& shards, ErrorKind* kind) {
     try {
-      save_checkpoint(nullptr, dir, shards, meta_at(1), 2);
+      write_checkpoint(nullptr, dir, shards, meta_at(1), 2);
     } catch (const Error& e) {
       *kind = e.kind();
       return std::string(e.what());
@@ -294,13 +295,13 @@ TEST(CheckpointReshard, ShardListsThatDoNotTileAreRefusedBeforeWriting) {
 TEST(CheckpointReshard, MismatchingShapeOnLoadWritesNothing) {
   const std::string dir = fresh_dir("shape");
   std::vector<Ref> refs = references();
-  const std::string path = save_checkpoint(nullptr, dir, box_layout(refs, 2, tp_boxes, true).shards, meta_at(2), 1);
+  const std::string path = write_checkpoint(nullptr, dir, box_layout(refs, 2, tp_boxes, true).shards, meta_at(2), 1);
   refs[3].shape = {4, 6, 1, 1};  // conv2.weight asked for with another kernel size
   refs[3].whole = Tensor::zeros(refs[3].shape, DType::F32);
   Sim sim = box_layout(refs, 2, tp_boxes, false);
   std::string e;
   try {
-    load_checkpoint(nullptr, path, sim.shards, meta_at(0));
+    read_checkpoint(nullptr, path, sim.shards, meta_at(0));
   } catch (const Error& err) {
     EXPECT_EQ(err.kind(), ErrorKind::Input);
     e = err.what();

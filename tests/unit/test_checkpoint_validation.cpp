@@ -29,8 +29,8 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/models/model_selection.h"
 #include "spikemesh/parallel/layout.h"
-#include "spikemesh/train/checkpoint_state.h"
-#include "spikemesh/train/checkpointing.h"
+#include "spikemesh/train/model_checkpoint.h"
+#include "spikemesh/train/run_checkpoints.h"
 #include "spikemesh/train/optimizer.h"
 #include "spikemesh/train/train_config.h"
 
@@ -67,7 +67,7 @@ TrainState state_at(int64_t step) {
 std::string good_checkpoint(const std::string& dir, const std::string& config = "seed = 42\n") {
   auto m = fmnist(1);
   auto o = adam(*m);
-  return save_checkpoint(dir, *m, *o, state_at(3), config, "fp32", 5);
+  return save_model_checkpoint(dir, *m, *o, state_at(3), config, "fp32", 5);
 }
 
 // Writes `value` at flat element `at` of float dataset `ds` and recomputes its crc32 attribute,
@@ -166,7 +166,7 @@ TEST(CheckpointValidation, NonFiniteParameterBufferOrOptimizerStateIsRefusedNami
     auto m = fmnist(7);
     auto o = adam(*m);
     const Tensor before = m->params()[0]->value.clone();
-    const auto [kind, e] = error_and_kind([&] { load_checkpoint(bad, *m, *o); });
+    const auto [kind, e] = error_and_kind([&] { load_model_checkpoint(bad, *m, *o); });
     EXPECT_EQ(kind, ErrorKind::Input) << e;
     EXPECT_NE(e.find(bad), std::string::npos) << e;
     EXPECT_NE(e.find(c.ds + " (first at element " + std::to_string(c.at) + ", index " + c.index), std::string::npos)
@@ -193,12 +193,12 @@ TEST(CheckpointValidation, NonFiniteParameterBufferOrOptimizerStateIsRefusedNami
   poison(two, "/optim/conv_fc.9.weight/exp_avg", 1, inf);
   auto m = fmnist(7);
   auto o = adam(*m);
-  const std::string e = error_of([&] { load_checkpoint(two, *m, *o); });
+  const std::string e = error_of([&] { load_model_checkpoint(two, *m, *o); });
   EXPECT_NE(e.find("/params/conv_fc.4.weight (first at element 5"), std::string::npos) << e;
   EXPECT_NE(e.find("and 1 more tensors"), std::string::npos) << e;
   // The good file still loads without a warning.
   const int warnings = log_warning_count();
-  EXPECT_NO_THROW(load_checkpoint(good, *m, *o));
+  EXPECT_NO_THROW(load_model_checkpoint(good, *m, *o));
   EXPECT_EQ(log_warning_count(), warnings);
   remove_dir(dir);
 }
@@ -213,7 +213,7 @@ TEST(CheckpointValidation, MissingCrc32AttributeIsAnInputErrorNamingFileAndTenso
     delete_attr(bad, ds, "crc32");
     auto m = fmnist(7);
     auto o = adam(*m);
-    for (auto f : std::vector<std::function<void()>>{[&] { load_checkpoint(bad, *m, *o); },
+    for (auto f : std::vector<std::function<void()>>{[&] { load_model_checkpoint(bad, *m, *o); },
                                                      [&] { verify_checkpoint_checksums(bad); }}) {
       const auto [kind, e] = error_and_kind(f);
       EXPECT_EQ(kind, ErrorKind::Input) << e;
@@ -288,7 +288,7 @@ TEST(CheckpointValidation, MetaFieldsOutOfRangeAreRefusedNamingTheField) {
     auto m = fmnist(7);
     auto o = adam(*m);
     const Tensor before = m->params()[0]->value.clone();
-    const std::string le = error_of([&] { load_checkpoint(bad, *m, *o); });
+    const std::string le = error_of([&] { load_model_checkpoint(bad, *m, *o); });
     EXPECT_NE(le.find("/meta attribute '" + c.field + "'"), std::string::npos) << le;
     EXPECT_EQ(std::memcmp(before.raw(), m->params()[0]->value.raw(), before.nbytes()), 0) << c.field;
   }
@@ -311,7 +311,7 @@ TEST(CheckpointValidation, TruncatedFileIsAnInputErrorNamingIt) {
     auto m = fmnist(7);
     auto o = adam(*m);
     for (auto f : std::vector<std::function<void()>>{[&] { read_checkpoint_info(bad); },
-                                                     [&] { load_checkpoint(bad, *m, *o); },
+                                                     [&] { load_model_checkpoint(bad, *m, *o); },
                                                      [&] { verify_checkpoint_checksums(bad); }}) {
       // Input: the front end prints it once for every rank (a Library error is printed by
       // every rank and aborts the job).

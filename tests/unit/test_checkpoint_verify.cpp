@@ -20,7 +20,7 @@
 #include "spikemesh/io/checkpoint.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/models/model_selection.h"
-#include "spikemesh/train/checkpoint_state.h"
+#include "spikemesh/train/model_checkpoint.h"
 #include "spikemesh/train/checkpoint_tools.h"
 
 namespace sm {
@@ -46,7 +46,7 @@ std::string good_checkpoint(const std::string& dir) {
   TrainState st;
   st.step = 3;
   st.batch_in_epoch = 3;
-  return save_checkpoint(dir, *m, *o, st, kConfig, "fp32", 5);
+  return save_model_checkpoint(dir, *m, *o, st, kConfig, "fp32", 5);
 }
 
 std::string copy_of(const std::string& from, const std::string& to, long keep_bytes = -1) {

@@ -23,7 +23,7 @@
 #include "spikemesh/models/model_selection.h"
 #include "spikemesh/data/importers.h"
 #include "spikemesh/io/checkpoint.h"
-#include "spikemesh/train/checkpoint_state.h"
+#include "spikemesh/train/model_checkpoint.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/train/optimizer.h"
@@ -116,7 +116,7 @@ TEST(GpuTrainer, FollowsTheCpuRunAndWritesTheSameFiles) {
   OptimizerConfig oc;
   oc.name = "adam";
   auto opt = make_optimizer(oc, m->params());
-  const CheckpointInfo ci = load_checkpoint(sg.last_checkpoint, *m, *opt);
+  const CheckpointInfo ci = load_model_checkpoint(sg.last_checkpoint, *m, *opt);
   EXPECT_EQ(ci.state.step, 4);
   EXPECT_EQ(opt->step_count(), 4);
 }

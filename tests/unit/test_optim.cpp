@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "spikemesh/train/optimizer.h"
@@ -325,6 +327,27 @@ TEST(OptimAdam, StateNamesShapesAndEagerAllocation) {
     ASSERT_TRUE(st[k].value->defined());
     EXPECT_EQ(st[k].value->dtype(), DType::F32);
     EXPECT_EQ(st[k].value->shape(), k < 2 ? (sm::Shape{2, 3}) : (sm::Shape{3}));
+  }
+}
+
+// state_names(): the per-parameter state names of state(), known from the configuration
+// alone (the checkpoint tensor list of a rank that holds no parameter).
+TEST(Optim, StateNamesMatchStateAndNeedNoParams) {
+  Params ps;
+  ps.add("a.weight", {2, 3}, kP0);
+  using Names = std::vector<std::string>;
+  const std::pair<OptimizerConfig, Names> cases[] = {
+      {sgd_cfg(0.1, 0.9, 0.0, false), Names{"momentum_buffer"}},
+      {sgd_cfg(0.1, 0.0, 0.0, false), Names{}},
+      {adam_cfg("adam", 0.01, 0.0, 1e-8), Names{"exp_avg", "exp_avg_sq"}},
+      {adam_cfg("adamw", 0.01, 0.0, 1e-8), Names{"exp_avg", "exp_avg_sq"}}};
+  for (const auto& [cfg, want] : cases) {
+    auto opt = sm::make_optimizer(cfg, ps.ptrs());
+    EXPECT_EQ(opt->state_names(), want) << cfg.name;
+    Names got;
+    for (const sm::OptimState& s : opt->state()) got.push_back(s.state_name);
+    EXPECT_EQ(got, want) << cfg.name;
+    EXPECT_EQ(sm::make_optimizer(cfg, {})->state_names(), want) << cfg.name << " without params";
   }
 }
 

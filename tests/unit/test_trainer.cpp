@@ -30,7 +30,7 @@
 #include "spikemesh/data/encoder.h"
 #include "spikemesh/data/h5_dataset.h"
 #include "spikemesh/io/checkpoint.h"
-#include "spikemesh/train/checkpoint_state.h"
+#include "spikemesh/train/model_checkpoint.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/layers/ctx.h"
 #include "spikemesh/models/model.h"
@@ -283,7 +283,7 @@ TEST(Trainer, RunDirectoryMetricsSchemaAndConfig) {
     model->finalize(DType::F32, Device::cpu(), 77);
     OptimizerConfig oc;
     auto opt = make_optimizer(oc, model->params());
-    load_checkpoint(s.last_checkpoint, *model, *opt);
+    load_model_checkpoint(s.last_checkpoint, *model, *opt);
     H5Dataset ds = H5Dataset::open(dataset());
     std::vector<int64_t> idx;
     for (int64_t i = 0; i < 16; ++i) idx.push_back(i);

@@ -24,8 +24,10 @@
 // Locking: none of these functions takes hdf5_mutex(); callers that run a prefetch thread
 // hold it around them (the trainer does). The prefetch thread never blocks on another rank
 // (data/h5_dataset.h), so a rank holding the mutex inside a collective cannot deadlock.
-// Model/Optimizer conveniences (the tensor list of a replicated model, the one-process save
-// and load) live in train/checkpoint_state.h: io/ knows tensors, not models.
+// Names: io/ writes and reads FILES of tensors (write_checkpoint / read_checkpoint); io/ knows
+// tensors, not models. A run's save/resume (CheckpointManager) is train/run_checkpoints.h; one
+// Model and Optimizer in one process (save_model_checkpoint / load_model_checkpoint),
+// train/model_checkpoint.h.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -57,7 +59,7 @@ struct CheckpointInfo {
   int64_t num_params = 0, num_optim_states = 0;
 };
 
-// What /meta records besides the tensors (train/checkpoint_state.h: checkpoint_meta_of).
+// What /meta records besides the tensors (train/run_checkpoints.h: checkpoint_meta_of).
 struct CheckpointMeta {
   TrainState state;
   std::string model;            // model name (checked on load)
@@ -92,7 +94,7 @@ std::string checkpoint_path(const std::string& dir, int64_t step);  // <dir>/ckp
 // crashes at MPI_Finalize; on a file system without fallocate, a disk that fills up between
 // the check and the writes still reaches that path — the previous checkpoint stays intact.)
 // Files are contiguous datasets with the metadata in one block at the start.
-std::string save_checkpoint(Comm* group, const std::string& dir, const std::vector<TensorShard>& shards,
+std::string write_checkpoint(Comm* group, const std::string& dir, const std::vector<TensorShard>& shards,
                             const CheckpointMeta& meta, int keep);
 
 // Collective over `group` (nullptr: alone). Fills each shard's data with the elements of its
@@ -112,11 +114,11 @@ std::string save_checkpoint(Comm* group, const std::string& dir, const std::vect
 // (group rank 0) naming each such tensor. A failure of HDF5 while reading the file (truncated,
 // damaged) is an Input error naming the file, so it reaches the user as one message.
 // Returns the file's info (state, optimizer_step, ...) on every rank.
-struct CheckpointLoadOptions {
+struct CheckpointReadOptions {
   bool allow_nonfinite = false;  // train --allow-nonfinite-checkpoint
 };
-CheckpointInfo load_checkpoint(Comm* group, const std::string& path, std::vector<TensorShard>& shards,
-                               const CheckpointMeta& expect, const CheckpointLoadOptions& opts = {});
+CheckpointInfo read_checkpoint(Comm* group, const std::string& path, std::vector<TensorShard>& shards,
+                               const CheckpointMeta& expect, const CheckpointReadOptions& opts = {});
 
 // Reads /meta of a complete checkpoint and validates every field (step, epoch,
 // batch_in_epoch, optimizer_step, seed, counts >= 0; a known format_version and precision; a

@@ -8,11 +8,8 @@
 // empty box when it holds nothing of it). Writer invariant: the boxes of all ranks tile each
 // tensor exactly (disjoint, covering). Readers may ask for overlapping boxes (every rank
 // reading a replicated tensor whole).
-// A unit's flat buffer lays its params out back to back in params() order, each
-// shape_numel(p->local_shape) elements — the tp-local tensor of a tensor-parallel parameter
-// (layers/unit.h); ZeRO/FSDP cut that buffer into dp equal chunks that cross parameter
-// boundaries. append_flat_shards() turns one such chunk into per-parameter box shards, placing
-// a tp-local tensor at its tp offset in the logical one.
+// io/ knows tensors and boxes only: which boxes a parameter's shard covers (tensor and data
+// parallelism, flat buffers) is parallel/placement.h's arithmetic.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -20,7 +17,6 @@
 
 #include "spikemesh/core/box.h"
 #include "spikemesh/core/tensor.h"
-#include "spikemesh/layers/param.h"
 
 namespace sm {
 
@@ -45,44 +41,5 @@ constexpr int kStateDictFormatVersion = 1;
 std::string param_dataset_path(const std::string& param_name);   // "params/<name>"
 std::string buffer_dataset_path(const std::string& buffer_name); // "buffers/<name>"
 std::string optim_dataset_path(const std::string& param_name, const std::string& state_name);  // "optim/<p>/<s>"
-
-// Where [begin, end) of a flat buffer (params laid out back to back, shape_numel(p->local_shape)
-// each) falls in each parameter. One entry per parameter of `params`, in order: the range
-// [offset, offset + count) of that parameter's flattened LOCAL tensor (the tp shard when
-// tensor-parallel), and `flat_pos`, the position of its first element relative to `begin`
-// (i.e. in the shard). count == 0 where the parameter lies outside [begin, end). Elements at or
-// beyond the total (padding that makes the buffer divisible by dp) belong to no parameter.
-struct FlatPiece {
-  int64_t offset = 0, count = 0, flat_pos = 0;
-};
-std::vector<FlatPiece> flat_range_pieces(const std::vector<const Param*>& params, int64_t begin, int64_t end);
-std::vector<FlatPiece> flat_range_pieces(const std::vector<Param*>& params, int64_t begin, int64_t end);
-
-// The box of p's logical tensor (p->shape) that p->value (p->local_shape) holds: the whole
-// tensor when p->local_shape == p->shape; else the tp shard, split along p->shard.dim into
-// p->shard.count equal parts, part p->shard.index (checked).
-Box param_local_box(const Param& p);
-// The boxes, in p->shape coordinates, of elements [begin, end) of p's row-major LOCAL
-// flattening (flat_range_boxes in local coordinates, translated by the tp offset), in order;
-// their elements, row-major within each box, are those elements in order. None when empty.
-std::vector<Box> param_range_boxes(const Param& p, int64_t begin, int64_t end);
-
-// Appends the TensorShards of `path` (shape p.shape, file dtype `dtype`) for elements
-// [begin, end) of p's local flattening held in `data` (end - begin elements, or undefined when
-// begin == end): one per box of param_range_boxes, each `data` a view (slice) of `data`;
-// one shard with an empty box when the range is empty, so every rank still lists the path.
-void append_param_range_shards(std::vector<TensorShard>& out, const std::string& path, const Param& p, DType dtype,
-                               int64_t begin, int64_t end, const Tensor& data);
-
-// Appends the shards of every parameter of `params` (a unit's params, in params() order) for
-// the flat range [begin, end) of the unit's flat buffer held in `shard` ([end - begin] or
-// longer: this rank's chunk of the flat buffer or of a flat optimizer-state buffer):
-// path = param_dataset_path(p->name) when `state_name` is empty, else
-// optim_dataset_path(p->name, state_name); shape = p->shape; dtype = shard's dtype. A
-// parameter whose piece is several boxes yields several TensorShards of one path (views of
-// `shard`, so a load fills `shard` in place); one that the range misses yields one shard
-// with an empty box. Tensor-parallel parameters: see param_range_boxes.
-void append_flat_shards(std::vector<TensorShard>& out, const std::vector<Param*>& params, int64_t begin,
-                        int64_t end, const Tensor& shard, const std::string& state_name = "");
 
 }  // namespace sm

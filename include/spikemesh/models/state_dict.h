@@ -6,7 +6,7 @@
 // `{k: f["params"][k][()] for k in f["params"]}` (plus buffers) loads into the equivalent
 // torch module. Loading checks every name and shape before it writes anything.
 // Sharded parameters are not handled here: checkpoints of sharded state are written and read
-// by save_checkpoint / load_checkpoint (io/checkpoint.h) in the same layout.
+// by write_checkpoint / read_checkpoint (io/checkpoint.h) in the same layout.
 #pragma once
 #include <string>
 

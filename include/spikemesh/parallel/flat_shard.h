@@ -22,7 +22,6 @@
 namespace sm {
 
 class Model;
-class Optimizer;
 class Unit;
 
 struct UnitShardLayout {

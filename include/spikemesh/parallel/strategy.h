@@ -41,7 +41,6 @@ namespace sm {
 
 class Comm;
 class Model;
-class Optimizer;
 
 struct StrategyStats {
   int64_t grad_reductions = 0;    // async reductions started (buckets / unit shards)

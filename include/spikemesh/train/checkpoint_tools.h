@@ -5,7 +5,7 @@
 // (scripts/ckpt_to_torch.py turns it into a .pt that `model.load_state_dict` takes).
 // All local (one process, no MPI call): a checkpoint holds every tensor in its full logical
 // shape whatever layout wrote it (dp, ZeRO, FSDP, tp, pp), and the one reader
-// (io/checkpoint.h load_checkpoint) gathers it whole into the rebuilt one-rank model.
+// (io/checkpoint.h read_checkpoint) gathers it whole into the rebuilt one-rank model.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -30,7 +30,7 @@ struct CheckpointModel {
 CheckpointModel checkpoint_model(const CheckpointInfo& ci);
 
 // scan_checkpoint against the rebuilt model and optimizer (every tensor present in full
-// shape, none extra); when that finds nothing, the load a resume makes (load_checkpoint into
+// shape, none extra); when that finds nothing, the load a resume makes (load_model_checkpoint into
 // the rebuilt model: non-finite values included), whose error is then the problem. Never
 // throws for a damaged, truncated or foreign file.
 CheckpointScan verify_checkpoint(const std::string& path);

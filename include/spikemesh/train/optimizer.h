@@ -56,6 +56,10 @@ class Optimizer {
 
   // Every state tensor, params in order, states in a fixed order per param.
   virtual std::vector<OptimState> state() = 0;
+  // The state names this optimizer keeps per parameter, in state()'s order within a param
+  // (sgd: momentum_buffer, none when momentum == 0; adam/adamw: exp_avg, exp_avg_sq). A
+  // function of the configuration alone: the same on a rank that holds no parameter.
+  virtual std::vector<std::string> state_names() const = 0;
 
   const OptimizerConfig& config() const { return cfg_; }  // cfg.lr is the current lr
   std::vector<Param*>& params() { return params_; }

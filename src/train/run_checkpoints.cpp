@@ -1,7 +1,9 @@
-// checkpointing.cpp — checkpoint tensors from a layout's placements and the optimizer's
-// state, and the run's save/resume through io/checkpoint.h (checkpointing.h).
-#include "spikemesh/train/checkpointing.h"
+// run_checkpoints.cpp — checkpoint tensors from a layout's placements, the model's buffers and
+// the optimizer's state, and the run's save/resume through io/checkpoint.h
+// (train/run_checkpoints.h).
+#include "spikemesh/train/run_checkpoints.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -14,28 +16,31 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/dist_run.h"
 #include "spikemesh/parallel/layout.h"
-#include "spikemesh/train/checkpoint_state.h"
+#include "spikemesh/parallel/placement.h"
 #include "spikemesh/train/optimizer.h"
 
 namespace sm {
 
 namespace {
-// The state names the optimizer keeps per parameter (e.g. exp_avg, exp_avg_sq), found on a
-// one-element probe so that a rank holding no piece of a parameter still lists them.
-std::vector<std::string> state_names_of(const Optimizer& opt, DType dt) {
-  Param probe;
-  probe.name = "probe";
-  probe.shape = probe.local_shape = {1};
-  probe.value = Tensor::zeros({1}, dt);
-  probe.grad = Tensor::zeros({1}, dt);
-  auto o = make_optimizer(opt.config(), {&probe});
-  std::vector<std::string> names;
-  for (const OptimState& s : o->state()) names.push_back(s.state_name);
-  return names;
-}
 
 // Elements [pos, pos + n) of t's flattening (a view).
 Tensor flat_run(const Tensor& t, int64_t pos, int64_t n) { return t.view({t.numel()}).slice0(pos, pos + n); }
+
+// A tensor held here whole (box `where`) or not at all.
+TensorShard held_or_empty(const std::string& path, const Shape& shape, const Box& where, const Tensor& value,
+                          bool holds) {
+  TensorShard s;
+  s.path = path;
+  s.shape = shape;
+  s.dtype = value.dtype();
+  s.box = holds ? where : empty_box(shape.size());
+  if (holds) {
+    SM_CHECK(value.defined() && value.numel() == where.numel(),
+             "'" << path << "' holds " << (value.defined() ? value.numel() : 0) << " elements for box " << where.str());
+    s.data = value;
+  }
+  return s;
+}
 
 struct Piece {
   Box box;
@@ -43,6 +48,32 @@ struct Piece {
   int64_t pos = 0;
 };
 }  // namespace
+
+std::vector<TensorShard> buffer_shards(Model& model, bool holds, int tp_rank, bool saving,
+                                       const std::vector<Buffer*>* local) {
+  std::vector<TensorShard> out;
+  for (Buffer* b : model.buffers()) {
+    const bool split = b->shard.sharded();
+    const bool on_stage = !local || std::find(local->begin(), local->end(), b) != local->end();
+    const bool here = on_stage && holds && (split || !saving || tp_rank == 0);  // whole buffers: tp rank 0 writes
+    const std::vector<Box> boxes = buffer_held_boxes(*b);  // a tp channel shard: one box per block
+    int64_t pos = 0;                                        // the blocks' rows back to back in the value
+    for (const Box& where : boxes) {
+      const Tensor part = boxes.size() == 1 ? b->value : flat_run(b->value, pos, where.numel());
+      out.push_back(held_or_empty(buffer_dataset_path(b->name), b->shape, where, part, here));
+      pos += where.numel();
+    }
+  }
+  return out;
+}
+
+CheckpointMeta checkpoint_meta_of(const Model& model, const Optimizer& opt) {
+  CheckpointMeta cm;
+  cm.model = model.info.name;
+  cm.optimizer = opt.config().name;
+  cm.optimizer_step = opt.step_count();
+  return cm;
+}
 
 std::vector<TensorShard> layout_checkpoint_shards(Layout& layout, Optimizer& opt, bool saving) {
   Model& model = layout.model();
@@ -78,7 +109,7 @@ std::vector<TensorShard> layout_checkpoint_shards(Layout& layout, Optimizer& opt
     SM_CHECK(h != holder_by_name.end(), "optimizer state '" << s.state_name << "' of unknown '" << s.param_name << "'");
     state[{h->second, s.state_name}] = s.value;
   }
-  const std::vector<std::string> names = state_names_of(opt, dt);
+  const std::vector<std::string> names = opt.state_names();  // also where this rank holds no piece
   for (Param* p : logical)
     for (const std::string& n : names)
       emit(optim_dataset_path(p->name, n), *p, [&](const Piece& pc) {
@@ -101,10 +132,7 @@ CheckpointManager::CheckpointManager(Layout& layout, Optimizer& opt, std::string
       keep_(keep) {}
 
 CheckpointMeta CheckpointManager::meta() const {
-  CheckpointMeta m;
-  m.model = layout_.model().info.name;
-  m.optimizer = opt_.config().name;
-  m.optimizer_step = opt_.step_count();
+  CheckpointMeta m = checkpoint_meta_of(layout_.model(), opt_);
   m.precision = precision_;
   m.mesh = layout_.describe();
   m.config_toml = config_toml_;
@@ -121,7 +149,7 @@ std::string CheckpointManager::save(TrainState& st, const LossScaler& scaler) {
   }
   CheckpointMeta m = meta();
   m.state = st;
-  return save_checkpoint(layout_.checkpoint_comm(), dir_, layout_checkpoint_shards(layout_, opt_, true), m, keep_);
+  return write_checkpoint(layout_.checkpoint_comm(), dir_, layout_checkpoint_shards(layout_, opt_, true), m, keep_);
 }
 
 namespace {
@@ -194,9 +222,9 @@ std::vector<std::string> resume_config_differences(const std::string& ckpt_toml,
 
 CheckpointInfo CheckpointManager::load(const std::string& path, LossScaler& scaler) {
   std::vector<TensorShard> shards = layout_checkpoint_shards(layout_, opt_, false);
-  CheckpointLoadOptions lo;
+  CheckpointReadOptions lo;
   lo.allow_nonfinite = allow_nonfinite_;
-  CheckpointInfo ci = load_checkpoint(layout_.checkpoint_comm(), path, shards, meta(), lo);
+  CheckpointInfo ci = read_checkpoint(layout_.checkpoint_comm(), path, shards, meta(), lo);
   if (layout_.is_root()) {
     const std::vector<std::string> d =
         resume_config_differences(ci.config_toml, ci.mesh, config_toml_, layout_.describe());

@@ -1,7 +1,8 @@
-// checkpointing.h — a run's checkpoints (docs/architecture.md §8): the tensor list of any layout
-// (the layout's placements × the optimizer's state tensors, as N-d boxes of the full logical
-// tensors), and saving/resuming through the ONE collective writer and reader of
-// io/checkpoint.h over the layout's checkpoint group. Knows no mode: a checkpoint written
+// run_checkpoints.h — a run's checkpoints (docs/architecture.md §8): the tensor list of any
+// layout (the layout's placements × the optimizer's state tensors, as N-d boxes of the full
+// logical tensors: parallel/placement.h), and saving/resuming a run through the ONE collective
+// writer and reader of io/checkpoint.h (write_checkpoint / read_checkpoint) over the layout's
+// checkpoint group (CheckpointManager). Knows no mode: a checkpoint written
 // under any layout loads under any other, because both sides speak boxes of logical tensors.
 // Invariants: every rank lists every logical tensor (params, buffers, optimizer states) in
 // the same order (model order); over the writing ranks the boxes of each tensor tile it.
@@ -17,13 +18,31 @@ namespace sm {
 
 class Layout;
 class LossScaler;
+class Model;
 class Optimizer;
+struct Buffer;
 
 // The checkpoint tensors of this rank (paths of the single-rank format, file dtype = the
 // model's): saving lists what this rank writes, loading what it must read; the data are views
 // of this rank's storage (a load fills them in place). Local (no communication).
 std::vector<TensorShard> layout_checkpoint_shards(Layout& layout, Optimizer& opt, bool saving);
 
+// Only the buffers (BN running stats, num_batches_tracked) as whole-tensor TensorShards: they
+// are replicated under every layout (a hand-built sharded list adds them to
+// append_flat_shards' params: holds = dp rank 0 when saving, every rank when loading).
+// Under tensor parallelism a channel-split buffer is its tp shard (every tp rank holds one;
+// parallel/placement.h buffer_held_boxes); whole buffers are written by tp rank 0 alone
+// (saving) and read by every rank.
+// `local` (pipelines): only these buffers are held here; the model's others are listed empty.
+// Local.
+std::vector<TensorShard> buffer_shards(Model& model, bool holds, int tp_rank = 0, bool saving = true,
+                                       const std::vector<Buffer*>* local = nullptr);
+
+// The meta a save of (model, opt) records: model and optimizer names, optimizer step count.
+// Callers fill state / precision / mesh / config on top.
+CheckpointMeta checkpoint_meta_of(const Model& model, const Optimizer& opt);
+
+// Saves and resumes one run's checkpoints (the trainer's; model_checkpoint.h for one process).
 class CheckpointManager {
  public:
   // `config_toml`, `precision` and layout.describe() are recorded in /meta. The objects
