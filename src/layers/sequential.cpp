@@ -12,6 +12,12 @@ Shape Sequential::output_shape(const Shape& in) const {
   return s;
 }
 
+bool Sequential::emits_spikes() const {
+  for (size_t i = layers_.size(); i-- > 0;)
+    if (!layers_[i]->preserves_spikes()) return layers_[i]->emits_spikes();
+  return false;
+}
+
 std::vector<Layer*> Sequential::children() {
   std::vector<Layer*> out;
   for (auto& l : layers_) out.push_back(l.get());

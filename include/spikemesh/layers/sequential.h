@@ -17,6 +17,8 @@ class Sequential : public Layer {
 
   Shape output_shape(const Shape& in) const override;
   std::string type() const override { return "sequential"; }
+  // Its last child that does not merely preserve spikes emits them.
+  bool emits_spikes() const override;
   std::vector<Layer*> children() override;
 
  protected:
@@ -30,6 +32,7 @@ class Residual : public Sequential {
  public:
   Shape output_shape(const Shape& in) const override;
   std::string type() const override { return "residual"; }
+  bool emits_spikes() const override { return false; }  // x + body(x) is not binary
 
  protected:
   // The children route by device; the identity branch is added on the input's device.
