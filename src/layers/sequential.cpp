@@ -2,7 +2,7 @@
 #include "spikemesh/layers/sequential.h"
 
 #include "device_ops.h"
-#include "spikemesh/core/cuda_allocator.h"
+#include "spikemesh/core/allocator_cuda.h"
 
 namespace sm {
 

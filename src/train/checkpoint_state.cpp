@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "spikemesh/core/cuda_amp.h"
+#include "spikemesh/core/precision.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/train/checkpointing.h"

@@ -10,8 +10,8 @@
 #include <utility>
 #include <toml++/toml.h>
 
-#include "spikemesh/core/cuda_amp.h"
 #include "spikemesh/core/log.h"
+#include "spikemesh/core/precision.h"
 #include "spikemesh/core/toml_guard.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/models/model_selection.h"

@@ -30,7 +30,7 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/dist_run.h"
 #include "spikemesh/train/checkpointing.h"
-#include "spikemesh/train/cuda_graph_step.h"
+#include "spikemesh/train/graph_step_cuda.h"
 #include "spikemesh/train/pipeline_record.h"
 #include "spikemesh/train/evaluation.h"
 #include "spikemesh/train/run_dir.h"
@@ -187,7 +187,7 @@ TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml
   bool stop = false;
   auto limit_reached = [&] { return cfg.max_steps > 0 && st.step >= cfg.max_steps; };
   const int64_t first_step = st.step;  // > 0 when resumed
-  // --cuda-graphs (train/cuda_graph_step.h): replays the steady-state step on one GPU.
+  // --cuda-graphs (train/graph_step_cuda.h): replays the steady-state step on one GPU.
   CudaGraphStep graphs(parse_cuda_graphs(cfg.cuda_graphs),
                        GraphConditions{dev.is_cuda(), layout.world_size(), cfg.distributed_mode, plan.accum,
                                        scaler.enabled()});

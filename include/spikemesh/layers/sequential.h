@@ -1,7 +1,8 @@
 // sequential.h — composite layers: Sequential (children in order) and Residual
 // (y = x + body(x)). Backward runs children in reverse; W of a composite runs every
 // child's W. Names: a child's path is "<parent>.<child name>". Composites hold no saved state
-// of their own: each child keeps its slots (layers/graph.h: composites with several inputs).
+// of their own: each child keeps its slots (layers/dataflow_graph.h: composites with several
+// inputs).
 #pragma once
 #include <vector>
 
