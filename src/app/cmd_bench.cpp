@@ -28,8 +28,8 @@
 #include "spikemesh/layers/layer_profile.h"
 #include "spikemesh/app/model_options.h"
 #include "spikemesh/core/allocator.h"
-#include "spikemesh/core/cuda_allocator.h"
-#include "spikemesh/core/cuda_amp.h"
+#include "spikemesh/core/allocator_cuda.h"
+#include "spikemesh/core/precision.h"
 #include "spikemesh/core/log.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/core/timer.h"
@@ -37,7 +37,7 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/train/run_setup.h"
 #include "spikemesh/train/flag_ranges.h"
-#include "spikemesh/train/cuda_graph_step.h"
+#include "spikemesh/train/graph_step_cuda.h"
 #include "spikemesh/train/train_step.h"
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "spikemesh/kernels/cuda/neuron_bench.h"
@@ -51,7 +51,7 @@ struct BenchOptions {
   std::string regime = "throughput_weak_scaling";
   std::string mode = "none", prefer = "speed", precision = "fp32", device = "auto", result_log, optimizer = "adam";
   std::string kernel;            // "lif": the neuron kernel microbenchmark instead of training steps
-  std::string cuda_graphs = "auto";  // auto | on | off (train/cuda_graph_step.h)
+  std::string cuda_graphs = "auto";  // auto | on | off (train/graph_step_cuda.h)
   int64_t kernel_neurons = 1 << 22;
   int64_t batch_size = 8, steps = 20, warmup = 5, image_size = 0, num_classes = 0, threads = 0;  // 0: the spec's
   double lr = 1e-3;

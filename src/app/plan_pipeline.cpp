@@ -85,7 +85,7 @@ void print_pp_plan(const ModelSelection& sel, const LayoutPlan& plan, const PpPl
     if (s + 1 < S) {
       int64_t numel = T * n;
       for (int64_t d : dry.out_shape[last]) numel *= d;
-      const bool bits = unit_emits_spikes(*model->units[last]);
+      const bool bits = model->units[last]->emits_spikes();
       char b[48];
       std::snprintf(b, sizeof b, "%.3f MiB%s", (bits ? numel / 8.0 : numel * 4.0) / 1048576.0, bits ? " bits" : "");
       sends = b;

@@ -4,7 +4,7 @@
 // where freed blocks coalesce so that any later request of at most their combined size
 // reuses their pages — peak RSS follows the peak of bytes in use instead of the sum over
 // the sizes a step ever asks for. Blocks the arena cannot hold are mapped one by one.
-// allocator_for() picks the host or the device allocator (core/cuda_allocator.h).
+// allocator_for() picks the host or the device allocator (core/allocator_cuda.h).
 #include "spikemesh/core/allocator.h"
 
 #include <algorithm>
@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "spikemesh/core/cuda_allocator.h"
+#include "spikemesh/core/allocator_cuda.h"
 #include "spikemesh/core/error.h"
 
 namespace sm {

@@ -1,5 +1,5 @@
 // device.cpp — device naming, the --device request and the per-rank device choice.
-// CUDA probing lives in device_cuda.cu, streams in cuda_stream.cpp (CUDA builds only); a
+// CUDA probing lives in device_cuda.cu, streams in stream_cuda.cpp (CUDA builds only); a
 // CPU-only build gets the stubs at the bottom.
 #include "spikemesh/core/device.h"
 
@@ -7,7 +7,7 @@
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/log.h"
 #ifdef SPIKEMESH_HAVE_CUDA
-#include "spikemesh/core/cuda_stream.h"
+#include "spikemesh/core/stream_cuda.h"
 #endif
 
 namespace sm {

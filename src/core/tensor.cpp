@@ -7,15 +7,15 @@
 #include <sstream>
 
 #include "spikemesh/core/allocator.h"
-#include "spikemesh/core/cuda_allocator.h"
+#include "spikemesh/core/allocator_cuda.h"
 #include "spikemesh/core/float_bits.h"
 
 #ifdef SPIKEMESH_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "spikemesh/core/cuda_stream.h"
-#include "spikemesh/core/cuda_tensor_ops.h"
-#include "spikemesh/core/cuda_check.h"
+#include "spikemesh/core/error_cuda.h"
+#include "spikemesh/core/stream_cuda.h"
+#include "spikemesh/core/tensor_cuda.h"
 #endif
 
 namespace sm {

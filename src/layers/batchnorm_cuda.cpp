@@ -7,13 +7,13 @@
 // Host synchronisation: the forward reads one flag back (may the output be kept instead of
 // the input, decided per call as on the CPU) — one small device-to-host copy per BN layer
 // per forward. Synced BN (ctx.bn_sync) all-reduces the [C] sums through host memory.
-// Under a CUDA graph capture (core/cuda_graph_capture.h) the flag is not read: the last
+// Under a CUDA graph capture (core/graph_capture_cuda.h) the flag is not read: the last
 // eager training decision is repeated and guarded, and the running statistics are backed up
 // inside the graph before their update.
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "batchnorm_common.h"
-#include "cuda_layer_util.h"
-#include "spikemesh/core/cuda_graph_capture.h"
+#include "layer_util_cuda.h"
+#include "spikemesh/core/graph_capture_cuda.h"
 #include "spikemesh/kernels/cuda/batchnorm.h"
 #include "spikemesh/layers/batchnorm.h"
 #include "spikemesh/layers/collectives.h"

@@ -8,8 +8,8 @@
 #include "spikemesh/kernels/cpu/elementwise.h"
 
 #ifdef SPIKEMESH_HAVE_CUDA
-#include "cuda_layer_util.h"
-#include "spikemesh/core/cuda_check.h"
+#include "layer_util_cuda.h"
+#include "spikemesh/core/error_cuda.h"
 #endif
 
 namespace sm::layer_ops {

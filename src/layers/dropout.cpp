@@ -11,8 +11,8 @@
 
 #include "device_ops.h"
 #include "dropout_kernels.h"
-#include "spikemesh/core/cuda_allocator.h"
-#include "spikemesh/core/cuda_graph_capture.h"
+#include "spikemesh/core/allocator_cuda.h"
+#include "spikemesh/core/graph_capture_cuda.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/kernels/cpu/dropout.h"
 #include "spikemesh/layers/slot_store.h"

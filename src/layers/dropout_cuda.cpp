@@ -3,8 +3,8 @@
 // (Philox keyed by (seed, hash of the stream name)), applied to f32, bf16 or f16 tensors on
 // the tensor's compute stream.
 #ifdef SPIKEMESH_HAVE_CUDA
-#include "cuda_layer_util.h"
 #include "dropout_kernels.h"
+#include "layer_util_cuda.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/kernels/cuda/dropout.h"
 

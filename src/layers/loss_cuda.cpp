@@ -7,9 +7,9 @@
 #include "spikemesh/layers/loss.h"
 
 #ifdef SPIKEMESH_HAVE_CUDA
-#include "cuda_layer_util.h"
+#include "layer_util_cuda.h"
 #include "loss_common.h"
-#include "spikemesh/core/cuda_graph_capture.h"
+#include "spikemesh/core/graph_capture_cuda.h"
 #include "spikemesh/kernels/cpu/loss.h"
 #include "spikemesh/kernels/cuda/loss.h"
 #endif
@@ -39,7 +39,7 @@ class DeviceAwareLoss final : public Loss {
     SM_CHECK(out.ndim() == 3, name() << ": model output must be [T, N, K], got " << shape_str(out.shape()));
     cuda_layer::check_activation(out, "loss", name());
     // Validate on the host (labels are small), then use a device copy. Under a CUDA graph
-    // capture (core/cuda_graph_capture.h) nothing is read back: the labels must already be on
+    // capture (core/graph_capture_cuda.h) nothing is read back: the labels must already be on
     // the device (the data set's labels were range-checked when it was opened; the kernels
     // clamp), and the loss and correct count stay on the device for the driver.
     GraphCapture* capture = active_graph_capture();

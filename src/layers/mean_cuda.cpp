@@ -3,7 +3,7 @@
 // and use the same view [outer, D, inner] of the input. Saved per slot (cuda_impl_, its own
 // store): only the input shape; B releases it. The output is not binary (a mean of spikes).
 #ifdef SPIKEMESH_HAVE_CUDA
-#include "cuda_layer_util.h"
+#include "layer_util_cuda.h"
 #include "spikemesh/kernels/cuda/mean.h"
 #include "spikemesh/layers/mean.h"
 #include "spikemesh/layers/slot_store.h"

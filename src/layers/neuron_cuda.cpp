@@ -6,9 +6,9 @@
 // PLIF reads w on the host at forward time (one synchronisation) and adds its gradient to
 // w.grad on the device (by W when split). PLIF refuses a CUDA graph capture (that read).
 #ifdef SPIKEMESH_HAVE_CUDA
-#include "cuda_layer_util.h"
-#include "spikemesh/core/cuda_graph_capture.h"
+#include "layer_util_cuda.h"
 #include "neuron_flow.h"
+#include "spikemesh/core/graph_capture_cuda.h"
 #include "spikemesh/kernels/cuda/gemm_cublas.h"
 #include "spikemesh/kernels/cuda/neuron.h"
 

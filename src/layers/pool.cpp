@@ -7,7 +7,7 @@
 
 #include "device_ops.h"
 #include "pool_kernels.h"
-#include "spikemesh/core/cuda_allocator.h"
+#include "spikemesh/core/allocator_cuda.h"
 #include "spikemesh/layers/slot_store.h"
 
 namespace sm {

@@ -2,7 +2,7 @@
 // CPU's semantics exactly: floor mode, -inf padding for max, count_include_pad for avg, first
 // maximum wins), for f32, bf16 and f16 activations on the tensor's compute stream.
 #ifdef SPIKEMESH_HAVE_CUDA
-#include "cuda_layer_util.h"
+#include "layer_util_cuda.h"
 #include "pool_kernels.h"
 #include "spikemesh/kernels/cuda/pool.h"
 

@@ -2,7 +2,7 @@
 #include "spikemesh/layers/sequential.h"
 
 #include "device_ops.h"
-#include "spikemesh/core/cuda_allocator.h"
+#include "spikemesh/core/allocator_cuda.h"
 
 namespace sm {
 
@@ -10,6 +10,12 @@ Shape Sequential::output_shape(const Shape& in) const {
   Shape s = in;
   for (auto& l : layers_) s = l->output_shape(s);
   return s;
+}
+
+bool Sequential::emits_spikes() const {
+  for (size_t i = layers_.size(); i-- > 0;)
+    if (!layers_[i]->preserves_spikes()) return layers_[i]->emits_spikes();
+  return false;
 }
 
 std::vector<Layer*> Sequential::children() {

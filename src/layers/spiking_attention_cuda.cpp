@@ -12,7 +12,7 @@
 #ifdef SPIKEMESH_HAVE_CUDA
 #include <algorithm>
 
-#include "cuda_layer_util.h"
+#include "layer_util_cuda.h"
 #include "spikemesh/kernels/cuda/spiking_attention.h"
 #include "spikemesh/layers/slot_store.h"
 #include "spikemesh/layers/spiking_attention.h"

@@ -10,7 +10,7 @@
 #include "spikemesh/layers/collectives.h"
 
 #ifdef SPIKEMESH_HAVE_CUDA
-#include "spikemesh/core/cuda_stream.h"
+#include "spikemesh/core/stream_cuda.h"
 #include "spikemesh/kernels/cuda/gemm_cublas.h"
 #endif
 

@@ -7,7 +7,7 @@
 // it in that type and add it to the f32 master gradient. Bias gradients are summed in double
 // straight into the f32 gradient. The bias is always added after the (rowwise) reduction.
 #ifdef SPIKEMESH_HAVE_CUDA
-#include "cuda_layer_util.h"
+#include "layer_util_cuda.h"
 #include "spikemesh/kernels/cuda/conv_cudnn.h"
 #include "spikemesh/kernels/cuda/gemm_cublas.h"
 #include "weight_layer_flow.h"

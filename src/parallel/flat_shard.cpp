@@ -8,7 +8,7 @@
 #include "spikemesh/layers/unit.h"
 #include "spikemesh/parallel/placement.h"
 #ifdef SPIKEMESH_HAVE_CUDA
-#include "spikemesh/core/cuda_stream.h"
+#include "spikemesh/core/stream_cuda.h"
 #include "spikemesh/kernels/cuda/elementwise.h"
 #endif
 

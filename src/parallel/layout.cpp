@@ -8,8 +8,8 @@
 
 #include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/mesh.h"
-#include "spikemesh/core/cuda_graph_capture.h"
 #include "spikemesh/core/device.h"
+#include "spikemesh/core/graph_capture_cuda.h"
 #include "spikemesh/core/timer.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/comm_collectives.h"

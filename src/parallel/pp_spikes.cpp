@@ -8,8 +8,8 @@
 #include "spikemesh/core/error.h"
 
 #ifdef SPIKEMESH_HAVE_CUDA
-#include "../layers/cuda_layer_util.h"  // dispatch_activation (f32, bf16, f16)
-#include "spikemesh/core/cuda_stream.h"
+#include "../layers/layer_util_cuda.h"  // dispatch_activation (f32, bf16, f16)
+#include "spikemesh/core/stream_cuda.h"
 #include "spikemesh/kernels/cuda/bitpack.h"
 #endif
 

@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "spikemesh/layers/batchnorm.h"
+#include "spikemesh/layers/dataflow_graph.h"
 #include "spikemesh/layers/flatten.h"
-#include "spikemesh/layers/graph.h"
 #include "spikemesh/layers/mean.h"
 #include "spikemesh/layers/neuron.h"
 #include "spikemesh/layers/pool.h"

@@ -9,8 +9,8 @@
 #include <sstream>
 #include <utility>
 
-#include "spikemesh/core/cuda_amp.h"
 #include "spikemesh/core/log.h"
+#include "spikemesh/core/precision.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/models/model_selection.h"
 #include "spikemesh/train/model_checkpoint.h"

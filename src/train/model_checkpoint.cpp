@@ -3,7 +3,7 @@
 // call here.
 #include "spikemesh/train/model_checkpoint.h"
 
-#include "spikemesh/core/cuda_amp.h"
+#include "spikemesh/core/precision.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/train/run_checkpoints.h"

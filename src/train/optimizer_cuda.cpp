@@ -5,7 +5,7 @@
 #include <cmath>
 
 #ifdef SPIKEMESH_HAVE_CUDA
-#include "spikemesh/core/cuda_stream.h"
+#include "spikemesh/core/stream_cuda.h"
 #include "spikemesh/kernels/cuda/optim.h"
 #endif
 

@@ -11,8 +11,8 @@
 #include <toml++/toml.h>
 #include <utility>
 
-#include "spikemesh/core/cuda_amp.h"
 #include "spikemesh/core/log.h"
+#include "spikemesh/core/precision.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/dist_run.h"
 #include "spikemesh/parallel/layout.h"

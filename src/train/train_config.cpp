@@ -13,8 +13,8 @@
 #include "spikemesh/core/text_file.h"
 #include "spikemesh/core/toml_guard.h"
 #include "spikemesh/parallel/layout.h"
-#include "spikemesh/train/cuda_graph_step.h"
 #include "spikemesh/train/flag_ranges.h"
+#include "spikemesh/train/graph_step_cuda.h"
 
 namespace sm {
 

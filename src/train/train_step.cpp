@@ -2,8 +2,8 @@
 // the layout's single forward/backward path (train_step.h).
 #include "spikemesh/train/train_step.h"
 
-#include "spikemesh/core/cuda_amp.h"
 #include "spikemesh/core/device.h"
+#include "spikemesh/core/precision.h"
 #include "spikemesh/core/timer.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/train/grad_clip.h"

@@ -30,7 +30,7 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/dist_run.h"
 #include "spikemesh/train/run_checkpoints.h"
-#include "spikemesh/train/cuda_graph_step.h"
+#include "spikemesh/train/graph_step_cuda.h"
 #include "spikemesh/train/pipeline_record.h"
 #include "spikemesh/train/evaluation.h"
 #include "spikemesh/train/run_dir.h"
@@ -194,7 +194,7 @@ void TrainingRun::set_up_output() {
   es_ = EvalSettings{cfg_.eval_batch_size > 0 ? cfg_.eval_batch_size : cfg_.batch_size, model.info.T, plan_.encoding,
                      parts_.dtype, parts_.activations, static_cast<uint64_t>(cfg_.seed), Split::Test, {}};
   pipe_rec_ = std::make_unique<PipelineRecorder>(*parts_.layout, cfg_.pp_timeline_steps);  // <run>/pipeline.h5
-  // --cuda-graphs (train/cuda_graph_step.h): replays the steady-state step on one GPU.
+  // --cuda-graphs (train/graph_step_cuda.h): replays the steady-state step on one GPU.
   graphs_ = std::make_unique<CudaGraphStep>(
       parse_cuda_graphs(cfg_.cuda_graphs), GraphConditions{parts_.device.is_cuda(), parts_.layout->world_size(),
                                                            cfg_.distributed_mode, plan_.accum, parts_.scaler.enabled()});

@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "error_of.h"
 #include "checkpoint_fixture.h"
-#include "spikemesh/core/cuda_amp.h"
+#include "error_of.h"
 #include "spikemesh/core/log.h"
+#include "spikemesh/core/precision.h"
 #include "spikemesh/io/checkpoint.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/models/model_selection.h"

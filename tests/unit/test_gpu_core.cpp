@@ -14,9 +14,9 @@
 #include <limits>
 
 #include "spikemesh/core/allocator.h"
-#include "spikemesh/core/cuda_allocator.h"
-#include "spikemesh/core/cuda_amp.h"
+#include "spikemesh/core/allocator_cuda.h"
 #include "spikemesh/core/device.h"
+#include "spikemesh/core/precision.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/core/tensor.h"
 #include "spikemesh/layers/loss.h"

@@ -1,4 +1,4 @@
-// test_gpu_graph.cpp — --cuda-graphs (train/cuda_graph_step.h). GPU tests (*Gpu*, skipped
+// test_gpu_graph.cpp — --cuda-graphs (train/graph_step_cuda.h). GPU tests (*Gpu*, skipped
 // without a GPU): N training steps with graphs on and off, from the same set-up, batches and
 // per-step lr, must give bitwise the same losses, correct counts and parameters — fp32 and
 // bf16, a model with batch norm (fmnist_csnn), one with dropout and batch norm
@@ -18,7 +18,7 @@
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/models/model.h"
-#include "spikemesh/train/cuda_graph_step.h"
+#include "spikemesh/train/graph_step_cuda.h"
 #include "spikemesh/train/run_setup.h"
 #include "spikemesh/train/train_config.h"
 

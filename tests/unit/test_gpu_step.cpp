@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "gpu_test_util.h"
-#include "spikemesh/core/cuda_amp.h"
+#include "spikemesh/core/precision.h"
 #include "spikemesh/data/h5_dataset.h"
 #include "spikemesh/data/importers.h"
 #include "spikemesh/layers/loss.h"

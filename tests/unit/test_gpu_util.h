@@ -24,7 +24,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
-#include "spikemesh/core/cuda_check.h"
+#include "spikemesh/core/error_cuda.h"
 
 namespace sm::gpu_test {
 

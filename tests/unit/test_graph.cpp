@@ -1,4 +1,5 @@
-// test_graph.cpp — the dataflow composite (layers/graph.h) and its ops (layers/graph_ops.h):
+// test_graph.cpp — the dataflow composite (layers/dataflow_graph.h) and its ops
+// (layers/split_add_nodes.h):
 // ChannelSplit / Add values; a small Spikformer-like block (one projection split into q, k, v,
 // a multi-input add, fan-out of v and of the graph input into a residual add) checked by finite
 // differences in f64 (smooth spikes), fused and split B/W; two interleaved microbatch slots
@@ -9,9 +10,9 @@
 #include "gradient_check.h"
 #include "spikemesh/layers/batchnorm.h"
 #include "spikemesh/layers/conv1d.h"
-#include "spikemesh/layers/graph.h"
-#include "spikemesh/layers/graph_ops.h"
+#include "spikemesh/layers/dataflow_graph.h"
 #include "spikemesh/layers/neuron.h"
+#include "spikemesh/layers/split_add_nodes.h"
 
 namespace sm {
 namespace {

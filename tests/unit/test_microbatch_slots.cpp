@@ -15,15 +15,15 @@
 #include "spikemesh/layers/batchnorm.h"
 #include "spikemesh/layers/conv1d.h"
 #include "spikemesh/layers/conv2d.h"
+#include "spikemesh/layers/dataflow_graph.h"
 #include "spikemesh/layers/dropout.h"
 #include "spikemesh/layers/flatten.h"
-#include "spikemesh/layers/graph.h"
-#include "spikemesh/layers/graph_ops.h"
 #include "spikemesh/layers/linear.h"
 #include "spikemesh/layers/mean.h"
 #include "spikemesh/layers/neuron.h"
 #include "spikemesh/layers/pool.h"
 #include "spikemesh/layers/spiking_attention.h"
+#include "spikemesh/layers/split_add_nodes.h"
 #include "spikemesh/models/spec_loader.h"
 
 namespace sm {

@@ -67,7 +67,7 @@ class CpuCachingAllocator final : public Allocator {
 };
 
 // The allocator of a device: cpu_allocator() or the device's CudaCachingAllocator
-// (core/cuda_allocator.h; page-locked host memory: pinned_host_allocator() there).
+// (core/allocator_cuda.h; page-locked host memory: pinned_host_allocator() there).
 Allocator& allocator_for(const Device& d);
 Allocator& cpu_allocator();
 

@@ -2,7 +2,7 @@
 // reference implementation of every kernel.
 //
 // Streams: every CUDA device has ONE compute stream (created on first use, see
-// core/cuda_stream.h) on which spikemesh enqueues all its work for that device — kernels,
+// core/stream_cuda.h) on which spikemesh enqueues all its work for that device — kernels,
 // cuDNN/cuBLAS calls, copies. The caching device allocator relies on it: a block freed by
 // the host is reused by later work of the same stream, which runs after every earlier use.
 // `Stream` is an opaque handle so that this header needs no CUDA header.

@@ -39,7 +39,7 @@ std::string shape_str(const Shape& s);  // "[2, 3, 4]"
 
 class Storage {
  public:
-  // pinned: page-locked host memory (dev must be the CPU; core/cuda_allocator.h).
+  // pinned: page-locked host memory (dev must be the CPU; core/allocator_cuda.h).
   Storage(size_t bytes, Device dev, bool pinned = false);
   ~Storage();
   Storage(const Storage&) = delete;

@@ -44,7 +44,7 @@ struct TrainState {
   int64_t epoch = 0;           // epoch of the next batch
   int64_t batch_in_epoch = 0;  // data cursor: index of the next batch within the epoch
   int64_t seed = 0;
-  // fp16 dynamic loss scaling (core/cuda_amp.h), 0 / 0 / 0 when off: the scale, the finite
+  // fp16 dynamic loss scaling (core/precision.h), 0 / 0 / 0 when off: the scale, the finite
   // steps in a row towards its growth, and the steps skipped so far (/meta attributes).
   double loss_scale = 0;
   int64_t loss_scale_finite_in_row = 0, skipped_steps = 0;

@@ -13,6 +13,7 @@ class Flatten : public Layer {
   int start_dim() const { return start_dim_; }
   Shape output_shape(const Shape& in) const override;
   std::string type() const override { return "flatten"; }
+  bool preserves_spikes() const override { return true; }
 
  protected:
   SM_ANY_DEVICE_HOOKS

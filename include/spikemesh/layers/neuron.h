@@ -35,6 +35,7 @@ class Neuron : public Layer {
   explicit Neuron(const NeuronConfig& c);
   Shape output_shape(const Shape& in) const override { return in; }
   std::string type() const override;  // "lif" | "plif" | "if"
+  bool emits_spikes() const override { return true; }
   const NeuronConfig& config() const { return cfg_; }
   void reset_state() override;
   // firing_rate: spikes / (T·N·features) of the last training/eval forward.

@@ -18,6 +18,7 @@ class Pool2d : public Layer {
   Pool2d(PoolKind kind, const PoolConfig& c);
   Shape output_shape(const Shape& in) const override;  // [C, H, W] -> [C, Ho, Wo]
   std::string type() const override { return kind_ == PoolKind::Max ? "maxpool2d" : "avgpool2d"; }
+  bool preserves_spikes() const override { return kind_ == PoolKind::Max; }
   const PoolConfig& config() const { return cfg_; }
   PoolKind kind() const { return kind_; }
 

@@ -1,7 +1,8 @@
 // sequential.h — composite layers: Sequential (children in order) and Residual
 // (y = x + body(x)). Backward runs children in reverse; W of a composite runs every
 // child's W. Names: a child's path is "<parent>.<child name>". Composites hold no saved state
-// of their own: each child keeps its slots (layers/graph.h: composites with several inputs).
+// of their own: each child keeps its slots (layers/dataflow_graph.h: composites with several
+// inputs).
 #pragma once
 #include <vector>
 
@@ -17,6 +18,8 @@ class Sequential : public Layer {
 
   Shape output_shape(const Shape& in) const override;
   std::string type() const override { return "sequential"; }
+  // Its last child that does not merely preserve spikes emits them.
+  bool emits_spikes() const override;
   std::vector<Layer*> children() override;
 
  protected:
@@ -30,6 +33,7 @@ class Residual : public Sequential {
  public:
   Shape output_shape(const Shape& in) const override;
   std::string type() const override { return "residual"; }
+  bool emits_spikes() const override { return false; }  // x + body(x) is not binary
 
  protected:
   // The children route by device; the identity branch is added on the input's device.

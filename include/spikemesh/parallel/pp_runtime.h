@@ -102,6 +102,20 @@ class PipelineRuntime {
   const std::string& transfer_path() const { return transfer_->path(); }
 
  private:
+  // train(): a short loop that hands each action to its handler over one step's state
+  // (pp_runtime.cpp). The handlers that send or receive are point-to-point on the pp comm.
+  struct StepState;
+  void run_action(const PpAction& a, StepState& st);
+  void run_forward(const PpAction& a, StepState& st);          // F
+  void run_backward_input(const PpAction& a, StepState& st);   // B, BW
+  void run_backward_weight(const PpAction& a, StepState& st);  // W
+  void run_send_forward(const PpAction& a, StepState& st);     // SEND_F
+  void run_send_backward(const PpAction& a, StepState& st);    // SEND_B
+  void run_receive(const PpAction& a, StepState& st);          // RECV_F, RECV_B
+  void post_receive(const PpAction& a, StepState& st);
+  void post_receives_ahead(const std::vector<PpAction>& actions, size_t from, StepState& st);
+  void send_message(const Tensor& t, int peer, int tag, bool as_bits, bool activation, StepState& st);
+
   Stage& stage_;
   Comm& pp_;
   PpSchedule schedule_;
@@ -117,9 +131,5 @@ class PipelineRuntime {
 // An input error when `schedule` needs more message tags (2·S·M + S: forward, backward and
 // evaluation messages) than MPI guarantees (32767). Local.
 void check_pp_message_tags(const PpSchedule& schedule);
-
-// Whether `unit`'s output is exactly {0,1}: its last layer is a spiking neuron, possibly
-// followed by max-pooling or flatten (which keep spikes binary).
-bool unit_emits_spikes(Unit& unit);
 
 }  // namespace sm

@@ -24,7 +24,7 @@
 // What the NCCL path relies on: every message's buffer stays alive until its operation
 // completed (PendingSend::keep, PostedRecv::buffer); before each operation the NCCL stream of a
 // channel waits for the legacy default stream (comm/nccl_backend.cpp), which orders after all
-// work of the blocking compute stream (core/cuda_stream.h), so a device buffer from the caching
+// work of the blocking compute stream (core/stream_cuda.h), so a device buffer from the caching
 // allocator is never written while earlier compute still uses it and a sent tensor is complete;
 // received data are read only after the host saw completion; the compute stream never waits
 // for a channel stream. NCCL's caveat — kernels of several communicators in

@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "spikemesh/core/cuda_amp.h"
 #include "spikemesh/core/device.h"
+#include "spikemesh/core/precision.h"
 #include "spikemesh/models/model_selection.h"
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/train/optimizer.h"

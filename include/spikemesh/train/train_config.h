@@ -51,7 +51,7 @@ struct TrainConfig {
   int64_t seed = 1;
   std::string precision = "fp32";
   std::string device = "auto";  // the GPU when one is visible, else the CPU with a notice
-  std::string cuda_graphs = "auto";  // auto | on | off (train/cuda_graph_step.h)
+  std::string cuda_graphs = "auto";  // auto | on | off (train/graph_step_cuda.h)
   int64_t threads = 0;            // 0: cores / ranks on this node
   std::string output = "output";
   std::string run_name;           // default: <model>-<date>-<time>

@@ -41,7 +41,7 @@ StepResult train_step(Layout& layout, Optimizer& opt, const std::vector<MicroBat
 
 // The part of train_step after the gradients: unscale and check (fp16), clipping, the
 // optimizer step, layout.after_optimizer_step(), a device synchronisation; sets
-// r.grad_norm and r.optimizer_ms. Shared with the CUDA-graph step (train/cuda_graph_step.h).
+// r.grad_norm and r.optimizer_ms. Shared with the CUDA-graph step (train/graph_step_cuda.h).
 void optimizer_phase(Layout& layout, Optimizer& opt, const StepOptions& opts, StepResult& r);
 
 // Eval-mode forward of this rank's part of a batch (x may hold no samples: count 0);

@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "spikemesh/core/cuda_check.h"
+#include "spikemesh/core/error_cuda.h"
 
 namespace sm {
 namespace cuda {

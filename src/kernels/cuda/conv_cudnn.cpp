@@ -13,9 +13,9 @@
 #include <sstream>
 #include <tuple>
 
-#include "spikemesh/core/cuda_stream.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/log.h"
+#include "spikemesh/core/stream_cuda.h"
 #include "spikemesh/core/tensor.h"
 
 #ifdef SPIKEMESH_HAVE_CUDNN

@@ -9,8 +9,8 @@
 #include <climits>
 #include <mutex>
 
-#include "spikemesh/core/cuda_stream.h"
 #include "spikemesh/core/error.h"
+#include "spikemesh/core/stream_cuda.h"
 #include "spikemesh/core/tensor.h"
 
 #ifdef SPIKEMESH_HAVE_CUBLAS

@@ -5,7 +5,7 @@
 #include <cuda_fp16.h>
 
 #include "spikemesh/core/error.h"
-#include "spikemesh/core/cuda_check.h"
+#include "spikemesh/core/error_cuda.h"
 #include "spikemesh/kernels/cuda/gemm_cublas.h"
 
 namespace sm {

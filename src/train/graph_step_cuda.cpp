@@ -1,4 +1,4 @@
-// cuda_graph_step.cpp — the CUDA-graph training step (train/cuda_graph_step.h).
+// graph_step_cuda.cpp — the CUDA-graph training step (train/graph_step_cuda.h).
 //
 // Inventory: the single-GPU steady-state step (trainer.cpp / cmd_bench.cpp -> train_step)
 // and every point where the host waits for the device (S) or decides on a per-step value (D):
@@ -36,25 +36,25 @@
 //     kernel. It is one launch per parameter tensor (tens for the models here), against
 //     hundreds of launches in forward + backward. Its final timing wait stays.
 //   * memory: the graph replays its captured addresses, so its blocks are kept apart in
-//     the caching allocator (core/cuda_allocator.h graph pool) for as long as it lives.
-#include "spikemesh/train/cuda_graph_step.h"
+//     the caching allocator (core/allocator_cuda.h graph pool) for as long as it lives.
+#include "spikemesh/train/graph_step_cuda.h"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "spikemesh/core/cuda_amp.h"
 #include "spikemesh/core/device.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/log.h"
+#include "spikemesh/core/precision.h"
 #include "spikemesh/core/timer.h"
 
 #ifdef SPIKEMESH_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "spikemesh/core/cuda_allocator.h"
-#include "spikemesh/core/cuda_check.h"
-#include "spikemesh/core/cuda_graph_capture.h"
-#include "spikemesh/core/cuda_stream.h"
+#include "spikemesh/core/allocator_cuda.h"
+#include "spikemesh/core/error_cuda.h"
+#include "spikemesh/core/graph_capture_cuda.h"
+#include "spikemesh/core/stream_cuda.h"
 #endif
 
 namespace sm {

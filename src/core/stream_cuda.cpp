@@ -1,7 +1,7 @@
-// cuda_stream.cpp — per-device compute streams, device selection helpers and the public
-// stream functions of core/device.h for CUDA builds (see core/cuda_stream.h).
+// stream_cuda.cpp — per-device compute streams, device selection helpers and the public
+// stream functions of core/device.h for CUDA builds (see core/stream_cuda.h).
 #ifdef SPIKEMESH_HAVE_CUDA
-#include "spikemesh/core/cuda_stream.h"
+#include "spikemesh/core/stream_cuda.h"
 
 #include <array>
 #include <atomic>
@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "spikemesh/core/error.h"
-#include "spikemesh/core/cuda_check.h"
+#include "spikemesh/core/error_cuda.h"
 
 namespace sm {
 namespace cuda {

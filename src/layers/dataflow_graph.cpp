@@ -1,9 +1,9 @@
-// graph.cpp — the dataflow composite of layers/graph.h: building (value checks, last uses),
-// shapes, forward in node order, backward in reverse with fan-out accumulation.
-#include "spikemesh/layers/graph.h"
+// dataflow_graph.cpp — the dataflow composite of layers/dataflow_graph.h: building (value
+// checks, last uses), shapes, forward in node order, backward in reverse with fan-out accumulation.
+#include "spikemesh/layers/dataflow_graph.h"
 
 #include "device_ops.h"
-#include "spikemesh/core/cuda_allocator.h"
+#include "spikemesh/core/allocator_cuda.h"
 #include "spikemesh/layers/slot_store.h"
 
 namespace sm {

@@ -1,7 +1,7 @@
-// graph_op.cpp — GraphOp's entry points (layers/graph_op.h): argument counts and devices
-// checked once here, then the op's own forward_all / backward_all; the single-tensor Layer
+// dataflow_node.cpp — GraphOp's entry points (layers/dataflow_node.h): argument counts and
+// devices checked once here, then the op's own forward_all / backward_all; the single-tensor Layer
 // interface for ops with one input and one output.
-#include "spikemesh/layers/graph_op.h"
+#include "spikemesh/layers/dataflow_node.h"
 
 namespace sm {
 namespace {
@@ -20,7 +20,7 @@ void check_args(const std::vector<Tensor>& ts, size_t n, const char* what, const
 void check_one_to_one(const GraphOp& op) {
   if (op.num_inputs() != 1 || op.num_outputs() != 1)
     SM_INPUT_ERROR(op.type() << " '" << op.name() << "' has " << op.num_inputs() << " inputs and "
-                             << op.num_outputs() << " outputs: use it inside a graph (layers/graph.h)");
+                             << op.num_outputs() << " outputs: use it inside a graph (layers/dataflow_graph.h)");
 }
 
 }  // namespace

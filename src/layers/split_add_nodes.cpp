@@ -1,12 +1,12 @@
-// graph_ops.cpp — ChannelSplit and Add (layers/graph_ops.h) over the device-dispatched copies
-// and adds of device_ops.h. ChannelSplit keeps the input shape per slot (B releases it: no
+// split_add_nodes.cpp — ChannelSplit and Add (layers/split_add_nodes.h) over the
+// device-dispatched copies and adds of device_ops.h. ChannelSplit keeps the input shape per slot (B releases it: no
 // parameters); Add keeps nothing.
-#include "spikemesh/layers/graph_ops.h"
+#include "spikemesh/layers/split_add_nodes.h"
 
 #include <numeric>
 
 #include "device_ops.h"
-#include "spikemesh/core/cuda_allocator.h"
+#include "spikemesh/core/allocator_cuda.h"
 #include "spikemesh/layers/slot_store.h"
 
 namespace sm {

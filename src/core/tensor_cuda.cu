@@ -1,11 +1,11 @@
-// cuda_tensor_ops.cu — fill and dtype conversion kernels for Tensor (core/cuda_tensor_ops.h).
+// tensor_cuda.cu — fill and dtype conversion kernels for Tensor (core/tensor_cuda.h).
 // Grid-stride loops over int64 indices; one launch per call.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "spikemesh/core/cuda_tensor_ops.h"
 #include "spikemesh/core/error.h"
-#include "spikemesh/core/cuda_check.h"
+#include "spikemesh/core/error_cuda.h"
+#include "spikemesh/core/tensor_cuda.h"
 
 namespace sm {
 namespace cuda {

@@ -1,4 +1,4 @@
-// cuda_check.h (core) — checking every CUDA runtime call and kernel launch.
+// error_cuda.h (core) — checking every CUDA runtime call and kernel launch.
 // Include only from code compiled when SPIKEMESH_HAVE_CUDA is defined.
 //
 //   SM_CUDA_CHECK(cudaMemcpyAsync(...));   // any call returning cudaError_t

@@ -1,5 +1,5 @@
-// cuda_graph_capture.h — what layers must know while a training step is being captured into
-// a CUDA graph (train/cuda_graph_step.h drives the capture). Needs no CUDA header.
+// graph_capture_cuda.h — what layers must know while a training step is being captured into
+// a CUDA graph (train/graph_step_cuda.h drives the capture). Needs no CUDA header.
 //
 // While a GraphCaptureScope is alive on a thread, active_graph_capture() returns its record
 // and every kernel that thread enqueues on the compute stream is recorded, not run. Layers

@@ -1,6 +1,6 @@
-// graph_op.h — a node with several inputs and/or outputs (e.g. a channel split into q, k, v,
+// dataflow_node.h — a node with several inputs and/or outputs (e.g. a channel split into q, k, v,
 // an element-wise add of branches, attention over q, k, v), for the dataflow composite
-// layers/graph.h. A GraphOp is a Layer, so a Unit owns, names and walks it like any layer
+// layers/dataflow_graph.h. A GraphOp is a Layer, so a Unit owns, names and walks it like any layer
 // (params(), buffers(), reset_state(), collect_stats()), with a multi-tensor interface:
 //
 //  forward_multi(xs, ctx)      xs: num_inputs() tensors [T, N, ...]; returns num_outputs()

@@ -1,6 +1,6 @@
-// cuda_allocator.cpp — the stream-ordered caching device allocator, the pinned host
-// allocator and allocation labels (contracts in core/cuda_allocator.h).
-#include "spikemesh/core/cuda_allocator.h"
+// allocator_cuda.cpp — the stream-ordered caching device allocator, the pinned host
+// allocator and allocation labels (contracts in core/allocator_cuda.h).
+#include "spikemesh/core/allocator_cuda.h"
 
 #include <array>
 #include <atomic>
@@ -11,8 +11,8 @@
 #ifdef SPIKEMESH_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "spikemesh/core/cuda_stream.h"
-#include "spikemesh/core/cuda_check.h"
+#include "spikemesh/core/error_cuda.h"
+#include "spikemesh/core/stream_cuda.h"
 #endif
 
 namespace sm {

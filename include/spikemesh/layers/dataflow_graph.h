@@ -1,7 +1,8 @@
-// graph.h — a dataflow composite: a Layer whose nodes are layers (one input, one output) or
-// GraphOps (several inputs and/or outputs, layers/graph_op.h), each node naming its inputs by
-// the graph's input or earlier nodes' outputs — e.g. a Spikformer block: q, k, v from one
-// projection (a ChannelSplit), attention over the three, residual branches (Add).
+// dataflow_graph.h — a dataflow composite (class Graph): a Layer whose nodes are layers (one
+// input, one output) or GraphOps (several inputs and/or outputs, layers/dataflow_node.h), each
+// node naming its inputs by the graph's input or earlier nodes' outputs — e.g. a Spikformer
+// block: q, k, v from one projection (a ChannelSplit), attention over the three, residual
+// branches (Add).
 //
 //   Graph g;
 //   GraphValue qkv = g.add("qkv", std::make_unique<Conv1d>(...), Graph::input());
@@ -23,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "spikemesh/layers/graph_op.h"
+#include "spikemesh/layers/dataflow_node.h"
 
 namespace sm {
 

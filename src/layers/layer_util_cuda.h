@@ -1,4 +1,4 @@
-// cuda_layer_util.h — shared pieces of the layers' CUDA hooks (src/layers/*_cuda.cpp):
+// layer_util_cuda.h — shared pieces of the layers' CUDA hooks (src/layers/*_cuda.cpp):
 // activation-dtype dispatch, the per-forward compute copy of f32 master weights in the
 // activation dtype (mixed precision), and DeviceSaved (an activation kept for backward:
 // spikes packed as bits with kernels/cuda/bitpack.h, anything else by reference).
@@ -11,8 +11,8 @@
 
 #include <string>
 
-#include "spikemesh/core/cuda_allocator.h"
-#include "spikemesh/core/cuda_stream.h"
+#include "spikemesh/core/allocator_cuda.h"
+#include "spikemesh/core/stream_cuda.h"
 #include "spikemesh/core/tensor.h"
 #include "spikemesh/kernels/cuda/bitpack.h"
 #include "spikemesh/kernels/cuda/elementwise.h"

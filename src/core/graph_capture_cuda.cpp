@@ -1,5 +1,5 @@
-// cuda_graph_capture.cpp — the thread's capture record (core/cuda_graph_capture.h).
-#include "spikemesh/core/cuda_graph_capture.h"
+// graph_capture_cuda.cpp — the thread's capture record (core/graph_capture_cuda.h).
+#include "spikemesh/core/graph_capture_cuda.h"
 
 #include "spikemesh/core/error.h"
 

@@ -1,4 +1,5 @@
-// graph_ops.h — parameter-free multi-input / multi-output nodes for layers/graph.h:
+// split_add_nodes.h — parameter-free multi-input / multi-output nodes for
+// layers/dataflow_graph.h:
 //  ChannelSplit  one input [T, N, C, ...] -> k outputs [T, N, c_i, ...] (Σ c_i = C), channel
 //                blocks in order (q, k, v from one projection); backward concatenates the
 //                gradients. Outputs keep the input's binary flag. Saves the input shape.
@@ -7,7 +8,7 @@
 //                Saves nothing.
 // Both run on either device (copies and adds of src/layers/device_ops.h).
 #pragma once
-#include "spikemesh/layers/graph_op.h"
+#include "spikemesh/layers/dataflow_node.h"
 
 namespace sm {
 

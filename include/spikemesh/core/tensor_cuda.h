@@ -1,4 +1,4 @@
-// cuda_tensor_ops.h — the few element-wise device operations the Tensor class itself needs
+// tensor_cuda.h — the few element-wise device operations the Tensor class itself needs
 // (fill, dtype conversion). Include only from code compiled when SPIKEMESH_HAVE_CUDA is
 // defined. All pointers are device pointers; work is enqueued on `stream` (asynchronous)
 // of the current device.
@@ -7,7 +7,7 @@
 // f64 -> bf16/f16 directly from double); integer destinations truncate like static_cast.
 #pragma once
 #ifndef SPIKEMESH_HAVE_CUDA
-#error "core/cuda_tensor_ops.h is only for CUDA builds"
+#error "core/tensor_cuda.h is only for CUDA builds"
 #endif
 #include <cuda_runtime_api.h>
 

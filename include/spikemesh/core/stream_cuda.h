@@ -1,4 +1,4 @@
-// cuda_stream.h — the CUDA side of core/device.h: each device's compute stream as a
+// stream_cuda.h — the CUDA side of core/device.h: each device's compute stream as a
 // cudaStream_t, a scoped current-device guard, and small event helpers. Include only from
 // code compiled when SPIKEMESH_HAVE_CUDA is defined.
 //
@@ -12,7 +12,7 @@
 //    without driver calls.
 #pragma once
 #ifndef SPIKEMESH_HAVE_CUDA
-#error "core/cuda_stream.h is only for CUDA builds"
+#error "core/stream_cuda.h is only for CUDA builds"
 #endif
 #include <cuda_runtime_api.h>
 

@@ -1,8 +1,8 @@
-// cuda_graph_step.h — `--cuda-graphs auto|on|off`: the steady-state training step on one GPU
+// graph_step_cuda.h — `--cuda-graphs auto|on|off`: the steady-state training step on one GPU
 // replayed as a CUDA graph (one launch for forward + loss + backward) instead of hundreds of
 // kernel launches, which dominate a small-batch step. The inventory of the step's host
 // synchronisations and per-step host decisions, and what the graph covers, is the header
-// comment of src/train/cuda_graph_step.cpp.
+// comment of src/train/graph_step_cuda.cpp.
 //
 // Invariants:
 //  * replay computes the eager trajectory bit for bit (the same kernels with the same

@@ -1,5 +1,5 @@
-// cuda_amp.cpp — --precision parsing and the dynamic loss scaler (core/cuda_amp.h).
-#include "spikemesh/core/cuda_amp.h"
+// precision.cpp — --precision parsing and the dynamic loss scaler (core/precision.h).
+#include "spikemesh/core/precision.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,9 +10,9 @@
 #ifdef SPIKEMESH_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "spikemesh/core/cuda_stream.h"
-#include "spikemesh/core/cuda_tensor_ops.h"
-#include "spikemesh/core/cuda_check.h"
+#include "spikemesh/core/error_cuda.h"
+#include "spikemesh/core/stream_cuda.h"
+#include "spikemesh/core/tensor_cuda.h"
 #endif
 
 namespace sm {

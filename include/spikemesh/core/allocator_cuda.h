@@ -1,4 +1,4 @@
-// cuda_allocator.h — device memory and page-locked host memory for the CUDA back end.
+// allocator_cuda.h — device memory and page-locked host memory for the CUDA back end.
 // This header needs no CUDA header (tests of a CPU-only build include it); in a CPU-only
 // build the accessors throw an internal error and CudaAllocLabel does nothing useful.
 //
@@ -7,7 +7,7 @@
 //    never returned to the driver in the steady state: a training step that repeats its
 //    shapes performs no cudaMalloc/cudaFree after the first step (malloc_calls() says so);
 //  * a block freed by the host may still be read or written by work already enqueued on
-//    the device's compute stream (core/cuda_stream.h). Reuse is safe because every later
+//    the device's compute stream (core/stream_cuda.h). Reuse is safe because every later
 //    use of the block is enqueued on that same stream, i.e. runs after the earlier work.
 //    Work on ANOTHER stream must be joined back into the compute stream (stream_wait)
 //    before the host drops the last reference to a tensor it touched;
@@ -18,7 +18,7 @@
 //    line naming the rank and host, the device, what was being allocated (the innermost
 //    CudaAllocLabel, e.g. "conv2d 'features.0.proj_bn.0' forward"), how much was asked, and
 //    free/total device memory and spikemesh's own usage.
-//  * CUDA graphs (train/cuda_graph_step.h): a graph replays the device addresses it was
+//  * CUDA graphs (train/graph_step_cuda.h): a graph replays the device addresses it was
 //    captured with, so no block it may touch is ever handed to other code while it lives.
 //    begin_graph_capture() makes every block live at that moment, and every block
 //    allocated until end_graph_capture(), the graph's; such a block, when freed, goes to

@@ -1,4 +1,4 @@
-// cuda_amp.h — mixed precision: the --precision choice and dynamic loss scaling.
+// precision.h — mixed precision: the --precision choice and dynamic loss scaling.
 //
 //  fp32  activations and weights f32 (CPU and CUDA; TF32 is never used unless asked)
 //  fp64  everything f64 (CPU only: the exact reference, docs/architecture.md §7)
