@@ -263,7 +263,7 @@ TimedSteps run_steps(const BenchOptions& o, const AppEnv& env, RunParts& parts, 
   Layout& layout = *parts.layout;
   const Device dev = parts.device;
   PipelineRuntime* pipe = layout.pipeline();
-  CudaGraphStep graphs(parse_cuda_graphs(o.cuda_graphs), GraphConditions{dev.is_cuda(), env.size, o.mode,
+  CudaGraphStep graphs(parse_cuda_graphs(o.cuda_graphs), GraphConditions{dev.is_cuda(), env.size, layout.plan().mode,
                                                                           static_cast<int>(micro.size()),
                                                                           parts.scaler.enabled()});
   if (env.rank == 0 && dev.is_cuda()) std::printf("cuda graphs: %s\n", graphs.describe().c_str());

@@ -75,10 +75,9 @@ void Layout::build() {
       if (p->grad_summed_over_tp) tp_partial_.push_back(p);
     }
   if (dp_) {
-    // "tp": the dp family over dp (of size 1 when the mesh has dp 1); "fsdp_tp": FSDP over dp of
-    // the tp-local flat buffers
-    const std::string mode = opts_.mode == "tp" ? "dp" : opts_.mode == "fsdp_tp" ? "fsdp" : opts_.mode;
-    strategy_ = make_strategy(*stage_, *dp_, mode, opts_.strategy);  // collective over dp ("none": dp)
+    // tp: the dp family over dp (of size 1 when the mesh has dp 1); fsdp_tp: FSDP over dp of the
+    // tp-local flat buffers (the plan's reduction says which)
+    strategy_ = make_strategy(*stage_, *dp_, plan_.reduction, opts_.strategy);  // collective over dp
     if (opts_.sync_bn) bn_sync_ = std::make_unique<CommCollectives>(*dp_);
   } else {
     strategy_ = make_single_rank_strategy(*stage_);

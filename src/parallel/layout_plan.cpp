@@ -12,18 +12,37 @@
 
 namespace sm {
 
-void validate_parallel_flags(const LayoutOptions& o) {
-  const std::string& m = o.mode;
+DistMode dist_mode_from_name(const std::string& m) {
   if (m == "auto")
     SM_INPUT_ERROR("--distributed-mode auto is not implemented yet (available: none, dp, fsdp, tp, fsdp_tp, pp)");
-  if (m != "none" && m != "dp" && m != "fsdp" && m != "tp" && m != "fsdp_tp" && m != "pp")
-    SM_INPUT_ERROR("--distributed-mode must be none, dp, fsdp, tp, fsdp_tp or pp, got '" << m << "'");
+  static const std::pair<const char*, DistMode> names[] = {{"none", DistMode::None}, {"dp", DistMode::Dp},
+                                                           {"fsdp", DistMode::Fsdp}, {"tp", DistMode::Tp},
+                                                           {"fsdp_tp", DistMode::FsdpTp}, {"pp", DistMode::Pp}};
+  for (const auto& [name, mode] : names)
+    if (m == name) return mode;
+  SM_INPUT_ERROR("--distributed-mode must be none, dp, fsdp, tp, fsdp_tp or pp, got '" << m << "'");
+}
+
+const char* dist_mode_name(DistMode m) {
+  switch (m) {
+    case DistMode::None: return "none";
+    case DistMode::Dp: return "dp";
+    case DistMode::Fsdp: return "fsdp";
+    case DistMode::Tp: return "tp";
+    case DistMode::FsdpTp: return "fsdp_tp";
+    case DistMode::Pp: return "pp";
+  }
+  return "?";
+}
+
+void validate_parallel_flags(const LayoutOptions& o) {
+  const DistMode m = dist_mode_from_name(o.mode);
   const std::string& z = o.strategy.sharding;
   if (z != "none" && z != "zero" && z != "zero2")
     SM_INPUT_ERROR("--optimizer-sharding must be none, zero or zero2, got '" << z << "'");
-  if (z != "none" && m != "dp" && m != "tp" && m != "pp")
+  if (z != "none" && m != DistMode::Dp && m != DistMode::Tp && m != DistMode::Pp)
     SM_INPUT_ERROR("--optimizer-sharding " << z << " needs --distributed-mode dp, tp or pp"
-                                           << (m == "fsdp" ? " (fsdp always shards the optimizer state)" : ""));
+                                           << (m == DistMode::Fsdp ? " (fsdp always shards the optimizer state)" : ""));
   if (!(o.strategy.bucket_mb > 0)) SM_INPUT_ERROR("--bucket-mb must be positive, got " << o.strategy.bucket_mb);
   if (o.pp_virtual_stages < 1)
     SM_INPUT_ERROR("--pp-virtual-stages must be at least 1, got " << o.pp_virtual_stages);
@@ -40,6 +59,7 @@ namespace {
 // validate_parallel_flags plus the mesh: the world size, tp and pp the modes can run on.
 void check_against_mesh(const LayoutOptions& o, int world_size, int tp, int pp) {
   validate_parallel_flags(o);
+  const DistMode mode = dist_mode_from_name(o.mode);
   // How to get a size > 1 for `dim` (0 dp, 1 tp, 2 pp): with one rank, more ranks first.
   auto how_to_split = [&](int dim) {
     std::ostringstream os;
@@ -53,7 +73,7 @@ void check_against_mesh(const LayoutOptions& o, int world_size, int tp, int pp) 
          << (dim == 1 ? 2 : 1) << " " << (dim == 2 ? 2 : 1) << " with " << world_size << " ranks";
     return os.str();
   };
-  if (o.mode == "pp" && pp == 1)
+  if (mode == DistMode::Pp && pp == 1)
     SM_INPUT_ERROR("--distributed-mode pp needs a pipeline size > 1 in --mesh-shape (DP TP PP): " << how_to_split(2));
   if (pp == 1 && (o.pp_schedule != "auto" || o.pp_virtual_stages != 1 || !o.pp_layout.empty() ||
                   !o.pp_schedule_file.empty() || o.pp_delay_wgrad || o.pp_microbatches != 0 ||
@@ -61,7 +81,7 @@ void check_against_mesh(const LayoutOptions& o, int world_size, int tp, int pp) 
     SM_INPUT_ERROR("--pp-schedule/--pp-virtual-stages/--pp-microbatches/--pp-layout/--pp-schedule-file/"
                    "--pp-delay-wgrad/--pp-transport need a pipeline size > 1 in --mesh-shape (DP TP PP)");
   if (pp > 1) {
-    if (o.mode == "fsdp" || o.mode == "fsdp_tp")
+    if (mode == DistMode::Fsdp || mode == DistMode::FsdpTp)
       SM_INPUT_ERROR("--distributed-mode " << o.mode << " with pp = " << pp
                      << ": FSDP is not combined with pipeline parallelism (as in Megatron-LM): every microbatch "
                         "would gather each stage's parameters again; use --distributed-mode pp (dp replicas) or "
@@ -77,12 +97,12 @@ void check_against_mesh(const LayoutOptions& o, int world_size, int tp, int pp) 
                             pp * o.pp_virtual_stages);
     }
   }
-  if ((o.mode == "tp" || o.mode == "fsdp_tp") && tp == 1)
+  if ((mode == DistMode::Tp || mode == DistMode::FsdpTp) && tp == 1)
     SM_INPUT_ERROR("--distributed-mode " << o.mode << " needs a tensor-parallel size > 1 in --mesh-shape: "
                                          << how_to_split(1));
-  if (tp > 1 && o.mode == "fsdp")
+  if (tp > 1 && mode == DistMode::Fsdp)
     SM_INPUT_ERROR("--mesh-shape has tp = " << tp << ": FSDP over the tensor-parallel shards is --distributed-mode fsdp_tp");
-  if (o.mode == "none" && world_size > 1)
+  if (mode == DistMode::None && world_size > 1)
     SM_INPUT_ERROR("--distributed-mode none runs on one rank; with " << world_size
                                                                      << " ranks use --distributed-mode dp or fsdp");
 }
@@ -94,6 +114,12 @@ LayoutPlan plan_layout(const LayoutOptions& o, const MeshShape& mesh, int world_
   p.options = o;
   p.mesh = mesh;
   p.world_size = world_size;
+  p.mode = dist_mode_from_name(o.mode);
+  const std::string& z = o.strategy.sharding;
+  p.reduction = p.mode == DistMode::Fsdp || p.mode == DistMode::FsdpTp ? GradientReduction::Fsdp
+                : z == "zero"                                          ? GradientReduction::Zero1
+                : z == "zero2"                                         ? GradientReduction::Zero2
+                                                                       : GradientReduction::AllReduce;
   p.resolved = true;
   if (replica_batch > 0) plan_pipeline_batch(p, replica_batch);
   return p;

@@ -31,11 +31,25 @@ class SingleRank final : public ParallelStrategy {
 
 std::unique_ptr<ParallelStrategy> make_single_rank_strategy(Stage& stage) { return std::make_unique<SingleRank>(stage); }
 
-std::unique_ptr<ParallelStrategy> make_strategy(Stage& stage, Comm& dp, const std::string& mode,
+const char* gradient_reduction_name(GradientReduction r) {
+  switch (r) {
+    case GradientReduction::AllReduce: return "all-reduce";
+    case GradientReduction::Zero1: return "zero";
+    case GradientReduction::Zero2: return "zero2";
+    case GradientReduction::Fsdp: return "fsdp";
+  }
+  return "?";
+}
+
+std::unique_ptr<ParallelStrategy> make_strategy(Stage& stage, Comm& dp, GradientReduction reduction,
                                                 const StrategyOptions& o) {
-  if (mode == "fsdp") return std::make_unique<Fsdp>(stage, dp, o.reshard_after_forward, o.param_dtype, o.reduce_dtype);
-  if (o.sharding == "zero") return std::make_unique<ZeroSharding>(stage, dp, 1);
-  if (o.sharding == "zero2") return std::make_unique<ZeroSharding>(stage, dp, 2);
+  switch (reduction) {
+    case GradientReduction::Fsdp:
+      return std::make_unique<Fsdp>(stage, dp, o.reshard_after_forward, o.param_dtype, o.reduce_dtype);
+    case GradientReduction::Zero1: return std::make_unique<ZeroSharding>(stage, dp, 1);
+    case GradientReduction::Zero2: return std::make_unique<ZeroSharding>(stage, dp, 2);
+    case GradientReduction::AllReduce: break;
+  }
   return std::make_unique<DataParallel>(stage, dp, o.bucket_mb);
 }
 

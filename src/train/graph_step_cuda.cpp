@@ -79,7 +79,7 @@ std::string cuda_graph_obstacle(const GraphConditions& c) {
   if (!c.cuda) return "the run is on the CPU";
   if (c.world_size > 1)
     return std::to_string(c.world_size) + " ranks (communication between ranks is not captured)";
-  if (c.distributed_mode != "none") return "--distributed-mode " + c.distributed_mode;
+  if (c.distributed_mode != DistMode::None) return std::string("--distributed-mode ") + dist_mode_name(c.distributed_mode);
   if (c.microbatches != 1) return std::to_string(c.microbatches) + " micro-batches per step (--grad-accum)";
   if (c.loss_scaling) return "fp16 dynamic loss scaling (a host decision every step)";
   return "";

@@ -197,7 +197,7 @@ void TrainingRun::set_up_output() {
   // --cuda-graphs (train/graph_step_cuda.h): replays the steady-state step on one GPU.
   graphs_ = std::make_unique<CudaGraphStep>(
       parse_cuda_graphs(cfg_.cuda_graphs), GraphConditions{parts_.device.is_cuda(), parts_.layout->world_size(),
-                                                           cfg_.distributed_mode, plan_.accum, parts_.scaler.enabled()});
+                                                           parts_.layout->plan().mode, plan_.accum, parts_.scaler.enabled()});
   if (parts_.device.is_cuda()) log_->line("cuda graphs: " + graphs_->describe(), false);
 }
 

@@ -79,7 +79,7 @@ TEST(CudaGraphFlag, TrainConfigKeyIsValidated) {
 }
 
 TEST(CudaGraphRule, AutoNeedsOneRankOneMicrobatchAndNoLossScaling) {
-  GraphConditions ok{true, 1, "none", 1, false};
+  GraphConditions ok{true, 1, DistMode::None, 1, false};
 #ifdef SPIKEMESH_HAVE_CUDA
   EXPECT_EQ(cuda_graph_obstacle(ok), "");
   GraphConditions c = ok;
@@ -87,7 +87,7 @@ TEST(CudaGraphRule, AutoNeedsOneRankOneMicrobatchAndNoLossScaling) {
   EXPECT_EQ(cuda_graph_obstacle(c), "the run is on the CPU");
   c = ok, c.world_size = 2;
   EXPECT_NE(cuda_graph_obstacle(c).find("2 ranks"), std::string::npos);
-  c = ok, c.distributed_mode = "dp";
+  c = ok, c.distributed_mode = DistMode::Dp;
   EXPECT_EQ(cuda_graph_obstacle(c), "--distributed-mode dp");
   c = ok, c.microbatches = 4;
   EXPECT_NE(cuda_graph_obstacle(c).find("--grad-accum"), std::string::npos);
@@ -99,7 +99,7 @@ TEST(CudaGraphRule, AutoNeedsOneRankOneMicrobatchAndNoLossScaling) {
 }
 
 TEST(CudaGraphRule, OnWithAnObstacleIsAOneLineErrorAndAutoStaysEager) {
-  const GraphConditions cpu{false, 1, "none", 1, false};
+  const GraphConditions cpu{false, 1, DistMode::None, 1, false};
   try {
     CudaGraphStep g(CudaGraphMode::On, cpu);
     FAIL() << "no error";
@@ -111,7 +111,7 @@ TEST(CudaGraphRule, OnWithAnObstacleIsAOneLineErrorAndAutoStaysEager) {
   CudaGraphStep a(CudaGraphMode::Auto, cpu);
   EXPECT_FALSE(a.enabled());
   EXPECT_EQ(a.describe().rfind("off (", 0), 0u);
-  CudaGraphStep off(CudaGraphMode::Off, GraphConditions{true, 1, "none", 1, false});
+  CudaGraphStep off(CudaGraphMode::Off, GraphConditions{true, 1, DistMode::None, 1, false});
   EXPECT_FALSE(off.enabled());
   EXPECT_EQ(off.describe(), "off (--cuda-graphs off)");
 }
@@ -128,7 +128,7 @@ TEST(CudaGraphRule, CpuStepsThroughTheDriverAreTrainStep) {
     req.optimizer.name = "adam";
     req.optimizer.lr = 1e-2;
     RunParts parts = setup_run(req, nullptr);
-    CudaGraphStep g(CudaGraphMode::Auto, GraphConditions{false, 1, "none", 1, false});
+    CudaGraphStep g(CudaGraphMode::Auto, GraphConditions{false, 1, DistMode::None, 1, false});
     CounterRng rng(3, "test/x");
     Tensor x = Tensor::empty({2, 2, 1, 28, 28}, DType::F32), y = Tensor::empty({2}, DType::I64);
     for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(rng.normal(i));
@@ -182,7 +182,7 @@ Trajectory train(const GraphRun& g, CudaGraphMode mode) {
   req.optimizer.lr = 1e-3;
   RunParts parts = setup_run(req, nullptr);
   const ModelInfo& mi = parts.model->info;
-  CudaGraphStep graphs(mode, GraphConditions{true, 1, "none", 1, parts.scaler.enabled()});
+  CudaGraphStep graphs(mode, GraphConditions{true, 1, DistMode::None, 1, parts.scaler.enabled()});
   std::vector<MicroBatch> data;
   for (int b = 0; b < g.batches + 1; ++b) {  // the extra one: a short batch
     const int64_t n = b == g.batches ? g.batch - 1 : g.batch;
@@ -301,7 +301,7 @@ layers = [
     req.model.spec = spec;
     req.device = "cuda";
     RunParts parts = setup_run(req, nullptr);
-    CudaGraphStep graphs(mode, GraphConditions{true, 1, "none", 1, false});
+    CudaGraphStep graphs(mode, GraphConditions{true, 1, DistMode::None, 1, false});
     Tensor x = Tensor::zeros({2, 2, 1, 4, 4}, DType::F32, parts.device), y = Tensor::zeros({2}, DType::I64, parts.device);
     for (int s = 0; s < 4; ++s) {
       Ctx ctx;

@@ -27,6 +27,12 @@ namespace sm {
 
 class Model;
 
+// --distributed-mode, parsed once at the boundary (dist_mode_from_name: an Input error naming
+// the flag); everything after the plan compares these, never the names.
+enum class DistMode { None, Dp, Fsdp, Tp, FsdpTp, Pp };
+DistMode dist_mode_from_name(const std::string& name);
+const char* dist_mode_name(DistMode m);
+
 // --distributed-mode and its flags (checked by validate_parallel_flags, resolved by plan_layout).
 struct LayoutOptions {
   std::string mode = "none";  // none (one rank) | dp | fsdp | tp | fsdp_tp (dp x tp by --mesh-shape) | pp
@@ -55,6 +61,8 @@ void validate_parallel_flags(const LayoutOptions& o);
 
 struct LayoutPlan {
   LayoutOptions options;      // validated; with pp, pp_microbatches and pp_cost_samples resolved
+  DistMode mode = DistMode::None;                            // options.mode, parsed
+  GradientReduction reduction = GradientReduction::AllReduce;  // the dp family's (mode x --optimizer-sharding)
   MeshShape mesh;             // dp x tp x pp
   int world_size = 1;
   int64_t replica_batch = 0;  // samples per dp replica per step (what the microbatches split)

@@ -92,6 +92,16 @@ class ParallelStrategy : public UnitHooks {
   bool last_micro_ = true;
 };
 
+// How gradients meet over dp, from --distributed-mode and --optimizer-sharding (the layout plan
+// parses the names once: layout_plan.h).
+enum class GradientReduction {
+  AllReduce,  // dp: bucketed all-reduce, replicated optimizer state
+  Zero1,      // ZeRO-1: optimizer state sharded
+  Zero2,      // ZeRO-2: gradients reduce-scattered too
+  Fsdp,       // parameters, gradients and optimizer state sharded
+};
+const char* gradient_reduction_name(GradientReduction r);
+
 // How the dp family is configured (train flags).
 struct StrategyOptions {
   std::string sharding = "none";    // --optimizer-sharding (dp only): none | zero | zero2
@@ -106,8 +116,7 @@ std::unique_ptr<ParallelStrategy> make_single_rank_strategy(Stage& stage);
 // Builds the dp-family strategy over a finalised model's stage. Collective over `dp` (checks
 // that the initial replicas are identical; ZeRO/FSDP shard the flat buffers). The model and
 // the stage must outlive it. Options are validated by validate_parallel_flags (layout.h).
-// `mode`: dp | fsdp (--distributed-mode).
-std::unique_ptr<ParallelStrategy> make_strategy(Stage& stage, Comm& dp, const std::string& mode,
+std::unique_ptr<ParallelStrategy> make_strategy(Stage& stage, Comm& dp, GradientReduction reduction,
                                                 const StrategyOptions& opts);
 
 }  // namespace sm

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "spikemesh/parallel/layout_plan.h"
 #include "spikemesh/train/train_step.h"
 
 namespace sm {
@@ -39,7 +40,7 @@ void validate_cuda_graphs_flag(const std::string& value, const std::string& devi
 struct GraphConditions {
   bool cuda = false;                      // the run's device is a GPU
   int world_size = 1;                     // ranks of the job
-  std::string distributed_mode = "none";  // --distributed-mode
+  DistMode distributed_mode = DistMode::None;  // --distributed-mode
   int64_t microbatches = 1;               // per optimizer step on this rank (--grad-accum)
   bool loss_scaling = false;              // fp16 dynamic loss scaling
 };
