@@ -39,14 +39,10 @@ LayoutPlan plan_of(Model& model, Comm* world, const MeshShape& shape, const Layo
 }  // namespace
 
 Layout::Layout(Model& model, Mesh* mesh, LayoutPlan plan)
-    : model_(model), mesh_(mesh), plan_(std::move(plan)), stage_(std::make_unique<Stage>(model, 0, model.units.size())) {
+    : LayoutGroups(mesh), model_(model), plan_(std::move(plan)),
+      stage_(std::make_unique<Stage>(model, 0, model.units.size())) {
   SM_CHECK(plan_.bound, "a layout needs a plan bound to its model (bind_layout_plan)");
-  world_ = mesh ? &mesh->world() : nullptr;
-  dp_ = mesh ? &mesh->dp() : nullptr;
-  if (mesh && mesh->shape().tp > 1) {
-    tp_ = &mesh->tp();
-    tp_coll_ = std::make_unique<CommCollectives>(*tp_);
-  }
+  if (tp_) tp_coll_ = std::make_unique<CommCollectives>(*tp_);
   if (mesh && (mesh->shape().tp > 1 || mesh->shape().pp > 1)) world_coll_ = std::make_unique<CommCollectives>(*world_);
   build();
 }
@@ -55,9 +51,8 @@ Layout::Layout(Model& model, Mesh* mesh, const LayoutOptions& opts)
     : Layout(model, mesh, plan_of(model, mesh ? &mesh->world() : nullptr, mesh ? mesh->shape() : MeshShape{}, opts)) {}
 
 Layout::Layout(Model& model, Comm& dp, const LayoutOptions& opts)
-    : model_(model), plan_(plan_of(model, &dp, MeshShape{dp.size(), 1, 1}, opts)),
+    : LayoutGroups(dp), model_(model), plan_(plan_of(model, &dp, MeshShape{dp.size(), 1, 1}, opts)),
       stage_(std::make_unique<Stage>(model, 0, model.units.size())) {
-  world_ = dp_ = &dp;
   build();
 }
 
@@ -86,7 +81,6 @@ void Layout::build() {
 
 Layout::~Layout() = default;
 
-int Layout::world_size() const { return world_ ? world_->size() : 1; }
 
 std::string Layout::describe() const {
   if (!world_) return "dp=1 tp=1 pp=1";
@@ -103,11 +97,6 @@ std::string Layout::describe() const {
 Comm* data_group_of(Mesh* mesh) { return mesh ? &mesh->world() : nullptr; }
 int data_ranks_of(Mesh* mesh) { return mesh ? mesh->shape().dp : 1; }
 
-int Layout::data_rank() const { return dp_ ? dp_->rank() : 0; }
-int Layout::data_size() const { return dp_ ? dp_->size() : 1; }
-Comm* Layout::checkpoint_comm() { return world_; }
-Comm* Layout::metrics_comm() { return world_; }
-bool Layout::is_root() const { return !world_ || world_->rank() == 0; }
 
 std::vector<Param*> Layout::optimizer_params() { return strategy_->optimizer_params(); }
 Collectives* Layout::shard_group() { return strategy_->shard_group(); }
@@ -133,11 +122,7 @@ std::vector<Param*> Layout::norm_params() {
 
 Collectives* Layout::norm_group() { return tp_ || pp_ ? world_coll_.get() : shard_group(); }
 
-int Layout::tp_rank() const { return tp_ ? tp_->rank() : 0; }
-int Layout::tp_size() const { return tp_ ? tp_->size() : 1; }
 bool Layout::counts_in_metrics() const { return tp_rank() == 0 && (!pp_ || stage_->is_last()); }
-int Layout::pp_rank() const { return pp_ ? pp_->rank() : 0; }
-int Layout::pp_size() const { return pp_ ? pp_->size() : 1; }
 
 std::vector<ParamPlacement> Layout::placements(bool saving) {
   std::vector<ParamPlacement> out = strategy_->placements(saving);
@@ -220,7 +205,6 @@ std::vector<MicroResult> Layout::run_microbatches(const std::vector<MicroBatch>&
 }
 
 void Layout::build_pipeline() {
-  pp_ = &mesh_->pp();
   const int P = plan_.mesh.pp, S = P * opts_.pp_virtual_stages;
   const PpSchedule& sched = plan_.schedule;  // resolved and validated by the plan
   // Every rank resolved the schedule itself (a --pp-schedule-file on each node): one that
@@ -329,17 +313,5 @@ void Layout::check_replicas(const std::string& what) {
 void Layout::gather_full_params() { strategy_->gather_full_params(); }
 void Layout::release_full_params() { strategy_->release_full_params(); }
 StrategyStats Layout::stats() const { return strategy_->stats(); }
-CommCounters Layout::comm_counters() const { return dp_ ? dp_->counters() : CommCounters{}; }
-CommCounters Layout::tp_comm_counters() const { return tp_ ? tp_->counters() : CommCounters{}; }
-CommCounters Layout::all_comm_counters() const {
-  CommCounters c;
-  std::vector<const Comm*> seen;
-  for (const Comm* g : {static_cast<const Comm*>(dp_), static_cast<const Comm*>(tp_), static_cast<const Comm*>(pp_)})
-    if (g && std::find(seen.begin(), seen.end(), g) == seen.end()) {
-      c += g->counters();
-      seen.push_back(g);
-    }
-  return c;
-}
 
 }  // namespace sm

@@ -32,6 +32,7 @@
 #include "spikemesh/layers/ctx.h"
 #include "spikemesh/layers/loss.h"
 #include "spikemesh/models/stage.h"
+#include "spikemesh/parallel/layout_groups.h"
 #include "spikemesh/parallel/layout_plan.h"
 #include "spikemesh/parallel/placement.h"
 #include "spikemesh/parallel/strategy.h"
@@ -63,7 +64,9 @@ struct MicroResult {
 Comm* data_group_of(Mesh* mesh);
 int data_ranks_of(Mesh* mesh);
 
-class Layout {
+// The layout's groups and their queries are LayoutGroups' (layout_groups.h); Layout adds the
+// stage, the strategy and the step protocol.
+class Layout : public LayoutGroups {
  public:
   // The layout `plan` describes (layout_plan.h: resolved and bound to this model; its tp plan
   // already applied). mesh == nullptr: one rank. Otherwise collective over the world: checks
@@ -82,27 +85,12 @@ class Layout {
 
   Model& model() { return model_; }
   Stage& stage() { return *stage_; }
-  bool distributed() const { return world_ != nullptr; }
-  Mesh* mesh() { return mesh_; }  // null alone or over a single Comm
-  int world_size() const;
   std::string describe() const;  // e.g. "dp=2 tp=1 pp=1 zero2 sync-bn"; "dp=1 tp=1 pp=1" alone
   const LayoutPlan& plan() const { return plan_; }
 
-  // Tensor parallelism (parallel/tp_plan.h, applied before the model was finalised): this
-  // rank's index in its tp group and the group's size (0 and 1 without tp).
-  int tp_rank() const;
-  int tp_size() const;
   // Whether this rank's loss, accuracy and sample counts enter the world's metric sums: the tp
   // ranks of a replica compute the same outputs, so only tp rank 0 counts them.
   bool counts_in_metrics() const;
-  // Data: this rank takes part data_rank() of data_size() of every global batch.
-  int data_rank() const;
-  int data_size() const;
-  // Groups (nullptr alone): checkpoint files and metric/stop reductions (the dataset's
-  // group is data_group_of(mesh), opened before the layout exists).
-  Comm* checkpoint_comm();
-  Comm* metrics_comm();
-  bool is_root() const;  // writes logs and metrics (world rank 0)
 
   // What the optimizer steps on this rank, and the group over which those holders are
   // disjoint shards (global-norm clipping, finite-gradient agreement); nullptr = replicas.
@@ -148,21 +136,14 @@ class Layout {
   // whose ranks hold equal channel shards of a split layer; collective over pp and tp). Layers
   // that have not run yet are missing (as Model::stats()).
   std::vector<LayerStat> layer_stats();
-  // Pipeline parallelism: the runtime (null when pp = 1), this rank's pipeline rank and size,
-  // and the measured per-unit costs (ms; empty when --pp-layout was given; the partition is
+  // Pipeline parallelism: the runtime (null when pp = 1) and the measured per-unit costs (ms; empty when --pp-layout was given; the partition is
   // pipeline()->units_per_stage()).
   PipelineRuntime* pipeline() { return pipeline_.get(); }
-  int pp_rank() const;
-  int pp_size() const;
   const std::vector<double>& pp_unit_costs() const { return pp_unit_costs_; }
-  Comm* pp_comm() { return pp_; }
 
   StrategyStats stats() const;
   // The gradient-reduction piece (introspection: bucket layouts, FSDP memory); tests only.
   ParallelStrategy& strategy() { return *strategy_; }
-  CommCounters comm_counters() const;  // the gradient-reduction (dp) comm's counters (zeros alone)
-  CommCounters tp_comm_counters() const;  // the tp group's counters (zeros without tp)
-  CommCounters all_comm_counters() const;  // dp + tp + pp (each group once; zeros alone)
 
  private:
   void fill_ctx(Ctx& ctx);
@@ -171,11 +152,6 @@ class Layout {
   void build_pipeline();
   void finish_backward();  // the step's tp sums and the strategy's closing reductions
   Model& model_;
-  Mesh* mesh_ = nullptr;
-  Comm* world_ = nullptr;  // metric reductions, data and checkpoint groups (tp = pp = 1)
-  Comm* dp_ = nullptr;     // gradient reductions
-  Comm* tp_ = nullptr;     // the tensor-parallel group (tp > 1 only)
-  Comm* pp_ = nullptr;     // the pipeline group (pp > 1 only)
   std::unique_ptr<CommCollectives> tp_coll_;  // handed to layers as ctx.tp
   std::vector<Param*> tp_partial_;            // gradients summed over tp after backward
   std::unique_ptr<CommCollectives> world_coll_;  // the gradient norm with tp
