@@ -113,6 +113,72 @@ std::string describe_layer(const std::string& unit_where, const std::string& pat
 }
 
 // Builds one layer; returns nullptr when the layer is left out (dropout p = 0).
+// A neuron layer from a preset of the spec ([neuron.NAME]) plus this layer's overrides.
+LayerPtr make_preset_neuron(FieldReader& r, Context& ctx) {
+  std::string preset = r.string("neuron");
+  auto it = ctx.neuron_presets.find(preset);
+  if (it == ctx.neuron_presets.end()) {
+    std::string known;
+    for (auto& kv : ctx.neuron_presets) known += (known.empty() ? "" : ", ") + kv.first;
+    r.fail_key("neuron", "names an unknown neuron preset '" + preset + "' (defined: " +
+                             (known.empty() ? "none" : known) + ")");
+  }
+  NeuronConfig c = read_neuron_fields(r, it->second.kind, it->second);  // preset + overrides
+  r.finish();
+  return std::make_unique<Neuron>(c);
+}
+
+// A sequential or residual container and its layers (build_layers, recursively).
+LayerPtr make_container(const std::string& type, FieldReader& r, Context& ctx, const std::string& path,
+                        const std::string& unit_where) {
+  const toml::array& body = r.array("layers");
+  int64_t first = r.integer("first_index", 0);
+  if (first < 0) r.fail_key("first_index", "must be >= 0");
+  r.finish();
+  std::unique_ptr<Sequential> s;
+  if (type == "residual")
+    s = std::make_unique<Residual>();
+  else
+    s = std::make_unique<Sequential>();
+  build_layers(body, *s, ctx, path, first, unit_where, r.line_of("layers"));
+  if (s->size() == 0) r.fail("has no layers");
+  return s;
+}
+
+// The layer of spec type `type` (every type but dropout, which build_layer handles); an Input
+// error naming the key for an unknown type or a bad field.
+LayerPtr make_typed_layer(const std::string& type, FieldReader& r, Context& ctx, const std::string& path,
+                          const std::string& unit_where) {
+  if (type == "conv2d") return make_conv2d(r);
+  if (type == "conv1d") return make_conv1d(r);
+  if (type == "linear") return make_linear(r);
+  if (type == "batchnorm2d" || type == "batchnorm1d") return make_batchnorm(r, type == "batchnorm2d" ? 2 : 1);
+  if (type == "maxpool2d") return std::make_unique<MaxPool2d>(read_pool(r));
+  if (type == "avgpool2d") return std::make_unique<AvgPool2d>(read_pool(r));
+  if (type == "ssa") return make_ssa(r);
+  if (type == "flatten") {
+    const int64_t start = r.integer("start_dim", 0);
+    if (start < 0) r.fail_key("start_dim", "must be >= 0 (a per-sample dim; 0 merges all)");
+    r.finish();
+    return std::make_unique<Flatten>(to_int(r, "start_dim", start));
+  }
+  if (type == "mean") {
+    const int64_t dim = r.integer("dim", -1);
+    r.finish();
+    return std::make_unique<Mean>(to_int(r, "dim", dim));
+  }
+  if (type == "lif" || type == "plif" || type == "if") {
+    NeuronKind k = neuron_kind(type);
+    NeuronConfig c = read_neuron_fields(r, k, default_neuron_config(k));
+    r.finish();
+    return std::make_unique<Neuron>(c);
+  }
+  if (type == "neuron") return make_preset_neuron(r, ctx);
+  if (type == "sequential" || type == "residual") return make_container(type, r, ctx, path, unit_where);
+  r.fail_key("type", "is an unknown layer type '" + type + "' (valid: " + kLayerTypes + ")");
+  return nullptr;
+}
+
 LayerPtr build_layer(const toml::table& t, Context& ctx, const std::string& parent_path, int64_t& next_index,
                      const std::string& unit_where, int position) {
   FieldReader r(t, ctx, unit_where + ", layer #" + std::to_string(position));
@@ -146,62 +212,7 @@ LayerPtr build_layer(const toml::table& t, Context& ctx, const std::string& pare
   if (!explicit_name) ++next_index;
   LayerPtr l;
   try {
-    if (type == "conv2d") {
-      l = make_conv2d(r);
-    } else if (type == "conv1d") {
-      l = make_conv1d(r);
-    } else if (type == "linear") {
-      l = make_linear(r);
-    } else if (type == "batchnorm2d" || type == "batchnorm1d") {
-      l = make_batchnorm(r, type == "batchnorm2d" ? 2 : 1);
-    } else if (type == "maxpool2d") {
-      l = std::make_unique<MaxPool2d>(read_pool(r));
-    } else if (type == "avgpool2d") {
-      l = std::make_unique<AvgPool2d>(read_pool(r));
-    } else if (type == "ssa") {
-      l = make_ssa(r);
-    } else if (type == "flatten") {
-      const int64_t start = r.integer("start_dim", 0);
-      if (start < 0) r.fail_key("start_dim", "must be >= 0 (a per-sample dim; 0 merges all)");
-      r.finish();
-      l = std::make_unique<Flatten>(to_int(r, "start_dim", start));
-    } else if (type == "mean") {
-      const int64_t dim = r.integer("dim", -1);
-      r.finish();
-      l = std::make_unique<Mean>(to_int(r, "dim", dim));
-    } else if (type == "lif" || type == "plif" || type == "if") {
-      NeuronKind k = neuron_kind(type);
-      NeuronConfig c = read_neuron_fields(r, k, default_neuron_config(k));
-      r.finish();
-      l = std::make_unique<Neuron>(c);
-    } else if (type == "neuron") {
-      std::string preset = r.string("neuron");
-      auto it = ctx.neuron_presets.find(preset);
-      if (it == ctx.neuron_presets.end()) {
-        std::string known;
-        for (auto& kv : ctx.neuron_presets) known += (known.empty() ? "" : ", ") + kv.first;
-        r.fail_key("neuron", "names an unknown neuron preset '" + preset + "' (defined: " +
-                                 (known.empty() ? "none" : known) + ")");
-      }
-      NeuronConfig c = read_neuron_fields(r, it->second.kind, it->second);  // preset + overrides
-      r.finish();
-      l = std::make_unique<Neuron>(c);
-    } else if (type == "sequential" || type == "residual") {
-      const toml::array& body = r.array("layers");
-      int64_t first = r.integer("first_index", 0);
-      if (first < 0) r.fail_key("first_index", "must be >= 0");
-      r.finish();
-      std::unique_ptr<Sequential> s;
-      if (type == "residual")
-        s = std::make_unique<Residual>();
-      else
-        s = std::make_unique<Sequential>();
-      build_layers(body, *s, ctx, path, first, unit_where, r.line_of("layers"));
-      if (s->size() == 0) r.fail("has no layers");
-      l = std::move(s);
-    } else {
-      r.fail_key("type", "is an unknown layer type '" + type + "' (valid: " + kLayerTypes + ")");
-    }
+    l = make_typed_layer(type, r, ctx, path, unit_where);
   } catch (const Error& e) {
     std::string msg = e.what();
     if (msg.rfind(ctx.file, 0) == 0) throw;  // already located
