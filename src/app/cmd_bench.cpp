@@ -203,7 +203,13 @@ RunParts set_up_bench(BenchOptions& o, const AppEnv& env, std::unique_ptr<Mesh>&
   req.optimizer.lr = o.lr;
   const bool meshed = env.size > 1 || o.mode != "none";
   const MeshShape shape = meshed ? resolve_mesh_shape(o.mesh, env.size) : MeshShape{};
-  req.layout = plan_layout(layout_options_of(o), shape, env.size, o.batch_size);
+  // A --pp-schedule-file is read here on every rank: one that cannot read it fails every rank.
+  if (env.size > 1) {
+    Comm world(env.world, "world");
+    collective_check(world, [&] { req.layout = plan_layout(layout_options_of(o), shape, env.size, o.batch_size); });
+  } else {
+    req.layout = plan_layout(layout_options_of(o), shape, env.size, o.batch_size);
+  }
   if (meshed) mesh = Mesh::create(env.world, o.mesh);  // collective over the world
   return setup_run(req, mesh.get());                   // the same set-up as `train`
 }

@@ -35,7 +35,14 @@ std::unique_ptr<Mesh> make_run_mesh(const TrainConfig& c, const AppEnv& env, Lay
   // Pure: identical on every rank, before any communicator.
   const MeshFlags flags = mesh_flags_of(c);
   const MeshShape shape = resolve_mesh_shape(flags, env.size);
-  plan = training_layout_plan(c, shape, env.size);
+  // A --pp-schedule-file is read here on every rank: a rank that cannot read it fails every rank
+  // with one message (collective over the world), before any other communicator exists.
+  if (env.size > 1) {
+    Comm world(env.world, "world");
+    collective_check(world, [&] { plan = training_layout_plan(c, shape, env.size); });
+  } else {
+    plan = training_layout_plan(c, shape, env.size);
+  }
   if (env.size > 1 || c.distributed_mode != "none") return Mesh::create(env.world, flags);  // collective over the world
   return nullptr;
 }

@@ -129,8 +129,9 @@ void plan_pipeline_batch(LayoutPlan& p, int64_t replica_batch) {
   p.replica_batch = replica_batch;
   if (!p.pipelined()) return;
   LayoutOptions& r = p.options;  // the replica's batch in microbatches (docs/semantics.md §6 default)
+  // a schedule file read here for its microbatch count is kept: the plan reads it once
   const int m = resolve_microbatches(replica_batch, p.mesh.pp, r.pp_virtual_stages, r.pp_microbatches, r.pp_schedule,
-                                     r.pp_delay_wgrad, r.pp_schedule_file);
+                                     r.pp_delay_wgrad, r.pp_schedule_file, &p.schedule);
   if (r.pp_schedule_file.empty() && r.pp_microbatches <= 0) {  // a chosen count meets the schedule's rules too
     const std::string kind = r.pp_schedule == "auto" ? auto_schedule(r.pp_delay_wgrad, r.pp_virtual_stages)
                                                      : r.pp_schedule;
@@ -156,7 +157,8 @@ void bind_layout_plan(LayoutPlan& p, Model& model) {
     if (S > p.units)
       SM_INPUT_ERROR("pipeline: " << S << " logical stages (pp " << P << " x --pp-virtual-stages " << v
                                   << ") but model '" << p.model_name << "' has only " << p.units << " units");
-    p.schedule = resolve_schedule(o.pp_schedule, o.pp_schedule_file, P, v, o.pp_delay_wgrad, o.pp_microbatches);
+    if (p.schedule.per_rank.empty())  // not yet read by plan_pipeline_batch
+      p.schedule = resolve_schedule(o.pp_schedule, o.pp_schedule_file, P, v, o.pp_delay_wgrad, o.pp_microbatches);
     require_valid_schedule(p.schedule, o.pp_schedule_file.empty() ? "--pp-schedule " + p.schedule.kind
                                                                    : "--pp-schedule-file " + o.pp_schedule_file);
     if (!o.pp_layout.empty()) p.partition = parse_pp_layout(o.pp_layout, S, p.units);

@@ -465,7 +465,7 @@ std::string file_microbatches(const ParsedSchedule& p) {
 }  // namespace
 
 int resolve_microbatches(int64_t batch, int ranks, int virtual_stages, int requested, const std::string& kind,
-                         bool delay_wgrad, const std::string& schedule_file) {
+                         bool delay_wgrad, const std::string& schedule_file, PpSchedule* file_schedule) {
   int m = requested;
   if (m <= 0 && !schedule_file.empty()) {
     // The count is the file's, not a flag the user gave: the messages say so.
@@ -476,6 +476,7 @@ int resolve_microbatches(int64_t batch, int ranks, int virtual_stages, int reque
                                            << batch << " samples per replica does not split into " << m
                                            << " equal microbatches; write a schedule whose microbatch count divides "
                                            << batch);
+    if (file_schedule) *file_schedule = p.schedule;
     return m;
   }
   if (m <= 0) {

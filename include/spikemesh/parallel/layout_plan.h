@@ -8,8 +8,9 @@
 //       their combinations, then the pipeline's microbatches (--pp-microbatches, the schedule
 //       file's count, or the default divisor) — before any communicator exists;
 //   bind_layout_plan(plan, model)                       the model: its tp plan (tp > 1), the
-//       unit count against the logical stages, the schedule (a --pp-schedule-file is read
-//       here, once), a --pp-layout partition.
+//       unit count against the logical stages, the schedule, a --pp-layout partition.
+// A --pp-schedule-file is read once: in phase 1 when it gives the microbatch count (no
+// --pp-microbatches), else in phase 2.
 // Invariant: every inconsistency is an Input error naming the flag or file; the same inputs
 // give the same plan on every rank (a caller compares describe() over the world).
 #pragma once
