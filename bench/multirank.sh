@@ -123,7 +123,8 @@ run init_check sm "$WORK/runs/init_check" "$SM" "${TRAIN[@]}" --lr 0 --max-steps
     --batch-size $GB --threads 2 --run-name init_check || die "spikemesh train (init check) failed"
 
 # (c) spikemesh: one rank, dp=2 with per-rank BN (SpikingJelly's DDP semantics), dp=2 --sync-bn;
-# tp=2 and pp=2 are attempted so that their refusal (or, once they exist, their losses) is recorded.
+# tp=2 (reference: one rank) and pp=2 in 2 microbatches (reference: one rank with 2 micro-steps
+# of half the batch, --grad-accum 2: batch norm per microbatch in both).
 SM_FAIL=0
 run sm_one sm "$WORK/runs/sm_one" "$SM" "${TRAIN[@]}" "${STEP[@]}" --batch-size $GB --threads 2 --run-name sm_one || SM_FAIL=1
 run sm_dp sm "$WORK/runs/sm_dp" "${MPI[@]}" "$SM" "${TRAIN[@]}" "${STEP[@]}" --batch-size $((GB / 2)) --threads 1 \
@@ -131,9 +132,11 @@ run sm_dp sm "$WORK/runs/sm_dp" "${MPI[@]}" "$SM" "${TRAIN[@]}" "${STEP[@]}" --b
 run sm_dp_syncbn sm "$WORK/runs/sm_dp_syncbn" "${MPI[@]}" "$SM" "${TRAIN[@]}" "${STEP[@]}" --batch-size $((GB / 2)) \
     --threads 1 --distributed-mode dp --sync-bn --run-name sm_dp_syncbn || SM_FAIL=1
 run sm_tp sm "$WORK/runs/sm_tp" "${MPI[@]}" "$SM" "${TRAIN[@]}" "${STEP[@]}" --batch-size $GB --threads 1 \
-    --mesh-shape 1 2 1 --run-name sm_tp
+    --distributed-mode tp --mesh-shape 1 2 1 --run-name sm_tp || SM_FAIL=1
+run sm_accum sm "$WORK/runs/sm_accum" "$SM" "${TRAIN[@]}" "${STEP[@]}" --batch-size $((GB / 2)) --grad-accum 2 \
+    --threads 2 --run-name sm_accum || SM_FAIL=1
 run sm_pp sm "$WORK/runs/sm_pp" "${MPI[@]}" "$SM" "${TRAIN[@]}" "${STEP[@]}" --batch-size $GB --threads 1 \
-    --mesh-shape 1 1 2 --run-name sm_pp
+    --distributed-mode pp --mesh-shape 1 1 2 --pp-microbatches 2 --run-name sm_pp || SM_FAIL=1
 
 # (d) SpikingJelly: one rank, then dp, tp, pp on 2 ranks (torchrun, gloo).
 SJ_STATE=ok
@@ -270,7 +273,10 @@ R["sm_dp"] = dict(system="spikemesh", layout="dp=2", bn="per rank", ref=None, **
 R["sm_dp_syncbn"] = dict(system="spikemesh", layout="dp=2 --sync-bn", bn="synced", ref="sm_one",
                          **sm_result("sm_dp_syncbn"))
 R["sm_tp"] = dict(system="spikemesh", layout="tp=2", bn="channel shards", ref="sm_one", **sm_result("sm_tp"))
-R["sm_pp"] = dict(system="spikemesh", layout="pp=2", bn="whole batch", ref="sm_one", **sm_result("sm_pp"))
+R["sm_accum"] = dict(system="spikemesh", layout="one rank, --grad-accum 2", bn="per micro-step", ref=None,
+                     **sm_result("sm_accum"))
+R["sm_pp"] = dict(system="spikemesh", layout="pp=2, 2 microbatches", bn="per microbatch", ref="sm_accum",
+                  **sm_result("sm_pp"))
 sj_rows = [("sj_one", "one rank", "whole batch", "sm_one"),
            ("sj_dp", "dp=2 (DDP)", "per rank", "sm_dp"),
            ("sj_tp", "tp=2 (ChannelShard)", "channel shards", "sm_one"),
