@@ -63,6 +63,7 @@ struct BenchOptions {
   std::string pp_schedule = "auto", pp_layout, pp_schedule_file, pp_transport = "auto";
   int64_t pp_virtual_stages = 1, pp_microbatches = 0;
   bool pp_delay_wgrad = false;
+  MemoptOptions memopt;  // --memopt-level and its flags
 };
 
 // Per-layer-type time per step of the timed steps (layer_profile.h). Matrix-product layers also
@@ -181,6 +182,7 @@ LayoutOptions layout_options_of(const BenchOptions& o) {
   l.pp_transport = o.pp_transport;
   l.pp_delay_wgrad = o.pp_delay_wgrad;
   l.pp_schedule_file = o.pp_schedule_file;
+  l.memopt = o.memopt;
   return l;
 }
 
@@ -558,6 +560,21 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
       ->capture_default_str();
   cmd->add_flag("--pp-delay-wgrad", o->pp_delay_wgrad, "pp: weight gradients split off and delayed (zero_bubble)");
   cmd->add_option("--pp-schedule-file", o->pp_schedule_file, "pp: run this schedule (text form, validated first)");
+  cmd->add_option("--memopt-level", o->memopt.level,
+                  "activation memory: 0 none | 1 checkpoint every segment (recompute in backward) | 4 level 1, then the "
+                  "measured greedy search (2, 3: not built yet)")
+      ->capture_default_str()
+      ->check(range_validator("memopt-level", true));
+  cmd->add_flag("--memopt-compress-x,!--no-memopt-compress-x", o->memopt.compress_x,
+                "memopt: keep checkpointed spike inputs as bits (default on)");
+  cmd->add_option("--memory-budget-mb", o->memopt.memory_budget_mb,
+                  "memopt: peak MiB per rank; the search stops at the first configuration under it (0: none)")
+      ->capture_default_str()
+      ->check(range_validator("memory-budget-mb", false));
+  cmd->add_option("--pp-memopt-stage-budget-ratio", o->memopt.pp_stage_budget_ratio,
+                  "pp: memopt on round(ratio x stages) logical stages, those keeping the most activation memory")
+      ->capture_default_str()
+      ->check(range_validator("pp-memopt-stage-budget-ratio", false));
   cmd->add_option("--prefer", o->prefer, "speed | memory | capacity (recorded)")->capture_default_str();
   cmd->add_option("--precision", o->precision, "fp32 | bf16 | fp16 (GPU) | fp64 (CPU)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu | cuda | auto (GPU when one is visible)")->capture_default_str();

@@ -95,6 +95,7 @@ Tensor SavedActivation::restore() const {
   if (!packed_) return kept_;
   Tensor out = Tensor::empty(shape_, dtype_, kept_.device());
   unpack_bits(kept_, out);
+  out.set_binary(true);
   return out;
 }
 

@@ -55,8 +55,15 @@ struct Saved : bn_detail::SavedBase {
   std::vector<double> dgamma, dbeta;  // [C], kept between B and W
 };
 
+// The batch statistics of a checkpointed forward, kept for its recompute (memopt).
+struct KeptStats {
+  std::vector<double> mean, var;  // [C]
+  double count = 0.0;
+};
+
 struct Impl {
   SlotStore<Saved> slots;
+  SlotStore<KeptStats> kept;  // written with keep(): no SlotCapture drops it
 };
 
 Impl& impl_of(const std::shared_ptr<void>& p) { return *static_cast<Impl*>(p.get()); }
@@ -220,7 +227,14 @@ Tensor BatchNorm::forward_cpu(const Tensor& x, Ctx& ctx) {
   bn_detail::begin_saved(sv, ctx);
   std::vector<double> rm = as_doubles(running_mean.value);
   std::vector<double> mean(C), var(C);
-  if (ctx.training) {
+  Impl& im = impl_of(impl_);
+  if (ctx.training && ctx.recompute) {  // the checkpointed forward's statistics, no update
+    const KeptStats& k = im.kept.get(ctx.slot);
+    mean = k.mean;
+    var = k.var;
+    sv.count = k.count;
+    im.kept.release(ctx.slot);
+  } else if (ctx.training) {
     std::vector<double> sum(C), sumsq(C);
     double count = static_cast<double>(s.count());
     if (x.dtype() == DType::F64)
@@ -244,6 +258,7 @@ Tensor BatchNorm::forward_cpu(const Tensor& x, Ctx& ctx) {
     store_doubles(running_var.value, rv);
     tracked.value.data<int64_t>()[0] += 1;
     sv.count = count;
+    if (ctx.checkpointed) im.kept.keep(ctx.slot) = KeptStats{mean, var, count};
   } else {
     mean = rm;
     var = as_doubles(running_var.value);

@@ -32,8 +32,15 @@ struct CudaSaved : bn_detail::SavedBase {
   bool has_param_grads = false;  // B computed dγ, dβ
 };
 
+// The batch statistics of a checkpointed forward (rows kMean..kScale), kept for its recompute.
+struct CudaKept {
+  Tensor stats;  // double [kYScale, C]
+  double count = 0.0;
+};
+
 struct CudaImpl {
   SlotStore<CudaSaved> slots;
+  SlotStore<CudaKept> kept;  // written with keep(): no SlotCapture drops it
   int last_train_decision = -1;  // saved_output of the last eager training forward (-1: none)
 };
 
@@ -78,7 +85,13 @@ Tensor BatchNorm::forward_cuda(const Tensor& x, Ctx& ctx) {
   double* mean = row(sv.stats, kMean, C);
   double* invstd = row(sv.stats, kInvstd, C);
   double* scale = row(sv.stats, kScale, C);
-  if (ctx.training) {
+  CudaImpl& im = impl(cuda_impl_);
+  if (ctx.training && ctx.recompute) {  // the checkpointed forward's statistics, no update
+    CudaKept& k = im.kept.get(ctx.slot);
+    sv.stats.slice0(0, kYScale).copy_from(k.stats);
+    sv.count = k.count;
+    im.kept.release(ctx.slot);
+  } else if (ctx.training) {
     Tensor sums = Tensor::empty({2, C}, DType::F64, x.device());  // Σ(x - rm), Σ(x - rm)²
     double count = static_cast<double>(s.count());
     cuda_layer::dispatch_activation(dt, "batchnorm", [&](auto t) {
@@ -97,6 +110,12 @@ Tensor BatchNorm::forward_cuda(const Tensor& x, Ctx& ctx) {
     cuda::bn_train_stats_cuda(row(sums, 0, C), row(sums, 1, C), count, C, cfg_.eps, cfg_.momentum, running_mean,
                               running_var, tracked, gamma, mean, invstd, scale, st);
     sv.count = count;
+    if (ctx.checkpointed) {
+      CudaKept& k = im.kept.keep(ctx.slot);
+      k.stats = Tensor::empty({kYScale, C}, DType::F64, x.device());
+      k.stats.copy_from(sv.stats.slice0(0, kYScale));
+      k.count = count;
+    }
   } else {
     cuda::bn_eval_stats_cuda(running_mean, running_var, gamma, C, cfg_.eps, mean, invstd, scale, st);
     sv.count = static_cast<double>(s.count());
@@ -109,7 +128,6 @@ Tensor BatchNorm::forward_cuda(const Tensor& x, Ctx& ctx) {
   Tensor recoverable = Tensor::empty({1}, DType::I32, x.device());
   cuda::bn_output_recovery_cuda(gamma, beta, scale, C, row(sv.stats, kYScale, C), row(sv.stats, kYOffset, C),
                                 recoverable.data<int32_t>(), st);
-  CudaImpl& im = impl(cuda_impl_);
   if (GraphCapture* g = active_graph_capture()) {  // no read-back: repeat the last eager decision
     if (!ctx.training || im.last_train_decision < 0)
       refuse_graph_capture("batchnorm '" + name_ + "' has no eager training forward to repeat");
@@ -117,7 +135,7 @@ Tensor BatchNorm::forward_cuda(const Tensor& x, Ctx& ctx) {
     g->guards.push_back({"batchnorm '" + name_ + "'", recoverable, im.last_train_decision});
   } else {
     sv.saved_output = recoverable.item() != 0.0;  // synchronises (see the top comment)
-    if (ctx.training) im.last_train_decision = sv.saved_output ? 1 : 0;
+    if (ctx.training && !ctx.recompute) im.last_train_decision = sv.saved_output ? 1 : 0;
   }
   sv.act = sv.saved_output ? y : x;              // keep the output: x may be freed now
   return y;

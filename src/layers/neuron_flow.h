@@ -118,8 +118,13 @@ Tensor Neuron::forward_on(Dev& dev, const Tensor& x, Ctx& ctx) {
   s.x = Dev::Act::save(x);
   if (!im.at_rest) s.v_init = im.v.clone();  // [M]
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());  // [T, N, ...]
-  dev.forward(kc, x, steps, M, im.v, y, im.fired);
-  im.seen = x.numel();
+  if (ctx.recompute) {  // memopt: the same spikes again; the firing statistics stay the first forward's
+    typename Dev::Count scratch{};
+    dev.forward(kc, x, steps, M, im.v, y, scratch);
+  } else {
+    dev.forward(kc, x, steps, M, im.v, y, im.fired);
+    im.seen = x.numel();
+  }
   im.at_rest = false;
   y.set_binary(!kc.smooth);
   return y;

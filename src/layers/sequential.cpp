@@ -26,13 +26,21 @@ std::vector<Layer*> Sequential::children() {
 
 Tensor Sequential::forward_cpu(const Tensor& x, Ctx& ctx) {
   Tensor h = x;
-  for (auto& l : layers_) h = l->forward(h, ctx);
+  if (segments_.empty()) {
+    for (auto& l : layers_) h = l->forward(h, ctx);
+    return h;
+  }
+  for (size_t s = 0; s < segments_.size(); ++s) h = segment_forward(segments_[s], s, h, ctx);
   return h;
 }
 
 Tensor Sequential::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
   Tensor g = dy;
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) g = (*it)->backward_input(g, ctx);
+  if (segments_.empty()) {
+    for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) g = (*it)->backward_input(g, ctx);
+    return g;
+  }
+  for (size_t s = segments_.size(); s-- > 0;) g = segment_backward(segments_[s], s, g, ctx);
   return g;
 }
 

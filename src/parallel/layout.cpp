@@ -3,6 +3,7 @@
 #include "spikemesh/parallel/layout.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -77,6 +78,48 @@ void Layout::build() {
   } else {
     strategy_ = make_single_rank_strategy(*stage_);
   }
+  build_memopt();
+}
+
+// memopt's stages (pp: the round(ratio x S) logical stages whose units keep the most activation
+// bytes in the dry run, ties to the lower index) and the level-1 configuration of their units.
+void Layout::build_memopt() {
+  stage_of_unit_.assign(stage_->size(), 0);
+  memopt_.units.assign(stage_->size(), {});
+  if (!opts_.memopt.enabled()) return;
+  if (pipeline_) {
+    const std::vector<int>& per = pipeline_->units_per_stage();
+    const int S = static_cast<int>(per.size());
+    std::vector<double> bytes(S, 0.0);
+    std::vector<int> stage_of_global;
+    for (int s = 0; s < S; ++s)
+      for (int u = 0; u < per[s]; ++u) stage_of_global.push_back(s);
+    for (size_t u = 0; u < stage_of_global.size() && u < pp_unit_saved_mb_.size(); ++u)
+      bytes[stage_of_global[u]] += pp_unit_saved_mb_[u];
+    std::vector<int> order(S);
+    for (int s = 0; s < S; ++s) order[s] = s;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return bytes[a] > bytes[b]; });
+    const int n = std::max(1, static_cast<int>(std::lround(opts_.memopt.pp_stage_budget_ratio * S)));
+    memopt_stages_.assign(order.begin(), order.begin() + std::min(n, S));
+    std::sort(memopt_stages_.begin(), memopt_stages_.end());
+    for (size_t k = 0; k < stage_->size(); ++k) stage_of_unit_[k] = stage_of_global[stage_->global_index(k)];
+  } else {
+    memopt_stages_ = {0};
+  }
+  if (opts_.memopt.level > 0) set_memopt(checkpoint_all(*stage_, opts_.memopt.compress_x, memopt_units()));
+}
+
+std::vector<bool> Layout::memopt_units() const {
+  std::vector<bool> in(stage_->size(), false);
+  if (!opts_.memopt.enabled()) return in;
+  for (size_t k = 0; k < in.size(); ++k)
+    in[k] = std::find(memopt_stages_.begin(), memopt_stages_.end(), stage_of_unit_[k]) != memopt_stages_.end();
+  return in;
+}
+
+void Layout::set_memopt(MemoptConfig c) {
+  apply_memopt(*stage_, c);
+  memopt_ = std::move(c);
 }
 
 Layout::~Layout() = default;
@@ -216,8 +259,12 @@ void Layout::build_pipeline() {
   std::vector<int> partition = plan_.partition;  // units per logical stage (--pp-layout), or measured below
   Ctx ctx;
   ctx.tp = tp_coll_.get();
-  const UnitDryRun dry = dry_run_units(model_, opts_.pp_cost_samples, ctx, opts_.pp_layout.empty(),
+  const UnitDryRun dry = dry_run_units(model_, opts_.pp_cost_samples, ctx, opts_.pp_layout.empty() || opts_.memopt.enabled(),
                                          opts_.activations == DType::F32 ? model_.dtype() : opts_.activations);
+  if (opts_.memopt.enabled()) {  // memopt's stage choice: identical on every rank
+    pp_unit_saved_mb_ = dry.saved_mb;
+    all_reduce_doubles(*world_, pp_unit_saved_mb_, ReduceOp::Max);
+  }
   if (opts_.pp_layout.empty()) {
     pp_unit_costs_ = dry.ms;
     all_reduce_doubles(*world_, pp_unit_costs_, ReduceOp::Max);

@@ -53,6 +53,7 @@ void validate_parallel_flags(const LayoutOptions& o) {
   const std::string& tr = o.pp_transport;
   if (tr != "auto" && tr != "staged" && tr != "channels")
     SM_INPUT_ERROR("--pp-transport must be auto, staged or channels, got '" << tr << "'");
+  validate_memopt_options(o.memopt);
 }
 
 namespace {
@@ -190,6 +191,12 @@ std::string LayoutPlan::describe() const {
          << " per replica)";
     os << ", partition " << (!partition.empty() ? layout_text(partition) : std::string("measured at start-up"))
        << ", transport " << o.pp_transport << (o.pp_delay_wgrad ? ", W delayed" : "") << "\n";
+  }
+  if (o.memopt.enabled()) {
+    os << "  memopt: level " << o.memopt.level << ", checkpointed inputs " << (o.memopt.compress_x ? "as bits when binary" : "as they are");
+    if (o.memopt.memory_budget_mb > 0) os << ", budget " << o.memopt.memory_budget_mb << " MB";
+    if (pipelined()) os << ", on round(" << o.memopt.pp_stage_budget_ratio << " x stages) stages";
+    os << "\n";
   }
   return os.str();
 }

@@ -79,6 +79,9 @@ const std::map<std::string, FlagRange>& table() {
       {"pp-virtual-stages", R(1, 1024)},
       {"pp-microbatches", R(0, 1 << 20, "0: automatic")},
       {"pp-timeline-steps", R(0, 1e6)},
+      {"memopt-level", R(0, 4)},
+      {"memory-budget-mb", R(0, 1e12, "0: none")},
+      {"pp-memopt-stage-budget-ratio", open_lo(0, 1)},
       {"timeline-columns", R(20, 10000)},
       // bench, data, commtest
       {"image-size", R(0, 1 << 16, "0: the spec's")},

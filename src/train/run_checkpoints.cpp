@@ -167,14 +167,17 @@ namespace {
 //    legitimately changes);
 //  * how the global batch is split: batch-size (per rank), grad-accum, global-batch-size,
 //    pp-microbatches — compared as the global batch they give instead;
-//  * cuda-graphs (replay computes the eager trajectory bit for bit).
+//  * cuda-graphs (replay computes the eager trajectory bit for bit);
+//  * memopt-level, memopt-compress-x, memory-budget-mb, pp-memopt-stage-budget-ratio (every level
+//    computes the level-0 trajectory).
 bool ignored_on_resume(const std::string& key) {
   static const std::set<std::string> kIgnored = {
       "resume", "max-steps", "epochs", "output", "run-name", "log-every", "ckpt-every", "keep", "eval-batch-size",
       "allow-nonfinite-checkpoint", "check-replicas", "pp-timeline-steps", "threads", "device", "cuda-graphs", "comm",
       "comm-timeout", "distributed-mode", "mesh-shape", "tp-mesh-dim", "dp-mesh-dim", "optimizer-sharding",
       "bucket-mb", "pp-schedule", "pp-virtual-stages", "pp-layout", "pp-delay-wgrad", "pp-schedule-file", "pp-transport",
-      "sync-bn", "batch-size", "grad-accum", "global-batch-size", "pp-microbatches"};
+      "sync-bn", "batch-size", "grad-accum", "global-batch-size", "pp-microbatches", "memopt-level",
+      "memopt-compress-x", "memory-budget-mb", "pp-memopt-stage-budget-ratio"};
   return kIgnored.count(key) || key.rfind("fsdp-", 0) == 0 || key.rfind("tp-", 0) == 0;
 }
 

@@ -136,6 +136,18 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
       "pp: run this schedule (one line of actions per pipeline rank, e.g. \"0F0 0SF0 0F1 ...\"; validated first)");
   add("pp-timeline-steps", K::Int, &c.pp_timeline_steps,
       "pp: record every action's start/end of the first N steps in <run>/pipeline.h5 (0: none)");
+  add("memopt-level", K::Int, &c.memopt_level,
+      "activation memory: 0 none | 1 checkpoint every segment of every unit (keep its input, recompute in backward) | "
+      "4 level 1, then un-checkpoint segments greedily, slowest first, while the measured peak does not rise "
+      "(2, 3: spatial/temporal splits, not built yet)");
+  add("memopt-compress-x", K::Bool, &c.memopt_compress_x,
+      "memopt: keep a checkpointed input that is a spike tensor as bits (1/32 of f32); other inputs are kept as they "
+      "are (--no-memopt-compress-x: keep every input as it is)");
+  add("memory-budget-mb", K::Real, &c.memory_budget_mb,
+      "memopt: peak MiB per rank to reach; the search stops at the first configuration under it (0: none; with "
+      "--memopt-level 0 it starts the search)");
+  add("pp-memopt-stage-budget-ratio", K::Real, &c.pp_memopt_stage_budget_ratio,
+      "pp: memopt applies to round(ratio x stages) logical stages, those keeping the most activation memory, in (0, 1]");
   add("check-replicas", K::Int, &c.check_replicas,
       "dp: verify every N steps that all replicas are bitwise identical (0: at the start only)");
 }
@@ -374,6 +386,10 @@ LayoutOptions layout_options(const TrainConfig& c, DType master) {
   o.pp_transport = c.pp_transport;
   o.pp_delay_wgrad = c.pp_delay_wgrad;
   o.pp_schedule_file = c.pp_schedule_file;
+  o.memopt.level = static_cast<int>(c.memopt_level);
+  o.memopt.compress_x = c.memopt_compress_x;
+  o.memopt.memory_budget_mb = c.memory_budget_mb;
+  o.memopt.pp_stage_budget_ratio = c.pp_memopt_stage_budget_ratio;
   o.strategy.sharding = c.optimizer_sharding;
   o.strategy.bucket_mb = c.bucket_mb;
   o.strategy.reshard_after_forward = c.fsdp_reshard_after_forward;

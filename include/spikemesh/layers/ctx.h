@@ -19,6 +19,13 @@ struct Ctx {
   Collectives* bn_sync = nullptr;  // synced batch norm over a group; nullptr = local
   Collectives* tp = nullptr;       // tensor-parallel reductions inside layers
   bool tp_debug_comm = false;      // print each layer's tp collective once (--tp-debug-comm)
+  // memopt (layers/memopt_segment.h): `checkpointed` marks the forward of a checkpointed
+  // segment (its saved state is dropped afterwards; batch norm keeps its batch statistics so
+  // that the recompute repeats them exactly); `recompute` marks that segment's forward again in
+  // backward: batch norm uses the kept statistics and leaves its running statistics alone,
+  // neurons leave their firing statistics alone — every output is the same as the first time.
+  bool checkpointed = false;
+  bool recompute = false;
 };
 
 }  // namespace sm

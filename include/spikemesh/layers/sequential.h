@@ -2,11 +2,15 @@
 // (y = x + body(x)). Backward runs children in reverse; W of a composite runs every
 // child's W. Names: a child's path is "<parent>.<child name>". Composites hold no saved state
 // of their own: each child keeps its slots (layers/dataflow_graph.h: composites with several
-// inputs).
+// inputs) — except a Sequential under memopt, which keeps each checkpointed segment's input
+// per slot (layers/memopt_segment.h) until that segment's backward.
 #pragma once
+#include <memory>
 #include <vector>
 
+#include "spikemesh/core/bitpack.h"
 #include "spikemesh/layers/layer.h"
+#include "spikemesh/layers/memopt_segment.h"
 
 namespace sm {
 
@@ -22,11 +26,39 @@ class Sequential : public Layer {
   bool emits_spikes() const override;
   std::vector<Layer*> children() override;
 
+  // memopt: the segments covering the children (empty: none, the default). Training forwards
+  // of checkpointed segments keep only their input; see layers/memopt_segment.h.
+  void set_memopt(std::vector<MemoptSegment> segments);
+  const std::vector<MemoptSegment>& memopt() const { return segments_; }
+
  protected:
   // Composites route by child, whatever the device.
   SM_ANY_DEVICE_HOOKS  // W: every child's in reverse (Layer's default)
 
   std::vector<LayerPtr> layers_;
+
+ private:
+  // A checkpointed segment's input: bits (host or device) or the tensor by reference.
+  struct KeptInput {
+    Tensor kept;
+    SavedActivation host_bits;
+    std::shared_ptr<void> device_bits;  // cuda_layer::DeviceSaved (CUDA builds)
+    Shape shape;
+    DType dtype = DType::F32;
+    bool binary = false;
+    static KeptInput keep(const Tensor& x, bool compress);
+    Tensor restore() const;  // [T, N, ...] flagged binary as it was
+  };
+  struct MemoptState {
+    std::vector<std::vector<KeptInput>> by_slot;  // [slot][segment]
+    std::vector<KeptInput>& kept(int slot, size_t segments);
+  };
+  MemoptState& memopt_state();
+  Tensor segment_forward(const MemoptSegment& seg, size_t index, const Tensor& x, Ctx& ctx);
+  Tensor segment_backward(const MemoptSegment& seg, size_t index, const Tensor& dy, Ctx& ctx);
+
+  std::vector<MemoptSegment> segments_;
+  std::shared_ptr<MemoptState> memopt_state_;
 };
 
 class Residual : public Sequential {

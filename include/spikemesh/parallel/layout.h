@@ -141,6 +141,16 @@ class Layout : public LayoutGroups {
   PipelineRuntime* pipeline() { return pipeline_.get(); }
   const std::vector<double>& pp_unit_costs() const { return pp_unit_costs_; }
 
+  // memopt (models/memopt_plan.h): the configuration the stage runs (set at construction from
+  // the plan's level: level 1 everywhere memopt applies; the search of train/memopt_search.h
+  // may replace it), and with pp the logical stages memopt applies to (every rank the same list;
+  // by activation bytes measured in the dry run, --pp-memopt-stage-budget-ratio of them).
+  const MemoptConfig& memopt() const { return memopt_; }
+  void set_memopt(MemoptConfig c);
+  const std::vector<int>& memopt_stages() const { return memopt_stages_; }
+  // Which local units memopt may touch (those of memopt_stages(); all when pp = 1).
+  std::vector<bool> memopt_units() const;
+
   StrategyStats stats() const;
   // The gradient-reduction piece (introspection: bucket layouts, FSDP memory); tests only.
   ParallelStrategy& strategy() { return *strategy_; }
@@ -150,6 +160,7 @@ class Layout : public LayoutGroups {
   std::vector<LayerStat> stats_over_pp();  // collective over pp
   void build();
   void build_pipeline();
+  void build_memopt();
   void finish_backward();  // the step's tp sums and the strategy's closing reductions
   Model& model_;
   std::unique_ptr<CommCollectives> tp_coll_;  // handed to layers as ctx.tp
@@ -161,6 +172,10 @@ class Layout : public LayoutGroups {
   std::unique_ptr<Stage> stage_;
   std::unique_ptr<PipelineRuntime> pipeline_;
   std::vector<double> pp_unit_costs_;
+  std::vector<double> pp_unit_saved_mb_;  // dry run: activation bytes each unit keeps (max over the world)
+  MemoptConfig memopt_;
+  std::vector<int> memopt_stages_;
+  std::vector<int> stage_of_unit_;        // logical stage of each local unit (pp; else 0)
   std::unique_ptr<ParallelStrategy> strategy_;
   std::unique_ptr<CommCollectives> bn_sync_;
 };

@@ -20,6 +20,7 @@
 
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/core/tensor.h"
+#include "spikemesh/models/memopt_plan.h"
 #include "spikemesh/parallel/pp_schedule.h"
 #include "spikemesh/parallel/strategy.h"
 #include "spikemesh/parallel/tp_plan.h"
@@ -54,6 +55,7 @@ struct LayoutOptions {
   DType activations = DType::F32;     // the run's activation dtype (BF16/F16 under mixed precision): pp costs
                                       // are measured in it; F32, the default, means the model's own dtype
   std::string pp_transport = "auto";  // auto | staged | channels: how messages travel (pp_transfer.h)
+  MemoptOptions memopt;               // --memopt-level and its flags (models/memopt_plan.h)
 };
 
 // Mode names and their combinations, without a mesh (Input errors naming the flag). Pure; the

@@ -88,6 +88,10 @@ struct TrainConfig {
   std::string pp_schedule_file;
   int64_t pp_timeline_steps = 10;         // steps recorded in <run>/pipeline.h5
   int64_t check_replicas = 0;             // verify dp replicas every N steps (0: at start only)
+  int64_t memopt_level = 0;               // models/memopt_plan.h
+  bool memopt_compress_x = true;
+  double memory_budget_mb = 0.0;          // 0: none
+  double pp_memopt_stage_budget_ratio = 0.5;
 
   std::string model_label() const;  // model name or spec path
 };

@@ -1,0 +1,51 @@
+// memopt_plan.h — memopt's flags and what it decided for the units of a stage
+// (docs/architecture.md §4a; docs/semantics.md §5). The mechanism — checkpointed segments of
+// a unit — is layers/memopt_segment.h; the measured choice of levels 4 / --memory-budget-mb is
+// train/memopt_search.h. This file holds the pure parts: options, their validation, the
+// level-1 configuration, applying a configuration to a stage and describing it.
+//
+// Levels: 0 none; 1 every natural segment of every unit checkpointed (inputs as bits with
+// --memopt-compress-x, the default); 4 level 1, then segments un-checkpointed greedily,
+// slowest recompute first, while the predicted peak does not rise (measured on one real step,
+// verified on another). Levels 2 and 3 (spatial and temporal splits) are refused: not built.
+// Pipelines: memopt applies to the round(ratio x stages) logical stages with the largest
+// activation memory (--pp-memopt-stage-budget-ratio, default 0.5); the others run level 0.
+// Invariant: a MemoptConfig has one entry per local unit of the stage it was made for, each
+// empty (none) or covering that unit's children.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "spikemesh/layers/memopt_segment.h"
+
+namespace sm {
+
+class Stage;
+
+struct MemoptOptions {
+  int level = 0;                       // --memopt-level 0..4
+  bool compress_x = true;              // --memopt-compress-x: keep binary checkpointed inputs as bits
+  double memory_budget_mb = 0.0;       // --memory-budget-mb: stop at the first configuration under it (0: none)
+  double pp_stage_budget_ratio = 0.5;  // --pp-memopt-stage-budget-ratio in (0, 1]
+  bool enabled() const { return level > 0 || memory_budget_mb > 0; }
+};
+
+// Input errors naming the flag: level outside 0..4 or not built (2, 3), ratio outside (0, 1],
+// negative budget.
+void validate_memopt_options(const MemoptOptions& o);
+
+// Per local unit of a stage: its segments (empty: memopt off for that unit).
+struct MemoptConfig {
+  std::vector<std::vector<MemoptSegment>> units;
+  bool any_checkpoint() const;
+};
+
+// Every natural segment of every unit of `stage` (or of the units flagged in `include`, one
+// flag per local unit) checkpointed; the other units off.
+MemoptConfig checkpoint_all(Stage& stage, bool compress, const std::vector<bool>& include = {});
+// Sets every unit's segments (and clears units without).
+void apply_memopt(Stage& stage, const MemoptConfig& c);
+// One line per unit: "  features.1: ckpt+bits" or, for several segments, each "[b,e) choice".
+std::string describe_memopt(Stage& stage, const MemoptConfig& c);
+
+}  // namespace sm

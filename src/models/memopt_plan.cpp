@@ -1,0 +1,73 @@
+// memopt_plan.cpp — memopt's options and configurations (models/memopt_plan.h).
+#include "spikemesh/models/memopt_plan.h"
+
+#include <sstream>
+
+#include "spikemesh/core/error.h"
+#include "spikemesh/models/stage.h"
+
+namespace sm {
+
+void validate_memopt_options(const MemoptOptions& o) {
+  if (o.level < 0 || o.level > 4) SM_INPUT_ERROR("--memopt-level must be 0..4, got " << o.level);
+  if (o.level == 2 || o.level == 3)
+    SM_INPUT_ERROR("--memopt-level " << o.level << " (" << (o.level == 2 ? "spatial" : "temporal")
+                                     << " splits of checkpointed segments) is not built yet; use 1 (checkpoint every "
+                                        "segment) or 4 (level 1, then the measured greedy search)");
+  if (!(o.pp_stage_budget_ratio > 0.0 && o.pp_stage_budget_ratio <= 1.0))
+    SM_INPUT_ERROR("--pp-memopt-stage-budget-ratio must be in (0, 1], got " << o.pp_stage_budget_ratio);
+  if (!(o.memory_budget_mb >= 0.0)) SM_INPUT_ERROR("--memory-budget-mb must be >= 0 (0: no budget), got " << o.memory_budget_mb);
+}
+
+bool MemoptConfig::any_checkpoint() const {
+  for (const auto& u : units)
+    for (const MemoptSegment& s : u)
+      if (s.checkpoint) return true;
+  return false;
+}
+
+MemoptConfig checkpoint_all(Stage& stage, bool compress, const std::vector<bool>& include) {
+  MemoptConfig c;
+  c.units.resize(stage.size());
+  for (size_t k = 0; k < stage.size(); ++k) {
+    if (!include.empty() && !include[k]) continue;
+    for (const auto& [b, e] : natural_segments(stage.unit(k))) {
+      MemoptSegment s;
+      s.begin = b;
+      s.end = e;
+      s.checkpoint = true;
+      s.compress = compress;
+      c.units[k].push_back(s);
+    }
+  }
+  return c;
+}
+
+void apply_memopt(Stage& stage, const MemoptConfig& c) {
+  SM_CHECK(c.units.size() == stage.size(), "memopt configuration for " << c.units.size() << " units on a stage of "
+                                                                       << stage.size());
+  for (size_t k = 0; k < stage.size(); ++k) stage.unit(k).set_memopt(c.units[k]);
+}
+
+std::string describe_memopt(Stage& stage, const MemoptConfig& c) {
+  std::ostringstream os;
+  for (size_t k = 0; k < stage.size() && k < c.units.size(); ++k) {
+    const auto& segs = c.units[k];
+    const std::string name = stage.unit(k).name().empty() ? "(unit " + std::to_string(stage.global_index(k)) + ")"
+                                                          : stage.unit(k).name();
+    os << "    " << name << ":";
+    if (segs.empty()) {
+      os << " none\n";
+      continue;
+    }
+    if (segs.size() == 1) {
+      os << " " << segs[0].describe() << "\n";
+      continue;
+    }
+    for (const MemoptSegment& s : segs) os << " [" << s.begin << "," << s.end << ") " << s.describe() << ";";
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace sm

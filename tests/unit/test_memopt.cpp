@@ -1,0 +1,189 @@
+// test_memopt.cpp — memopt level 1 (checkpointed segments, layers/memopt_segment.h) against
+// level 0 on every built-in model at small sizes: the same trajectory over 20 fp64 steps
+// (losses, parameters, batch-norm running statistics and num_batches_tracked, firing rates),
+// with dropout, with the B/W split of the zero-bubble path, and a lower allocator peak; the
+// segments memopt cuts; the flag checks. Layouts with communication: tests/mpi.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "error_of.h"
+#include "gradient_check.h"
+#include "spikemesh/core/allocator.h"
+#include "spikemesh/models/memopt_plan.h"
+#include "spikemesh/models/model.h"
+#include "spikemesh/models/model_selection.h"
+#include "spikemesh/parallel/layout.h"
+#include "spikemesh/train/optimizer.h"
+#include "spikemesh/train/train_step.h"
+
+namespace sm {
+namespace {
+
+struct Case {
+  std::string model;
+  std::vector<std::string> vars;
+  int T = 2;
+  int64_t batch = 4;
+  double dropout = -1.0;  // < 0: the spec's
+  int image_size = 0;     // spikformer_*: --image-size
+};
+
+std::unique_ptr<Model> build(const Case& c, DType dt) {
+  ModelSelection sel;
+  sel.model = c.model;
+  sel.vars = c.vars;
+  if (c.image_size > 0) sel.vars.push_back("image_size=" + std::to_string(c.image_size));
+  sel.T = c.T;
+  sel.dropout = c.dropout;
+  auto m = sel.build();
+  m->finalize(dt, Device::cpu(), 7);
+  return m;
+}
+
+MicroBatch batch_of(Model& m, int64_t step, int64_t n, DType dt) {
+  Shape xs{m.info.T, n};
+  xs.insert(xs.end(), m.info.input_shape.begin(), m.info.input_shape.end());
+  MicroBatch b;
+  b.x = test::random_tensor(xs, dt, 1000 + static_cast<uint64_t>(step), -0.5, 2.0);  // [T, n, ...]
+  b.y = Tensor::empty({n}, DType::I64);
+  for (int64_t i = 0; i < n; ++i) b.y.data<int64_t>()[i] = (step * 7 + i * 3) % m.info.num_classes;
+  return b;
+}
+
+struct MemRun {
+  std::vector<double> losses, params, buffers, firing;
+  size_t peak_bytes = 0;
+  int checkpointed_segments = 0;
+};
+
+std::vector<double> values_of(const Tensor& t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.at(i));
+  return v;
+}
+
+MemRun train(const Case& c, int level, DType dt, int steps, bool split_wgrad = false, int accum = 1) {
+  auto m = build(c, dt);
+  LayoutOptions lo;
+  lo.memopt.level = level;
+  lo.split_wgrad = split_wgrad;
+  Layout layout(*m, nullptr, lo);
+  OptimizerConfig oc;
+  auto opt = make_optimizer(oc, layout.optimizer_params());
+  MemRun r;
+  for (const auto& u : layout.memopt().units)
+    for (const MemoptSegment& s : u) r.checkpointed_segments += s.checkpoint ? 1 : 0;
+  allocator_for(Device::cpu()).reset_peak();
+  for (int s = 0; s < steps; ++s) {
+    Ctx ctx;
+    ctx.seed = 11;
+    ctx.step = s;
+    std::vector<MicroBatch> micro;
+    for (int k = 0; k < accum; ++k) {
+      micro.push_back(batch_of(*m, s * accum + k, c.batch, dt));
+      micro.back().sample_offset = k * c.batch;
+    }
+    r.losses.push_back(train_step(layout, *opt, micro, ctx, StepOptions{}).loss);
+  }
+  r.peak_bytes = allocator_for(Device::cpu()).peak_bytes();
+  for (Param* p : m->params())
+    for (double v : values_of(p->value)) r.params.push_back(v);
+  for (Buffer* b : m->buffers())
+    for (double v : values_of(b->value)) r.buffers.push_back(v);
+  for (const LayerStat& st : m->stats()) r.firing.push_back(st.value);
+  return r;
+}
+
+double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    worst = std::max(worst, std::fabs(a[i] - b[i]) / std::max(1e-12, std::max(std::fabs(a[i]), std::fabs(b[i]))));
+  return worst;
+}
+
+void expect_same(const Case& c, int steps, bool split_wgrad = false, int accum = 1) {
+  const MemRun ref = train(c, 0, DType::F64, steps, false, accum);
+  const MemRun got = train(c, 1, DType::F64, steps, split_wgrad, accum);
+  const std::string what = c.model + (split_wgrad ? " (B/W split)" : "") + (accum > 1 ? " (2 microbatches)" : "");
+  EXPECT_GT(got.checkpointed_segments, 0) << what;
+  EXPECT_EQ(ref.checkpointed_segments, 0) << what;
+  ASSERT_EQ(got.losses.size(), ref.losses.size());
+  EXPECT_NE(ref.losses.front(), ref.losses.back()) << what << ": the reference did not train";
+  EXPECT_LE(max_rel(got.losses, ref.losses), 1e-9) << what << ": losses";
+  ASSERT_EQ(got.params.size(), ref.params.size());
+  EXPECT_LE(max_rel(got.params, ref.params), 1e-9) << what << ": parameters";
+  // Running statistics and num_batches_tracked moved once per forward, never in a recompute.
+  ASSERT_EQ(got.buffers.size(), ref.buffers.size());
+  EXPECT_LE(max_rel(got.buffers, ref.buffers), 1e-9) << what << ": batch-norm buffers";
+  ASSERT_EQ(got.firing.size(), ref.firing.size());
+  EXPECT_LE(max_rel(got.firing, ref.firing), 1e-12) << what << ": firing rates";
+  std::printf("[ info     ] %s: level 1 = level 0 over %d fp64 steps (losses %.2g, params %.2g); peak %.2f -> %.2f MB\n",
+              what.c_str(), steps, max_rel(got.losses, ref.losses), max_rel(got.params, ref.params),
+              ref.peak_bytes / 1048576.0, got.peak_bytes / 1048576.0);
+}
+
+const Case kCsnn{"fmnist_csnn", {"C=4"}, 4, 4, -1.0, 0};
+const Case kSformerCifar{"spikformer_cifar", {"E=16", "heads=2", "depth=2", "in_channels=2", "num_classes=10"}, 2, 4, 0.0, 16};
+const Case kSformerTi{"spikformer_ti", {"E=16", "heads=2", "depth=1", "num_classes=10"}, 2, 2, 0.0, 32};
+const Case kSformerS{"spikformer_s", {"E=16", "heads=2", "depth=1", "num_classes=10"}, 2, 2, 0.0, 32};
+
+TEST(Memopt, Level1EqualsLevel0Csnn) { expect_same(kCsnn, 20); }
+TEST(Memopt, Level1EqualsLevel0SpikformerCifar) { expect_same(kSformerCifar, 20); }
+TEST(Memopt, Level1EqualsLevel0SpikformerTi) { expect_same(kSformerTi, 20); }
+TEST(Memopt, Level1EqualsLevel0SpikformerS) { expect_same(kSformerS, 20); }
+// The real 48x48 VGG (no size variables) with its dropout: 2 samples, T 2 (~1 s per fp64 step).
+TEST(Memopt, Level1EqualsLevel0Cifar10DvsVggWithDropout) { expect_same(Case{"cifar10dvs_vgg", {}, 2, 2, 0.25, 0}, 20); }
+TEST(Memopt, Level1EqualsLevel0WithTheBWSplit) {
+  expect_same(kSformerCifar, 20, /*split_wgrad=*/true);
+  expect_same(kCsnn, 20, /*split_wgrad=*/true);
+}
+TEST(Memopt, Level1EqualsLevel0OverMicrobatches) { expect_same(kSformerCifar, 20, false, /*accum=*/2); }
+
+TEST(Memopt, CheckpointingLowersThePeak) {
+  // f32 at a size where activations dominate: level 1 must keep less.
+  const Case c{"spikformer_cifar", {"E=32", "heads=2", "depth=2", "in_channels=3", "num_classes=10"}, 4, 8, 0.0, 32};
+  const MemRun l0 = train(c, 0, DType::F32, 2), l1 = train(c, 1, DType::F32, 2);
+  EXPECT_LT(l1.peak_bytes, l0.peak_bytes) << "level 1 peak " << l1.peak_bytes << " vs level 0 " << l0.peak_bytes;
+  std::printf("[ info     ] spikformer_cifar E32 b8 T4 f32 peak: level 0 %.2f MB, level 1 %.2f MB\n",
+              l0.peak_bytes / 1048576.0, l1.peak_bytes / 1048576.0);
+}
+
+TEST(Memopt, NaturalSegmentsEndAtSpikesAndBlocks) {
+  auto vgg = build(Case{"cifar10dvs_vgg", {}, 1, 1, 0.25, 0}, DType::F32);
+  // conv, BN, LIF: one segment; [avgpool, conv, BN, LIF]: one; the classifier [dropout, linear]: one.
+  EXPECT_EQ(natural_segments(*vgg->units[0]).size(), 1u);
+  EXPECT_EQ(natural_segments(*vgg->units[2]).size(), 1u);
+  EXPECT_EQ(natural_segments(*vgg->units.back()).size(), 1u);
+  auto sf = build(kSformerTi, DType::F32);
+  // patch_embed: 4 x [conv, BN, maxpool, LIF], then [positional residual, flatten]
+  const auto pe = natural_segments(*sf->units[0]);
+  ASSERT_EQ(pe.size(), 5u);
+  EXPECT_EQ(pe[0], (std::pair<size_t, size_t>{0, 4}));
+  EXPECT_EQ(pe[4], (std::pair<size_t, size_t>{16, 18}));
+  // an encoder block: the attention residual and the MLP residual
+  EXPECT_EQ(natural_segments(*sf->units[1]).size(), 2u);
+}
+
+TEST(Memopt, BadFlagsNameTheFlag) {
+  auto bad = [](MemoptOptions o) { return error_of([&] { validate_memopt_options(o); }); };
+  MemoptOptions o;
+  o.level = 5;
+  EXPECT_NE(bad(o).find("--memopt-level must be 0..4"), std::string::npos) << bad(o);
+  o.level = -1;
+  EXPECT_NE(bad(o).find("--memopt-level"), std::string::npos);
+  o.level = 1;
+  o.pp_stage_budget_ratio = 0.0;
+  EXPECT_NE(bad(o).find("--pp-memopt-stage-budget-ratio must be in (0, 1]"), std::string::npos) << bad(o);
+  o.pp_stage_budget_ratio = 1.5;
+  EXPECT_NE(bad(o).find("--pp-memopt-stage-budget-ratio"), std::string::npos);
+  o.pp_stage_budget_ratio = 0.5;
+  o.memory_budget_mb = -1;
+  EXPECT_NE(bad(o).find("--memory-budget-mb"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sm
