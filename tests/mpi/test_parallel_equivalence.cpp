@@ -74,8 +74,14 @@ ParallelResult parallel_run(Comm& dp, const std::string& which, DType dt, int st
   return out;
 }
 
-LayoutOptions mode(const std::string& name, DType dt) {
+// name: dp | zero | zero2 | fsdp | fsdp_keep, with "+memopt" for memopt level 1.
+LayoutOptions mode(std::string name, DType dt) {
   LayoutOptions lo;
+  const std::string memopt = "+memopt";
+  if (name.size() > memopt.size() && name.compare(name.size() - memopt.size(), memopt.size(), memopt) == 0) {
+    name.resize(name.size() - memopt.size());
+    lo.memopt.level = 1;
+  }
   StrategyOptions& so = lo.strategy;
   so.param_dtype = so.reduce_dtype = dt;
   if (name == "fsdp" || name == "fsdp_keep") {
@@ -124,6 +130,11 @@ TEST(ParallelEquivalence, DpCsnnFp64) { expect_same_trajectory("csnn", "dp", DTy
 TEST(ParallelEquivalence, ZeroCsnnFp64) { expect_same_trajectory("csnn", "zero", DType::F64, 1e-9); }
 TEST(ParallelEquivalence, Zero2CsnnFp64) { expect_same_trajectory("csnn", "zero2", DType::F64, 1e-9, "sgd"); }
 TEST(ParallelEquivalence, FsdpCsnnFp64) { expect_same_trajectory("csnn", "fsdp", DType::F64, 1e-9); }
+// memopt level 1 with each dp strategy (FSDP: gathered again before the recompute; synced BN:
+// the recompute repeats the kept statistics without another all-reduce).
+TEST(ParallelEquivalence, MemoptFsdpDvsFp64) { expect_same_trajectory("dvs", "fsdp+memopt", DType::F64, 1e-9); }
+TEST(ParallelEquivalence, MemoptZero2CsnnFp64) { expect_same_trajectory("csnn", "zero2+memopt", DType::F64, 1e-9); }
+TEST(ParallelEquivalence, MemoptDpSpikformerFp64) { expect_same_trajectory("sformer", "dp+memopt", DType::F64, 1e-9); }
 TEST(ParallelEquivalence, DpDvsFp64) { expect_same_trajectory("dvs", "dp", DType::F64, 1e-9); }
 TEST(ParallelEquivalence, ZeroDvsFp64) { expect_same_trajectory("dvs", "zero", DType::F64, 1e-9, "sgd"); }
 TEST(ParallelEquivalence, Zero2DvsFp64) { expect_same_trajectory("dvs", "zero2", DType::F64, 1e-9); }

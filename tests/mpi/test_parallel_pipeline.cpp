@@ -54,6 +54,8 @@ struct PpCase {
   Device dev = Device::cpu();
   double tol = 1e-9;
   std::string transport = "auto";  // pp_transfer.h: auto | staged | channels
+  int memopt = 0;                  // --memopt-level
+  double memopt_ratio = 1.0;       // --pp-memopt-stage-budget-ratio
 };
 
 struct PpRun {
@@ -63,6 +65,8 @@ struct PpRun {
   PpTraffic traffic;
   std::vector<bool> spikes;  // per logical stage boundary
   std::string path;          // the transfer path the runtime chose
+  std::vector<int> memopt_stages;
+  int checkpointed_units = 0;  // on this rank
 };
 
 PpRun pp_run(const PpCase& c, const Trajectory& ref) {
@@ -86,6 +90,8 @@ PpRun pp_run(const PpCase& c, const Trajectory& ref) {
   lo.pp_schedule_file = c.schedule_file;
   lo.pp_cost_samples = kGlobal / (c.shape.dp * c.micro);
   lo.pp_transport = c.transport;
+  lo.memopt.level = c.memopt;
+  lo.memopt.pp_stage_budget_ratio = c.memopt_ratio;
   Layout layout(m, mesh.get(), lo);
   auto opt = make_optimizer(test_optimizer(c.optim), layout.optimizer_params());
   const int p = layout.data_size(), r = layout.data_rank();
@@ -124,15 +130,20 @@ PpRun pp_run(const PpCase& c, const Trajectory& ref) {
   }
   out.traffic = layout.pipeline()->traffic();
   out.path = layout.pipeline()->transfer_path();
+  out.memopt_stages = layout.memopt_stages();
+  for (const auto& u : layout.memopt().units) out.checkpointed_units += u.empty() ? 0 : 1;
   for (int s = 0; s < layout.pipeline()->schedule().logical_stages(); ++s)
     out.spikes.push_back(layout.pipeline()->boundary_is_spikes(s));
   return out;
 }
 
-void expect_pp_trajectory(const PpCase& c) {
-  const std::string what = c.which + " " + c.shape.str() + " " + c.schedule + " v" + std::to_string(c.virtual_stages);
+// `run`: where the run is handed back (memopt tests look at its stages).
+void expect_pp_trajectory(const PpCase& c, PpRun* run = nullptr) {
+  const std::string what = c.which + " " + c.shape.str() + " " + c.schedule + " v" + std::to_string(c.virtual_stages) +
+                           (c.memopt ? " memopt " + std::to_string(c.memopt) : "");
   const Trajectory ref = reference_run(c.which, DType::F64, kSteps, kGlobal, test_optimizer(c.optim), c.micro, c.dropout, c.clip);
   const PpRun got = pp_run(c, ref);
+  if (run) *run = got;
   ASSERT_EQ(got.tr.losses.size(), ref.losses.size());
   for (size_t s = 0; s < ref.losses.size(); ++s)
     EXPECT_LE(rel_diff(got.tr.losses[s], ref.losses[s]), c.tol)
@@ -225,6 +236,41 @@ PpCase schedule_case(const char* const (&k)[2], int ranks) {
 TEST(PipelineParallel, EverySchedulePp2Fp64) {
   if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
   for (auto& k : kSchedules) expect_pp_trajectory(schedule_case(k, 2));
+}
+
+// memopt level 1 on every stage (ratio 1), every schedule with its microbatch slots in flight,
+// zero-bubble's B/W split included: the one-rank trajectory.
+TEST(PipelineParallel, MemoptEverySchedulePp2Fp64) {
+  if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
+  for (auto& k : kSchedules) {
+    PpCase c = schedule_case(k, 2);
+    c.memopt = 1;
+    PpRun got;
+    expect_pp_trajectory(c, &got);
+    EXPECT_GT(got.checkpointed_units, 0) << k[0] << ": nothing checkpointed on rank " << world_rank();
+  }
+  PpCase c;  // the spikformer's residual blocks under gpipe
+  c.shape = MeshShape{1, 1, 2};
+  c.which = "sformer";
+  c.schedule = "gpipe";
+  c.layout_text = "1|2";
+  c.memopt = 1;
+  expect_pp_trajectory(c);
+}
+
+// --pp-memopt-stage-budget-ratio 0.5 on 2 stages: memopt on the one keeping more activation
+// bytes (the first: its conv runs at full resolution), level 0 on the other; same trajectory.
+TEST(PipelineParallel, MemoptOnHalfTheStagesPp2Fp64) {
+  if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
+  PpCase c;
+  c.shape = MeshShape{1, 1, 2};
+  c.memopt = 1;
+  c.memopt_ratio = 0.5;
+  c.layout_text = "2|2";
+  PpRun got;
+  expect_pp_trajectory(c, &got);
+  EXPECT_EQ(got.memopt_stages, std::vector<int>{0});
+  EXPECT_EQ(got.checkpointed_units > 0, world_rank() == 0) << "rank " << world_rank();
 }
 
 TEST(PipelineParallel, CsnnAndSpikformerPp2Fp64) {

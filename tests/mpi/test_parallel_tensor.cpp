@@ -40,7 +40,7 @@ uint64_t replicated_checksum(Model& m) {
 // buffers) or fsdp_tp.
 TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, const OptimizerConfig& oc,
                 double dropout = 0.0, double clip_norm = 0.0, DType dt = DType::F64, Device dev = Device::cpu(),
-                const std::string& layout_name = "tp", int accum = 1) {
+                const std::string& layout_name = "tp", int accum = 1, int memopt = 0) {
   auto mesh = Mesh::create(world(), shape);
   TpResult out;
   out.model = build_spec_model(which, dropout);
@@ -55,6 +55,7 @@ TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, con
   if (layout_name == "zero" || layout_name == "zero2") lo.strategy.sharding = layout_name;
   lo.strategy.param_dtype = lo.strategy.reduce_dtype = dt;
   lo.sync_bn = true;
+  lo.memopt.level = memopt;
   Layout layout(m, mesh.get(), lo);
   auto opt = make_optimizer(oc, layout.optimizer_params());
   const int p = layout.data_size(), r = layout.data_rank();
@@ -96,11 +97,11 @@ TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, con
 void expect_tp_trajectory(const std::string& which, const MeshShape& shape, const std::string& optim = "adam",
                           double dropout = 0.0, double clip_norm = 0.0, DType dt = DType::F64,
                           Device dev = Device::cpu(), double tol = 1e-9, const std::string& layout = "tp",
-                          int accum = 1) {
+                          int accum = 1, int memopt = 0) {
   const OptimizerConfig oc = test_optimizer(optim);
   // fp64 runs on the CPU; the device variant compares the device tp run with the CPU's one rank
   const Trajectory ref = reference_run(which, dt, kSteps, kGlobal, oc, accum, dropout, clip_norm);
-  const TpResult got = tp_run(which, shape, kSteps, oc, dropout, clip_norm, dt, dev, layout, accum);
+  const TpResult got = tp_run(which, shape, kSteps, oc, dropout, clip_norm, dt, dev, layout, accum, memopt);
   EXPECT_GT(got.plan.sharded_layers(), 0) << which << ": nothing was sharded";
   ASSERT_EQ(got.tr.losses.size(), ref.losses.size());
   for (size_t s = 0; s < ref.losses.size(); ++s)
@@ -128,6 +129,18 @@ TEST(TensorParallel, TpCsnnFp64) {
 TEST(TensorParallel, TpSpikformerFp64) {
   if (!tp_world_fits()) GTEST_SKIP();
   expect_tp_trajectory("sformer", MeshShape{1, world_size(), 1});
+}
+// memopt level 1 under tp (the recompute repeats the rowwise all-reduces on every tp rank) and
+// under fsdp_tp (parameters gathered again for backward before the recompute): one rank's trajectory.
+TEST(TensorParallel, MemoptTpDvsAndSpikformerFp64) {
+  if (!tp_world_fits()) GTEST_SKIP();
+  const MeshShape tp{1, world_size(), 1};
+  expect_tp_trajectory("dvs", tp, "adam", 0.25, 0.0, DType::F64, Device::cpu(), 1e-9, "tp", 1, /*memopt=*/1);
+  expect_tp_trajectory("sformer", tp, "adam", 0.0, 0.0, DType::F64, Device::cpu(), 1e-9, "tp", 1, /*memopt=*/1);
+}
+TEST(TensorParallel, MemoptFsdpTpDvsFp64) {
+  if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks (dp 2 x tp 2)";
+  expect_tp_trajectory("dvs", MeshShape{2, 2, 1}, "adam", 0.0, 0.0, DType::F64, Device::cpu(), 1e-9, "fsdp_tp", 1, 1);
 }
 TEST(TensorParallel, SpikformerAttentionIsSplitByHeads) {
   auto m = build_spec_model("sformer");
