@@ -1,6 +1,8 @@
 // bitpack.cpp — pack/unpack of binary activations, one byte (8 elements) per iteration.
 #include "spikemesh/core/bitpack.h"
 
+#include <type_traits>
+
 namespace sm {
 
 namespace {
@@ -95,6 +97,29 @@ Tensor SavedActivation::restore() const {
   if (!packed_) return kept_;
   Tensor out = Tensor::empty(shape_, dtype_, kept_.device());
   unpack_bits(kept_, out);
+  out.set_binary(true);
+  return out;
+}
+
+Tensor SavedActivation::restore_range(int64_t offset, int64_t count) const {
+  SM_CHECK(kept_.defined(), "restore of an empty SavedActivation");
+  SM_CHECK(offset >= 0 && count >= 0 && offset + count <= shape_numel(shape_),
+           "restore_range [" << offset << ", +" << count << ") of " << shape_str(shape_));
+  if (!packed_) {
+    Tensor out = Tensor::empty({count}, dtype_, kept_.device());
+    out.copy_from(kept_.view({kept_.numel()}).slice0(offset, offset + count));
+    return out;
+  }
+  Tensor out = Tensor::empty({count}, dtype_);
+  const uint8_t* b = kept_.data<uint8_t>();
+  auto fill = [&](auto* o) {
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t e = offset + i;
+      o[i] = static_cast<std::remove_pointer_t<decltype(o)>>((b[e >> 3] >> (e & 7)) & 1);
+    }
+  };
+  if (dtype_ == DType::F32) fill(out.data<float>());
+  else fill(out.data<double>());
   out.set_binary(true);
   return out;
 }

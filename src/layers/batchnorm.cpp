@@ -61,9 +61,24 @@ struct KeptStats {
   double count = 0.0;
 };
 
+// memopt splits: the sums the pieces of one segment add up (per slot).
+struct SplitSums {
+  std::vector<double> sum, sumsq;  // [C] forward moments, shifted by the running mean
+  double count = 0.0;
+  std::vector<double> dy, dy_xc;   // [C] backward Σdy, Σdy·(x-μ); whole group's once finished
+};
+
 struct Impl {
   SlotStore<Saved> slots;
-  SlotStore<KeptStats> kept;  // written with keep(): no SlotCapture drops it
+  SlotStore<KeptStats> kept;   // written with keep(): no SlotCapture drops it
+  SlotStore<SplitSums> split;  // likewise
+  SplitSums& split_of(int slot, size_t C) {
+    if (!split.has(slot)) {
+      SplitSums& a = split.keep(slot);
+      a.sum.assign(C, 0.0), a.sumsq.assign(C, 0.0), a.dy.assign(C, 0.0), a.dy_xc.assign(C, 0.0);
+    }
+    return split.get(slot);
+  }
 };
 
 Impl& impl_of(const std::shared_ptr<void>& p) { return *static_cast<Impl*>(p.get()); }
@@ -223,17 +238,28 @@ Tensor BatchNorm::forward_cpu(const Tensor& x, Ctx& ctx) {
   Buffer& running_var = buffer(1);
   Buffer& tracked = buffer(2);
 
-  Saved& sv = impl_of(impl_).slots.fresh(ctx.slot);
-  bn_detail::begin_saved(sv, ctx);
   std::vector<double> rm = as_doubles(running_mean.value);
-  std::vector<double> mean(C), var(C);
   Impl& im = impl_of(impl_);
-  if (ctx.training && ctx.recompute) {  // the checkpointed forward's statistics, no update
+  if (ctx.training && ctx.bn_moments_for == this) {  // a piece of a split: its moments, nothing more
+    SplitSums& a = im.split_of(ctx.slot, C);
+    std::vector<double> sum(C), sumsq(C);
+    if (x.dtype() == DType::F64)
+      cpu::bn_shifted_moments<double>(x.data<double>(), s, rm.data(), sum.data(), sumsq.data());
+    else
+      cpu::bn_shifted_moments<float>(x.data<float>(), s, rm.data(), sum.data(), sumsq.data());
+    for (size_t c = 0; c < C; ++c) a.sum[c] += sum[c], a.sumsq[c] += sumsq[c];
+    a.count += static_cast<double>(s.count());
+    return Tensor();
+  }
+  Saved& sv = im.slots.fresh(ctx.slot);
+  bn_detail::begin_saved(sv, ctx);
+  std::vector<double> mean(C), var(C);
+  if (ctx.training && (ctx.recompute || ctx.bn_split)) {  // the kept statistics, no update
     const KeptStats& k = im.kept.get(ctx.slot);
     mean = k.mean;
     var = k.var;
     sv.count = k.count;
-    im.kept.release(ctx.slot);
+    if (!ctx.bn_split) im.kept.release(ctx.slot);
   } else if (ctx.training) {
     std::vector<double> sum(C), sumsq(C);
     double count = static_cast<double>(s.count());
@@ -323,10 +349,22 @@ Tensor BatchNorm::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
   sv.dgamma.resize(C);
   for (size_t c = 0; c < C; ++c) sv.dgamma[c] = sum_dy_xc[c] * sv.invstd[c];
 
+  if (ctx.bn_grad_sums_for == this) {  // a piece of a split: its sums, nothing more
+    SplitSums& acc = im.split_of(ctx.slot, C);
+    for (size_t c = 0; c < C; ++c) acc.dy[c] += sum_dy[c], acc.dy_xc[c] += sum_dy_xc[c];
+    im.slots.release(ctx.slot);
+    return Tensor();
+  }
   const std::vector<double>& a = sv.scale;  // γ·istd
   std::vector<double> b(C, 0.0), d(C, 0.0);
   if (sv.batch_stats) {
-    if (sv.synced) all_reduce_vectors(*ctx.bn_sync, {&sum_dy, &sum_dy_xc}, nullptr);
+    if (ctx.bn_split) {  // the whole segment's sums (finished over the group)
+      const SplitSums& acc = im.split.get(ctx.slot);
+      sum_dy = acc.dy;
+      sum_dy_xc = acc.dy_xc;
+    } else if (sv.synced) {
+      all_reduce_vectors(*ctx.bn_sync, {&sum_dy, &sum_dy_xc}, nullptr);
+    }
     for (size_t c = 0; c < C; ++c) {
       const double is = sv.invstd[c];
       b[c] = -a[c] * is * is * sum_dy_xc[c] / sv.count / unscale[c];  // per unit of act - center
@@ -341,6 +379,50 @@ Tensor BatchNorm::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
     backward_weight_cpu(ctx);
   }
   return dx;
+}
+
+void BatchNorm::finish_split_moments(Ctx& ctx) {
+#ifdef SPIKEMESH_HAVE_CUDA
+  if (last_device_.is_cuda()) return finish_split_moments_cuda(ctx);
+#endif
+  Impl& im = impl_of(impl_);
+  SplitSums& a = im.split.get(ctx.slot);
+  const size_t C = a.sum.size();
+  double count = a.count;
+  if (ctx.bn_sync) all_reduce_vectors(*ctx.bn_sync, {&a.sum, &a.sumsq}, &count);
+  SM_CHECK(count > 0, "batchnorm over an empty batch");
+  const double bessel = count > 1 ? count / (count - 1) : 1.0;  // as forward_cpu
+  std::vector<double> rm = as_doubles(buffer(0).value), rv = as_doubles(buffer(1).value);
+  KeptStats& k = im.kept.keep(ctx.slot);
+  k.mean.resize(C), k.var.resize(C), k.count = count;
+  const double m = cfg_.momentum;
+  for (size_t c = 0; c < C; ++c) {
+    const double d = a.sum[c] / count;
+    k.mean[c] = rm[c] + d;
+    k.var[c] = std::max(0.0, a.sumsq[c] / count - d * d);
+    rm[c] = (1 - m) * rm[c] + m * k.mean[c];
+    rv[c] = (1 - m) * rv[c] + m * k.var[c] * bessel;
+  }
+  store_doubles(buffer(0).value, rm);
+  store_doubles(buffer(1).value, rv);
+  buffer(2).value.data<int64_t>()[0] += 1;
+}
+
+void BatchNorm::finish_split_grad_sums(Ctx& ctx) {
+#ifdef SPIKEMESH_HAVE_CUDA
+  if (last_device_.is_cuda()) return finish_split_grad_sums_cuda(ctx);
+#endif
+  SplitSums& a = impl_of(impl_).split.get(ctx.slot);
+  if (ctx.bn_sync) all_reduce_vectors(*ctx.bn_sync, {&a.dy, &a.dy_xc}, nullptr);
+}
+
+void BatchNorm::drop_split_state(int slot) {
+#ifdef SPIKEMESH_HAVE_CUDA
+  drop_split_state_cuda(slot);
+#endif
+  Impl& im = impl_of(impl_);
+  im.split.release(slot);
+  im.kept.release(slot);
 }
 
 void BatchNorm::backward_weight_cpu(Ctx& ctx) {

@@ -15,6 +15,7 @@
 #include "layer_util_cuda.h"
 #include "spikemesh/core/graph_capture_cuda.h"
 #include "spikemesh/kernels/cuda/batchnorm.h"
+#include "spikemesh/kernels/cuda/gemm_cublas.h"
 #include "spikemesh/layers/batchnorm.h"
 #include "spikemesh/layers/collectives.h"
 #include "spikemesh/layers/slot_store.h"
@@ -38,9 +39,25 @@ struct CudaKept {
   double count = 0.0;
 };
 
+// memopt splits: the sums the pieces of one segment add up (per slot), device doubles.
+struct CudaSplit {
+  Tensor moments;  // [2, C] Σ(x - rm), Σ(x - rm)²
+  double count = 0.0;
+  Tensor grads;    // [2, C] Σdy, Σdy·(x - μ); the whole group's once finished
+};
+
 struct CudaImpl {
   SlotStore<CudaSaved> slots;
-  SlotStore<CudaKept> kept;  // written with keep(): no SlotCapture drops it
+  SlotStore<CudaKept> kept;    // written with keep(): no SlotCapture drops it
+  SlotStore<CudaSplit> split;  // likewise
+  CudaSplit& split_of(int slot, int64_t C, Device dev) {
+    if (!split.has(slot)) {
+      CudaSplit& a = split.keep(slot);
+      a.moments = Tensor::zeros({2, C}, DType::F64, dev);
+      a.grads = Tensor::zeros({2, C}, DType::F64, dev);
+    }
+    return split.get(slot);
+  }
   int last_train_decision = -1;  // saved_output of the last eager training forward (-1: none)
 };
 
@@ -79,18 +96,30 @@ Tensor BatchNorm::forward_cuda(const Tensor& x, Ctx& ctx) {
   const float* gamma = param(0).value.data<float>();
   const float* beta = param(1).value.data<float>();
 
-  CudaSaved& sv = impl(cuda_impl_).slots.fresh(ctx.slot);
+  CudaImpl& im = impl(cuda_impl_);
+  if (ctx.training && ctx.bn_moments_for == this) {  // a piece of a split: its moments, nothing more
+    CudaSplit& a = im.split_of(ctx.slot, C, x.device());
+    Tensor sums = Tensor::empty({2, C}, DType::F64, x.device());
+    cuda_layer::dispatch_activation(dt, "batchnorm", [&](auto t) {
+      using T = decltype(t);
+      cuda::bn_shifted_moments_cuda<T>(static_cast<const T*>(x.raw()), s, running_mean, row(sums, 0, C),
+                                       row(sums, 1, C), st);
+    });
+    cuda::accumulate(a.moments.raw(), DType::F64, sums.raw(), DType::F64, 2 * C, st);
+    a.count += static_cast<double>(s.count());
+    return Tensor();
+  }
+  CudaSaved& sv = im.slots.fresh(ctx.slot);
   bn_detail::begin_saved(sv, ctx);
   sv.stats = Tensor::empty({kStatRows, C}, DType::F64, x.device());
   double* mean = row(sv.stats, kMean, C);
   double* invstd = row(sv.stats, kInvstd, C);
   double* scale = row(sv.stats, kScale, C);
-  CudaImpl& im = impl(cuda_impl_);
-  if (ctx.training && ctx.recompute) {  // the checkpointed forward's statistics, no update
+  if (ctx.training && (ctx.recompute || ctx.bn_split)) {  // the kept statistics, no update
     CudaKept& k = im.kept.get(ctx.slot);
     sv.stats.slice0(0, kYScale).copy_from(k.stats);
     sv.count = k.count;
-    im.kept.release(ctx.slot);
+    if (!ctx.bn_split) im.kept.release(ctx.slot);
   } else if (ctx.training) {
     Tensor sums = Tensor::empty({2, C}, DType::F64, x.device());  // Σ(x - rm), Σ(x - rm)²
     double count = static_cast<double>(s.count());
@@ -166,7 +195,17 @@ Tensor BatchNorm::backward_input_cuda(const Tensor& dy, Ctx& ctx) {
   cuda::bn_backward_local_cuda(sum_dy, sum_dy_xc, unscale, invstd, C, row(sv.stats, kDGamma, C),
                                row(sv.stats, kDBeta, C), st);
   sv.has_param_grads = true;
-  if (sv.batch_stats && sv.synced) all_reduce_through_host(*ctx.bn_sync, work, 2 * C, nullptr);
+  CudaImpl& im = impl(cuda_impl_);
+  if (ctx.bn_grad_sums_for == this) {  // a piece of a split: its sums, nothing more
+    CudaSplit& a = im.split_of(ctx.slot, C, dy.device());
+    cuda::accumulate(a.grads.raw(), DType::F64, work.raw(), DType::F64, 2 * C, st);
+    im.slots.release(ctx.slot);
+    return Tensor();
+  }
+  if (sv.batch_stats && ctx.bn_split)  // the whole segment's sums (finished over the group)
+    work.slice0(0, 2).copy_from(im.split.get(ctx.slot).grads);
+  else if (sv.batch_stats && sv.synced)
+    all_reduce_through_host(*ctx.bn_sync, work, 2 * C, nullptr);
   cuda::bn_backward_coefficients_cuda(sum_dy, sum_dy_xc, scale, invstd, unscale, sv.count, sv.batch_stats, C,
                                       row(work, 2, C), row(work, 3, C), st);
   Tensor dx = Tensor::empty(dy.shape(), dt, dy.device());  // [T, N, C, ...]
@@ -180,6 +219,34 @@ Tensor BatchNorm::backward_input_cuda(const Tensor& dy, Ctx& ctx) {
   else
     backward_weight_cuda(ctx);
   return dx;
+}
+
+void BatchNorm::finish_split_moments_cuda(Ctx& ctx) {
+  CudaImpl& im = impl(cuda_impl_);
+  CudaSplit& a = im.split.get(ctx.slot);
+  const int64_t C = a.moments.dim(1);
+  double count = a.count;
+  if (ctx.bn_sync) all_reduce_through_host(*ctx.bn_sync, a.moments, 2 * C, &count);
+  SM_CHECK(count > 0, "batchnorm over an empty batch");
+  CudaKept& k = im.kept.keep(ctx.slot);
+  k.stats = Tensor::empty({kYScale, C}, DType::F64, a.moments.device());
+  k.count = count;
+  cuda::bn_train_stats_cuda(row(a.moments, 0, C), row(a.moments, 1, C), count, C, cfg_.eps, cfg_.momentum,
+                            buffer(0).value.data<float>(), buffer(1).value.data<float>(),
+                            buffer(2).value.data<int64_t>(), param(0).value.data<float>(), row(k.stats, kMean, C),
+                            row(k.stats, kInvstd, C), row(k.stats, kScale, C), cuda_layer::stream_of(a.moments));
+}
+
+void BatchNorm::finish_split_grad_sums_cuda(Ctx& ctx) {
+  CudaSplit& a = impl(cuda_impl_).split.get(ctx.slot);
+  if (ctx.bn_sync) all_reduce_through_host(*ctx.bn_sync, a.grads, 2 * a.grads.dim(1), nullptr);
+}
+
+void BatchNorm::drop_split_state_cuda(int slot) {
+  if (!cuda_impl_) return;
+  CudaImpl& im = impl(cuda_impl_);
+  im.split.release(slot);
+  im.kept.release(slot);
 }
 
 void BatchNorm::backward_weight_cuda(Ctx& ctx) {

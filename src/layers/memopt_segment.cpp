@@ -1,11 +1,14 @@
 // memopt_segment.cpp — checkpointed segments of a Sequential (layers/memopt_segment.h): what a
-// checkpointed forward keeps, and its recompute in backward.
+// checkpointed forward keeps, its recompute in backward, and the passes of a segment split
+// into pieces along time or samples.
 #include "spikemesh/layers/memopt_segment.h"
 
 #include <sstream>
 
 #include "spikemesh/core/bitpack.h"
 #include "spikemesh/core/error.h"
+#include "spikemesh/layers/batchnorm.h"
+#include "spikemesh/layers/neuron.h"
 #include "spikemesh/layers/sequential.h"
 #include "spikemesh/layers/slot_store.h"
 #ifdef SPIKEMESH_HAVE_CUDA
@@ -18,8 +21,7 @@ std::string MemoptSegment::describe() const {
   if (!checkpoint) return "none";
   std::ostringstream os;
   os << "ckpt" << (compress ? "+bits" : "");
-  if (time_chunks > 1) os << " t/" << time_chunks;
-  if (batch_pieces > 1) os << " n/" << batch_pieces;
+  if (pieces > 1) os << (axis == SplitAxis::Time ? " t/" : " n/") << pieces;
   return os.str();
 }
 
@@ -38,6 +40,45 @@ std::vector<std::pair<size_t, size_t>> natural_segments(Sequential& seq) {
   if (begin < seq.size()) out.emplace_back(begin, seq.size());
   return out;
 }
+
+bool splittable(Sequential& seq, size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i)
+    if (!seq.at(i).children().empty()) return false;
+  return true;
+}
+
+namespace {
+
+// Piece i of P along a dim of length L: [i·L/P, (i+1)·L/P).
+std::pair<int64_t, int64_t> piece_range(int64_t L, int P, int i) { return {i * L / P, (i + 1) * L / P}; }
+
+// Rows [b, e) of `full` [T, N, ...] along the axis: a view (time) or a copy (samples).
+Tensor piece_of(const Tensor& full, SplitAxis axis, int64_t b, int64_t e) {
+  if (axis == SplitAxis::Time) return full.slice0(b, e);
+  Shape ps = full.shape();
+  const int64_t T = ps[0], N = ps[1];
+  ps[1] = e - b;
+  Tensor out = Tensor::empty(ps, full.dtype(), full.device());  // [T, e-b, ...]
+  const int64_t per = N > 0 ? full.numel() / (T * N) : 0;
+  const Tensor rows = full.view({T * N, per}), orows = out.view({T * (e - b), per});
+  for (int64_t t = 0; t < T; ++t) orows.slice0(t * (e - b), (t + 1) * (e - b)).copy_from(rows.slice0(t * N + b, t * N + e));
+  out.set_binary(full.is_binary());
+  return out;
+}
+
+// Writes `piece` into rows [b, e) of `full` along the axis.
+void put_piece(Tensor& full, const Tensor& piece, SplitAxis axis, int64_t b, int64_t e) {
+  if (axis == SplitAxis::Time) {
+    full.slice0(b, e).copy_from(piece);
+    return;
+  }
+  const int64_t T = full.dim(0), N = full.dim(1), n = e - b;
+  const int64_t per = N > 0 ? full.numel() / (T * N) : 0;
+  const Tensor rows = full.view({T * N, per}), prows = piece.view({T * n, per});
+  for (int64_t t = 0; t < T; ++t) rows.slice0(t * N + b, t * N + e).copy_from(prows.slice0(t * n, (t + 1) * n));
+}
+
+}  // namespace
 
 // ---- what a checkpointed segment keeps of its input ------------------------------------------
 
@@ -70,6 +111,23 @@ Tensor Sequential::KeptInput::restore() const {
   return x;
 }
 
+Tensor Sequential::KeptInput::restore_piece(SplitAxis axis, int64_t b, int64_t e) const {
+  if (!host_bits.defined()) return piece_of(restore(), axis, b, e);  // by reference, or device bits
+  const int64_t T = shape[0], N = shape[1], per = N > 0 ? shape_numel(shape) / (T * N) : 0;
+  Shape ps = shape;
+  if (axis == SplitAxis::Time) {
+    ps[0] = e - b;
+    Tensor x = host_bits.restore_range(b * N * per, (e - b) * N * per).view(ps);
+    return x.set_binary(binary);
+  }
+  ps[1] = e - b;
+  Tensor x = Tensor::empty(ps, dtype);  // [T, e-b, ...]
+  const Tensor rows = x.view({T * (e - b) * per});
+  for (int64_t t = 0; t < T; ++t)
+    rows.slice0(t * (e - b) * per, (t + 1) * (e - b) * per).copy_from(host_bits.restore_range((t * N + b) * per, (e - b) * per));
+  return x.set_binary(binary);
+}
+
 // ---- forward and backward of one segment ------------------------------------------------------
 
 Tensor Sequential::segment_forward(const MemoptSegment& seg, size_t index, const Tensor& x, Ctx& ctx) {
@@ -78,10 +136,12 @@ Tensor Sequential::segment_forward(const MemoptSegment& seg, size_t index, const
     for (size_t i = seg.begin; i < seg.end; ++i) h = layers_[i]->forward(h, ctx);
     return h;
   }
-  std::vector<KeptInput>& kept = memopt_state().kept(ctx.slot, segments_.size());
-  kept[index] = KeptInput::keep(x, seg.compress);
+  KeptSegment& kept = memopt_state().kept(ctx.slot, segments_.size())[index];
+  kept = KeptSegment();
+  kept.input = KeptInput::keep(x, seg.compress);
   Ctx c = ctx;
   c.checkpointed = true;
+  if (seg.pieces > 1) return split_forward(seg, kept, x, c);
   SlotCapture capture;
   for (size_t i = seg.begin; i < seg.end; ++i) h = layers_[i]->forward(h, c);
   capture.release_all();  // what the layers saved: recomputed in backward
@@ -91,9 +151,14 @@ Tensor Sequential::segment_forward(const MemoptSegment& seg, size_t index, const
 Tensor Sequential::segment_backward(const MemoptSegment& seg, size_t index, const Tensor& dy, Ctx& ctx) {
   Tensor g = dy;  // [T, N, ...segment output]
   if (seg.checkpoint) {
-    std::vector<KeptInput>& kept = memopt_state().kept(ctx.slot, segments_.size());
-    Tensor h = kept[index].restore();  // [T, N, ...segment input]
-    kept[index] = KeptInput();
+    KeptSegment& kept = memopt_state().kept(ctx.slot, segments_.size())[index];
+    if (seg.pieces > 1) {
+      g = split_backward(seg, kept, dy, ctx);
+      kept = KeptSegment();
+      return g;
+    }
+    Tensor h = kept.input.restore();  // [T, N, ...segment input]
+    kept = KeptSegment();
     for (size_t i = seg.begin; i < seg.end; ++i) layers_[i]->reset_state();
     Ctx c = ctx;
     c.recompute = true;
@@ -103,9 +168,158 @@ Tensor Sequential::segment_backward(const MemoptSegment& seg, size_t index, cons
   return g;  // [T, N, ...segment input]
 }
 
-std::vector<Sequential::KeptInput>& Sequential::MemoptState::kept(int slot, size_t segments) {
+// ---- a segment in pieces ------------------------------------------------------------------------
+
+namespace {
+
+template <class L>
+std::vector<L*> leaves_of(std::vector<LayerPtr>& layers, const MemoptSegment& seg) {
+  std::vector<L*> out;
+  for (size_t i = seg.begin; i < seg.end; ++i)
+    if (auto* l = dynamic_cast<L*>(layers[i].get())) out.push_back(l);
+  return out;
+}
+
+}  // namespace
+
+// Before piece p of a pass: neurons at rest (samples; the first time piece) or where the
+// piece started in the real forward (later time pieces, kept then).
+void Sequential::start_piece(const MemoptSegment& seg, const KeptSegment& kept, int p, Ctx& c, int64_t b) {
+  const std::vector<Neuron*> neurons = leaves_of<Neuron>(layers_, seg);
+  for (size_t j = 0; j < neurons.size(); ++j) {
+    if (seg.axis == SplitAxis::Batch || p == 0 || kept.membranes.empty()) neurons[j]->set_membrane(Tensor());
+    else neurons[j]->set_membrane(kept.membranes[p][j]);
+  }
+  if (seg.axis == SplitAxis::Batch) c.sample_offset += b;
+}
+
+Tensor Sequential::split_forward(const MemoptSegment& seg, KeptSegment& kept, const Tensor& x, const Ctx& ctx) {
+  const int64_t L = seg.axis == SplitAxis::Time ? x.dim(0) : x.dim(1);
+  const int P = static_cast<int>(std::min<int64_t>(seg.pieces, std::max<int64_t>(L, 1)));
+  const std::vector<BatchNorm*> bns = leaves_of<BatchNorm>(layers_, seg);
+  const std::vector<Neuron*> neurons = leaves_of<Neuron>(layers_, seg);
+  Ctx c = ctx;
+  c.bn_split = true;
+  // One pass per batch norm: the pieces up to it add its input's moments (earlier ones
+  // normalise with the statistics just finished); neurons carry their membranes over time pieces.
+  for (BatchNorm* bn : bns) {
+    Ctx cm = c;
+    cm.recompute = true;
+    cm.bn_moments_for = bn;
+    for (Neuron* n : neurons) n->set_membrane(Tensor());
+    for (int p = 0; p < P; ++p) {
+      const auto [b, e] = piece_range(L, P, p);
+      Ctx cp = cm;
+      if (seg.axis == SplitAxis::Batch) {
+        for (Neuron* n : neurons) n->set_membrane(Tensor());
+        cp.sample_offset += b;
+      }
+      SlotCapture capture;
+      Tensor h = piece_of(x, seg.axis, b, e);
+      for (size_t i = seg.begin; i < seg.end && h.defined(); ++i) h = layers_[i]->forward(h, cp);
+      capture.release_all();
+    }
+    bn->finish_split_moments(cm);  // running statistics moved once (collective over ctx.bn_sync)
+  }
+  // The real pass: every piece once, its output written into the whole.
+  Tensor y;
+  bool binary = true;
+  kept.membranes.assign(P, {});
+  for (Neuron* n : neurons) n->set_membrane(Tensor());
+  for (int p = 0; p < P; ++p) {
+    const auto [b, e] = piece_range(L, P, p);
+    Ctx cp = c;
+    cp.accumulate_stats = p > 0;
+    if (seg.axis == SplitAxis::Time) {
+      for (Neuron* n : neurons) kept.membranes[p].push_back(n->membrane());
+    } else {
+      for (Neuron* n : neurons) n->set_membrane(Tensor());
+      cp.sample_offset += b;
+    }
+    SlotCapture capture;
+    Tensor h = piece_of(x, seg.axis, b, e);
+    for (size_t i = seg.begin; i < seg.end; ++i) h = layers_[i]->forward(h, cp);
+    capture.release_all();
+    if (!y.defined()) {
+      Shape ys = h.shape();
+      if (seg.axis == SplitAxis::Time) ys[0] = x.dim(0);
+      else ys[1] = x.dim(1);
+      y = Tensor::empty(ys, h.dtype(), h.device());  // [T, N, ...segment output]
+    }
+    put_piece(y, h, seg.axis, b, e);
+    binary = binary && h.is_binary();
+  }
+  y.set_binary(binary);
+  return y;
+}
+
+// One backward pass over the pieces (last time piece first): recompute each, then backward
+// until `stop_at` adds its sums (nullptr: to the input; the dx pieces are written into dx).
+void Sequential::split_pass(const MemoptSegment& seg, const KeptSegment& kept, const Tensor& dy, const Ctx& c,
+                            Tensor* dx) {
+  const int64_t L = seg.axis == SplitAxis::Time ? dy.dim(0) : dy.dim(1);
+  const int P = static_cast<int>(std::min<int64_t>(seg.pieces, std::max<int64_t>(L, 1)));
+  for (Neuron* n : leaves_of<Neuron>(layers_, seg)) n->clear_time_grad();
+  for (int q = 0; q < P; ++q) {
+    const int p = seg.axis == SplitAxis::Time ? P - 1 - q : q;
+    const auto [b, e] = piece_range(L, P, p);
+    Ctx cp = c;
+    start_piece(seg, kept, p, cp, b);
+    SlotCapture capture;  // drops what B kept for a W that is not coming (the sums passes)
+    Tensor h = kept.input.restore_piece(seg.axis, b, e);
+    for (size_t i = seg.begin; i < seg.end; ++i) h = layers_[i]->forward(h, cp);
+    Tensor g = piece_of(dy, seg.axis, b, e);
+    for (size_t i = seg.end; i-- > seg.begin && g.defined();) g = layers_[i]->backward_input(g, cp);
+    capture.release_all();
+    if (dx) {
+      if (!dx->defined()) {
+        Shape s = g.shape();
+        if (seg.axis == SplitAxis::Time) s[0] = dy.dim(0);
+        else s[1] = dy.dim(1);
+        *dx = Tensor::empty(s, g.dtype(), g.device());  // [T, N, ...segment input]
+      }
+      put_piece(*dx, g, seg.axis, b, e);
+    }
+  }
+}
+
+Tensor Sequential::split_backward(const MemoptSegment& seg, KeptSegment& kept, const Tensor& dy, const Ctx& ctx) {
+  const std::vector<BatchNorm*> bns = leaves_of<BatchNorm>(layers_, seg);
+  Ctx c = ctx;
+  c.recompute = true;
+  c.bn_split = true;
+  c.time_grad_carry = seg.axis == SplitAxis::Time;
+  // One pass per batch norm, last first: the pieces add its Σdy, Σdy·(x-μ) (the later ones
+  // already use their whole-segment sums); B only, so no parameter gradient moves.
+  for (size_t k = bns.size(); k-- > 0;) {
+    Ctx cs = c;
+    cs.split_wgrad = true;
+    cs.bn_grad_sums_for = bns[k];
+    split_pass(seg, kept, dy, cs, nullptr);
+    bns[k]->finish_split_grad_sums(cs);  // collective over ctx.bn_sync when synced
+  }
+  // The real pass: input and parameter gradients, W at once (a split B/W has nothing left for W).
+  Ctx cf = c;
+  cf.split_wgrad = false;
+  Tensor dx;
+  split_pass(seg, kept, dy, cf, &dx);
+  for (BatchNorm* bn : bns) bn->drop_split_state(ctx.slot);
+  for (Neuron* n : leaves_of<Neuron>(layers_, seg)) n->clear_time_grad();
+  return dx;  // [T, N, ...segment input]
+}
+
+void Sequential::backward_weight_cpu(Ctx& ctx) {
+  if (segments_.empty()) return Layer::backward_weight_cpu(ctx);
+  for (size_t s = segments_.size(); s-- > 0;) {
+    const MemoptSegment& seg = segments_[s];
+    if (seg.checkpoint && seg.pieces > 1) continue;  // its B accumulated the weight gradients
+    for (size_t i = seg.end; i-- > seg.begin;) layers_[i]->backward_weight(ctx);
+  }
+}
+
+std::vector<Sequential::KeptSegment>& Sequential::MemoptState::kept(int slot, size_t segments) {
   if (slot >= static_cast<int>(by_slot.size())) by_slot.resize(slot + 1);
-  std::vector<KeptInput>& v = by_slot[slot];
+  std::vector<KeptSegment>& v = by_slot[slot];
   if (v.size() != segments) v.resize(segments);
   return v;
 }
@@ -120,8 +334,9 @@ void Sequential::set_memopt(std::vector<MemoptSegment> segments) {
   for (const MemoptSegment& s : segments) {
     SM_CHECK(s.begin == next && s.end > s.begin && s.end <= layers_.size(),
              "memopt segments of '" << name_ << "' must cover its " << layers_.size() << " children in order");
-    SM_CHECK(s.time_chunks >= 1 && s.batch_pieces >= 1 && (s.checkpoint || (s.time_chunks == 1 && s.batch_pieces == 1)),
-             "memopt segment of '" << name_ << "': splits need a checkpoint");
+    SM_CHECK(s.pieces >= 1 && (s.pieces == 1 || (s.checkpoint && splittable(*this, s.begin, s.end))),
+             "memopt segment [" << s.begin << ", " << s.end << ") of '" << name_
+                                << "': pieces need a checkpointed segment of leaf layers");
     next = s.end;
   }
   SM_CHECK(segments.empty() || next == layers_.size(),

@@ -28,6 +28,7 @@ struct CpuNeuron {
   NeuronState<CpuNeuron>& state() { return st; }
   static DType membrane_dtype(DType x) { return x; }
   static double count(const Count& c) { return static_cast<double>(c); }
+  static void add_count(Count& total, const Count& more) { total += more; }
   void check(const Tensor&, const Param*) {}
 
   void forward(const cpu::NeuronKernelConfig& kc, const Tensor& x, int64_t steps, int64_t M, Tensor& v, Tensor& y,
@@ -39,17 +40,18 @@ struct CpuNeuron {
   }
 
   void backward(const cpu::NeuronKernelConfig& kc, const Tensor& dy, const NeuronSaved<CpuNeuron>& s, int64_t steps,
-                int64_t M, Tensor& dx, GradR* grad_r) {
+                int64_t M, Tensor& dx, GradR* grad_r, const Tensor* gv_in, Tensor* gv_out) {
     const Tensor x = s.x.restore();  // [T, N, ...] the forward's input (unpacked if bits)
     if (grad_r) *grad_r = 0.0;
     if (dy.dtype() == DType::F32)
       cpu::neuron_backward<float>(kc, dy.data<float>(), x.data<float>(),
                                   s.v_init.defined() ? s.v_init.data<float>() : nullptr, steps, M, dx.data<float>(),
-                                  grad_r);
+                                  grad_r, gv_in ? gv_in->data<float>() : nullptr, gv_out ? gv_out->data<float>() : nullptr);
     else
       cpu::neuron_backward<double>(kc, dy.data<double>(), x.data<double>(),
                                    s.v_init.defined() ? s.v_init.data<double>() : nullptr, steps, M,
-                                   dx.data<double>(), grad_r);
+                                   dx.data<double>(), grad_r, gv_in ? gv_in->data<double>() : nullptr,
+                                   gv_out ? gv_out->data<double>() : nullptr);
   }
 
   void add_grad_w(Tensor& g, const GradR& grad_r, double r) {
@@ -101,8 +103,30 @@ std::string Neuron::type() const {
 
 void Neuron::reset_state() {
   cpu_state(impl_).at_rest = true;
+  cpu_state(impl_).grad_v = Tensor();
 #ifdef SPIKEMESH_HAVE_CUDA
   neuron_cuda_reset(cuda_impl_);
+#endif
+}
+
+Tensor Neuron::membrane() {
+#ifdef SPIKEMESH_HAVE_CUDA
+  if (last_device_.is_cuda()) return neuron_cuda_membrane(cuda_impl_);
+#endif
+  return membrane_of(cpu_state(impl_));
+}
+
+void Neuron::set_membrane(const Tensor& v) {
+#ifdef SPIKEMESH_HAVE_CUDA
+  if (v.defined() ? v.device().is_cuda() : last_device_.is_cuda()) return neuron_cuda_set_membrane(cuda_impl_, v);
+#endif
+  set_membrane_of(cpu_state(impl_), v);
+}
+
+void Neuron::clear_time_grad() {
+  cpu_state(impl_).grad_v = Tensor();
+#ifdef SPIKEMESH_HAVE_CUDA
+  neuron_cuda_clear_time_grad(cuda_impl_);
 #endif
 }
 

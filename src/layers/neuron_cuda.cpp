@@ -25,6 +25,11 @@ struct CudaNeuron {
   NeuronState<CudaNeuron>& state() { return st; }
   static DType membrane_dtype(DType) { return DType::F32; }
   static double count(const Count& c) { return c.defined() ? c.item() : 0.0; }  // synchronises
+  static void add_count(Count& total, const Count& more) {  // synchronises
+    Tensor host = Tensor::empty({1}, DType::I64);
+    host.data<int64_t>()[0] = static_cast<int64_t>(count(total) + count(more));
+    total = host.to(more.device());
+  }
 
   void check(const Tensor& x, const Param* w) {
     if (w) cuda_layer::check_master(w->value, x, "plif", name);
@@ -44,7 +49,7 @@ struct CudaNeuron {
   }
 
   void backward(const cpu::NeuronKernelConfig& kc, const Tensor& dy, const NeuronSaved<CudaNeuron>& s, int64_t steps,
-                int64_t M, Tensor& dx, GradR* grad_r) {
+                int64_t M, Tensor& dx, GradR* grad_r, const Tensor* gv_in, Tensor* gv_out) {
     if (grad_r) *grad_r = Tensor::empty({1}, DType::F64, dy.device());
     const Tensor x = s.x.packed() ? Tensor() : s.x.restore();  // the forward's input when not bits
     const uint32_t* x_bits = s.x.packed() ? s.x.bits() : nullptr;
@@ -55,7 +60,8 @@ struct CudaNeuron {
       using T = decltype(t);
       cuda::neuron_backward_cuda<T>(kc, static_cast<const T*>(dy.raw()),
                                     x.defined() ? static_cast<const T*>(x.raw()) : nullptr, x_bits, v_init, steps, M,
-                                    static_cast<T*>(dx.raw()), gr, st);
+                                    static_cast<T*>(dx.raw()), gr, st, gv_in ? gv_in->data<float>() : nullptr,
+                                    gv_out ? gv_out->data<float>() : nullptr);
     });
   }
 
@@ -73,7 +79,19 @@ NeuronState<CudaNeuron>& cuda_state(std::shared_ptr<void>& p) {
 }  // namespace
 
 void neuron_cuda_reset(std::shared_ptr<void>& cuda_state_ptr) {
-  if (cuda_state_ptr) cuda_state(cuda_state_ptr).at_rest = true;
+  if (!cuda_state_ptr) return;
+  cuda_state(cuda_state_ptr).at_rest = true;
+  cuda_state(cuda_state_ptr).grad_v = Tensor();
+}
+
+Tensor neuron_cuda_membrane(std::shared_ptr<void>& cuda_state_ptr) { return membrane_of(cuda_state(cuda_state_ptr)); }
+
+void neuron_cuda_set_membrane(std::shared_ptr<void>& cuda_state_ptr, const Tensor& v) {
+  set_membrane_of(cuda_state(cuda_state_ptr), v);
+}
+
+void neuron_cuda_clear_time_grad(std::shared_ptr<void>& cuda_state_ptr) {
+  if (cuda_state_ptr) cuda_state(cuda_state_ptr).grad_v = Tensor();
 }
 
 void neuron_cuda_stats(const std::shared_ptr<void>& cuda_state_ptr, const std::string& name,

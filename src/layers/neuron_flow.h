@@ -9,9 +9,11 @@
 //   static DType membrane_dtype(DType x)                 CPU: x's dtype; CUDA: f32
 //   void check(const Tensor& x, const Param* w)          device/dtype checks (w: PLIF's)
 //   void forward(kc, x, steps, M, Tensor& v, Tensor& y, Count& fired)
-//   void backward(kc, dy, const NeuronSaved<Dev>& s, steps, M, Tensor& dx, GradR* grad_r)
+//   void backward(kc, dy, const NeuronSaved<Dev>& s, steps, M, Tensor& dx, GradR* grad_r,
+//                 const Tensor* grad_v_in, Tensor* grad_v_out)   (memopt time chunks; nullable)
 //   void add_grad_w(Tensor& w_grad, const GradR& grad_r, double r)   w.grad += grad_r·r(1-r)
 //   static double count(const Count&)
+//   static void add_count(Count& total, const Count& more)               (memopt pieces)
 // Invariants:
 //  * per slot only the input x is saved — a reference, no copy (layers never write their
 //    inputs; after a BatchNorm that is the very tensor BN keeps), or bits when x is a spike
@@ -52,7 +54,20 @@ struct NeuronState {
   bool at_rest = true;             // v holds no state: the next forward starts at rest
   typename Dev::Count fired{};     // step firings in the last forward
   int64_t seen = 0;                // T·N·features of the last forward
+  Tensor grad_v;                   // [M] memopt time chunks: d loss / d membrane left by the later chunk
 };
+
+// memopt time chunks: the membrane the next forward starts from (undefined: at rest) and
+// setting it (a copy; undefined: at rest).
+template <class Dev>
+Tensor membrane_of(const NeuronState<Dev>& st) {
+  return st.at_rest || !st.v.defined() ? Tensor() : st.v.clone();
+}
+template <class Dev>
+void set_membrane_of(NeuronState<Dev>& st, const Tensor& v) {
+  st.at_rest = !v.defined();
+  if (v.defined()) st.v = v.clone();
+}
 
 // The kernel's view of a configuration at decay rate r (IF: r = 0, input not decayed).
 inline cpu::NeuronKernelConfig neuron_kernel_config(const NeuronConfig& c, double r, bool smooth) {
@@ -80,6 +95,10 @@ void neuron_report(const NeuronState<Dev>& st, const std::string& name, std::vec
 // rest / report its firing rate (one synchronisation).
 void neuron_cuda_reset(std::shared_ptr<void>& cuda_state);
 void neuron_cuda_stats(const std::shared_ptr<void>& cuda_state, const std::string& name, std::vector<LayerStat>& out);
+// memopt time chunks on the CUDA side: Neuron::membrane / set_membrane / clear_time_grad.
+Tensor neuron_cuda_membrane(std::shared_ptr<void>& cuda_state);
+void neuron_cuda_set_membrane(std::shared_ptr<void>& cuda_state, const Tensor& v);
+void neuron_cuda_clear_time_grad(std::shared_ptr<void>& cuda_state);
 #endif
 
 template <class Dev>
@@ -121,6 +140,11 @@ Tensor Neuron::forward_on(Dev& dev, const Tensor& x, Ctx& ctx) {
   if (ctx.recompute) {  // memopt: the same spikes again; the firing statistics stay the first forward's
     typename Dev::Count scratch{};
     dev.forward(kc, x, steps, M, im.v, y, scratch);
+  } else if (ctx.accumulate_stats) {  // memopt: a later piece of the same forward
+    typename Dev::Count more{};
+    dev.forward(kc, x, steps, M, im.v, y, more);
+    Dev::add_count(im.fired, more);
+    im.seen += x.numel();
   } else {
     dev.forward(kc, x, steps, M, im.v, y, im.fired);
     im.seen = x.numel();
@@ -142,7 +166,14 @@ Tensor Neuron::backward_input_on(Dev& dev, const Tensor& dy, Ctx& ctx) {
   const cpu::NeuronKernelConfig kc = neuron_kernel_config(cfg_, s.r, s.smooth);
   const bool plif = cfg_.kind == NeuronKind::PLIF;
   Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());  // [T, N, ...]
-  dev.backward(kc, dy, s, steps, M, dx, plif ? &s.grad_r : nullptr);
+  if (ctx.time_grad_carry) {  // memopt: this chunk's BPTT continues the later chunk's
+    Tensor carried = Tensor::empty({M}, Dev::membrane_dtype(dy.dtype()), dy.device());
+    dev.backward(kc, dy, s, steps, M, dx, plif ? &s.grad_r : nullptr, im.grad_v.defined() ? &im.grad_v : nullptr,
+                 &carried);
+    im.grad_v = carried;
+  } else {
+    dev.backward(kc, dy, s, steps, M, dx, plif ? &s.grad_r : nullptr, nullptr, nullptr);
+  }
   if (plif) {
     if (ctx.split_wgrad) {
       s.has_grad_w = true;

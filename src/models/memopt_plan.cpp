@@ -43,6 +43,16 @@ MemoptConfig checkpoint_all(Stage& stage, bool compress, const std::vector<bool>
   return c;
 }
 
+MemoptConfig split_all(Stage& stage, MemoptConfig c, int pieces, SplitAxis axis) {
+  for (size_t k = 0; k < stage.size() && k < c.units.size(); ++k)
+    for (MemoptSegment& s : c.units[k])
+      if (s.checkpoint && splittable(stage.unit(k), s.begin, s.end)) {
+        s.pieces = pieces;
+        s.axis = axis;
+      }
+  return c;
+}
+
 void apply_memopt(Stage& stage, const MemoptConfig& c) {
   SM_CHECK(c.units.size() == stage.size(), "memopt configuration for " << c.units.size() << " units on a stage of "
                                                                        << stage.size());

@@ -24,6 +24,9 @@ class SavedActivation {
   static SavedActivation save(const Tensor& x);
   // The saved tensor (a fresh unpacked copy when it was packed), flagged binary if it was.
   Tensor restore() const;
+  // Elements [offset, offset + count) of the flattened saved tensor as a fresh 1-d tensor
+  // [count] (unpacked from the bits alone when packed: memopt pieces).
+  Tensor restore_range(int64_t offset, int64_t count) const;
   bool packed() const { return packed_; }
   bool defined() const { return kept_.defined(); }
   size_t bytes() const { return kept_.defined() ? kept_.nbytes() : 0; }

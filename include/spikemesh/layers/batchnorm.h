@@ -24,11 +24,27 @@ class BatchNorm : public Layer {
   std::string type() const override { return cfg_.spatial_dims == 1 ? "batchnorm1d" : "batchnorm2d"; }
   const BatchNormConfig& config() const { return cfg_; }
 
+  // memopt splits of a checkpointed segment into pieces (layers/memopt_segment.h), per slot:
+  //  finish_split_moments    the moments the pieces' forwards added (ctx.bn_moments_for) become
+  //                          the batch statistics: running statistics moved once, the statistics
+  //                          kept for every later pass (collective over ctx.bn_sync when synced);
+  //  finish_split_grad_sums  the Σdy, Σdy·(x-μ) the pieces' backwards added (ctx.bn_grad_sums_for)
+  //                          become the segment's (same group), used by backwards with ctx.bn_split;
+  //  drop_split_state        everything the split kept for this slot released.
+  void finish_split_moments(Ctx& ctx);
+  void finish_split_grad_sums(Ctx& ctx);
+  void drop_split_state(int slot);
+
  protected:
   SM_LEAF_HOOKS
   SM_LEAF_WEIGHT_HOOKS
 
  private:
+#ifdef SPIKEMESH_HAVE_CUDA
+  void finish_split_moments_cuda(Ctx& ctx);
+  void finish_split_grad_sums_cuda(Ctx& ctx);
+  void drop_split_state_cuda(int slot);
+#endif
   BatchNormConfig cfg_;
 };
 

@@ -26,6 +26,20 @@ struct Ctx {
   // neurons leave their firing statistics alone — every output is the same as the first time.
   bool checkpointed = false;
   bool recompute = false;
+  // memopt splits of a checkpointed segment into pieces (layers/memopt_segment.h):
+  //  time_grad_carry   neurons take the membrane gradient the later time chunk left and leave
+  //                    theirs for the earlier one (the chunks of one backward, last first);
+  //  bn_moments_for    that batch norm adds its input's moments to the segment's sums and stops
+  //                    the forward (returns an undefined tensor);
+  //  bn_grad_sums_for  that batch norm adds Σdy, Σdy·(x-μ) to the segment's sums and stops the
+  //                    backward (returns an undefined tensor);
+  //  bn_split          every other batch norm normalises with the kept statistics and, in
+  //                    backward, uses the whole segment's sums instead of the piece's.
+  bool time_grad_carry = false;
+  bool accumulate_stats = false;  // neurons add this forward's firings to the previous piece's
+  const void* bn_moments_for = nullptr;
+  const void* bn_grad_sums_for = nullptr;
+  bool bn_split = false;
 };
 
 }  // namespace sm

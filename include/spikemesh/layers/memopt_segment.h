@@ -7,14 +7,17 @@
 //               repeats the kept batch statistics and leaves its running statistics alone,
 //               neurons restart at rest and leave their firing statistics alone, dropout draws
 //               the same masks) and then runs the layers' backward as usual.
-//  time_chunks  (checkpointed segments) the recompute and backward run over T in that many
-//               chunks, last chunk first: neuron membranes are carried forward from the kept
-//               chunk-start states and their gradients carried backward, batch norm uses the
-//               kept statistics and two passes (the first only sums what its backward needs),
-//               so only one chunk's activations are alive at a time. Exactly the same spikes
-//               and, up to summation order, the same gradients as one pass over T.
-//  batch_pieces (checkpointed segments) the same over the samples of the microbatch.
-//
+//  pieces       (checkpointed segments of leaf layers only) the segment runs as `pieces`
+//               pieces along `axis` — the time steps (level 3) or the samples (level 2) — so
+//               that only one piece's activations are alive at a time, in forward and backward:
+//               batch norm needs the whole segment's statistics and gradient sums, so it runs
+//               extra passes over the pieces (forward: one per batch norm to add its moments,
+//               then the real pass; backward: one per batch norm, last first, to add its
+//               Σdy, Σdy·(x-μ), then the real pass); neurons carry their membrane across time
+//               pieces (kept at each piece start) and their membrane gradient back across them
+//               (last piece first); dropout draws each sample's mask by its global index. The
+//               same spikes, statistics and (up to summation order) gradients as one pass; the
+//               weight gradients of a split segment are accumulated in B (W has nothing left).
 // Segments come from natural_segments(): a cut after every child whose output is a spike
 // tensor (so checkpointed inputs compress to bits) or that is a composite (a residual block),
 // trailing spike-preserving children (pooling, flatten) staying with the segment before them.
@@ -29,17 +32,21 @@ namespace sm {
 
 class Sequential;
 
+enum class SplitAxis { Time, Batch };  // dim 0 (T) or dim 1 (N) of [T, N, ...]
+
 struct MemoptSegment {
   size_t begin = 0, end = 0;  // children [begin, end)
   bool checkpoint = false;
   bool compress = true;       // keep a binary input as bits
-  int time_chunks = 1;        // >= 1; > 1 only when checkpointed
-  int batch_pieces = 1;       // >= 1; > 1 only when checkpointed
-  // "none", "ckpt", "ckpt+bits", "ckpt t/4", "ckpt n/2", ... (plan output)
+  int pieces = 1;             // >= 1; > 1 only when checkpointed and every child is a leaf
+  SplitAxis axis = SplitAxis::Time;
+  // "none", "ckpt", "ckpt+bits", "ckpt+bits t/4" (4 time pieces), "ckpt+bits n/2" (2 sample pieces)
   std::string describe() const;
 };
 
 // The segments memopt may checkpoint in `seq` (see the header).
 std::vector<std::pair<size_t, size_t>> natural_segments(Sequential& seq);
+// Whether children [begin, end) of `seq` may run in pieces (all leaves).
+bool splittable(Sequential& seq, size_t begin, size_t end);
 
 }  // namespace sm

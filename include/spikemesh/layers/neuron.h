@@ -40,6 +40,12 @@ class Neuron : public Layer {
   void reset_state() override;
   // firing_rate: spikes / (T·N·features) of the last training/eval forward.
   void collect_stats(std::vector<LayerStat>& out) const override;
+  // memopt time chunks (layers/memopt_segment.h): the membrane the next forward starts from
+  // (a copy; undefined at rest), setting it (undefined: at rest), and forgetting the membrane
+  // gradient a chunked backward carries between chunks (ctx.time_grad_carry).
+  Tensor membrane();
+  void set_membrane(const Tensor& v);
+  void clear_time_grad();
 
  protected:
   SM_LEAF_HOOKS

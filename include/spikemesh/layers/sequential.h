@@ -33,7 +33,8 @@ class Sequential : public Layer {
 
  protected:
   // Composites route by child, whatever the device.
-  SM_ANY_DEVICE_HOOKS  // W: every child's in reverse (Layer's default)
+  SM_ANY_DEVICE_HOOKS  // W: every child's in reverse, but those of split memopt segments
+  void backward_weight_cpu(Ctx& ctx) override;
 
   std::vector<LayerPtr> layers_;
 
@@ -48,14 +49,24 @@ class Sequential : public Layer {
     bool binary = false;
     static KeptInput keep(const Tensor& x, bool compress);
     Tensor restore() const;  // [T, N, ...] flagged binary as it was
+    // Rows [b, e) along the axis (unpacked from the bits alone when they are on the host).
+    Tensor restore_piece(SplitAxis axis, int64_t b, int64_t e) const;
+  };
+  struct KeptSegment {
+    KeptInput input;
+    std::vector<std::vector<Tensor>> membranes;  // time pieces: [piece][neuron] membrane at its start
   };
   struct MemoptState {
-    std::vector<std::vector<KeptInput>> by_slot;  // [slot][segment]
-    std::vector<KeptInput>& kept(int slot, size_t segments);
+    std::vector<std::vector<KeptSegment>> by_slot;  // [slot][segment]
+    std::vector<KeptSegment>& kept(int slot, size_t segments);
   };
   MemoptState& memopt_state();
   Tensor segment_forward(const MemoptSegment& seg, size_t index, const Tensor& x, Ctx& ctx);
   Tensor segment_backward(const MemoptSegment& seg, size_t index, const Tensor& dy, Ctx& ctx);
+  Tensor split_forward(const MemoptSegment& seg, KeptSegment& kept, const Tensor& x, const Ctx& ctx);
+  Tensor split_backward(const MemoptSegment& seg, KeptSegment& kept, const Tensor& dy, const Ctx& ctx);
+  void split_pass(const MemoptSegment& seg, const KeptSegment& kept, const Tensor& dy, const Ctx& c, Tensor* dx);
+  void start_piece(const MemoptSegment& seg, const KeptSegment& kept, int p, Ctx& c, int64_t b);
 
   std::vector<MemoptSegment> segments_;
   std::shared_ptr<MemoptState> memopt_state_;

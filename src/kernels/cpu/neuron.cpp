@@ -155,7 +155,7 @@ void recompute_block(const K& k, const T* x, const T* v_init, int64_t steps, int
 
 template <bool kRateGrad, typename T, class K>
 void backward_blocks(const K& shared_k, bool decay_input, const T* grad_s, const T* x, const T* v_init,
-                     int64_t steps, int64_t M, T* grad_x, double* grad_r) {
+                     int64_t steps, int64_t M, T* grad_x, double* grad_r, const T* grad_v_in, T* grad_v_out) {
   const T x_scale = decay_input ? shared_k.r : T(1);
   const int64_t blocks = (M + kBlock - 1) / kBlock;
   std::vector<double> block_grad_r(kRateGrad ? blocks : 0, 0.0);
@@ -169,7 +169,7 @@ void backward_blocks(const K& shared_k, bool decay_input, const T* grad_s, const
       T* hb = h_scratch.data();
       recompute_block<T>(k, x, v_init, steps, M, i0, n, hb);
       T g_v[kBlock];  // gradient flowing into v_t from step t+1
-      for (int64_t j = 0; j < n; ++j) g_v[j] = T(0);
+      for (int64_t j = 0; j < n; ++j) g_v[j] = grad_v_in ? grad_v_in[i0 + j] : T(0);
       double acc_r = 0.0;
       for (int64_t t = steps - 1; t >= 0; --t) {
         const T* gst = grad_s + t * M + i0;
@@ -194,6 +194,8 @@ void backward_blocks(const K& shared_k, bool decay_input, const T* grad_s, const
           }
         }
       }
+      if (grad_v_out)
+        for (int64_t j = 0; j < n; ++j) grad_v_out[i0 + j] = g_v[j];
       if constexpr (kRateGrad) block_grad_r[b] = acc_r;
     }
   }
@@ -216,13 +218,13 @@ int64_t neuron_forward(const NeuronKernelConfig& c, const T* x, int64_t steps, i
 
 template <typename T>
 void neuron_backward(const NeuronKernelConfig& c, const T* grad_s, const T* x, const T* v_init,
-                     int64_t steps, int64_t M, T* grad_x, double* grad_r) {
+                     int64_t steps, int64_t M, T* grad_x, double* grad_r, const T* grad_v_in, T* grad_v_out) {
   SM_CHECK(!(grad_r && c.decay_input && c.r <= 0.0), "rate gradient needs r > 0, got " << c.r);
   with_neuron<T>(c, [&](const auto& k) {
     if (grad_r)
-      backward_blocks<true, T>(k, c.decay_input, grad_s, x, v_init, steps, M, grad_x, grad_r);
+      backward_blocks<true, T>(k, c.decay_input, grad_s, x, v_init, steps, M, grad_x, grad_r, grad_v_in, grad_v_out);
     else
-      backward_blocks<false, T>(k, c.decay_input, grad_s, x, v_init, steps, M, grad_x, nullptr);
+      backward_blocks<false, T>(k, c.decay_input, grad_s, x, v_init, steps, M, grad_x, nullptr, grad_v_in, grad_v_out);
   });
 }
 
@@ -231,9 +233,9 @@ template int64_t neuron_forward<float>(const NeuronKernelConfig&, const float*, 
 template int64_t neuron_forward<double>(const NeuronKernelConfig&, const double*, int64_t,
                                         int64_t, double*, double*);
 template void neuron_backward<float>(const NeuronKernelConfig&, const float*, const float*,
-                                     const float*, int64_t, int64_t, float*, double*);
+                                     const float*, int64_t, int64_t, float*, double*, const float*, float*);
 template void neuron_backward<double>(const NeuronKernelConfig&, const double*, const double*,
-                                      const double*, int64_t, int64_t, double*, double*);
+                                      const double*, int64_t, int64_t, double*, double*, const double*, double*);
 
 }  // namespace cpu
 }  // namespace sm

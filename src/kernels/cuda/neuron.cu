@@ -162,14 +162,15 @@ __global__ void __launch_bounds__(kThreads)
     neuron_backward_kernel(NeuronF32 k, const T* __restrict__ grad_s, const T* __restrict__ x,
                            const uint32_t* __restrict__ x_bits, const float* __restrict__ v_init,
                            int64_t steps, int64_t M, T* __restrict__ grad_x,
-                           float* __restrict__ ckpt, double* __restrict__ block_grad_r) {
+                           float* __restrict__ ckpt, double* __restrict__ block_grad_r,
+                           const float* __restrict__ grad_v_in, float* __restrict__ grad_v_out) {
   constexpr int K = kNeuronChunk;
   const int64_t chunks = (steps + K - 1) / K;
   double acc_r = 0.0;  // this thread's share of d(loss)/dr
   for (int64_t i = detail::global_thread(); i < M; i += detail::grid_stride()) {
     const float v0 = v_init ? v_init[i] : k.rest;
     if (chunks > 1) store_checkpoints(k, x, x_bits, v0, chunks, M, i, ckpt);
-    float g_v = 0.0f;  // gradient flowing into v_t from step t+1
+    float g_v = grad_v_in ? grad_v_in[i] : 0.0f;  // gradient flowing into v_t from step t+1
     for (int64_t c = chunks - 1; c >= 0; --c) {
       const int64_t t0 = c * K;
       const int len = static_cast<int>(steps - t0 < K ? steps - t0 : K);
@@ -204,6 +205,7 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
     }
+    if (grad_v_out) grad_v_out[i] = g_v;
   }
   if (block_grad_r) {  // uniform: every thread of the block gets here
     __shared__ double smem[kThreads];
@@ -235,8 +237,10 @@ void neuron_forward_cuda(const cpu::NeuronKernelConfig& c, const T* x, int64_t s
 template <typename T>
 void neuron_backward_cuda(const cpu::NeuronKernelConfig& c, const T* grad_s, const T* x,
                           const uint32_t* x_bits, const float* v_init, int64_t steps, int64_t M,
-                          T* grad_x, double* grad_r, cudaStream_t stream) {
+                          T* grad_x, double* grad_r, cudaStream_t stream, const float* grad_v_in,
+                          float* grad_v_out) {
   SM_CHECK(steps >= 0 && M >= 0, "neuron_backward_cuda: bad size T=" << steps << " M=" << M);
+  SM_CHECK(steps > 0 || !grad_v_out, "neuron_backward_cuda: a membrane-gradient carry over 0 steps");
   SM_CHECK((x == nullptr) != (x_bits == nullptr),
            "neuron_backward_cuda: pass exactly one of x and x_bits");
   SM_CHECK(!(grad_r && c.decay_input && c.r <= 0.0), "rate gradient needs r > 0, got " << c.r);
@@ -252,7 +256,7 @@ void neuron_backward_cuda(const cpu::NeuronKernelConfig& c, const T* grad_s, con
   detail::Scratch partials(grad_r ? static_cast<size_t>(grid) * sizeof(double) : 0, stream);
   neuron_backward_kernel<T><<<grid, kThreads, 0, stream>>>(
       to_f32_config(c), grad_s, x, x_bits, v_init, steps, M, grad_x, ckpt.as<float>(),
-      partials.as<double>());
+      partials.as<double>(), grad_v_in, grad_v_out);
   SM_CUDA_CHECK_LAUNCH();
   if (grad_r) detail::sum_partials(partials.as<double>(), grid, grad_r, false, stream);
 }
@@ -262,7 +266,7 @@ void neuron_backward_cuda(const cpu::NeuronKernelConfig& c, const T* grad_s, con
                                        int64_t, float*, T*, uint32_t*, int64_t*, cudaStream_t); \
   template void neuron_backward_cuda<T>(const cpu::NeuronKernelConfig&, const T*, const T*,  \
                                         const uint32_t*, const float*, int64_t, int64_t, T*,  \
-                                        double*, cudaStream_t);
+                                        double*, cudaStream_t, const float*, float*);
 SM_NEURON_INSTANTIATE(float)
 SM_NEURON_INSTANTIATE(__nv_bfloat16)
 SM_NEURON_INSTANTIATE(__half)

@@ -45,10 +45,14 @@ int64_t neuron_forward(const NeuronKernelConfig& c, const T* x, int64_t steps, i
 // When grad_r is non-null also returns d(loss)/dr summed over all neurons and steps (PLIF;
 // chain through sigmoid in the caller): per step
 // grad_h · (x_t - (v_{t-1} - V_r)) = grad_h · (h_t - v_{t-1}) / r  (decay_input), or
-// grad_h · (V_r - v_{t-1}) (not decay_input). No gradient flows out through v_init.
+// grad_h · (V_r - v_{t-1}) (not decay_input).
+// Time chunks (memopt): grad_v_in [M] (nullable = 0) is d(loss)/d v_{T-1} coming from the steps
+// after this call's last one; grad_v_out [M] (nullable) receives d(loss)/d v_init, what flows
+// into the steps before its first. Without them no gradient flows out through v_init.
 template <typename T>
 void neuron_backward(const NeuronKernelConfig& c, const T* grad_s, const T* x, const T* v_init,
-                     int64_t steps, int64_t M, T* grad_x, double* grad_r);
+                     int64_t steps, int64_t M, T* grad_x, double* grad_r, const T* grad_v_in = nullptr,
+                     T* grad_v_out = nullptr);
 
 }  // namespace cpu
 }  // namespace sm

@@ -65,10 +65,13 @@ void neuron_forward_cuda(const cpu::NeuronKernelConfig& c, const T* x, int64_t s
 //           Deterministic: per-thread double sums, fixed-order block trees, block partials
 //           summed in block order; the grid depends on M only. Uses a small stream-ordered
 //           scratch allocation (cudaMallocAsync) of ceil(M/256) doubles.
+//  grad_v_in / grad_v_out: [M] f32 or nullptr, the membrane gradient carried between time
+//           chunks (memopt), as in the CPU kernel (kernels/cpu/neuron.h).
 template <typename T>
 void neuron_backward_cuda(const cpu::NeuronKernelConfig& c, const T* grad_s, const T* x,
                           const uint32_t* x_bits, const float* v_init, int64_t steps, int64_t M,
-                          T* grad_x, double* grad_r, cudaStream_t stream);
+                          T* grad_x, double* grad_r, cudaStream_t stream, const float* grad_v_in = nullptr,
+                          float* grad_v_out = nullptr);
 
 }  // namespace cuda
 }  // namespace sm
