@@ -38,6 +38,7 @@
 #include "spikemesh/train/run_setup.h"
 #include "spikemesh/train/flag_ranges.h"
 #include "spikemesh/train/graph_step_cuda.h"
+#include "spikemesh/train/memopt_search.h"
 #include "spikemesh/train/train_step.h"
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "spikemesh/kernels/cuda/neuron_bench.h"
@@ -264,6 +265,7 @@ struct TimedSteps {
   std::vector<PpStepTimeline> pp_steps;  // pipelines: every timed step's gathered timeline
   int64_t replays = 0;                   // steps replayed as a CUDA graph
   std::string graphs;                    // CudaGraphStep::describe()
+  MemoptSearchResult memopt;             // levels 2-4 / --memory-budget-mb: the search before the steps
 };
 
 // Warm-up then timed steps on the fixed batch (collective over the layout's groups).
@@ -273,7 +275,8 @@ TimedSteps run_steps(const BenchOptions& o, const AppEnv& env, RunParts& parts, 
   PipelineRuntime* pipe = layout.pipeline();
   CudaGraphStep graphs(parse_cuda_graphs(o.cuda_graphs), GraphConditions{dev.is_cuda(), env.size, layout.plan().mode,
                                                                           static_cast<int>(micro.size()),
-                                                                          parts.scaler.enabled()});
+                                                                          parts.scaler.enabled(),
+                                                                          layout.plan().options.memopt.enabled()});
   if (env.rank == 0 && dev.is_cuda()) std::printf("cuda graphs: %s\n", graphs.describe().c_str());
   if (env.rank == 0) std::fputs(layout.plan().describe().c_str(), stdout);
   if (env.rank == 0)
@@ -282,6 +285,18 @@ TimedSteps run_steps(const BenchOptions& o, const AppEnv& env, RunParts& parts, 
                 o.precision.c_str(), dev.str().c_str(), omp_get_max_threads(), static_cast<long long>(o.warmup),
                 static_cast<long long>(o.steps));
   TimedSteps ts;
+  {  // memopt's search (levels 2-4, a budget) on this batch; level 1 needs none
+    Ctx ctx;
+    ctx.seed = o.seed;
+    ts.memopt = optimize_memopt(layout, micro, ctx);  // collective over the layout's groups
+    if (env.rank == 0 && ts.memopt.searched) {
+      std::printf("memopt search: %d trial steps, %.0f ms, peak %.1f MB\n", ts.memopt.trial_steps,
+                  ts.memopt.optimize_ms, ts.memopt.peak_mb);
+      for (const std::string& l : ts.memopt.log) std::printf("  %s\n", l.c_str());
+    }
+    if (env.rank == 0 && layout.plan().options.memopt.enabled())
+      std::printf("memopt per unit (rank 0's stage):\n%s", describe_memopt(layout.stage(), layout.memopt()).c_str());
+  }
   allocator_for(dev).reset_peak();
   for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
     if (s == o.warmup) {
@@ -373,8 +388,9 @@ void add_config_fields(BenchRecord& r, const BenchOptions& o, const AppEnv& env,
   r["prefer"] = o.prefer;
   r["world_size"] = env.size;
   r["optimizer_sharding"] = o.optimizer_sharding;
-  r["memopt_level"] = 0;
-  r["optimize_ms"] = 0.0;
+  const MemoptOptions& mo = parts.layout->plan().options.memopt;
+  r["memopt_level"] = mo.level;
+  r["optimize_ms"] = ts.memopt.optimize_ms;
   r["batch_size"] = o.batch_size;
   r["global_batch_size"] = o.batch_size * dp_size;
   r["per_rank_batch_size"] = o.batch_size;
@@ -388,14 +404,16 @@ void add_config_fields(BenchRecord& r, const BenchOptions& o, const AppEnv& env,
                          : nlohmann::json::array({1});
   r["tp_mesh_dim"] = nullptr;
   r["dp_mesh_dim"] = nullptr;
-  r["memopt_compress_x"] = false;
+  r["memopt_compress_x"] = mo.enabled() && mo.compress_x;
+  r["memory_budget_mb"] = mo.memory_budget_mb;
   r["pp_microbatches"] = nullptr;
-  r["pp_memopt_stage_budget_ratio"] = 0.5;
+  r["pp_memopt_stage_budget_ratio"] = mo.pp_stage_budget_ratio;
   r["pp_schedule"] = nullptr;
   r["pp_virtual_stages"] = 1;
   r["pp_layout"] = nullptr;
   r["pp_delay_wgrad"] = o.pp_delay_wgrad;
-  r["pp_memopt_stages"] = nlohmann::json::array();
+  r["pp_memopt_stages"] = parts.layout->pipeline() ? nlohmann::json(parts.layout->memopt_stages()) : nlohmann::json::array();
+  r["memopt_trial_steps"] = ts.memopt.trial_steps;
 }
 
 // The record's metric fields, in record order.

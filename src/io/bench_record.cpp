@@ -31,6 +31,8 @@ const std::vector<std::string>& bench_config_fields() {
       "pp_schedule", "pp_virtual_stages", "pp_layout", "pp_delay_wgrad", "pp_memopt_stages",
       // ours: which implementation, where, at which precision and thread count
       "backend", "device", "precision", "threads", "hostname",
+      // ours: the memopt search's budget (--memory-budget-mb; 0: none)
+      "memory_budget_mb",
       // ours, GPU records only: whether the timed steps were replayed as a CUDA graph
       "cuda_graphs",
       // ours, pipeline records only: how stage boundaries travelled (staged | nccl-channels | mpi-channels)
@@ -45,7 +47,7 @@ const std::vector<std::string>& bench_metric_fields() {
       "step_latency_ms", "global_throughput_sps", "per_device_throughput_sps",
       "peak_allocated_mb", "peak_rss_mb", "forward_ms", "backward_ms", "optimizer_ms",
       "reset_ms", "data_ms", "tp_all_reduce_calls", "tp_all_reduce_mb", "warning_count",
-      "optimize_ms"};
+      "optimize_ms", "memopt_trial_steps"};
   return fields;
 }
 

@@ -5,9 +5,13 @@
 
 #include <sstream>
 
+#include <algorithm>
+
+#include "spikemesh/core/allocator.h"
 #include "spikemesh/core/bitpack.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/layers/batchnorm.h"
+#include "spikemesh/layers/memopt_probe.h"
 #include "spikemesh/layers/neuron.h"
 #include "spikemesh/layers/sequential.h"
 #include "spikemesh/layers/slot_store.h"
@@ -130,8 +134,15 @@ Tensor Sequential::KeptInput::restore_piece(SplitAxis axis, int64_t b, int64_t e
 
 // ---- forward and backward of one segment ------------------------------------------------------
 
+size_t Sequential::KeptInput::bytes() const {
+  if (host_bits.defined()) return host_bits.bytes();
+  if (device_bits) return static_cast<size_t>((shape_numel(shape) + 7) / 8);
+  return kept.defined() ? kept.nbytes() : 0;
+}
+
 Tensor Sequential::segment_forward(const MemoptSegment& seg, size_t index, const Tensor& x, Ctx& ctx) {
   Tensor h = x;  // [T, N, ...]
+  ProbeRegion region(this, index, true, x.device());  // memopt's search (no probe: nothing)
   if (!seg.checkpoint || !ctx.training) {
     for (size_t i = seg.begin; i < seg.end; ++i) h = layers_[i]->forward(h, ctx);
     return h;
@@ -141,15 +152,26 @@ Tensor Sequential::segment_forward(const MemoptSegment& seg, size_t index, const
   kept.input = KeptInput::keep(x, seg.compress);
   Ctx c = ctx;
   c.checkpointed = true;
-  if (seg.pieces > 1) return split_forward(seg, kept, x, c);
-  SlotCapture capture;
-  for (size_t i = seg.begin; i < seg.end; ++i) h = layers_[i]->forward(h, c);
-  capture.release_all();  // what the layers saved: recomputed in backward
+  size_t dropped = 0;  // bytes the layers saved and the checkpoint released
+  if (seg.pieces > 1) {
+    h = split_forward(seg, kept, x, c, &dropped);
+  } else {
+    SlotCapture capture;
+    for (size_t i = seg.begin; i < seg.end; ++i) h = layers_[i]->forward(h, c);
+    const size_t before = region.current_bytes();
+    capture.release_all();  // what the layers saved: recomputed in backward
+    dropped = before - std::min(before, region.current_bytes());
+  }
+  if (SegmentMeasure* m = region.measure()) {
+    m->saved = std::max(m->saved, dropped);
+    m->kept = std::max(m->kept, kept.input.bytes());
+  }
   return h;  // [T, N, ...segment output]
 }
 
 Tensor Sequential::segment_backward(const MemoptSegment& seg, size_t index, const Tensor& dy, Ctx& ctx) {
   Tensor g = dy;  // [T, N, ...segment output]
+  ProbeRegion region(this, index, false, dy.device());
   if (seg.checkpoint) {
     KeptSegment& kept = memopt_state().kept(ctx.slot, segments_.size())[index];
     if (seg.pieces > 1) {
@@ -193,7 +215,8 @@ void Sequential::start_piece(const MemoptSegment& seg, const KeptSegment& kept, 
   if (seg.axis == SplitAxis::Batch) c.sample_offset += b;
 }
 
-Tensor Sequential::split_forward(const MemoptSegment& seg, KeptSegment& kept, const Tensor& x, const Ctx& ctx) {
+Tensor Sequential::split_forward(const MemoptSegment& seg, KeptSegment& kept, const Tensor& x, const Ctx& ctx,
+                                 size_t* dropped) {
   const int64_t L = seg.axis == SplitAxis::Time ? x.dim(0) : x.dim(1);
   const int P = static_cast<int>(std::min<int64_t>(seg.pieces, std::max<int64_t>(L, 1)));
   const std::vector<BatchNorm*> bns = leaves_of<BatchNorm>(layers_, seg);
@@ -239,7 +262,9 @@ Tensor Sequential::split_forward(const MemoptSegment& seg, KeptSegment& kept, co
     SlotCapture capture;
     Tensor h = piece_of(x, seg.axis, b, e);
     for (size_t i = seg.begin; i < seg.end; ++i) h = layers_[i]->forward(h, cp);
+    const size_t before = allocator_for(x.device()).current_bytes();
     capture.release_all();
+    *dropped += before - std::min(before, allocator_for(x.device()).current_bytes());
     if (!y.defined()) {
       Shape ys = h.shape();
       if (seg.axis == SplitAxis::Time) ys[0] = x.dim(0);

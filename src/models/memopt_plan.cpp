@@ -10,10 +10,6 @@ namespace sm {
 
 void validate_memopt_options(const MemoptOptions& o) {
   if (o.level < 0 || o.level > 4) SM_INPUT_ERROR("--memopt-level must be 0..4, got " << o.level);
-  if (o.level == 2 || o.level == 3)
-    SM_INPUT_ERROR("--memopt-level " << o.level << " (" << (o.level == 2 ? "spatial" : "temporal")
-                                     << " splits of checkpointed segments) is not built yet; use 1 (checkpoint every "
-                                        "segment) or 4 (level 1, then the measured greedy search)");
   if (!(o.pp_stage_budget_ratio > 0.0 && o.pp_stage_budget_ratio <= 1.0))
     SM_INPUT_ERROR("--pp-memopt-stage-budget-ratio must be in (0, 1], got " << o.pp_stage_budget_ratio);
   if (!(o.memory_budget_mb >= 0.0)) SM_INPUT_ERROR("--memory-budget-mb must be >= 0 (0: no budget), got " << o.memory_budget_mb);

@@ -82,6 +82,7 @@ std::string cuda_graph_obstacle(const GraphConditions& c) {
   if (c.distributed_mode != DistMode::None) return std::string("--distributed-mode ") + dist_mode_name(c.distributed_mode);
   if (c.microbatches != 1) return std::to_string(c.microbatches) + " micro-batches per step (--grad-accum)";
   if (c.loss_scaling) return "fp16 dynamic loss scaling (a host decision every step)";
+  if (c.memopt) return "memopt (checkpointed segments drop and recompute their state: not captured)";
   return "";
 #endif
 }

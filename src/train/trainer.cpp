@@ -197,7 +197,8 @@ void TrainingRun::set_up_output() {
   // --cuda-graphs (train/graph_step_cuda.h): replays the steady-state step on one GPU.
   graphs_ = std::make_unique<CudaGraphStep>(
       parse_cuda_graphs(cfg_.cuda_graphs), GraphConditions{parts_.device.is_cuda(), parts_.layout->world_size(),
-                                                           parts_.layout->plan().mode, plan_.accum, parts_.scaler.enabled()});
+                                                           parts_.layout->plan().mode, plan_.accum, parts_.scaler.enabled(),
+                                                           parts_.layout->plan().options.memopt.enabled()});
   if (parts_.device.is_cuda()) log_->line("cuda graphs: " + graphs_->describe(), false);
 }
 
@@ -267,7 +268,12 @@ StepReport TrainingRun::train_step(const Batch& b, Timer& wait) {
   layout.sync_buffers();  // every rank steps with dp rank 0's BN statistics (unless synced BN)
   std::vector<MicroBatch> micro;
   for (const MicroBatch& m : b.micro) micro.push_back(to_device(m, parts_.device, parts_.activations));
+  Allocator& alloc = allocator_for(parts_.device);  // this step's peak, then the run's again
+  const size_t run_peak = alloc.peak_bytes();
+  alloc.reset_peak();
   rep.r = graphs_->step(layout, *parts_.optimizer, micro, ctx, StepOptions{cfg_.clip_grad_norm, &parts_.scaler});
+  rep.step_peak_mb = alloc.peak_bytes() / 1048576.0;
+  alloc.raise_peak(run_peak);
   rep.step_ms = step_t.ms() + rep.wait_ms;
   rep.load_ms = b.data_ms;
   return rep;

@@ -22,6 +22,9 @@ class Allocator {
   size_t peak_bytes() const { return peak_; }
   size_t cached_bytes() const { return cached_; }
   void reset_peak() { peak_ = current_; }
+  // peak_bytes() at least `p` (a caller that measured a region with reset_peak puts back the
+  // larger peak it had seen before).
+  void raise_peak(size_t p) { if (p > peak_) peak_ = p; }
 
  protected:
   void on_alloc(size_t b) { current_ += b; if (current_ > peak_) peak_ = current_; }

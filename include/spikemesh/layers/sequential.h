@@ -51,6 +51,7 @@ class Sequential : public Layer {
     Tensor restore() const;  // [T, N, ...] flagged binary as it was
     // Rows [b, e) along the axis (unpacked from the bits alone when they are on the host).
     Tensor restore_piece(SplitAxis axis, int64_t b, int64_t e) const;
+    size_t bytes() const;  // what the checkpoint holds
   };
   struct KeptSegment {
     KeptInput input;
@@ -63,7 +64,7 @@ class Sequential : public Layer {
   MemoptState& memopt_state();
   Tensor segment_forward(const MemoptSegment& seg, size_t index, const Tensor& x, Ctx& ctx);
   Tensor segment_backward(const MemoptSegment& seg, size_t index, const Tensor& dy, Ctx& ctx);
-  Tensor split_forward(const MemoptSegment& seg, KeptSegment& kept, const Tensor& x, const Ctx& ctx);
+  Tensor split_forward(const MemoptSegment& seg, KeptSegment& kept, const Tensor& x, const Ctx& ctx, size_t* dropped);
   Tensor split_backward(const MemoptSegment& seg, KeptSegment& kept, const Tensor& dy, const Ctx& ctx);
   void split_pass(const MemoptSegment& seg, const KeptSegment& kept, const Tensor& dy, const Ctx& c, Tensor* dx);
   void start_piece(const MemoptSegment& seg, const KeptSegment& kept, int p, Ctx& c, int64_t b);

@@ -36,6 +36,10 @@ class LayoutGroups {
   int pp_rank() const;
   int pp_size() const;
   Comm* pp_comm() { return pp_; }
+  // The gradient-reduction (dp) and tensor-parallel groups (nullptr alone / without tp): the
+  // ranks of one pipeline stage are their product.
+  Comm* dp_comm() { return dp_; }
+  Comm* tp_comm() { return tp_; }
   CommCounters comm_counters() const;      // the gradient-reduction (dp) comm's counters (zeros alone)
   CommCounters tp_comm_counters() const;   // the tp group's counters (zeros without tp)
   CommCounters all_comm_counters() const;  // dp + tp + pp (each group once; zeros alone)

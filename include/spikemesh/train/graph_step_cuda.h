@@ -43,6 +43,7 @@ struct GraphConditions {
   DistMode distributed_mode = DistMode::None;  // --distributed-mode
   int64_t microbatches = 1;               // per optimizer step on this rank (--grad-accum)
   bool loss_scaling = false;              // fp16 dynamic loss scaling
+  bool memopt = false;                    // --memopt-level / --memory-budget-mb set
 };
 
 // "" when the step may be captured, else why not (a short phrase; a CPU-only build always
