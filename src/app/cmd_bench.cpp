@@ -39,6 +39,7 @@
 #include "spikemesh/train/flag_ranges.h"
 #include "spikemesh/train/graph_step_cuda.h"
 #include "spikemesh/train/memopt_search.h"
+#include "synthetic_batch.h"
 #include "spikemesh/train/train_step.h"
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "spikemesh/kernels/cuda/neuron_bench.h"
@@ -217,43 +218,13 @@ RunParts set_up_bench(BenchOptions& o, const AppEnv& env, std::unique_ptr<Mesh>&
   return setup_run(req, mesh.get());                   // the same set-up as `train`
 }
 
-// One fixed synthetic batch of this dp rank: x ~ N(0, 1) [T, N, ...], y ~ U{0..K-1}; under pp
-// in M microbatches of N/M samples (the same values: element (t, i, e) of the whole batch),
-// on the run's device in its activation dtype.
+// The fixed synthetic batch of this dp rank (app/synthetic_batch.h), under pp in the plan's
+// microbatches.
 std::vector<MicroBatch> synthetic_microbatches(const BenchOptions& o, RunParts& parts) {
-  const ModelInfo& mi = parts.model->info;
   const Layout& layout = *parts.layout;
-  const int T = mi.T, dp_rank = layout.data_rank();
-  const int64_t N = o.batch_size;
   const int M = layout.plan().pipelined() ? layout.plan().options.pp_microbatches : 1;  // divides N
-  const int64_t n = N / M;
-  int64_t per = 1;
-  for (int64_t d : mi.input_shape) per *= d;
-  CounterRng rx(o.seed, "bench/x"), ry(o.seed, "bench/y");
-  std::vector<MicroBatch> micro;
-  for (int k = 0; k < M; ++k) {
-    Shape xs = {T, n};
-    xs.insert(xs.end(), mi.input_shape.begin(), mi.input_shape.end());
-    Tensor x = Tensor::empty(xs, parts.dtype), y = Tensor::empty({n}, DType::I64);  // [T, n, ...], [n]
-    for (int t = 0; t < T; ++t)
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t e = 0; e < per; ++e) {
-          const int64_t whole = (t * N + k * n + i) * per + e;  // index in the [T, N, ...] batch
-          const double v = rx.normal(static_cast<uint64_t>(dp_rank) * static_cast<uint64_t>(T * N * per) + whole);
-          const int64_t at = (t * n + i) * per + e;
-          if (parts.dtype == DType::F32) x.data<float>()[at] = static_cast<float>(v);
-          else x.data<double>()[at] = v;
-        }
-    for (int64_t i = 0; i < n; ++i)
-      y.data<int64_t>()[i] =
-          static_cast<int64_t>(ry.uniform(dp_rank * N + k * n + i) * mi.num_classes) % mi.num_classes;
-    if (parts.device.is_cuda()) {
-      x = x.to(parts.device).to_dtype(parts.activations);  // [T, n, ...] in the activation dtype
-      y = y.to(parts.device);
-    }
-    micro.push_back(MicroBatch{x, y, dp_rank * N + k * n});
-  }
-  return micro;
+  return synthetic_batch(parts.model->info, SyntheticBatch{o.batch_size, M, layout.data_rank(), o.seed}, parts.dtype,
+                         parts.device, parts.activations);
 }
 
 // What the timed steps measured on this rank.

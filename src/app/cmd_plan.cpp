@@ -22,6 +22,9 @@
 #include "spikemesh/parallel/tp_plan.h"
 #include "spikemesh/train/flag_ranges.h"
 #include "plan_pipeline.h"
+#include "spikemesh/parallel/layout.h"
+#include "spikemesh/train/memopt_search.h"
+#include "synthetic_batch.h"
 
 namespace sm {
 
@@ -54,6 +57,7 @@ struct PlanOptions {
   int64_t elem_bytes = 4;  // fp32 activations
   bool keep_first = false, keep_classifier = false;
   PpPlanFlags pp;
+  MemoptOptions memopt;  // --memopt-level and its flags: measured on one process
   std::string config;  // --config: a training config file as defaults
 };
 
@@ -74,6 +78,41 @@ void apply_config(const CLI::App& cmd, PlanOptions& o) {
   if (f.fills(cmd, "pp-layout")) o.pp.layout = c.pp_layout;
   if (f.fills(cmd, "pp-delay-wgrad")) o.pp.delay_wgrad = c.pp_delay_wgrad;
   if (f.fills(cmd, "pp-schedule-file")) o.pp.schedule_file = c.pp_schedule_file;
+  if (f.fills(cmd, "memopt-level")) o.memopt.level = static_cast<int>(c.memopt_level);
+  if (f.fills(cmd, "memopt-compress-x")) o.memopt.compress_x = c.memopt_compress_x;
+  if (f.fills(cmd, "memory-budget-mb")) o.memopt.memory_budget_mb = c.memory_budget_mb;
+  if (f.fills(cmd, "pp-memopt-stage-budget-ratio")) o.memopt.pp_stage_budget_ratio = c.pp_memopt_stage_budget_ratio;
+}
+
+// memopt on this process (CPU, fp32, the whole model as one stage, --batch-size samples of the
+// synthetic batch): what it chooses per unit and segment, measured on a real step (levels 2-4
+// and a budget run their search; level 4 prints the peak its greedy choice predicted).
+void print_memopt_plan(const PlanOptions& o) {
+  auto model = o.sel.build();
+  model->finalize(DType::F32, Device::cpu(), 1);
+  LayoutOptions lo;
+  lo.memopt = o.memopt;
+  Layout layout(*model, nullptr, lo);
+  const std::vector<MicroBatch> micro =
+      synthetic_batch(model->info, SyntheticBatch{o.batch_size, 1, 0, 1}, DType::F32, Device::cpu(), DType::F32);
+  Ctx ctx;
+  ctx.seed = 1;
+  MemoptSearchResult r = optimize_memopt(layout, micro, ctx);
+  if (!r.searched) r = measure_memopt(layout, micro, ctx);
+  std::printf("\nmemopt plan of %s: level %d%s, measured on %lld trial step%s of %lld samples, T %d (fp32, CPU, this "
+              "process, %.0f ms):\n",
+              model->info.name.c_str(), o.memopt.level, o.memopt.compress_x ? ", inputs as bits" : "",
+              static_cast<long long>(r.trial_steps), r.trial_steps == 1 ? "" : "s", static_cast<long long>(o.batch_size),
+              model->info.T, r.optimize_ms);
+  for (const std::string& l : r.log) std::printf("  trial: %s\n", l.c_str());
+  std::printf("  %-22s %-9s %-16s %9s %9s %11s %11s %9s\n", "unit", "children", "choice", "saved MB", "kept MB",
+              "fwd peak MB", "bwd peak MB", "fwd ms");
+  for (const MemoptSegmentReport& g : r.segments)
+    std::printf("  %-22s [%zu,%zu)%*s %-16s %9.2f %9.2f %11.1f %11.1f %9.1f\n", g.unit.c_str(), g.begin, g.end,
+                static_cast<int>(std::max<size_t>(1, 8 - std::to_string(g.begin).size() - std::to_string(g.end).size() - 3)),
+                "", g.choice.c_str(), g.saved_mb, g.kept_mb, g.forward_peak_mb, g.backward_peak_mb, g.forward_ms);
+  if (r.predicted_peak_mb > 0) std::printf("  predicted peak (level 4's choice): %.1f MB\n", r.predicted_peak_mb);
+  std::printf("  measured peak: %.1f MB allocated (model, gradients and activations; no optimizer state)\n", r.peak_mb);
 }
 
 // Product of the --mesh-shape values: the world a one-process preview resolves against.
@@ -92,6 +131,7 @@ LayoutPlan plan_of(const PlanOptions& o, const MeshShape& shape, int world, Mode
   lo.mode = shape.pp > 1 ? "pp" : shape.tp > 1 ? "tp" : shape.dp > 1 ? "dp" : "none";
   lo.tp_keep_first = o.keep_first;
   lo.tp_keep_classifier = o.keep_classifier;
+  lo.memopt = o.memopt;
   LayoutPlan plan = plan_layout(lo, shape, world, o.batch_size);
   bind_layout_plan(plan, model);
   return plan;
@@ -110,6 +150,7 @@ void print_plan(const PlanOptions& o, const MeshShape& shape, int world) {
     std::fputs(describe_tp_plan(tp, o.batch_size, model->info.T, o.elem_bytes).c_str(), stdout);
   }
   if (shape.pp > 1) print_pp_plan(o.sel, plan, o.pp);
+  if (o.memopt.enabled()) print_memopt_plan(o);
 }
 }  // namespace
 
@@ -127,6 +168,18 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
   cmd->add_flag("--tp-keep-first", o->keep_first, "keep the model's first weight layer whole on every rank");
   cmd->add_flag("--tp-keep-classifier", o->keep_classifier, "keep the model's last weight layer whole on every rank");
   add_pp_plan_flags(*cmd, o->pp);
+  cmd->add_option("--memopt-level", o->memopt.level,
+                  "with --model: memopt's choice per unit and segment (0 none | 1 checkpoint every segment | 2, 3 "
+                  "also split the peak segment over samples, time | 4 level 1 then un-checkpoint greedily), measured "
+                  "on one step of this process")
+      ->check(range_validator("memopt-level", true));
+  cmd->add_flag("--memopt-compress-x,!--no-memopt-compress-x", o->memopt.compress_x,
+                "memopt: keep checkpointed spike inputs as bits (default on)");
+  cmd->add_option("--memory-budget-mb", o->memopt.memory_budget_mb, "memopt: the peak MiB the search stops under")
+      ->check(range_validator("memory-budget-mb", false));
+  cmd->add_option("--pp-memopt-stage-budget-ratio", o->memopt.pp_stage_budget_ratio,
+                  "pp: memopt on round(ratio x stages) logical stages (those keeping the most activation memory)")
+      ->check(range_validator("pp-memopt-stage-budget-ratio", false));
   cmd->add_option("--config", o->config,
                   "a training config file (TOML, as for `spikemesh train --config`): its model, mesh, batch and "
                   "pp keys are the defaults here; flags override single keys (--var NAME=INT one variable)");

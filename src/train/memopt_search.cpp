@@ -94,6 +94,22 @@ std::string segment_name(Stage& stage, int k, size_t s) {
          "[" + std::to_string(s) + "]";
 }
 
+std::vector<MemoptSegmentReport> report_of(Stage& stage, const MemoptConfig& c, const Trial& t) {
+  std::vector<MemoptSegmentReport> out;
+  for (const SegmentMeasure& m : t.segs) {
+    const int k = unit_index(stage, m.unit);
+    if (k < 0 || m.segment >= c.units[k].size()) continue;
+    const MemoptSegment& s = c.units[k][m.segment];
+    MemoptSegmentReport r;
+    r.unit = stage.unit(k).name().empty() ? "unit " + std::to_string(stage.global_index(k)) : stage.unit(k).name();
+    r.begin = s.begin, r.end = s.end, r.choice = s.describe();
+    r.saved_mb = m.saved / kMiB, r.kept_mb = m.kept / kMiB;
+    r.forward_peak_mb = m.forward_peak / kMiB, r.backward_peak_mb = m.backward_peak / kMiB, r.forward_ms = m.forward_ms;
+    out.push_back(r);
+  }
+  return out;
+}
+
 class Search {
  public:
   Search(Layout& layout, const std::vector<MicroBatch>& micro, const Ctx& ctx)
@@ -113,7 +129,7 @@ class Search {
     r_.log.push_back(os.str());
     return t;
   }
-  void split_loop(SplitAxis axis);
+  void split_loop(SplitAxis axis, int max_trials);
   void greedy_uncheckpoint();
 
   Layout& layout_;
@@ -130,10 +146,10 @@ class Search {
 // "Repeatedly split the peak segment": the segment where this stage's peak happens gets twice
 // the pieces along `axis` while the stage's measured peak drops by more than 1%. Every rank
 // runs the same number of trials (a stage that is done repeats its configuration).
-void Search::split_loop(SplitAxis axis) {
+void Search::split_loop(SplitAxis axis, int max_trials) {
   const int64_t L = micro_.front().x.dim(axis == SplitAxis::Time ? 0 : 1);
   bool done = false;
-  for (int it = 0; it < 4; ++it) {
+  for (int it = 0; it < max_trials; ++it) {
     if (met(best_)) return;
     MemoptConfig next = cfg_;
     std::string what = "no change";
@@ -217,6 +233,10 @@ MemoptSearchResult Search::run() {
   Timer timer;
   r_.searched = true;
   cfg_ = layout_.memopt();
+  // One unmeasured step first: the first step of a run creates the kernels' primitives and
+  // the allocator's blocks, which would make the first segments look slow.
+  run_trial(layout_, micro_, ctx_);
+  ++r_.trial_steps;
   if (o_.level == 0) {  // a budget from level 0: level 0 first, then level 1
     best_ = trial(cfg_, "level 0");
     if (!met(best_)) {
@@ -226,12 +246,15 @@ MemoptSearchResult Search::run() {
   } else {
     best_ = trial(cfg_, "level 1");
   }
-  if (o_.level == 4) greedy_uncheckpoint();
-  const bool splits = o_.level == 2 || o_.level == 3 || (budget_ > 0 && !met(best_));
-  if (splits) split_loop(SplitAxis::Batch);
-  if (o_.level == 3 || (budget_ > 0 && !met(best_))) split_loop(SplitAxis::Time);
+  if (o_.level == 4) {  // the peak segment split over samples (two trials at most), then greedy
+    split_loop(SplitAxis::Batch, 2);
+    greedy_uncheckpoint();
+  }
+  if (o_.level == 2 || o_.level == 3 || (budget_ > 0 && !met(best_))) split_loop(SplitAxis::Batch, 4);
+  if (o_.level == 3 || (budget_ > 0 && !met(best_))) split_loop(SplitAxis::Time, 4);
   layout_.set_memopt(cfg_);
   r_.peak_mb = best_.world_peak / kMiB;
+  r_.segments = report_of(stage_, cfg_, best_);
   r_.optimize_ms = world_max(layout_, timer.ms());
   if (budget_ > 0 && !met(best_))
     SM_INPUT_ERROR("--memory-budget-mb " << o_.memory_budget_mb << ": no memopt configuration reached it; the smallest "
@@ -241,6 +264,18 @@ MemoptSearchResult Search::run() {
 }
 
 }  // namespace
+
+MemoptSearchResult measure_memopt(Layout& layout, const std::vector<MicroBatch>& micro, const Ctx& ctx) {
+  MemoptSearchResult r;
+  if (micro.empty()) return r;
+  Timer timer;
+  const Trial t = run_trial(layout, micro, ctx);
+  r.trial_steps = 1;
+  r.peak_mb = t.world_peak / kMiB;
+  r.segments = report_of(layout.stage(), layout.memopt(), t);
+  r.optimize_ms = timer.ms();
+  return r;
+}
 
 MemoptSearchResult optimize_memopt(Layout& layout, const std::vector<MicroBatch>& micro, const Ctx& ctx) {
   const MemoptOptions& o = layout.plan().options.memopt;

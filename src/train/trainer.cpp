@@ -21,6 +21,7 @@
 #include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/core/allocator.h"
+#include "spikemesh/train/memopt_search.h"
 #include "spikemesh/core/log.h"
 #include "spikemesh/core/timer.h"
 #include "spikemesh/data/prefetcher.h"
@@ -115,6 +116,7 @@ class TrainingRun {
   StepReport train_step(const Batch& b, Timer& wait);
   void record_step(StepReport& rep, int64_t epoch, double lr);
   void finish();
+  void search_memopt(const std::vector<MicroBatch>& micro, const Ctx& ctx);
   bool limit_reached() const { return cfg_.max_steps > 0 && st_.step >= cfg_.max_steps; }
   void write_pipeline() {
     std::lock_guard<std::mutex> l(hdf5_mutex());
@@ -142,6 +144,7 @@ class TrainingRun {
   TrainSummary sum_;
   EvalSettings es_;
   int64_t last_eval_step_ = -1, first_step_ = 0;
+  bool memopt_done_ = false;
   CommCounters comm_before_;
   ProgressWindow window_;
   Timer run_timer_;
@@ -255,6 +258,22 @@ Batch TrainingRun::load_batch(int64_t epoch, int64_t first, int64_t k) {
   return b;
 }
 
+// memopt (train/memopt_search.h) on the run's first batch: the search of levels 2-4 or a
+// budget, then what every unit runs, in the log. Collective over the layout's groups.
+void TrainingRun::search_memopt(const std::vector<MicroBatch>& micro, const Ctx& ctx) {
+  Layout& layout = *parts_.layout;
+  if (!layout.plan().options.memopt.enabled()) return;
+  const MemoptSearchResult r = optimize_memopt(layout, micro, ctx);
+  if (r.searched) {
+    std::ostringstream os;
+    os << "memopt search: " << r.trial_steps << " trial steps, " << static_cast<int64_t>(r.optimize_ms)
+       << " ms, peak " << r.peak_mb << " MB";
+    log_->line(os.str(), true);
+    for (const std::string& l : r.log) log_->line("  " + l, true);
+  }
+  log_->line("memopt per unit (world rank 0's stage):\n" + describe_memopt(layout.stage(), layout.memopt()), true);
+}
+
 // One optimizer step on a prefetched batch (collective over the layout's groups).
 StepReport TrainingRun::train_step(const Batch& b, Timer& wait) {
   Layout& layout = *parts_.layout;
@@ -268,6 +287,10 @@ StepReport TrainingRun::train_step(const Batch& b, Timer& wait) {
   layout.sync_buffers();  // every rank steps with dp rank 0's BN statistics (unless synced BN)
   std::vector<MicroBatch> micro;
   for (const MicroBatch& m : b.micro) micro.push_back(to_device(m, parts_.device, parts_.activations));
+  if (!memopt_done_) {  // memopt levels 2-4 / a budget: the search on this first batch
+    memopt_done_ = true;
+    search_memopt(micro, ctx);
+  }
   Allocator& alloc = allocator_for(parts_.device);  // this step's peak, then the run's again
   const size_t run_peak = alloc.peak_bytes();
   alloc.reset_peak();

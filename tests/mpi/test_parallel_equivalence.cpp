@@ -18,6 +18,7 @@
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/parallel/replica_check.h"
 #include "spikemesh/parallel/strategy.h"
+#include "spikemesh/train/memopt_search.h"
 #include "test_parallel_util.h"
 
 namespace sm::test {
@@ -46,6 +47,13 @@ ParallelResult parallel_run(Comm& dp, const std::string& which, DType dt, int st
   const int p = dp.size(), r = dp.rank();
   const int64_t b = global / (p * accum);
   ParallelResult out;
+  if (lo.memopt.level >= 2) {  // the search on the first step's batch (collective over dp)
+    std::vector<MicroBatch> first;
+    for (int k = 0; k < accum; ++k) first.push_back(on_device(synth_batch(*m, 0, (k * p + r) * b, b, dt), dev));
+    Ctx ctx;
+    ctx.seed = 11;
+    optimize_memopt(layout, first, ctx);
+  }
   for (int s = 0; s < steps; ++s) {
     Ctx ctx;
     ctx.seed = 11;
@@ -74,13 +82,15 @@ ParallelResult parallel_run(Comm& dp, const std::string& which, DType dt, int st
   return out;
 }
 
-// name: dp | zero | zero2 | fsdp | fsdp_keep, with "+memopt" for memopt level 1.
+// name: dp | zero | zero2 | fsdp | fsdp_keep, with "+memopt" for memopt level 1 ("+memoptL": level L).
 LayoutOptions mode(std::string name, DType dt) {
   LayoutOptions lo;
-  const std::string memopt = "+memopt";
-  if (name.size() > memopt.size() && name.compare(name.size() - memopt.size(), memopt.size(), memopt) == 0) {
-    name.resize(name.size() - memopt.size());
-    lo.memopt.level = 1;
+  const std::string memopt = "+memopt";  // "+memopt" level 1, "+memopt4" level 4
+  const size_t at = name.find(memopt);
+  if (at != std::string::npos) {
+    const std::string level = name.substr(at + memopt.size());
+    lo.memopt.level = level.empty() ? 1 : std::stoi(level);
+    name.resize(at);
   }
   StrategyOptions& so = lo.strategy;
   so.param_dtype = so.reduce_dtype = dt;
@@ -135,6 +145,11 @@ TEST(ParallelEquivalence, FsdpCsnnFp64) { expect_same_trajectory("csnn", "fsdp",
 TEST(ParallelEquivalence, MemoptFsdpDvsFp64) { expect_same_trajectory("dvs", "fsdp+memopt", DType::F64, 1e-9); }
 TEST(ParallelEquivalence, MemoptZero2CsnnFp64) { expect_same_trajectory("csnn", "zero2+memopt", DType::F64, 1e-9); }
 TEST(ParallelEquivalence, MemoptDpSpikformerFp64) { expect_same_trajectory("sformer", "dp+memopt", DType::F64, 1e-9); }
+// The searches with synced BN over dp: the pieces' statistics and gradient sums all-reduced.
+TEST(ParallelEquivalence, MemoptSearchesFsdpAndZeroDvsFp64) {
+  expect_same_trajectory("dvs", "fsdp+memopt4", DType::F64, 1e-9);
+  expect_same_trajectory("dvs", "zero+memopt3", DType::F64, 1e-9);
+}
 TEST(ParallelEquivalence, DpDvsFp64) { expect_same_trajectory("dvs", "dp", DType::F64, 1e-9); }
 TEST(ParallelEquivalence, ZeroDvsFp64) { expect_same_trajectory("dvs", "zero", DType::F64, 1e-9, "sgd"); }
 TEST(ParallelEquivalence, Zero2DvsFp64) { expect_same_trajectory("dvs", "zero2", DType::F64, 1e-9); }

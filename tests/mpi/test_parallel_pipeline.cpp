@@ -31,6 +31,7 @@
 #include "spikemesh/parallel/pp_schedule.h"
 #include "spikemesh/parallel/replica_check.h"
 #include "spikemesh/parallel/tp_plan.h"
+#include "spikemesh/train/memopt_search.h"
 #include "test_parallel_util.h"
 
 namespace sm::test {
@@ -67,6 +68,7 @@ struct PpRun {
   std::string path;          // the transfer path the runtime chose
   std::vector<int> memopt_stages;
   int checkpointed_units = 0;  // on this rank
+  int search_trials = 0;       // memopt levels 2-4
 };
 
 PpRun pp_run(const PpCase& c, const Trajectory& ref) {
@@ -97,6 +99,13 @@ PpRun pp_run(const PpCase& c, const Trajectory& ref) {
   const int p = layout.data_size(), r = layout.data_rank();
   const int64_t b = kGlobal / (p * c.micro);  // dp rank r takes part k·p + r of microbatch k
   PpRun out;
+  if (c.memopt >= 2) {  // the search on the first step's batch (collective), as train runs it
+    std::vector<MicroBatch> first;
+    for (int k = 0; k < c.micro; ++k) first.push_back(on_device(synth_batch(m, 0, (k * p + r) * b, b, c.dt), c.dev));
+    Ctx ctx;
+    ctx.seed = 11;
+    out.search_trials = optimize_memopt(layout, first, ctx).trial_steps;
+  }
   for (int s = 0; s < kSteps; ++s) {
     Ctx ctx;
     ctx.seed = 11;
@@ -256,6 +265,19 @@ TEST(PipelineParallel, MemoptEverySchedulePp2Fp64) {
   c.layout_text = "1|2";
   c.memopt = 1;
   expect_pp_trajectory(c);
+}
+
+// The searches (levels 3 and 4) under pp: every rank runs the same trial steps whatever its
+// stage decides, and the trajectory stays the one-rank one (zero-bubble's B/W split included).
+TEST(PipelineParallel, MemoptSearchesPp2Fp64) {
+  if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
+  for (int level : {3, 4}) {
+    PpCase c = schedule_case(kSchedules[level == 3 ? 1 : 3], 2);  // 1f1b; zero_bubble v2
+    c.memopt = level;
+    PpRun got;
+    expect_pp_trajectory(c, &got);
+    EXPECT_GE(got.search_trials, 3) << "level " << level;
+  }
 }
 
 // --pp-memopt-stage-budget-ratio 0.5 on 2 stages: memopt on the one keeping more activation

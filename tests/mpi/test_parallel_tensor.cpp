@@ -12,6 +12,7 @@
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/parallel/replica_check.h"
 #include "spikemesh/parallel/tp_plan.h"
+#include "spikemesh/train/memopt_search.h"
 #include "test_parallel_util.h"
 
 namespace sm::test {
@@ -60,6 +61,13 @@ TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, con
   auto opt = make_optimizer(oc, layout.optimizer_params());
   const int p = layout.data_size(), r = layout.data_rank();
   const int64_t b = kGlobal / (p * accum);  // rank r takes part k·p + r of micro-batch k
+  if (memopt >= 2) {  // the search on the first step's batch (collective over the tp and dp groups)
+    std::vector<MicroBatch> first;
+    for (int k = 0; k < accum; ++k) first.push_back(on_device(synth_batch(m, 0, (k * p + r) * b, b, dt), dev));
+    Ctx ctx;
+    ctx.seed = 11;
+    optimize_memopt(layout, first, ctx);
+  }
   for (int s = 0; s < steps; ++s) {
     Ctx ctx;
     ctx.seed = 11;
@@ -137,6 +145,9 @@ TEST(TensorParallel, MemoptTpDvsAndSpikformerFp64) {
   const MeshShape tp{1, world_size(), 1};
   expect_tp_trajectory("dvs", tp, "adam", 0.25, 0.0, DType::F64, Device::cpu(), 1e-9, "tp", 1, /*memopt=*/1);
   expect_tp_trajectory("sformer", tp, "adam", 0.0, 0.0, DType::F64, Device::cpu(), 1e-9, "tp", 1, /*memopt=*/1);
+  // the searches: pieces whose rowwise layers all-reduce per piece on every tp rank
+  expect_tp_trajectory("dvs", tp, "adam", 0.0, 0.0, DType::F64, Device::cpu(), 1e-9, "tp", 1, /*memopt=*/3);
+  expect_tp_trajectory("sformer", tp, "adam", 0.0, 0.0, DType::F64, Device::cpu(), 1e-9, "tp", 1, /*memopt=*/4);
 }
 TEST(TensorParallel, MemoptFsdpTpDvsFp64) {
   if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks (dp 2 x tp 2)";

@@ -18,6 +18,7 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/models/model_selection.h"
 #include "spikemesh/parallel/layout.h"
+#include "spikemesh/train/memopt_search.h"
 #include "spikemesh/train/optimizer.h"
 #include "spikemesh/train/train_step.h"
 
@@ -73,12 +74,24 @@ struct Split {
   SplitAxis axis = SplitAxis::Time;
 };
 
-MemRun train(const Case& c, int level, DType dt, int steps, bool split_wgrad = false, int accum = 1, Split split = {}) {
+MemRun train(const Case& c, int level, DType dt, int steps, bool split_wgrad = false, int accum = 1, Split split = {},
+             MemoptSearchResult* searched = nullptr, double budget_mb = 0) {
   auto m = build(c, dt);
   LayoutOptions lo;
   lo.memopt.level = level;
+  lo.memopt.memory_budget_mb = budget_mb;
   lo.split_wgrad = split_wgrad;
   Layout layout(*m, nullptr, lo);
+  if (searched) {  // levels 2-4 / a budget: the search on the first step's batch, as train runs it
+    std::vector<MicroBatch> first;
+    for (int k = 0; k < accum; ++k) {
+      first.push_back(batch_of(*m, k, c.batch, dt));
+      first.back().sample_offset = k * c.batch;
+    }
+    Ctx ctx;
+    ctx.seed = 11;
+    *searched = optimize_memopt(layout, first, ctx);
+  }
   // pieces < 0: the level-0 reference of a pieces run (nothing split, the same comparison)
   if (split.pieces > 1) layout.set_memopt(split_all(layout.stage(), layout.memopt(), split.pieces, split.axis));
   split.pieces = std::abs(split.pieces);
@@ -191,6 +204,52 @@ TEST(Memopt, SamplePiecesEqualLevel0) {
 TEST(Memopt, PiecesWithTheBWSplitAndMicrobatches) {
   expect_same(kSformerCifar, 20, /*split_wgrad=*/true, 1, Split{2, SplitAxis::Time});
   expect_same(kCsnn, 20, false, /*accum=*/2, Split{2, SplitAxis::Batch});
+}
+
+// Levels 2-4: the search runs trial steps on the first batch and puts the model back, so the
+// trajectory is level 0's; what it chose is a real configuration.
+void expect_search_keeps_trajectory(const Case& c, int level, int steps) {
+  const MemRun ref = train(c, 0, DType::F64, steps, false, 1, Split{-1, SplitAxis::Batch});
+  MemoptSearchResult r;
+  const MemRun got = train(c, level, DType::F64, steps, false, 1, Split{-1, SplitAxis::Batch}, &r);
+  const std::string what = c.model + " level " + std::to_string(level);
+  EXPECT_TRUE(r.searched) << what;
+  EXPECT_GE(r.trial_steps, 3) << what << ": warm-up, level 1 and at least one change";
+  EXPECT_GT(r.optimize_ms, 0) << what;
+  EXPECT_FALSE(r.segments.empty()) << what;
+  EXPECT_LE(max_rel(got.losses, ref.losses), 1e-9) << what << ": losses";
+  EXPECT_LE(max_rel(got.params, ref.params), 1e-9) << what << ": parameters";
+  EXPECT_LE(max_rel(got.buffers, ref.buffers), 1e-9) << what << ": batch-norm buffers (the trials put them back)";
+  EXPECT_LE(max_rel(got.firing, ref.firing), 1e-9) << what << ": firing rates";
+  for (const std::string& l : r.log) std::printf("[ info     ] %s: %s\n", what.c_str(), l.c_str());
+}
+TEST(Memopt, Level2SearchKeepsTheTrajectory) { expect_search_keeps_trajectory(kSformerCifar, 2, 20); }
+TEST(Memopt, Level3SearchKeepsTheTrajectory) { expect_search_keeps_trajectory(kCsnn, 3, 20); }
+TEST(Memopt, Level4SearchKeepsTheTrajectory) {
+  expect_search_keeps_trajectory(kSformerCifar, 4, 20);
+  expect_search_keeps_trajectory(Case{"cifar10dvs_vgg", {}, 2, 2, 0.25, 0}, 4, 3);
+}
+
+TEST(Memopt, Level2SplitsThePeakSegmentAndLowersThePeak) {
+  const Case c{"spikformer_cifar", {"E=32", "heads=2", "depth=2", "in_channels=3", "num_classes=10"}, 4, 8, 0.0, 32};
+  MemoptSearchResult r;
+  const MemRun l1 = train(c, 1, DType::F32, 1), l2 = train(c, 2, DType::F32, 1, false, 1, {}, &r);
+  bool split = false;
+  for (const MemoptSegmentReport& g : r.segments) split = split || g.choice.find("n/") != std::string::npos;
+  EXPECT_TRUE(split) << "level 2 split no segment";
+  EXPECT_LT(l2.peak_bytes, l1.peak_bytes);
+  std::printf("[ info     ] level 1 peak %.2f MB, level 2 %.2f MB (search: %d trial steps)\n", l1.peak_bytes / 1048576.0,
+              l2.peak_bytes / 1048576.0, r.trial_steps);
+}
+
+TEST(Memopt, BudgetStopsAtTheFirstConfigurationUnderIt) {
+  MemoptSearchResult r;
+  train(kCsnn, 0, DType::F32, 1, false, 1, {}, &r, /*budget_mb=*/1e6);
+  EXPECT_EQ(r.trial_steps, 2) << "warm-up and level 0, which meets the budget";
+  const std::string e = error_of([&] { train(kCsnn, 1, DType::F32, 1, false, 1, {}, &r, 1e-4); });
+  EXPECT_NE(e.find("--memory-budget-mb 0.0001: no memopt configuration reached it; the smallest peak measured was"),
+            std::string::npos)
+      << e;
 }
 
 TEST(Memopt, CheckpointingLowersThePeak) {

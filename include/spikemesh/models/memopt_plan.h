@@ -1,13 +1,13 @@
 // memopt_plan.h — memopt's flags and what it decided for the units of a stage
 // (docs/architecture.md §4a; docs/semantics.md §5). The mechanism — checkpointed segments of
-// a unit — is layers/memopt_segment.h; the measured choice of levels 4 / --memory-budget-mb is
-// train/memopt_search.h. This file holds the pure parts: options, their validation, the
-// level-1 configuration, applying a configuration to a stage and describing it.
+// a unit, whole or in pieces — is layers/memopt_segment.h; the measured choices of levels 2-4
+// and --memory-budget-mb are train/memopt_search.h. This file holds the pure parts: options,
+// their validation, the level-1 configuration, splitting, applying a configuration to a stage
+// and describing it.
 //
 // Levels: 0 none; 1 every natural segment of every unit checkpointed (inputs as bits with
-// --memopt-compress-x, the default); 4 level 1, then segments un-checkpointed greedily,
-// slowest recompute first, while the predicted peak does not rise (measured on one real step,
-// verified on another). Levels 2 and 3 (spatial and temporal splits) are refused: not built.
+// --memopt-compress-x, the default); 2, 3 level 1 with the peak segment split over samples,
+// then time; 4 level 1, a split of the peak segment, then greedy un-checkpointing.
 // Pipelines: memopt applies to the round(ratio x stages) logical stages with the largest
 // activation memory (--pp-memopt-stage-budget-ratio, default 0.5); the others run level 0.
 // Invariant: a MemoptConfig has one entry per local unit of the stage it was made for, each
