@@ -130,6 +130,7 @@ class Search {
     return t;
   }
   void split_loop(SplitAxis axis, int max_trials);
+  void time_chunk_loop();
   void greedy_uncheckpoint();
 
   Layout& layout_;
@@ -178,6 +179,38 @@ void Search::split_loop(SplitAxis axis, int max_trials) {
       layout_.set_memopt(cfg_);
     }
     best_.world_peak = world_max(layout_, best_.stage_peak);  // every rank: collective
+  }
+}
+
+// Level 3's time pieces: every checkpointed segment that can run in pieces goes over time in
+// chunks of Tc steps (4, then 2, then 1; those shorter than T), kept while the stage's peak
+// drops by more than 1%. A fixed chunk length bounds what one piece holds whatever T is.
+void Search::time_chunk_loop() {
+  const int64_t T = micro_.front().x.dim(0);
+  for (int64_t tc : {4, 2, 1}) {
+    if (tc >= T || met(best_)) continue;
+    MemoptConfig next = cfg_;
+    const int pieces = static_cast<int>((T + tc - 1) / tc);
+    int changed = 0;
+    for (size_t k = 0; k < next.units.size(); ++k)
+      for (MemoptSegment& g : next.units[k])
+        if (g.checkpoint && splittable(stage_.unit(k), g.begin, g.end)) {
+          g.pieces = pieces;
+          g.axis = SplitAxis::Time;
+          ++changed;
+        }
+    if (!any_rank(layout_, changed > 0)) return;
+    const Trial t = trial(next, "every splittable segment in time pieces of " + std::to_string(tc) + " steps (t/" +
+                                    std::to_string(pieces) + ")");
+    const bool better = changed > 0 && t.stage_peak < best_.stage_peak * 0.99;
+    if (better) {
+      cfg_ = next;
+      best_ = t;
+    } else {
+      layout_.set_memopt(cfg_);
+    }
+    best_.world_peak = world_max(layout_, best_.stage_peak);  // every rank: collective
+    if (!any_rank(layout_, better)) return;
   }
 }
 
@@ -251,7 +284,7 @@ MemoptSearchResult Search::run() {
     greedy_uncheckpoint();
   }
   if (o_.level == 2 || o_.level == 3 || (budget_ > 0 && !met(best_))) split_loop(SplitAxis::Batch, 4);
-  if (o_.level == 3 || (budget_ > 0 && !met(best_))) split_loop(SplitAxis::Time, 4);
+  if (o_.level == 3 || (budget_ > 0 && !met(best_))) time_chunk_loop();
   layout_.set_memopt(cfg_);
   r_.peak_mb = best_.world_peak / kMiB;
   r_.segments = report_of(stage_, cfg_, best_);

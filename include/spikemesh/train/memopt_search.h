@@ -6,7 +6,9 @@
 //
 //  level 2  level 1, then the segment where the peak happens is split into pieces over its
 //           samples, doubling the pieces while the measured peak drops (a few trial steps);
-//  level 3  level 2, then the same along time;
+//  level 3  level 2, then every segment that can run in pieces goes over time in chunks of
+//           4, 2, then 1 steps while the peak drops (a fixed chunk length: what a piece holds
+//           does not grow with T);
 //  level 4  level 1, the peak segment split over samples (two trials at most); then segments
 //           that are not split are un-checkpointed greedily, slowest recompute first, while the
 //           peak PREDICTED from the last measurement (a segment kept whole adds saved - kept
