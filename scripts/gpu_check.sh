@@ -20,7 +20,8 @@
 #      more GPUs than the machine has are named *MultiGpu* and left out). --no-gpu runs the CPU
 #      unit tests instead.
 #   2. spikemesh's benchmarks — fused LIF kernel vs device copy; cifar10dvs_vgg T10 b2/b32 and
-#      spikformer_ti 224 b4 T8, fp32 and bf16 (CUDA graphs auto), and vgg b2 fp32 without graphs.
+#      spikformer_ti 224 b4 T8, fp32 and bf16 (CUDA graphs auto), vgg b2 fp32 without graphs, and
+#      spikformer_ti bf16 at --memopt-level 1 and 4 (the CUDA allocator's peaks).
 #   3. the peers on the same GPU — SpikingJelly 2.0 eager (wheels from .device/wheels), then the
 #      PyTorch twin and SpikingJelly under torch.compile — while the budget lasts.
 # Deadline: no step starts after GPU_CHECK_BUDGET_S (default 480 s; 1500 with --no-gpu) and no
@@ -262,6 +263,12 @@ if [ "$MODE" = gpu ]; then
   # the launch-overhead cut measured: the same small-batch step without CUDA graphs
   step must "spikemesh cifar10dvs_vgg b2 fp32 --cuda-graphs off" 90 "$BLOG" "$SM" bench "${VGG[@]}" --batch-size 2 \
     --device cuda --precision fp32 --cuda-graphs off --result-log "$JSONL"
+  # memopt on the device: levels 1 and 4 of spikformer_ti bf16 (level 0 is the bf16 run above),
+  # the CUDA allocator's peaks in the records
+  for lvl in 1 4; do
+    step must "spikemesh spikformer_ti 224 b4 bf16 --memopt-level $lvl" 120 "$BLOG" "$SM" bench "${SPK[@]}" \
+      --device cuda --precision bf16 --memopt-level "$lvl" --result-log "$JSONL"
+  done
   grep -h "ssa forward" "$TESTS" 2>/dev/null | sed 's/^/note  /' | tee -a "$SUM"
   grep -hi "GB/s" "$BLOG" 2>/dev/null | head -4 | sed 's/^/note  /' | tee -a "$SUM"
 else

@@ -14,6 +14,7 @@
 #include "error_of.h"
 #include "gradient_check.h"
 #include "spikemesh/core/allocator.h"
+#include "spikemesh/core/device.h"
 #include "spikemesh/models/memopt_plan.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/models/model_selection.h"
@@ -32,6 +33,7 @@ struct Case {
   int64_t batch = 4;
   double dropout = -1.0;  // < 0: the spec's
   int image_size = 0;     // spikformer_*: --image-size
+  Device dev = Device::cpu();
 };
 
 std::unique_ptr<Model> build(const Case& c, DType dt) {
@@ -42,7 +44,7 @@ std::unique_ptr<Model> build(const Case& c, DType dt) {
   sel.T = c.T;
   sel.dropout = c.dropout;
   auto m = sel.build();
-  m->finalize(dt, Device::cpu(), 7);
+  m->finalize(dt, c.dev, 7);
   return m;
 }
 
@@ -53,6 +55,10 @@ MicroBatch batch_of(Model& m, int64_t step, int64_t n, DType dt) {
   b.x = test::random_tensor(xs, dt, 1000 + static_cast<uint64_t>(step), -0.5, 2.0);  // [T, n, ...]
   b.y = Tensor::empty({n}, DType::I64);
   for (int64_t i = 0; i < n; ++i) b.y.data<int64_t>()[i] = (step * 7 + i * 3) % m.info.num_classes;
+  if (m.device().is_cuda()) {
+    b.x = b.x.to(m.device());
+    b.y = b.y.to(m.device());
+  }
   return b;
 }
 
@@ -100,7 +106,7 @@ MemRun train(const Case& c, int level, DType dt, int steps, bool split_wgrad = f
   MemRun r;
   for (const auto& u : layout.memopt().units)
     for (const MemoptSegment& s : u) r.checkpointed_segments += s.checkpoint ? 1 : 0;
-  allocator_for(Device::cpu()).reset_peak();
+  allocator_for(c.dev).reset_peak();
   for (int s = 0; s < steps; ++s) {
     Ctx ctx;
     ctx.seed = 11;
@@ -112,7 +118,7 @@ MemRun train(const Case& c, int level, DType dt, int steps, bool split_wgrad = f
     }
     r.losses.push_back(train_step(layout, *opt, micro, ctx, StepOptions{}).loss);
   }
-  r.peak_bytes = allocator_for(Device::cpu()).peak_bytes();
+  r.peak_bytes = allocator_for(c.dev).peak_bytes();
   // A conv bias right before a batch norm has an exactly zero gradient: what it gets is
   // rounding noise, which Adam turns into full steps of random sign, so any change of
   // summation order (pieces) moves it, and the running mean after it, anywhere. Such biases
@@ -129,10 +135,10 @@ MemRun train(const Case& c, int level, DType dt, int steps, bool split_wgrad = f
       }
   for (Param* p : m->params())
     if (!noise.count(p))
-      for (double v : values_of(p->value)) r.params.push_back(v);
+      for (double v : values_of(p->value.to(Device::cpu()))) r.params.push_back(v);
   for (Buffer* b : m->buffers())
     if (!noise.count(b))
-      for (double v : values_of(b->value)) r.buffers.push_back(v);
+      for (double v : values_of(b->value.to(Device::cpu()))) r.buffers.push_back(v);
   for (const LayerStat& st : m->stats()) r.firing.push_back(st.value);
   return r;
 }
@@ -259,6 +265,25 @@ TEST(Memopt, CheckpointingLowersThePeak) {
   EXPECT_LT(l1.peak_bytes, l0.peak_bytes) << "level 1 peak " << l1.peak_bytes << " vs level 0 " << l0.peak_bytes;
   std::printf("[ info     ] spikformer_cifar E32 b8 T4 f32 peak: level 0 %.2f MB, level 1 %.2f MB\n",
               l0.peak_bytes / 1048576.0, l1.peak_bytes / 1048576.0);
+}
+
+// The device path (CUDA builds with a GPU): level 1 repeats the forward exactly; pieces over
+// time and samples use the CUDA batch-norm sums and the CUDA kernel's membrane-gradient carry
+// (f32: the pieces' other summation order can flip a spike near threshold, so 5 steps, 1e-4).
+TEST(MemoptGpu, LevelsAndPiecesOnTheDevice) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU";
+  Case c = kCsnn;
+  c.dev = Device::cuda(0);
+  const MemRun ref = train(c, 0, DType::F32, 5, false, 1, Split{-1, SplitAxis::Time});
+  const MemRun l1 = train(c, 1, DType::F32, 5, false, 1, Split{-1, SplitAxis::Time});
+  EXPECT_EQ(l1.losses, ref.losses) << "level 1 on the device";
+  EXPECT_EQ(l1.params, ref.params) << "level 1 on the device";
+  for (Split sp : {Split{2, SplitAxis::Time}, Split{2, SplitAxis::Batch}}) {
+    const MemRun got = train(c, 1, DType::F32, 5, false, 1, sp);
+    EXPECT_LE(max_rel(got.losses, ref.losses), 1e-4) << (sp.axis == SplitAxis::Time ? "time" : "samples");
+    EXPECT_LE(max_rel(got.params, ref.params), 1e-4) << (sp.axis == SplitAxis::Time ? "time" : "samples");
+    EXPECT_LE(max_rel(got.buffers, ref.buffers), 1e-4) << (sp.axis == SplitAxis::Time ? "time" : "samples");
+  }
 }
 
 TEST(Memopt, NaturalSegmentsEndAtSpikesAndBlocks) {
