@@ -21,6 +21,7 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/tp_plan.h"
 #include "spikemesh/train/flag_ranges.h"
+#include "auto_choice.h"
 #include "plan_pipeline.h"
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/train/memopt_search.h"
@@ -59,6 +60,7 @@ struct PlanOptions {
   PpPlanFlags pp;
   MemoptOptions memopt;  // --memopt-level and its flags: measured on one process
   std::string config;  // --config: a training config file as defaults
+  AutoPlanFlags autoplan;  // --prefer and the planner's flags
 };
 
 // The plan's flags from a training config file (app/config_defaults.h): only the keys the
@@ -180,6 +182,7 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--pp-memopt-stage-budget-ratio", o->memopt.pp_stage_budget_ratio,
                   "pp: memopt on round(ratio x stages) logical stages (those keeping the most activation memory)")
       ->check(range_validator("pp-memopt-stage-budget-ratio", false));
+  add_auto_plan_flags(*cmd, o->autoplan, true);
   cmd->add_option("--config", o->config,
                   "a training config file (TOML, as for `spikemesh train --config`): its model, mesh, batch and "
                   "pp keys are the defaults here; flags override single keys (--var NAME=INT one variable)");
@@ -192,6 +195,11 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
   cmd->callback([o, cmd, &env]() {
     apply_config(*cmd, *o);  // the same file on every rank: the same outcome (mesh creation compares)
     const bool have_model = !o->sel.model.empty() || !o->sel.spec.empty();
+    if (!o->autoplan.prefer.empty()) {  // the cost model's ranking of every layout of these ranks
+      if (!have_model) SM_INPUT_ERROR("--prefer needs --model or --model-spec (the model whose layouts are ranked)");
+      (void)run_auto_plan(env, o->sel, o->autoplan, o->batch_size, o->keep_first, o->keep_classifier, false);
+      return;
+    }
     if (env.size == 1 && have_model) {  // a preview: the shape alone, no ranks needed
       const MeshShape shape = resolve_mesh_shape(o->mesh, preview_world(o->mesh));
       std::printf("mesh %s (preview on one process; run under mpirun with %d ranks to see the groups)\n",

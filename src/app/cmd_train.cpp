@@ -13,6 +13,7 @@
 #include "spikemesh/train/train_config.h"
 #include "spikemesh/train/train_plan.h"
 #include "spikemesh/train/trainer.h"
+#include "auto_choice.h"
 
 namespace sm {
 
@@ -42,6 +43,7 @@ void add_train_command(CLI::App& app, const AppEnv& env) {
   tc->resolver.add_options(*cmd);
   cmd->callback([tc, &env]() {
     resolve_agreed(env, tc->resolver, [&] { tc->resolver.resolve(); });  // collective over the world
+    apply_auto_layout(tc->cfg, tc->resolver.given_keys(), env);            // auto / --prefer: collective too
     const TrainConfig& c = tc->cfg;
     LayoutPlan plan;  // the layout plan, resolved once before any communicator
     std::unique_ptr<Mesh> mesh = make_run_mesh(c, env, plan);  // collective over the world

@@ -20,6 +20,7 @@ void register_all_commands(CLI::App& app, const AppEnv& env) {
   add_bench_command(app, env);
   add_plan_command(app, env);
   add_commtest_command(app, env);
+  add_calibrate_command(app, env);
 }
 
 std::string version_string() {

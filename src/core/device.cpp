@@ -59,6 +59,7 @@ Device select_device(DeviceRequest req, int local_rank) {
 #ifndef SPIKEMESH_HAVE_CUDA
 int cuda_device_count() { return 0; }
 bool built_with_cuda() { return false; }
+size_t device_memory_bytes(const Device&) { return 0; }
 std::string cuda_unavailable_reason() { return "this build has no CUDA support"; }
 Stream compute_stream(const Device& d) {
   SM_CHECK(d.is_cpu(), "no stream for " << d.str() << ": this build has no CUDA support");

@@ -20,6 +20,19 @@ int cuda_device_count() {
 
 bool built_with_cuda() { return true; }
 
+size_t device_memory_bytes(const Device& d) {
+  if (!d.is_cuda()) return 0;
+  int before = 0;
+  if (cudaGetDevice(&before) != cudaSuccess || cudaSetDevice(d.ordinal) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) cudaGetLastError(), total_b = 0;
+  cudaSetDevice(before);
+  return total_b;
+}
+
 std::string cuda_unavailable_reason() {
   int n = 0;
   cudaError_t rc = cudaGetDeviceCount(&n);

@@ -14,7 +14,8 @@ namespace sm {
 
 DistMode dist_mode_from_name(const std::string& m) {
   if (m == "auto")
-    SM_INPUT_ERROR("--distributed-mode auto is not implemented yet (available: none, dp, fsdp, tp, fsdp_tp, pp)");
+    SM_INPUT_ERROR("--distributed-mode auto is chosen by `train` and `bench` before a layout is planned (here it "
+                   "needs one of none, dp, fsdp, tp, fsdp_tp, pp)");
   static const std::pair<const char*, DistMode> names[] = {{"none", DistMode::None}, {"dp", DistMode::Dp},
                                                            {"fsdp", DistMode::Fsdp}, {"tp", DistMode::Tp},
                                                            {"fsdp_tp", DistMode::FsdpTp}, {"pp", DistMode::Pp}};
@@ -36,7 +37,8 @@ const char* dist_mode_name(DistMode m) {
 }
 
 void validate_parallel_flags(const LayoutOptions& o) {
-  const DistMode m = dist_mode_from_name(o.mode);
+  const bool automatic = o.mode == "auto";  // the planner (train/auto_layout.h) replaces it: modes unchecked here
+  const DistMode m = automatic ? DistMode::Dp : dist_mode_from_name(o.mode);
   const std::string& z = o.strategy.sharding;
   if (z != "none" && z != "zero" && z != "zero2")
     SM_INPUT_ERROR("--optimizer-sharding must be none, zero or zero2, got '" << z << "'");

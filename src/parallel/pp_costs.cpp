@@ -46,7 +46,7 @@ UnitDryRun dry_run_units(Model& model, int64_t samples, Ctx ctx, bool timed, DTy
   for (size_t u = 0; u < model.units.size(); ++u) {
     Unit& unit = *model.units[u];
     Tensor y, dy;  // dy: made once, outside the timed region
-    double best = 1e300, saved = 0;
+    double best = 1e300, saved = 0, best_f = 0, best_b = 0, work = 0;
     Allocator& mem = allocator_for(dev);
     for (int rep = 0; rep < (timed ? 3 : 1); ++rep) {
       y = Tensor();
@@ -58,17 +58,25 @@ UnitDryRun dry_run_units(Model& model, int64_t samples, Ctx ctx, bool timed, DTy
       saved = (static_cast<double>(mem.current_bytes()) - static_cast<double>(before) - static_cast<double>(y.nbytes())) /
               1048576.0;
       synchronize(dev);
-      double ms = t.ms();
+      const double fwd = t.ms();
       // The backward also when untimed: it releases what the forward saved in slot 0 (units
       // of other stages never run here again and would keep it).
       if (!dy.defined()) dy = synthetic(y.shape(), dt, dev, 1017 + u);  // [T, samples, ...unit output]
+      const size_t peak_before = mem.peak_bytes(), live = mem.current_bytes();
+      mem.reset_peak();
       Timer tb;
       unit.backward_input(dy, ctx);
       synchronize(dev);
-      ms += tb.ms();
-      if (rep > 0 || !timed) best = std::min(best, ms);
+      const double bwd = tb.ms();
+      const double rep_work = (static_cast<double>(mem.peak_bytes()) - static_cast<double>(live)) / 1048576.0;
+      mem.raise_peak(peak_before);
+      if ((rep > 0 || !timed) && fwd + bwd < best) best = fwd + bwd, best_f = fwd, best_b = bwd, work = rep_work;
     }
-    if (timed) out.ms.push_back(best), out.saved_mb.push_back(std::max(0.0, saved));
+    if (timed) {
+      out.ms.push_back(best), out.saved_mb.push_back(std::max(0.0, saved));
+      out.forward_ms.push_back(best_f), out.backward_ms.push_back(best_b), out.work_mb.push_back(std::max(0.0, work));
+      out.out_binary.push_back(y.is_binary());
+    }
     out.out_shape.push_back(Shape(y.shape().begin() + 2, y.shape().end()));
     x = y;
   }

@@ -13,6 +13,7 @@
 #include "spikemesh/core/text_file.h"
 #include "spikemesh/core/toml_guard.h"
 #include "spikemesh/parallel/layout.h"
+#include "spikemesh/train/auto_layout.h"
 #include "spikemesh/train/flag_ranges.h"
 #include "spikemesh/train/graph_step_cuda.h"
 
@@ -100,7 +101,14 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
   add("distributed-mode", K::Str, &c.distributed_mode,
       "none (one rank) | dp (data parallel, see --optimizer-sharding; with tp > 1 in --mesh-shape: dp x tp) | "
       "fsdp (fully sharded) | tp (tensor parallel, dp x tp by --mesh-shape) | fsdp_tp (FSDP over dp of the tp shards) | "
-      "pp (pipeline parallel: dp x tp x pp by --mesh-shape; also implied by dp/tp with pp > 1)");
+      "pp (pipeline parallel: dp x tp x pp by --mesh-shape; also implied by dp/tp with pp > 1) | auto (the cost "
+      "model's pick by --prefer: every layout predicted from a cached calibration, the best chosen and explained)");
+  add("prefer", K::Str, &c.prefer,
+      "speed | memory | capacity: what --distributed-mode auto optimises (default speed); with an explicit mode it "
+      "fills only the layout flags not given (--mesh-shape, --optimizer-sharding, --pp-*, --memopt-level)");
+  add("calibration", K::Str, &c.calibration,
+      "auto: the calibration file (JSON; default $SPIKEMESH_CALIBRATION or ~/.cache/spikemesh/calibration.json), "
+      "measured on first use and whenever the machine or the job's shape changes");
   add("mesh-shape", K::IntList, &c.mesh_shape, "process mesh DP [TP [PP]] (default: dp = number of ranks)");
   add("tp-mesh-dim", K::Int, &c.tp_mesh_dim, "which --mesh-shape dimension is tp (SpikingJelly style; -1: DP TP PP order)");
   add("dp-mesh-dim", K::Int, &c.dp_mesh_dim, "which --mesh-shape dimension is dp (-1: DP TP PP order)");
@@ -260,6 +268,13 @@ void TrainConfigResolver::resolve() {
   validate_train_config(cfg_);
 }
 
+std::set<std::string> TrainConfigResolver::given_keys() const {
+  std::set<std::string> keys = file_keys_;
+  for (const auto& f : fields_)
+    if (f->opt && f->opt->count() > 0) keys.insert(f->key);
+  return keys;
+}
+
 void TrainConfigResolver::apply_given_flags() {
   for (auto& f : fields_) {
     if (!f->opt || f->opt->count() == 0) continue;
@@ -353,6 +368,13 @@ void validate_train_config(const TrainConfig& c) {
   // Parallelism.
   if (c.pp_timeline_steps < 0) SM_INPUT_ERROR("--pp-timeline-steps must be >= 0, got " << c.pp_timeline_steps);
   validate_parallel_flags(layout_options(c));
+  if (!c.prefer.empty()) (void)preference_from_name(c.prefer);
+  if (!c.prefer.empty() && c.distributed_mode == "none")
+    SM_INPUT_ERROR("--prefer " << c.prefer << " with --distributed-mode none: one rank has nothing to choose; use "
+                   "--distributed-mode auto under mpirun, or drop --prefer");
+  if (c.distributed_mode == "auto" && c.grad_accum > 1)
+    SM_INPUT_ERROR("--distributed-mode auto with --grad-accum " << c.grad_accum
+                   << ": the planner chooses per step; give --global-batch-size instead");
   if (c.mesh_shape.size() > 3) SM_INPUT_ERROR("--mesh-shape takes at most 3 dimensions (DP TP PP)");
   for (int64_t d : c.mesh_shape)
     if (d < 1) SM_INPUT_ERROR("--mesh-shape dimensions must be >= 1, got " << d);

@@ -52,6 +52,8 @@ void add_bench_command(CLI::App& app, const AppEnv& env);
 void add_plan_command(CLI::App& app, const AppEnv& env);
 // `spikemesh commtest`: self-checking bandwidth test of every collective (nccl-tests style).
 void add_commtest_command(CLI::App& app, const AppEnv& env);
+// `spikemesh calibrate` (cmd_calibrate.cpp): the cost model's measurements of this machine.
+void add_calibrate_command(CLI::App& app, const AppEnv& env);
 // Adds --mesh-shape, --tp-mesh-dim, --dp-mesh-dim, --comm and --comm-timeout, filling
 // `flags` (which must outlive parsing); Mesh::create(env.world, flags) applies them.
 void add_mesh_flags(CLI::App& cmd, MeshFlags& flags);

@@ -7,6 +7,7 @@
 // the host is reused by later work of the same stream, which runs after every earlier use.
 // `Stream` is an opaque handle so that this header needs no CUDA header.
 #pragma once
+#include <cstddef>
 #include <string>
 
 namespace sm {
@@ -47,6 +48,9 @@ Stream compute_stream(const Device& d);
 void synchronize(const Stream& s);
 // Blocks until the compute stream of `d` is idle (no-op for the CPU).
 void synchronize(const Device& d);
+
+// The memory of a GPU in bytes (cudaMemGetInfo's total); 0 for the CPU or when unknown.
+size_t device_memory_bytes(const Device& d);
 
 // Makes `d` the calling thread's current CUDA device (no-op for the CPU). Every thread that
 // allocates pinned memory or touches a GPU must call it first (e.g. a prefetch thread), or

@@ -23,6 +23,11 @@ struct UnitDryRun {
   std::vector<double> ms;        // per unit: forward + full backward of one microbatch (timed runs)
   std::vector<Shape> out_shape;  // per unit: its local per-sample output shape
   std::vector<double> saved_mb;  // per unit: bytes its forward keeps for backward (timed runs), MiB
+  // Timed runs, per unit, of the repetition ms comes from: the forward and backward parts of ms;
+  // the allocator's peak during the backward above what was live when it began (its input,
+  // saved bytes, output and output gradient), MiB; whether the output is flagged binary (spikes).
+  std::vector<double> forward_ms, backward_ms, work_mb;
+  std::vector<bool> out_binary;
 };
 
 // timed: costs and shapes; otherwise one forward + backward of one sample (shapes only, ms empty).

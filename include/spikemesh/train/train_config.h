@@ -62,7 +62,9 @@ struct TrainConfig {
   int64_t log_every = 50;
   int64_t eval_batch_size = 0;    // 0: batch-size
   // parallelism (the data-parallel family; docs: README "Multi-rank training")
-  std::string distributed_mode = "none";  // none | dp | fsdp | tp | fsdp_tp | pp (auto: not yet)
+  std::string distributed_mode = "none";  // none | dp | fsdp | tp | fsdp_tp | pp | auto (train/auto_layout.h)
+  std::string prefer;                     // auto: speed (default) | memory | capacity; "" with an explicit mode
+  std::string calibration;                // auto: the calibration file ("": the default path)
   std::vector<int64_t> mesh_shape;        // DP TP PP (empty: dp = world size)
   int64_t tp_mesh_dim = -1;
   int64_t dp_mesh_dim = -1;
@@ -120,6 +122,8 @@ class TrainConfigResolver {
   const std::string& config_file() const { return config_file_; }
   // The keys a TOML file set (apply_toml_file), e.g. for `plan --config` to fill only those.
   const std::set<std::string>& file_keys() const { return file_keys_; }
+  // The keys the file set or a flag gave (after parsing): what --prefer must not change.
+  std::set<std::string> given_keys() const;
 
  private:
   struct Field;
