@@ -79,7 +79,9 @@ LinkCost fit(const std::vector<double>& mb, const std::vector<double>& ms) {
 
 // One collective of `bytes` payload on `g`, timed over `iters` calls after one warm-up, the
 // maximum over the world (collective over `world`).
-double time_collective(Comm* world, Comm& g, CollectiveKind k, int64_t bytes, Device dev, int iters) {
+// `scratch` receives the allocator's peak during the calls above what was live, per payload byte
+// (the maximum over the world).
+double time_collective(Comm* world, Comm& g, CollectiveKind k, int64_t bytes, Device dev, int iters, double& scratch) {
   const int p = g.size();
   const int64_t n = std::max<int64_t>(p, bytes / 4 / p * p);
   Tensor big = Tensor::zeros({n}, DType::F32, dev), small = Tensor::zeros({n / p}, DType::F32, dev);
@@ -97,8 +99,13 @@ double time_collective(Comm* world, Comm& g, CollectiveKind k, int64_t bytes, De
       }
     }
   };
+  Allocator& mem = allocator_for(dev);
+  const size_t live = mem.current_bytes(), peak_before = mem.peak_bytes();
+  mem.reset_peak();
   once();
   synchronize(dev);
+  scratch = max_over(world, static_cast<double>(mem.peak_bytes() - live) / static_cast<double>(big.nbytes()));
+  mem.raise_peak(peak_before);
   if (world) world->barrier();
   Timer t;
   for (int i = 0; i < iters; ++i) once();
@@ -108,7 +115,9 @@ double time_collective(Comm* world, Comm& g, CollectiveKind k, int64_t bytes, De
   return max_over(world, ms);
 }
 
-json link_json(const LinkCost& l) { return json{{"alpha_ms", l.alpha_ms}, {"ms_per_mb", l.ms_per_mb}}; }
+json link_json(const LinkCost& l) {
+  return json{{"alpha_ms", l.alpha_ms}, {"ms_per_mb", l.ms_per_mb}, {"scratch_per_mb", l.scratch_per_mb}};
+}
 
 json sample_json(const UnitSample& s) {
   return json{s.forward_ms, s.backward_ms, s.saved_mb, s.work_mb};
@@ -191,11 +200,13 @@ MachineCosts measure_machine(Comm* world, Device dev) {
       Comm g(sub, "calibrate-" + std::to_string(p));
       for (int k = 0; k < kCollectiveKinds; ++k) {
         std::vector<double> mb, ms;
+        double scratch = 0;
         for (int64_t b : payloads) {
           mb.push_back(static_cast<double>(b) / kMiB);
-          ms.push_back(time_collective(world, g, static_cast<CollectiveKind>(k), b, dev, 5));
+          ms.push_back(time_collective(world, g, static_cast<CollectiveKind>(k), b, dev, 5, scratch));
         }
         m.links[{k, p}] = fit(mb, ms);
+        m.links[{k, p}].scratch_per_mb = scratch;  // at the largest payload
       }
     }
     MPI_Comm_free(&sub);
@@ -210,7 +221,16 @@ MachineCosts measure_machine(Comm* world, Device dev) {
     OptimizerConfig cfg;
     cfg.name = "adam";
     auto opt = make_optimizer(cfg, {&p});
+    Allocator& mem = allocator_for(Device::cpu());
+    const size_t live = mem.current_bytes(), peak_before = mem.peak_bytes();
+    mem.reset_peak();
+    opt->step();  // its state is allocated here: measured from the second step
+    const size_t with_state = mem.current_bytes();
+    mem.reset_peak();
     opt->step();
+    m.optimizer_scratch = max_over(world, static_cast<double>(mem.peak_bytes() - with_state) / static_cast<double>(p.value.nbytes()));
+    mem.raise_peak(peak_before);
+    (void)live;
     Timer t;
     for (int i = 0; i < 4; ++i) opt->step();
     m.optimizer_ns_per_element = max_over(world, t.ms() / 4 * 1e6 / static_cast<double>(n));
@@ -338,8 +358,10 @@ CalibrationCache parse_calibration(const std::string& text, const std::string& p
                                          << " (remove it, or run `spikemesh calibrate` to write a new one)");
     c.fingerprint = j.value("fingerprint", "");
     const json& m = j.at("machine");
-    for (const json& l : m.at("links")) c.machine.links[{l.at("kind"), l.at("p")}] = LinkCost{l.at("alpha_ms"), l.at("ms_per_mb")};
+    for (const json& l : m.at("links"))
+      c.machine.links[{l.at("kind"), l.at("p")}] = LinkCost{l.at("alpha_ms"), l.at("ms_per_mb"), l.at("scratch_per_mb")};
     c.machine.optimizer_ns_per_element = m.at("optimizer_ns_per_element");
+    c.machine.optimizer_scratch = m.at("optimizer_scratch");
     c.machine.capacity_mb = m.at("capacity_mb");
     for (const auto& [key, p] : j.at("models").items()) c.models[key] = profile_of(p);
   } catch (const json::exception& e) {
@@ -366,6 +388,7 @@ void write_calibration(const std::string& path, const CalibrationCache& c) {
                {"machine",
                 {{"links", links},
                  {"optimizer_ns_per_element", c.machine.optimizer_ns_per_element},
+                 {"optimizer_scratch", c.machine.optimizer_scratch},
                  {"capacity_mb", c.machine.capacity_mb}}},
                {"models", models}};
   const std::filesystem::path p(path);

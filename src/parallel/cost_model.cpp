@@ -3,6 +3,8 @@
 #include "spikemesh/parallel/cost_model.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <numeric>
 #include <sstream>
@@ -26,19 +28,33 @@ std::vector<int> divisors(int n) {
 }
 
 // Parameters, gradients and optimizer state of one rank holding units with `unit_mb`
-// parameter MiB each, over a dp group of `dp` (strategy.h, zero.h, fsdp.h).
-double state_mb(const std::vector<double>& unit_mb, GradientReduction r, int dp, int states) {
+// parameter MiB each, over a dp group of `dp` (strategy.h, zero.h, fsdp.h); `in_flight`
+// receives what the reductions hold until the end of backward (packed buckets, full gradients,
+// the collectives' scratch).
+double state_mb(const std::vector<double>& unit_mb, GradientReduction r, int dp, int states, const MachineCosts& m,
+                double& in_flight) {
   const double P = std::accumulate(unit_mb.begin(), unit_mb.end(), 0.0);
   std::vector<double> sorted = unit_mb;
   std::sort(sorted.rbegin(), sorted.rend());
   const double max1 = sorted.empty() ? 0 : sorted[0], max2 = sorted.size() > 1 ? sorted[1] : 0;
   const double k = states;
-  if (dp <= 1) r = GradientReduction::AllReduce;
+  const double s_ar = m.link(CollectiveKind::AllReduce, dp).scratch_per_mb;
+  const double s_rs = m.link(CollectiveKind::ReduceScatter, dp).scratch_per_mb;
+  in_flight = 0;
+  if (dp <= 1) return (2 + k) * P;
   switch (r) {
-    case GradientReduction::AllReduce: return (2 + k) * P;            // values, grads, state
-    case GradientReduction::Zero1: return 2 * P + (2 + k) * P / dp;   // + master and grad chunks
-    case GradientReduction::Zero2: return P + (3 + k) * P / dp + max1;  // + a unit's full grad
-    case GradientReduction::Fsdp: return (2 + k) * P / dp + max1 + max2 + max1;  // gathered pair, full grad
+    case GradientReduction::AllReduce:  // values, grads, state; buckets packed and reduced
+      in_flight = P + s_ar * P;
+      return (2 + k) * P;
+    case GradientReduction::Zero1:  // + master and grad chunks
+      in_flight = s_rs * P;
+      return 2 * P + (2 + k) * P / dp;
+    case GradientReduction::Zero2:  // full grads alive until their reduce-scatters end
+      in_flight = P + s_rs * P;
+      return P + (3 + k) * P / dp;
+    case GradientReduction::Fsdp:  // chunks, the gathered pair, full grads until reduced
+      in_flight = P + s_rs * P;
+      return (2 + k) * P / dp + max1 + max2;
   }
   return 0;
 }
@@ -303,15 +319,23 @@ LayoutPrediction predict_layout(const LayoutCandidate& c, const ModelProfile& pr
       out.dp_comm_ms = comm;
       out.optimizer_ms = opt_ms;
     }
-    const double st = state_mb(unit_mb, c.reduction, dp, profile.optimizer_states);
+    double in_flight = 0;
+    const double st = state_mb(unit_mb, c.reduction, dp, profile.optimizer_states, machine, in_flight);
     const double act = activations(rank_units[r], n, live[r]);
-    if (st + act > worst_peak) {
-      worst_peak = st + act;
+    const double opt_scratch = machine.optimizer_scratch * param_mb / (sharded ? dp : 1);
+    const double peak = std::max(st + in_flight + act, st + opt_scratch);
+    if (std::getenv("SPIKEMESH_COST_DEBUG"))
+      std::fprintf(stderr, "cost %s rank %d: state %.1f in flight %.1f act %.1f opt scratch %.1f live %.2f comm %.1f opt %.1f busy %.1f\n",
+                   c.label().c_str(), r, st, in_flight, act, opt_scratch, live[r], comm, opt_ms, busy[r]);
+    if (peak > worst_peak) {
+      worst_peak = peak;
       out.state_mb = st;
-      out.activation_mb = act;
+      out.activation_mb = peak - st;
       // growth per replica sample: activations at twice the batch, minus these, over the batch
       out.activation_mb_per_sample =
-          replica_batch > 0 ? (activations(rank_units[r], 2 * n, live[r]) - act) / static_cast<double>(replica_batch) : 0;
+          replica_batch > 0 && st + in_flight + act >= st + opt_scratch
+              ? (activations(rank_units[r], 2 * n, live[r]) - act) / static_cast<double>(replica_batch)
+              : 0;
     }
   }
   out.compute_ms = busy[busiest];

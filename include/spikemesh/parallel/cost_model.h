@@ -24,10 +24,14 @@
 //              microbatch — counted as exposed (on a CPU, MPI progresses a non-blocking
 //              collective only when it is tested)
 //   optimizer  the elements this rank steps x the calibrated time per element
-// Peak memory per rank (the allocator's peak): parameters, gradients and optimizer state as the
-// strategy holds them (strategy.h, zero.h, fsdp.h), plus activations: at the backward of unit u,
-// the saved bytes of every unit up to u (times the microbatches alive at once under pp, the
-// simulator's peak), u's output and its gradient, and u's measured backward transient.
+// Peak memory per rank (the allocator's peak), the larger of two phases:
+//   backward   parameters, gradients and optimizer state as the strategy holds them (strategy.h,
+//              zero.h, fsdp.h) with its reductions in flight until the end of backward (dp: the
+//              packed buckets; ZeRO-2/FSDP: every unit's full gradient; each with the collective's
+//              measured scratch), plus activations: at the backward of unit u, the saved bytes of
+//              every unit up to u (times the microbatches alive at once under pp, the simulator's
+//              peak), u's output and its gradient, and u's measured backward transient;
+//   optimizer  the state plus the optimizer's measured scratch for the elements it steps.
 // Invariant: predictions are a function of the inputs alone, so every rank ranks alike.
 #pragma once
 #include <cstdint>
@@ -46,6 +50,7 @@ struct LayoutOptions;
 // t = alpha + beta·MiB (ms); 0 for an empty payload.
 struct LinkCost {
   double alpha_ms = 0, ms_per_mb = 0;
+  double scratch_per_mb = 0;  // the allocator's bytes an operation holds while in flight, per payload byte
   double ms(double mb) const { return mb > 0 ? alpha_ms + ms_per_mb * mb : 0.0; }
 };
 
@@ -58,6 +63,7 @@ constexpr int kCollectiveKinds = 4;
 struct MachineCosts {
   std::map<std::pair<int, int>, LinkCost> links;  // (CollectiveKind, group size) -> cost
   double optimizer_ns_per_element = 0;            // one optimizer step, per parameter element
+  double optimizer_scratch = 0;                   // the allocator's bytes a step holds, per parameter byte
   double capacity_mb = 0;                         // memory one rank may use (0: unbounded)
   // The cost for group size p (1: free): measured, else the nearest measured size of that kind.
   LinkCost link(CollectiveKind k, int p) const;
