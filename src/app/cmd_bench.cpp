@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <set>
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -39,6 +40,7 @@
 #include "spikemesh/train/flag_ranges.h"
 #include "spikemesh/train/graph_step_cuda.h"
 #include "spikemesh/train/memopt_search.h"
+#include "auto_choice.h"
 #include "synthetic_batch.h"
 #include "spikemesh/train/train_step.h"
 #ifdef SPIKEMESH_HAVE_CUDA
@@ -66,7 +68,65 @@ struct BenchOptions {
   int64_t pp_virtual_stages = 1, pp_microbatches = 0;
   bool pp_delay_wgrad = false;
   MemoptOptions memopt;  // --memopt-level and its flags
+  // --distributed-mode auto / --prefer (app/auto_choice.h)
+  std::string calibration;
+  std::set<std::string> given;  // the layout flags given on the command line
+  nlohmann::json recommendation;  // the planner's pick and reason (null: none planned)
 };
+
+// --distributed-mode auto, or an explicit mode with --prefer given: the planner's pick fills the
+// layout flags not given; weak scaling: the global batch is --batch-size x ranks, each dp
+// replica then runs global / dp. Collective over the world.
+void choose_bench_layout(BenchOptions& o, const AppEnv& env) {
+  const bool automatic = o.mode == "auto";
+  if (!automatic && !o.given.count("prefer")) return;
+  if (!automatic && o.mode == "none")
+    SM_INPUT_ERROR("--prefer " << o.prefer << " with --distributed-mode none: one rank has nothing to choose; use "
+                   "--distributed-mode auto under mpirun");
+  if (o.sel.model.empty() && o.sel.spec.empty()) o.sel.model = "cifar10dvs_vgg";
+  AutoLayoutRequest r;
+  LayoutConstraints& f = r.fixed;
+  if (!automatic) f.mode = o.mode;
+  if (o.given.count("mesh-shape")) {
+    if (o.mesh.tp_mesh_dim >= 0 || o.mesh.dp_mesh_dim >= 0)
+      SM_INPUT_ERROR("--prefer with --tp-mesh-dim/--dp-mesh-dim: give --mesh-shape as DP TP PP");
+    for (int d : o.mesh.mesh_shape) f.mesh_shape.push_back(d);
+  }
+  if (o.given.count("optimizer-sharding")) f.sharding = o.optimizer_sharding;
+  if (o.given.count("pp-schedule") && o.pp_schedule != "auto") f.pp_schedule = o.pp_schedule;
+  if (o.given.count("pp-virtual-stages")) f.pp_virtual_stages = static_cast<int>(o.pp_virtual_stages);
+  if (o.given.count("pp-microbatches")) f.pp_microbatches = static_cast<int>(o.pp_microbatches);
+  if (o.given.count("memopt-level")) f.memopt_level = o.memopt.level;
+  if (!automatic && f.all_set())
+    SM_INPUT_ERROR("--prefer " << o.prefer << " with --distributed-mode " << o.mode
+                               << ": every layout flag is given, so there is nothing left to choose");
+  r.prefer = preference_from_name(o.prefer);
+  r.world = env.size;
+  r.global_batch = o.batch_size * env.size;
+  r.calibration_path = o.calibration;
+  r.memory_budget_mb = o.memopt.memory_budget_mb;
+  r.model_name = o.sel.model;
+  r.profile = profile_request_of(o.sel, o.precision, planning_device(o.device, o.precision, local_rank_of(env)),
+                                 o.optimizer, 0.9, o.tp_keep_first, o.tp_keep_classifier);
+  const AutoLayoutResult res = plan_auto_layout(env, r);
+  if (env.rank == 0) std::printf("%s", res.report().c_str()), std::fflush(stdout);
+  const LayoutCandidate& c = res.chosen;
+  o.mode = c.mode();
+  o.mesh.mesh_shape = {c.mesh.dp, c.mesh.tp, c.mesh.pp};
+  o.mesh.tp_mesh_dim = o.mesh.dp_mesh_dim = -1;
+  o.optimizer_sharding = c.sharding();
+  if (c.mesh.pp > 1) {
+    o.pp_schedule = c.schedule;
+    o.pp_virtual_stages = c.virtual_stages;
+    o.pp_microbatches = c.microbatches;
+  }
+  o.memopt.level = c.memopt_level;
+  o.batch_size = r.global_batch / c.mesh.dp;
+  o.recommendation = nlohmann::json{{"mode", c.label()},
+                                    {"rationale", res.reason},
+                                    {"predicted_step_ms", res.ranked.front().prediction.step_ms},
+                                    {"predicted_peak_mb", res.ranked.front().prediction.peak_mb}};
+}
 
 // Per-layer-type time per step of the timed steps (layer_profile.h). Matrix-product layers also
 // get their achieved rate; their backward does two products of the forward's size (data and
@@ -397,8 +457,9 @@ void add_metric_fields(BenchRecord& r, const BenchOptions& o, RunParts& parts, M
   r["per_device_throughput_sps"] = f.step_ms > 0 ? 1000.0 * N / f.step_ms : 0.0;
   r["peak_allocated_mb"] = f.peak_alloc;
   r["peak_rss_mb"] = f.rss;
-  r["recommendation"] = mesh ? nlohmann::json{{"mode", o.mode}, {"rationale", "as requested"}}
-                             : nlohmann::json{{"mode", "none"}, {"rationale", "one rank"}};
+  r["recommendation"] = !o.recommendation.is_null() ? o.recommendation
+                         : mesh ? nlohmann::json{{"mode", o.mode}, {"rationale", "as requested"}}
+                                : nlohmann::json{{"mode", "none"}, {"rationale", "one rank"}};
   r["dp_comm_mb_per_step"] = f.comm_mb;
   r["optimizer_state_mb_per_rank"] = f.optim_state_mb;  // max over ranks
   r["param_mb_per_rank"] = f.local_param_mb;            // the optimizer's holders (tp shards, ZeRO/FSDP shards)
@@ -483,6 +544,7 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
     if (env.size > 1) SM_INPUT_ERROR("--kernel benchmarks run on one rank (got " << env.size << " ranks)");
     return run_kernel_bench(o, env);
   }
+  choose_bench_layout(o, env);  // --distributed-mode auto / --prefer: collective over the world
   std::unique_ptr<Mesh> mesh;
   RunParts parts = set_up_bench(o, env, mesh);
   const std::vector<MicroBatch> micro = synthetic_microbatches(o, parts);
@@ -527,7 +589,8 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--result-log", o->result_log, "append the JSON record to this file and compare with the previous one");
   cmd->add_option("--distributed-mode", o->mode,
                   "none (one rank) | dp | fsdp | tp | fsdp_tp | pp (several ranks, weak scaling; dp x tp x pp by "
-                  "--mesh-shape)")
+                  "--mesh-shape) | auto (the cost model's pick by --prefer over every layout of the ranks; the global "
+                  "batch --batch-size x ranks)")
       ->capture_default_str();
   cmd->add_flag("--tp-keep-first", o->tp_keep_first, "tp: keep the model's first weight layer whole on every rank");
   cmd->add_flag("--tp-keep-classifier", o->tp_keep_classifier, "tp: keep the model's last weight layer whole on every rank");
@@ -564,7 +627,12 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
                   "pp: memopt on round(ratio x stages) logical stages, those keeping the most activation memory")
       ->capture_default_str()
       ->check(range_validator("pp-memopt-stage-budget-ratio", false));
-  cmd->add_option("--prefer", o->prefer, "speed | memory | capacity (recorded)")->capture_default_str();
+  cmd->add_option("--prefer", o->prefer,
+                  "speed | memory | capacity: what --distributed-mode auto optimises; with an explicit mode it fills "
+                  "only the layout flags not given")
+      ->capture_default_str();
+  cmd->add_option("--calibration", o->calibration,
+                  "auto: the calibration file (default $SPIKEMESH_CALIBRATION or ~/.cache/spikemesh/calibration.json)");
   cmd->add_option("--precision", o->precision, "fp32 | bf16 | fp16 (GPU) | fp64 (CPU)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu | cuda | auto (GPU when one is visible)")->capture_default_str();
   cmd->add_option("--cuda-graphs", o->cuda_graphs,
@@ -584,7 +652,12 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
   cmd->add_flag("--json", o->print_json, "print the record as JSON");
   cmd->add_flag("--profile", o->profile,
                 "time every layer type in the timed steps (CPU) and print a table with GFLOP/s of conv/linear");
-  cmd->callback([o, &env]() { run_bench(*o, env); });
+  cmd->callback([o, cmd, &env]() {
+    for (const char* k : {"mesh-shape", "optimizer-sharding", "pp-schedule", "pp-virtual-stages", "pp-microbatches",
+                          "memopt-level", "prefer"})
+      if (cmd->count(std::string("--") + k) > 0) o->given.insert(k);
+    run_bench(*o, env);
+  });
 }
 
 }  // namespace sm

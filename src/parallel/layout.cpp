@@ -70,9 +70,10 @@ void Layout::build() {
                                                                  << " ways for tp = " << tp);
       if (p->grad_summed_over_tp) tp_partial_.push_back(p);
     }
-  if (dp_) {
-    // tp: the dp family over dp (of size 1 when the mesh has dp 1); fsdp_tp: FSDP over dp of the
-    // tp-local flat buffers (the plan's reduction says which)
+  if (dp_ && (dp_->size() > 1 || plan_.reduction != GradientReduction::AllReduce)) {
+    // tp: the dp family over dp; fsdp_tp: FSDP over dp of the tp-local flat buffers (the plan's
+    // reduction says which). A dp group of one rank reduces nothing: plain all-reduce there is
+    // the one-rank strategy below (no packed buckets: a parameter-sized buffer and a copy saved)
     strategy_ = make_strategy(*stage_, *dp_, plan_.reduction, opts_.strategy);  // collective over dp
     if (opts_.sync_bn) bn_sync_ = std::make_unique<CommCollectives>(*dp_);
   } else {

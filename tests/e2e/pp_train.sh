@@ -75,7 +75,7 @@ PYEOF
 then ok "metrics.h5: comm_mb counts the pipeline's messages"; else bad "metrics.h5 comm_mb under pp"; fi
 if "$PY" "$ROOT/scripts/plot_pipeline.py" out/pp_zero_bubble --out pp.png >plot.log 2>&1 && [ -s pp.png ]; then
   ok "plot_pipeline.py draws the timeline"; else bad "plot_pipeline.py"; cat plot.log; fi
-if "$BIN" ckpt info out/pp_1f1b/ckpt_000000003.h5 2>&1 | grep -q "pp=2 dp pp:1f1b v1 m4"; then ok "ckpt info shows the pipeline layout"
+if "$BIN" ckpt info out/pp_1f1b/ckpt_000000003.h5 2>&1 | grep -q "pp=2 none pp:1f1b v1 m4"; then ok "ckpt info shows the pipeline layout"
 else bad "ckpt info layout"; "$BIN" ckpt info out/pp_1f1b/ckpt_000000003.h5 | head; fi
 
 # ---- the pp 2 checkpoint resumes at pp 1 and pp 4 --------------------------------------------
