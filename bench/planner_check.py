@@ -70,7 +70,9 @@ def report(out_dir, batch):
             measured[key_of_record(r)] = r
         preds = read_jsonl(pred_path)
         mem_path = os.path.join(out_dir, "pred_%s_w%s_memory.jsonl" % (name, w))
-        mem_chosen = [p["label"] for p in read_jsonl(mem_path) if p["chosen"]] if os.path.exists(mem_path) else []
+        mem_preds = read_jsonl(mem_path) if os.path.exists(mem_path) else []
+        mem_chosen = [p["label"] for p in mem_preds if p["chosen"]]
+        mem_rule = [p["label"] for p in mem_preds if p["spikingjelly_rule"]]
         group = []
         for p in preds:
             r = measured.get(key_of_prediction(p))
@@ -78,7 +80,8 @@ def report(out_dir, batch):
                 continue
             row = dict(model=name, world=int(w), label=p["label"], pred_ms=p["predicted_step_ms"],
                        meas_ms=r["step_latency_ms"], pred_mb=p["predicted_peak_mb"], meas_mb=r["peak_allocated_mb"],
-                       speed_pick=p["chosen"], memory_pick=p["label"] in mem_chosen, sj_rule=p["spikingjelly_rule"])
+                       speed_pick=p["chosen"], memory_pick=p["label"] in mem_chosen, sj_rule=p["spikingjelly_rule"],
+                       sj_memory_rule=p["label"] in mem_rule)
             row["err_ms"] = row["pred_ms"] / row["meas_ms"] - 1
             row["err_mb"] = row["pred_mb"] / row["meas_mb"] - 1
             group.append(row)
@@ -90,12 +93,11 @@ def report(out_dir, batch):
         for kind, flag, best, field in (("speed", "speed_pick", fastest, "meas_ms"),
                                         ("memory", "memory_pick", smallest, "meas_mb")):
             pick = [x for x in group if x[flag]]
-            sj = [x for x in group if x["sj_rule"]]
+            sj = [x for x in group if x["sj_rule" if kind == "speed" else "sj_memory_rule"]]
             picks.append(dict(model=name, world=int(w), prefer=kind, pick=pick[0]["label"] if pick else None,
                               pick_value=pick[0][field] if pick else None, best=best["label"], best_value=best[field],
                               ratio=pick[0][field] / best[field] if pick else None,
-                              sj_rule_speed=sj[0]["label"] if sj and kind == "speed" else None,
-                              sj_rule_value=sj[0][field] if sj and kind == "speed" else None))
+                              sj_rule=sj[0]["label"] if sj else None, sj_rule_value=sj[0][field] if sj else None))
     if not rows:
         sys.exit("planner_check: no prediction has a measurement in " + out_dir)
     n = len(rows)
@@ -109,8 +111,8 @@ def report(out_dir, batch):
     lines = ["| model | ranks | layout | predicted ms | measured ms | error | predicted MB | measured MB | error | pick |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        mark = ",".join(k for k, v in (("speed", r["speed_pick"]), ("memory", r["memory_pick"]),
-                                        ("SJ rule", r["sj_rule"])) if v)
+        mark = ", ".join(k for k, v in (("speed", r["speed_pick"]), ("memory", r["memory_pick"]),
+                                         ("SJ speed rule", r["sj_rule"]), ("SJ memory rule", r["sj_memory_rule"])) if v)
         lines.append("| %s | %d | %s | %.0f | %.0f | %+.1f%% | %.0f | %.0f | %+.1f%% | %s |" % (
             r["model"], r["world"], r["label"], r["pred_ms"], r["meas_ms"], 100 * r["err_ms"], r["pred_mb"],
             r["meas_mb"], 100 * r["err_mb"], mark))
@@ -123,7 +125,7 @@ def report(out_dir, batch):
     lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for p in picks:
         unit = "ms" if p["prefer"] == "speed" else "MB"
-        sj = "%s: %.0f %s" % (p["sj_rule_speed"], p["sj_rule_value"], unit) if p["sj_rule_speed"] else ""
+        sj = "%s: %.0f %s" % (p["sj_rule"], p["sj_rule_value"], unit) if p["sj_rule"] else ""
         lines.append("| %s | %d | %s | %s | %s | %s: %.0f %s | %s | %s |" % (
             p["model"], p["world"], p["prefer"], p["pick"] or "-",
             "%.0f %s" % (p["pick_value"], unit) if p["pick_value"] is not None else "not measured",

@@ -9,6 +9,8 @@
 #   bash bench/planner_check.sh            every layout of cifar10dvs_vgg (T 4) and spikformer_cifar
 #                                          (T 4) at 2 and 4 ranks, global batch 8 (~30 min on 2 cores)
 #   MEMOPT=0 bash bench/planner_check.sh   memopt level 0 layouts only (about half)
+#   PREDICT_ONLY=1 bash bench/planner_check.sh   predictions again (a new calibration), the
+#                                          measurements of an earlier run kept: the report only
 # Environment: BIN (build/bin/spikemesh), OUT (bench/planner_check: predictions, measurements,
 # calibration.json, table.md, planner_check.png), WORLDS ("2 4"), BATCH (8, global), STEPS (3),
 # WARMUP (1), MODELS ("vgg spikformer"). Peak memory is the allocator's (max over ranks).
@@ -23,6 +25,7 @@ STEPS=${STEPS:-3}
 WARMUP=${WARMUP:-1}
 MEMOPT=${MEMOPT:-1}
 MODELS=${MODELS:-"vgg spikformer"}
+PREDICT_ONLY=${PREDICT_ONLY:-0}
 PY=${PY:-/usr/bin/python3}
 [ -x "$BIN" ] || { echo "planner_check: $BIN not found (make first, or set BIN)" >&2; exit 2; }
 mkdir -p "$OUT"
@@ -30,6 +33,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset OMP_NUM_THREADS  # spikemesh divides the cores among the ranks of the node, as in training
 MPIRUN=(mpirun --oversubscribe --bind-to none)
 CAL="$OUT/calibration.json"
+[ "$PREDICT_ONLY" = 1 ] && rm -f "$CAL"
 model_args() {
   case $1 in
     vgg) echo "--model cifar10dvs_vgg --T 4" ;;
@@ -42,12 +46,13 @@ for name in $MODELS; do
   read -r -a MARGS <<<"$(model_args "$name")"
   for W in $WORLDS; do
     pred="$OUT/pred_${name}_w${W}.jsonl" meas="$OUT/measured_${name}_w${W}.jsonl"
-    : >"$meas"
+    [ "$PREDICT_ONLY" = 1 ] || : >"$meas"
     echo "== $name, $W ranks, global batch $BATCH: predictions"
     "${MPIRUN[@]}" -np "$W" "$BIN" plan "${MARGS[@]}" --global-batch-size "$BATCH" --batch-size 1 --prefer memory \
       --calibration "$CAL" --top 3 --predictions "$OUT/pred_${name}_w${W}_memory.jsonl" --device cpu
     "${MPIRUN[@]}" -np "$W" "$BIN" plan "${MARGS[@]}" --global-batch-size "$BATCH" --batch-size 1 --prefer speed \
       --calibration "$CAL" --top 3 --predictions "$pred" --device cpu
+    [ "$PREDICT_ONLY" = 1 ] && continue
     n=0
     while IFS= read -r args; do
       n=$((n + 1))

@@ -52,8 +52,10 @@ double state_mb(const std::vector<double>& unit_mb, GradientReduction r, int dp,
     case GradientReduction::Zero2:  // full grads alive until their reduce-scatters end
       in_flight = P + s_rs * P;
       return P + (3 + k) * P / dp;
-    case GradientReduction::Fsdp:  // chunks, the gathered pair, full grads until reduced
-      in_flight = P + s_rs * P;
+    case GradientReduction::Fsdp:  // chunks, the gathered pair; every unit's full gradient and
+      // reduced chunk kept until end_backward (fsdp.cpp), the scratch of about one reduce-scatter
+      // (each is tested after every unit's backward and completes in the next)
+      in_flight = P + P / dp + s_rs * max1;
       return (2 + k) * P / dp + max1 + max2;
   }
   return 0;
@@ -294,7 +296,20 @@ LayoutPrediction predict_layout(const LayoutCandidate& c, const ModelProfile& pr
       out.tp_comm_ms += t * M / P;  // spread over the ranks (reported only)
     }
     costs.comm = machine.link(CollectiveKind::SendRecv, 2).ms(message_mb);
-    const PpSimulation sim = simulate(schedule, costs);
+    PpSimulation sim = simulate(schedule, costs);
+    // Oversubscribed cores: the dry runs ran with every rank busy; in a pipeline only the
+    // simulated occupancy is, so each rank computes faster (never faster than alone).
+    const double x = machine.oversubscription;
+    const PpCosts measured = costs;
+    for (int it = 0; it < 2 && x > 1; ++it) {
+      double busy_sum = 0;
+      for (double b : sim.busy) busy_sum += b;
+      const double occupancy = busy_sum / (P * std::max(sim.makespan, 1e-12));
+      const double scale = std::max(1.0, occupancy * x) / x;
+      for (int st = 0; st < S; ++st)
+        costs.f[st] = measured.f[st] * scale, costs.b[st] = measured.b[st] * scale, costs.w[st] = measured.w[st] * scale;
+      sim = simulate(schedule, costs);
+    }
     makespan = sim.makespan;
     for (int r = 0; r < P; ++r) {
       busy[r] = sim.busy[r];

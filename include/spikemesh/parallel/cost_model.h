@@ -2,7 +2,7 @@
 // (docs/architecture.md §5b), so that `--distributed-mode auto` can rank every feasible layout
 // without running it. Pure: no communication, no clock.
 //
-// The pieces (parallel/calibration.h measures them and caches them in a JSON file):
+// The pieces (train/calibration.h measures them and caches them in a JSON file):
 //   MachineCosts  per collective and group size p, t(MiB) = alpha + beta·MiB, measured with every
 //                 group of that size running at once (as a mesh's groups do); the optimizer's
 //                 time per parameter element; the memory a rank may use.
@@ -18,7 +18,10 @@
 //   compute    per microbatch, Σ units forward + backward at n = samples per microbatch, plus the
 //              units' tp all-reduces over tp (synchronous: calls·alpha + bytes·beta)
 //   pp         the pipeline simulator (pp_simulator.h) on the best partition of those unit
-//              costs, one send/recv of the boundary activation (bits when spikes) per message
+//              costs, one send/recv of the boundary activation (bits when spikes) per message;
+//              on an oversubscribed CPU (MachineCosts::oversubscription x > 1) the compute is then
+//              scaled by max(1, o·x) / x, o the simulated occupancy (busy time over ranks x
+//              makespan), and simulated again, twice: ranks that wait free their cores
 //   dp         dp: bucketed all-reduce of the stage's gradients; ZeRO-1/2: a reduce-scatter and
 //              an all-gather per unit; FSDP: two all-gathers and a reduce-scatter per unit and
 //              microbatch — counted as exposed (on a CPU, MPI progresses a non-blocking
@@ -65,6 +68,11 @@ struct MachineCosts {
   double optimizer_ns_per_element = 0;            // one optimizer step, per parameter element
   double optimizer_scratch = 0;                   // the allocator's bytes a step holds, per parameter byte
   double capacity_mb = 0;                         // memory one rank may use (0: unbounded)
+  // CPU: the threads the node's ranks run over its cores (ranks per node x threads per rank /
+  // cores; 1 on a GPU). Above 1 the dry runs, made with every rank busy, ran slower than a rank
+  // computes while others wait (pipeline bubbles); predict_layout corrects the pipeline's
+  // compute by the occupancy the simulator finds.
+  double oversubscription = 1;
   // The cost for group size p (1: free): measured, else the nearest measured size of that kind.
   LinkCost link(CollectiveKind k, int p) const;
 };

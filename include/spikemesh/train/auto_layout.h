@@ -1,6 +1,6 @@
 // auto_layout.h — `--distributed-mode auto --prefer speed|memory|capacity` (docs/architecture.md
 // §5b): every feasible layout of the job's ranks is predicted by the cost model
-// (parallel/cost_model.h) from the calibration (parallel/calibration.h: measured once per
+// (parallel/cost_model.h) from the calibration (train/calibration.h: measured once per
 // machine and model, cached), ranked by the preference, and the best is chosen with a reason.
 //   speed     the fastest predicted step among the layouts that fit in a rank's memory
 //   memory    the smallest predicted peak among those within 1.5x of the fastest
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "spikemesh/parallel/calibration.h"
+#include "spikemesh/train/calibration.h"
 #include "spikemesh/parallel/cost_model.h"
 
 namespace sm {

@@ -1,5 +1,5 @@
 // calibration.cpp — measuring and caching the cost model's pieces (calibration.h).
-#include "spikemesh/parallel/calibration.h"
+#include "spikemesh/train/calibration.h"
 
 #include <mpi.h>
 #include <omp.h>
@@ -235,6 +235,10 @@ MachineCosts measure_machine(Comm* world, Device dev) {
     for (int i = 0; i < 4; ++i) opt->step();
     m.optimizer_ns_per_element = max_over(world, t.ms() / 4 * 1e6 / static_cast<double>(n));
   }
+  m.oversubscription = dev.is_cuda() ? 1.0
+                                     : static_cast<double>(ranks_per_node(world)) * omp_get_max_threads() /
+                                           std::max(1, omp_get_num_procs());
+  m.oversubscription = max_over(world, m.oversubscription);
   if (!dev.is_cuda()) {
     const double phys = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
     m.capacity_mb = phys / kMiB / std::max(1, ranks_per_node(world));
@@ -362,6 +366,7 @@ CalibrationCache parse_calibration(const std::string& text, const std::string& p
       c.machine.links[{l.at("kind"), l.at("p")}] = LinkCost{l.at("alpha_ms"), l.at("ms_per_mb"), l.at("scratch_per_mb")};
     c.machine.optimizer_ns_per_element = m.at("optimizer_ns_per_element");
     c.machine.optimizer_scratch = m.at("optimizer_scratch");
+    c.machine.oversubscription = m.at("oversubscription");
     c.machine.capacity_mb = m.at("capacity_mb");
     for (const auto& [key, p] : j.at("models").items()) c.models[key] = profile_of(p);
   } catch (const json::exception& e) {
@@ -389,6 +394,7 @@ void write_calibration(const std::string& path, const CalibrationCache& c) {
                 {{"links", links},
                  {"optimizer_ns_per_element", c.machine.optimizer_ns_per_element},
                  {"optimizer_scratch", c.machine.optimizer_scratch},
+                 {"oversubscription", c.machine.oversubscription},
                  {"capacity_mb", c.machine.capacity_mb}}},
                {"models", models}};
   const std::filesystem::path p(path);

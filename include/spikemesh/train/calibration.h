@@ -1,4 +1,4 @@
-// calibration.h — measures what the cost model (cost_model.h) needs, on the job's own ranks, and
+// calibration.h — measures what the cost model (parallel/cost_model.h) needs, on the job's own ranks, and
 // caches it in a small JSON file (docs/architecture.md §5b):
 //   * the machine: per collective and group size, alpha and beta fitted over three payloads,
 //     every group of that size running at once; the optimizer's time per element; the memory
