@@ -15,6 +15,7 @@
 #include "spikemesh/core/precision.h"
 #include "spikemesh/data/h5_dataset.h"
 #include "spikemesh/models/model.h"
+#include "spikemesh/train/flag_ranges.h"
 
 namespace sm {
 
@@ -97,12 +98,12 @@ void add_auto_plan_flags(CLI::App& cmd, AutoPlanFlags& f, bool with_prefer) {
   cmd.add_option("--calibration", f.calibration,
                  "the calibration file (default $SPIKEMESH_CALIBRATION or ~/.cache/spikemesh/calibration.json)");
   cmd.add_option("--global-batch-size", f.global_batch, "samples per step over every replica (default --batch-size x ranks)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(range_validator("global-batch-size", true));
   cmd.add_option("--precision", f.precision, "fp32 | bf16 | fp16 (GPU) | fp64: the run the layouts are planned for")
       ->capture_default_str();
   cmd.add_option("--device", f.device, "cpu | cuda | auto")->capture_default_str();
   cmd.add_option("--optimizer", f.optimizer, "sgd | adam | adamw (optimizer state in the memory model)")->capture_default_str();
-  cmd.add_option("--top", f.top, "layouts printed")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd.add_option("--top", f.top, "layouts printed")->capture_default_str()->check(range_validator("top", true));
   cmd.add_option("--predictions", f.predictions, "write every layout's prediction as JSON lines to this file");
 }
 

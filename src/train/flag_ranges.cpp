@@ -94,6 +94,8 @@ const std::map<std::string, FlagRange>& table() {
       {"min-bytes", R(0, 1LL << 40)},
       {"max-bytes", R(0, 1LL << 40)},
       {"iters", R(1, 1e9)},
+      // plan, calibrate
+      {"top", R(1, 1 << 20)},
   };
   return t;
 }

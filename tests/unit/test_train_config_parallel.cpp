@@ -85,7 +85,9 @@ TEST(TrainConfigParallel, ValidationNamesTheFlag) {
     std::string needle;
   };
   const std::vector<Case> cases = {
-      {{"--distributed-mode", "auto"}, "not implemented yet"},
+      {{"--distributed-mode", "auto", "--grad-accum", "2"}, "--distributed-mode auto with --grad-accum 2"},
+      {{"--distributed-mode", "auto", "--prefer", "fast"}, "--prefer must be speed, memory or capacity, got 'fast'"},
+      {{"--prefer", "speed"}, "--prefer speed with --distributed-mode none"},
       {{"--pp-schedule", "pipedream"}, "--pp-schedule"},
       {{"--pp-transport", "nvlink"}, "--pp-transport must be auto, staged or channels"},
       {{"--pp-virtual-stages", "0"}, "--pp-virtual-stages"},

@@ -81,7 +81,7 @@ AutoLayoutResult choose_layout(Comm* world, AutoLayoutRequest r);
 // Returns the cache written.
 CalibrationCache calibrate_machine(Comm* world, Device dev, const std::string& path);
 
-// SpikingJelly's recommender (docs spec §4), for `model_name`, `world` ranks and `global_batch`.
+// SpikingJelly's recommender (docs/semantics.md, the `--prefer` row), for `model_name`, `world` ranks and `global_batch`.
 LayoutCandidate spikingjelly_rule(const std::string& model_name, int world, int64_t global_batch, Preference p,
                                   int units);
 
