@@ -3,8 +3,6 @@
 #include "spikemesh/parallel/cost_model.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cmath>
 #include <numeric>
 #include <sstream>
@@ -339,9 +337,6 @@ LayoutPrediction predict_layout(const LayoutCandidate& c, const ModelProfile& pr
     const double act = activations(rank_units[r], n, live[r]);
     const double opt_scratch = machine.optimizer_scratch * param_mb / (sharded ? dp : 1);
     const double peak = std::max(st + in_flight + act, st + opt_scratch);
-    if (std::getenv("SPIKEMESH_COST_DEBUG"))
-      std::fprintf(stderr, "cost %s rank %d: state %.1f in flight %.1f act %.1f opt scratch %.1f live %.2f comm %.1f opt %.1f busy %.1f\n",
-                   c.label().c_str(), r, st, in_flight, act, opt_scratch, live[r], comm, opt_ms, busy[r]);
     if (peak > worst_peak) {
       worst_peak = peak;
       out.state_mb = st;

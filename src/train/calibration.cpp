@@ -222,7 +222,7 @@ MachineCosts measure_machine(Comm* world, Device dev) {
     cfg.name = "adam";
     auto opt = make_optimizer(cfg, {&p});
     Allocator& mem = allocator_for(Device::cpu());
-    const size_t live = mem.current_bytes(), peak_before = mem.peak_bytes();
+    const size_t peak_before = mem.peak_bytes();
     mem.reset_peak();
     opt->step();  // its state is allocated here: measured from the second step
     const size_t with_state = mem.current_bytes();
@@ -230,7 +230,6 @@ MachineCosts measure_machine(Comm* world, Device dev) {
     opt->step();
     m.optimizer_scratch = max_over(world, static_cast<double>(mem.peak_bytes() - with_state) / static_cast<double>(p.value.nbytes()));
     mem.raise_peak(peak_before);
-    (void)live;
     Timer t;
     for (int i = 0; i < 4; ++i) opt->step();
     m.optimizer_ns_per_element = max_over(world, t.ms() / 4 * 1e6 / static_cast<double>(n));

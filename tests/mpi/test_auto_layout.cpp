@@ -47,7 +47,8 @@ TEST(AutoLayoutRanks, EveryRankChoosesAlikeAndTheFileIsWrittenOnce) {
     // the pick runs: the layout plan accepts it on this mesh
     const LayoutCandidate& c = r.chosen;
     EXPECT_EQ(c.mesh.dp * c.mesh.tp * c.mesh.pp, world.size());
-    EXPECT_NO_THROW(plan_layout(c.apply_to(LayoutOptions{}), c.mesh, world.size(), 2 * world.size() / c.mesh.dp));
+    const LayoutOptions defaults;
+    EXPECT_NO_THROW(plan_layout(c.apply_to(defaults), c.mesh, world.size(), 2 * world.size() / c.mesh.dp));
   }
   // every rank reads what rank 0 wrote: the second run measured nothing
   const AutoLayoutResult again = choose_layout(&world, request(path, Preference::Speed));

@@ -186,7 +186,8 @@ TEST(CostModel, EnumerationHasEveryRunnableLayoutAndNothingElse) {
                                             c.mesh.pp * c.virtual_stages)) << c.label();
       EXPECT_EQ((8 / c.mesh.dp) % c.microbatches, 0) << c.label();
     }
-    LayoutOptions o = c.apply_to(LayoutOptions{});
+    const LayoutOptions defaults;
+    LayoutOptions o = c.apply_to(defaults);
     EXPECT_NO_THROW(plan_layout(o, c.mesh, 4, 8 / c.mesh.dp)) << c.label();  // the plan accepts every candidate
   }
   for (const char* l : {"dp 4x1x1", "dp 4x1x1 zero", "dp 4x1x1 zero2", "fsdp 4x1x1", "tp 2x2x1", "fsdp_tp 2x2x1",
@@ -221,7 +222,6 @@ TEST(CostModel, PredictedPeakOfARealModelMatchesTheAllocator) {
   Layout layout(*model, nullptr, LayoutOptions{});
   auto opt = make_optimizer(OptimizerConfig{}, layout.optimizer_params());
   allocator_for(Device::cpu()).reset_peak();
-  const size_t before = allocator_for(Device::cpu()).current_bytes();
   for (int s = 0; s < 2; ++s) {
     Shape xs{2, 8};
     xs.insert(xs.end(), model->info.input_shape.begin(), model->info.input_shape.end());
@@ -235,7 +235,6 @@ TEST(CostModel, PredictedPeakOfARealModelMatchesTheAllocator) {
   }
   // the model's own buffers were live before the steps; the optimizer state came with them
   const double peak = (allocator_for(Device::cpu()).peak_bytes()) / 1048576.0;
-  (void)before;
   std::printf("[ info     ] fmnist_csnn C8 b8 T2: predicted peak %.2f MB (state %.2f, activations %.2f), measured %.2f MB\n",
               x.peak_mb, x.state_mb, x.activation_mb, peak);
   EXPECT_NEAR(x.peak_mb / peak, 1.0, 0.15);
@@ -311,8 +310,11 @@ TEST(AutoLayout, OneRankMeasuresOnceThenReadsTheFileAndRemeasuresAForeignOne) {
   m.prefer = Preference::Memory;
   const AutoLayoutResult mr = choose_layout(nullptr, m);
   const double fastest = std::min(mr.ranked[0].prediction.step_ms, mr.ranked[1].prediction.step_ms);
-  for (const RankedLayout& x : mr.ranked)
-    if (x.prediction.step_ms <= 1.5 * fastest) EXPECT_LE(mr.ranked[0].prediction.peak_mb, x.prediction.peak_mb);
+  for (const RankedLayout& x : mr.ranked) {
+    if (x.prediction.step_ms <= 1.5 * fastest) {
+      EXPECT_LE(mr.ranked[0].prediction.peak_mb, x.prediction.peak_mb);
+    }
+  }
   // fixed flags: only the candidates that agree; none agreeing is an Input error
   AutoLayoutRequest fx = tiny_request(path);
   fx.fixed.memopt_level = 1;
