@@ -32,7 +32,7 @@ CONFIG_FIELDS = [
     "num_classes", "T", "steps", "warmup", "image_size", "mesh_shape", "tp_mesh_dim",
     "dp_mesh_dim", "memopt_compress_x", "pp_microbatches", "pp_memopt_stage_budget_ratio",
     "pp_schedule", "pp_virtual_stages", "pp_layout", "pp_delay_wgrad", "pp_memopt_stages",
-    "backend", "device", "precision", "threads", "hostname", "cuda_graphs",
+    "backend", "device", "precision", "threads", "hostname", "cuda_graphs", "conv_algos",
     "pp_transfer_path", "tf32",
     "compile",  # torch_bench.py only
 ]
@@ -116,6 +116,8 @@ def describe(cfg, torch_rec):
         parts.append("no-cuda-graphs")
     if cfg.get("tf32"):
         parts.append("tf32")
+    if cfg.get("conv_algos") not in (None, "exact"):
+        parts.append(f"conv-{cfg['conv_algos']}")
     if cfg.get("memopt_level"):
         parts.append(f"memopt{cfg['memopt_level']}")
     if torch_rec is not None and torch_rec.get("compile"):

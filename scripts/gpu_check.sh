@@ -22,6 +22,11 @@
 #   2. spikemesh's benchmarks — fused LIF kernel vs device copy; cifar10dvs_vgg T10 b2/b32 and
 #      spikformer_ti 224 b4 T8, fp32 and bf16 (CUDA graphs auto), vgg b2 fp32 without graphs, and
 #      spikformer_ti bf16 at --memopt-level 1 and 4 (the CUDA allocator's peaks).
+#   2b. conv — cifar10dvs_vgg fp32 b32 and b2 under SPIKEMESH_CONV_ALGOS=exact, exact-tuned, fast
+#      and fast-tuned, with
+#      SPIKEMESH_LOG_LEVEL=debug so that bench.log names every cuDNN algorithm chosen.
+#   2c. auto — mpirun -np 2 spikemesh calibrate --device cuda --model cifar10dvs_vgg: the cost
+#      model's calibration and profile on the GPU, the ranking `--distributed-mode auto` uses.
 #   3. the peers on the same GPU — SpikingJelly 2.0 eager (wheels from .device/wheels), then the
 #      PyTorch twin and SpikingJelly under torch.compile — while the budget lasts.
 # Deadline: no step starts after GPU_CHECK_BUDGET_S (default 480 s; 1500 with --no-gpu) and no
@@ -31,7 +36,7 @@
 # so they come back even when the deadline or a timeout cut the run.
 # Python runs with the machine's own PATH and LD_LIBRARY_PATH (never the bundle's libraries).
 # GPU_CHECK_PARTS (default all) picks step groups for a targeted rerun on a short lease, comma-
-# separated from: cpu unit graphs mpi errors memcheck bench peers-eager peers-compile. A group not
+# separated from: cpu unit graphs mpi errors memcheck bench conv auto peers-eager peers-compile. A group not
 # picked is listed as "----" and counts neither as a pass nor as a failure; preflight always runs.
 # Files in $OUT (default /tmp/gpu_check), 7 at most: summary.txt preflight.log tests.log
 # mpi_tests.log checks.log bench.log bench.jsonl.
@@ -71,11 +76,11 @@ SUM=$OUT/summary.txt PRE=$OUT/preflight.log TESTS=$OUT/tests.log MPIT=$OUT/mpi_t
 CHECKS=$OUT/checks.log BLOG=$OUT/bench.log JSONL=$OUT/bench.jsonl
 : >"$SUM"; : >"$PRE"
 status=0
-PARTS=${GPU_CHECK_PARTS:-cpu,unit,graphs,mpi,errors,memcheck,bench,peers-eager,peers-compile}
+PARTS=${GPU_CHECK_PARTS:-cpu,unit,graphs,mpi,errors,memcheck,bench,conv,auto,peers-eager,peers-compile}
 PART=""  # the group of the steps that follow; set before each group
 for p in ${PARTS//,/ }; do
-  case $p in cpu|unit|graphs|mpi|errors|memcheck|bench|peers-eager|peers-compile) ;;
-    *) echo "gpu_check: unknown group '$p' in GPU_CHECK_PARTS (cpu unit graphs mpi errors memcheck bench peers-eager peers-compile)" >&2; exit 2 ;;
+  case $p in cpu|unit|graphs|mpi|errors|memcheck|bench|conv|auto|peers-eager|peers-compile) ;;
+    *) echo "gpu_check: unknown group '$p' in GPU_CHECK_PARTS (cpu unit graphs mpi errors memcheck bench conv auto peers-eager peers-compile)" >&2; exit 2 ;;
   esac
 done
 ORIG_PATH=$PATH ORIG_LD=${LD_LIBRARY_PATH:-}
@@ -274,6 +279,27 @@ if [ "$MODE" = gpu ]; then
 else
   step must "spikemesh bench on the CPU (the record and the table)" 120 "$BLOG" "$SM" bench --model fmnist_csnn \
     --var C=4 --T 2 --batch-size 2 --steps 2 --warmup 1 --device cpu --result-log "$JSONL"
+fi
+
+# ---- 2b. the cuDNN algorithm policies; 2c. the cost model on the GPU --------------------------
+if [ "$MODE" = gpu ]; then
+  PART=conv
+  for b in 32 2; do
+    for policy in exact exact-tuned fast fast-tuned; do
+      step must "spikemesh cifar10dvs_vgg b$b fp32 SPIKEMESH_CONV_ALGOS=$policy (cuDNN choices in bench.log)" 90 "$BLOG" \
+        env SPIKEMESH_CONV_ALGOS=$policy SPIKEMESH_LOG_LEVEL=debug "$SM" bench "${VGG[@]}" --batch-size "$b" \
+        --device cuda --precision fp32 --result-log "$JSONL"
+    done
+  done
+  step must "spikemesh cifar10dvs_vgg b32 bf16 SPIKEMESH_CONV_ALGOS=fast-tuned" 90 "$BLOG" \
+    env SPIKEMESH_CONV_ALGOS=fast-tuned "$SM" bench "${VGG[@]}" --batch-size 32 --device cuda --precision bf16 \
+    --result-log "$JSONL"
+  step must "spikemesh spikformer_ti 224 b4 fp32 SPIKEMESH_CONV_ALGOS=fast-tuned" 120 "$BLOG" \
+    env SPIKEMESH_CONV_ALGOS=fast-tuned "$SM" bench "${SPK[@]}" --device cuda --precision fp32 --result-log "$JSONL"
+  PART=auto
+  step must "mpirun -np 2 spikemesh calibrate --device cuda --model cifar10dvs_vgg (cost model on the GPU)" 150 \
+    "$CHECKS" "${MPIRUN[@]}" -np 2 "$SM" calibrate --device cuda --model cifar10dvs_vgg --T 4 --batch-size 4 \
+    --calibration "$WORK/calibration.json" --top 8
 fi
 
 # ---- 3. the peers on the same GPU (budget permitting) ------------------------------------------

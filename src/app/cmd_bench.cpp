@@ -35,6 +35,7 @@
 #include "spikemesh/core/rng.h"
 #include "spikemesh/core/timer.h"
 #include "spikemesh/io/bench_record.h"
+#include "spikemesh/kernels/conv_policy.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/train/run_setup.h"
 #include "spikemesh/train/flag_ranges.h"
@@ -411,7 +412,10 @@ void add_config_fields(BenchRecord& r, const BenchOptions& o, const AppEnv& env,
   r["backend"] = "spikemesh";
   r["device"] = parts.device.is_cuda() ? "cuda" : "cpu";
   r["precision"] = precision_name(parts.precision);
-  if (parts.device.is_cuda()) r["cuda_graphs"] = ts.replays > 0;  // were timed steps replayed as a CUDA graph
+  if (parts.device.is_cuda()) {
+    r["cuda_graphs"] = ts.replays > 0;  // were timed steps replayed as a CUDA graph
+    r["conv_algos"] = conv_policy_from_env().name;  // kernels/conv_policy.h
+  }
   r["threads"] = omp_get_max_threads();
   r["benchmark_regime"] = o.regime;
   r["model"] = mi.name;

@@ -19,6 +19,7 @@
 #include "spikemesh/app/commands.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/log.h"
+#include "spikemesh/kernels/conv_policy.h"
 
 namespace {
 
@@ -55,7 +56,25 @@ std::string app_footer() {
          "  spikemesh eval output/csnn                                     # test split -> output/csnn/eval.h5\n"
          "  spikemesh ckpt verify output/csnn/ckpt_*.h5\n"
          "  spikemesh ckpt export output/csnn/ckpt_000002811.h5 --out csnn.h5   # PyTorch state dict\n"
+         "\nEnvironment: SPIKEMESH_LOG_LEVEL=debug|info|warn|error (debug names every oneDNN/cuDNN kernel chosen);\n"
+         "  SPIKEMESH_CONV_ALGOS=exact|exact-tuned|fast|fast-tuned (GPU convolutions: exact, the default, is bitwise\n"
+         "  reproducible; fast-tuned is PyTorch's cudnn.benchmark, fastest; see the README).\n"
          "\nErrors print one line 'spikemesh: error: ...' and exit non-zero.";
+}
+
+// The environment's settings, read identically on every rank (InputError on a bad value):
+// SPIKEMESH_LOG_LEVEL = debug | info | warn | error, and SPIKEMESH_CONV_ALGOS checked here so
+// that a typo fails on every device, not at a GPU's first convolution.
+void apply_environment() {
+  if (const char* level = std::getenv("SPIKEMESH_LOG_LEVEL")) {
+    const std::string v = level;
+    if (v == "debug") sm::log_set_level(sm::LogLevel::Debug);
+    else if (v == "info") sm::log_set_level(sm::LogLevel::Info);
+    else if (v == "warn") sm::log_set_level(sm::LogLevel::Warn);
+    else if (v == "error") sm::log_set_level(sm::LogLevel::Error);
+    else SM_INPUT_ERROR("SPIKEMESH_LOG_LEVEL=" << v << ": unknown level (valid: debug, info, warn, error)");
+  }
+  (void)sm::conv_policy_from_env();
 }
 
 // Parses and runs the chosen subcommand; returns the process exit code.
@@ -68,6 +87,7 @@ int run(int argc, char** argv, const sm::AppEnv& env) {
   app.require_subcommand(0, 1);
   sm::register_all_commands(app, env);
   try {
+    apply_environment();
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) {
       if (env.rank == 0) {

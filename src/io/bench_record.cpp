@@ -35,6 +35,8 @@ const std::vector<std::string>& bench_config_fields() {
       "memory_budget_mb",
       // ours, GPU records only: whether the timed steps were replayed as a CUDA graph
       "cuda_graphs",
+      // ours, GPU records only: the cuDNN algorithm policy (SPIKEMESH_CONV_ALGOS: exact | fast)
+      "conv_algos",
       // ours, pipeline records only: how stage boundaries travelled (staged | nccl-channels | mpi-channels)
       "pp_transfer_path",
       // PyTorch only (bench/torch_bench.py): eager vs torch.compile; spikemesh leaves it unset

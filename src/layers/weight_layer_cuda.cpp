@@ -46,7 +46,8 @@ struct CudaKernels {
                                                                     in.raw(), wc.raw(), out.raw(), dt, {});
     else
       (forward ? cuda::conv2d_forward_cudnn : cuda::conv2d_backward_data_cudnn)(dev, g, dt, in.raw(), wc.raw(),
-                                                                                out.raw(), {});
+                                                                                out.raw(),
+                                                                                cuda::default_conv_options());
   }
   void forward(Family k, const Geometry& g, const Tensor& x, const Tensor& w, const Tensor*, Tensor& y) {
     data_pass(true, k, g, x, w, y);  // the bias follows in tp_finish_forward
@@ -63,10 +64,11 @@ struct CudaKernels {
       cuda::linear_backward_weight(dev, g.batch, g.in_channels, g.out_channels, x.raw(), dy.raw(), dt, w.grad.raw(),
                                    DType::F32, 1.0);
     } else if (dt == DType::F32) {
-      cuda::conv2d_backward_filter_cudnn(dev, g, dt, x.raw(), dy.raw(), w.grad.raw(), 1.0);  // accumulates
+      cuda::conv2d_backward_filter_cudnn(dev, g, dt, x.raw(), dy.raw(), w.grad.raw(), 1.0,
+                                         cuda::default_conv_options());  // accumulates
     } else {
       Tensor dw = Tensor::empty(w.value.shape(), dt, x.device());  // [Cout, Cin, ...] in dt
-      cuda::conv2d_backward_filter_cudnn(dev, g, dt, x.raw(), dy.raw(), dw.raw(), 0.0);
+      cuda::conv2d_backward_filter_cudnn(dev, g, dt, x.raw(), dy.raw(), dw.raw(), 0.0, cuda::default_conv_options());
       cuda::accumulate(w.grad.raw(), DType::F32, dw.raw(), dt, dw.numel(), s);
     }
     if (b) {

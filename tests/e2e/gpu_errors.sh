@@ -76,6 +76,13 @@ expect_error "unknown device" "--device tpu" "cpu, cuda, auto" -- "${TINY[@]}" -
 expect_error "unsupported precision" "--precision fp8" "fp32, bf16, fp16, fp64" -- "${TINY[@]}" --precision fp8
 expect_error "bf16 on the CPU" "--precision bf16" "GPU only" -- "${TINY[@]}" --device cpu --precision bf16
 expect_error "fp16 on the CPU" "--precision fp16" "GPU only" -- "${TINY[@]}" --device cpu --precision fp16
+# the environment's settings are checked at start-up, on every device
+expect_error "unknown SPIKEMESH_CONV_ALGOS" "SPIKEMESH_CONV_ALGOS=fastest" "exact, exact-tuned, fast, fast-tuned" -- \
+  env SPIKEMESH_CONV_ALGOS=fastest "${TINY[@]}" --device cpu
+expect_error "unknown SPIKEMESH_LOG_LEVEL" "SPIKEMESH_LOG_LEVEL=loud" "debug, info, warn, error" -- \
+  env SPIKEMESH_LOG_LEVEL=loud "${TINY[@]}" --device cpu
+expect_ok "SPIKEMESH_LOG_LEVEL=debug names the CPU kernels" "oneDNN conv2d forward" -- \
+  env SPIKEMESH_LOG_LEVEL=debug "${TINY[@]}" --device cpu
 
 # spikemesh train: the same choices; --device defaults to auto.
 "$BIN" data synth-dvs --out "$T/dvs.h5" --T 2 --train 8 --test 4 >/dev/null 2>&1 || fail "synth-dvs" "could not make data"

@@ -166,6 +166,73 @@ TEST(GpuGemm, RowMajorTransposesAndLeadingDims) {
     }
 }
 
+// Largest |got - want| against the largest |want|, as "" or a message naming `what`.
+std::string max_error_within(const Tensor& got, const std::vector<double>& want, double rel, const char* what) {
+  double scale = 0.0, err = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::abs(want[i]));
+    err = std::max(err, std::abs(got.at(static_cast<int64_t>(i)) - want[i]));
+  }
+  if (err <= rel * scale) return "";
+  return std::string(what) + ": max error " + std::to_string(err) + " of scale " + std::to_string(scale);
+}
+
+// One policy on a VGG-like 3x3 shape: forward, data and filter gradients against a naive
+// double convolution, to 1e-4 relative of the largest value; "" when all three agree.
+std::string conv_policy_error(const cuda::ConvOptions& opt) {
+  cpu::Conv2dGeometry g;
+  g.batch = 8, g.in_channels = 32, g.height = 24, g.width = 24, g.out_channels = 32, g.kernel = 3, g.stride = 1,
+  g.padding = 1;
+  const int64_t N = g.batch, C = g.in_channels, H = g.height, W = g.width, F = g.out_channels;
+  Tensor x = gputest::random_input({N, C, H, W}, 11);   // [N, Cin, H, W]
+  Tensor w = gputest::random_input({F, C, 3, 3}, 12);   // [Cout, Cin, 3, 3]
+  Tensor dy = gputest::random_input({N, F, H, W}, 13);  // [N, Cout, H, W]
+  Tensor xd = x.to(gputest::gpu()), wd = w.to(gputest::gpu()), dyd = dy.to(gputest::gpu());
+  Tensor y = Tensor::zeros(dy.shape(), DType::F32, gputest::gpu());
+  Tensor dx = Tensor::zeros(x.shape(), DType::F32, gputest::gpu());
+  Tensor dw = Tensor::zeros(w.shape(), DType::F32, gputest::gpu());
+  cuda::conv2d_forward_cudnn(0, g, DType::F32, xd.raw(), wd.raw(), y.raw(), opt);
+  cuda::conv2d_backward_data_cudnn(0, g, DType::F32, dyd.raw(), wd.raw(), dx.raw(), opt);
+  cuda::conv2d_backward_filter_cudnn(0, g, DType::F32, xd.raw(), dyd.raw(), dw.raw(), 0.0, opt);
+  std::vector<double> want_y(dy.numel(), 0.0), want_dx(x.numel(), 0.0), want_dw(w.numel(), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t f = 0; f < F; ++f)
+      for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < W; ++j)
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t a = 0; a < 3; ++a)
+              for (int64_t b = 0; b < 3; ++b) {
+                const int64_t r = i + a - 1, q = j + b - 1;
+                if (r < 0 || r >= H || q < 0 || q >= W) continue;
+                const int64_t xi = ((n * C + c) * H + r) * W + q, wi = ((f * C + c) * 3 + a) * 3 + b;
+                const int64_t yi = ((n * F + f) * H + i) * W + j;
+                want_y[yi] += double(x.at(xi)) * w.at(wi);
+                want_dx[xi] += double(dy.at(yi)) * w.at(wi);
+                want_dw[wi] += double(dy.at(yi)) * x.at(xi);
+              }
+  return max_error_within(y.to(Device::cpu()), want_y, 1e-4, "forward") +
+         max_error_within(dx.to(Device::cpu()), want_dx, 1e-4, " backward data") +
+         max_error_within(dw.to(Device::cpu()), want_dw, 1e-4, " backward filter");
+}
+
+// The fast and tuned policies (allow_imprecise: FFT/Winograd and non-deterministic algorithms
+// allowed, TF32 still off; tuned: ranked by cudnnFind* timings) stay within f32 tolerance, and
+// f32 still runs FMA math (no TF32) under every one of them.
+TEST(GpuConv2d, FastAndTunedPoliciesStayWithinF32Tolerance) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& [imprecise, tuned] : {std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
+    cuda::ConvOptions opt;
+    opt.allow_imprecise = imprecise;
+    opt.tuned = tuned;
+    EXPECT_EQ(conv_policy_error(opt), "") << (imprecise ? "fast" : "exact") << (tuned ? "-tuned" : "");
+  }
+  for (const std::string& line : cuda::conv_plan_summary()) {
+    if (line.find("f32 [8, 32, 24, 24] -> 32 k3 s1 p1") != std::string::npos) {
+      EXPECT_NE(line.find("fma"), std::string::npos) << line;
+    }
+  }
+}
+
 TEST(GpuConv2d, AlgorithmChosenOncePerShapeAndStrictF32UsesFma) {
   SKIP_WITHOUT_GPU();
   auto u = make_units(conv2d_maker(kConvCases[0]));

@@ -14,9 +14,11 @@
 #include <tuple>
 
 #include "spikemesh/core/error.h"
+#include "spikemesh/core/error_cuda.h"
 #include "spikemesh/core/log.h"
 #include "spikemesh/core/stream_cuda.h"
 #include "spikemesh/core/tensor.h"
+#include "spikemesh/kernels/conv_policy.h"
 
 #ifdef SPIKEMESH_HAVE_CUDNN
 #include <cudnn.h>
@@ -48,11 +50,12 @@ cudnnHandle_t handle_for(int device) {
 // ---- plans -----------------------------------------------------------------------------------
 
 using PlanKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool,
-                           bool, size_t>;
+                           bool, bool, bool, size_t>;
 
 PlanKey key_of(int device, const cpu::Conv2dGeometry& g, DType dt, const ConvOptions& o) {
   return PlanKey{device, static_cast<int>(dt), g.batch, g.in_channels, g.height, g.width, g.out_channels,
-                 g.kernel, g.stride, g.padding, o.allow_tf32, o.deterministic, o.max_workspace_bytes};
+                 g.kernel, g.stride, g.padding, o.allow_tf32, o.deterministic, o.allow_imprecise,
+                 o.tuned, o.max_workspace_bytes};
 }
 
 struct Choice {
@@ -73,6 +76,8 @@ struct Plan {
   DType dt = DType::F32;
   bool strict_f32 = false;
   bool deterministic = true;
+  bool allow_imprecise = false;  // FFT/Winograd kept in strict f32 (the fast policy)
+  bool tuned = false;            // candidates ranked by cudnnFind* timings
   size_t max_ws = 0;
   cudnnMathType_t base_math = CUDNN_DEFAULT_MATH;
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
@@ -109,7 +114,9 @@ std::unique_ptr<Plan> make_plan(int device, const cpu::Conv2dGeometry& g, DType 
   p->what = describe(g, dt);
   p->dt = dt;
   p->strict_f32 = dt == DType::F32 && !o.allow_tf32;
-  p->deterministic = o.deterministic;
+  p->deterministic = o.deterministic && !o.allow_imprecise;
+  p->allow_imprecise = o.allow_imprecise;
+  p->tuned = o.tuned;
   p->max_ws = o.max_workspace_bytes;
   // f32: FMA only unless TF32 is allowed (DEFAULT permits TF32 on sm_80+); f64: default;
   // bf16/f16: tensor cores.
@@ -214,7 +221,7 @@ bool acceptable(const Plan& p, const Perf& r, bool (*imprecise)(Algo), Choice& c
   if (p.deterministic && r.determinism != CUDNN_DETERMINISTIC) return false;
   cudnnMathType_t math = r.mathType;
   if (p.strict_f32) {
-    if (tensor_op_math(math) || imprecise(r.algo)) return false;
+    if (tensor_op_math(math) || (!p.allow_imprecise && imprecise(r.algo))) return false;
     math = CUDNN_FMA_MATH;
   }
   c.algo = static_cast<int>(r.algo);
@@ -261,6 +268,7 @@ struct Api {
   Algo fallback;  // deterministic, no workspace
   cudnnStatus_t (*max_count)(cudnnHandle_t, int*);
   cudnnStatus_t (*find)(cudnnHandle_t, DescA, DescB, cudnnConvolutionDescriptor_t, DescOut, int, int*, Perf*);
+  cudnnStatus_t (*measure)(cudnnHandle_t, DescA, DescB, cudnnConvolutionDescriptor_t, DescOut, int, int*, Perf*);
   cudnnStatus_t (*workspace)(cudnnHandle_t, DescA, DescB, cudnnConvolutionDescriptor_t, DescOut, Algo, size_t*);
   cudnnStatus_t (*execute)(cudnnHandle_t, const void*, DescA, const void*, DescB, const void*,
                            cudnnConvolutionDescriptor_t, Algo, void*, size_t, const void*, DescOut, void*);
@@ -269,35 +277,43 @@ template <typename Perf, typename Algo, typename DescA, typename DescB, typename
 Api(const char*, const char* (*)(int), Direction Plan::*, DescA Plan::*, DescB Plan::*, DescOut Plan::*,
     bool (*)(Algo), Algo, cudnnStatus_t (*)(cudnnHandle_t, int*),
     cudnnStatus_t (*)(cudnnHandle_t, DescA, DescB, cudnnConvolutionDescriptor_t, DescOut, int, int*, Perf*),
+    cudnnStatus_t (*)(cudnnHandle_t, DescA, DescB, cudnnConvolutionDescriptor_t, DescOut, int, int*, Perf*),
     cudnnStatus_t (*)(cudnnHandle_t, DescA, DescB, cudnnConvolutionDescriptor_t, DescOut, Algo, size_t*),
     cudnnStatus_t (*)(cudnnHandle_t, const void*, DescA, const void*, DescB, const void*, cudnnConvolutionDescriptor_t,
                       Algo, void*, size_t, const void*, DescOut, void*)) -> Api<Perf, Algo, DescA, DescB, DescOut>;
 
 const Api kForward{"cudnnConvolutionForward", fwd_name, &Plan::fwd, &Plan::x, &Plan::w, &Plan::y, imprecise_fwd,
                    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, cudnnGetConvolutionForwardAlgorithmMaxCount,
-                   cudnnGetConvolutionForwardAlgorithm_v7, cudnnGetConvolutionForwardWorkspaceSize,
+                   cudnnGetConvolutionForwardAlgorithm_v7, cudnnFindConvolutionForwardAlgorithm,
+                   cudnnGetConvolutionForwardWorkspaceSize,
                    cudnnConvolutionForward};
 const Api kBackwardData{"cudnnConvolutionBackwardData", bwd_data_name, &Plan::bwd_data, &Plan::w, &Plan::y, &Plan::x,
                         imprecise_bwd_data, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
                         cudnnGetConvolutionBackwardDataAlgorithmMaxCount, cudnnGetConvolutionBackwardDataAlgorithm_v7,
-                        cudnnGetConvolutionBackwardDataWorkspaceSize, cudnnConvolutionBackwardData};
+                        cudnnFindConvolutionBackwardDataAlgorithm, cudnnGetConvolutionBackwardDataWorkspaceSize, cudnnConvolutionBackwardData};
 const Api kBackwardFilter{"cudnnConvolutionBackwardFilter", bwd_filter_name, &Plan::bwd_filter, &Plan::x, &Plan::y,
                           &Plan::w, imprecise_bwd_filter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
                           cudnnGetConvolutionBackwardFilterAlgorithmMaxCount,
-                          cudnnGetConvolutionBackwardFilterAlgorithm_v7,
+                          cudnnGetConvolutionBackwardFilterAlgorithm_v7, cudnnFindConvolutionBackwardFilterAlgorithm,
                           cudnnGetConvolutionBackwardFilterWorkspaceSize, cudnnConvolutionBackwardFilter};
 
-// Fills the direction's candidates in preference order: cuDNN's heuristic results that pass
+// Fills the direction's candidates in preference order: cuDNN's heuristic (or, tuned, timed) results that pass
 // the plan's policy, then the fallback algorithm under each fallback math type; no duplicates.
 template <typename Perf, typename Algo, typename DescA, typename DescB, typename DescOut>
-void choose(cudnnHandle_t h, Plan& p, const Api<Perf, Algo, DescA, DescB, DescOut>& api) {
+void choose(int device, cudnnHandle_t h, Plan& p, const Api<Perf, Algo, DescA, DescB, DescOut>& api) {
   Direction& d = p.*api.dir;
   int max = 0;
   SM_CUDNN_CHECK(api.max_count(h, &max));
   std::vector<Perf> perf(static_cast<size_t>(std::max(max, 1)));
   int returned = 0;
   SM_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv, p.base_math));
-  SM_CUDNN_CHECK(api.find(h, p.*api.a, p.*api.b, p.conv, p.*api.out, max, &returned, perf.data()));
+  // tuned: cudnnFind* runs every algorithm once (its own scratch buffers) and ranks by time;
+  // never inside a CUDA-graph capture (it allocates and synchronises): the heuristic then
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  SM_CUDA_CHECK(cudaStreamIsCapturing(stream_for(device), &capture));
+  const bool measure = p.tuned && capture == cudaStreamCaptureStatusNone;
+  SM_CUDNN_CHECK((measure ? api.measure : api.find)(h, p.*api.a, p.*api.b, p.conv, p.*api.out, max, &returned,
+                                                    perf.data()));
   auto query = [&](int algo, size_t* ws) {
     return api.workspace(h, p.*api.a, p.*api.b, p.conv, p.*api.out, static_cast<Algo>(algo), ws);
   };
@@ -355,7 +371,7 @@ void convolve(const Api<Perf, Algo, DescA, DescB, DescOut>& api, int device, con
   DeviceGuard guard(device);
   cudnnHandle_t h = handle_for(device);
   Plan& p = plan_for(device, g, dt, opt);
-  if (!(p.*api.dir).chosen) choose(h, p, api);
+  if (!(p.*api.dir).chosen) choose(device, h, p, api);
   const double one_d = 1.0, beta_d = beta;
   const float one_f = 1.0f, beta_f = static_cast<float>(beta);
   const void* alpha_v = dt == DType::F64 ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
@@ -386,6 +402,17 @@ void conv2d_backward_filter_cudnn(int device, const cpu::Conv2dGeometry& g, DTyp
   convolve(kBackwardFilter, device, g, dt, opt, x, dy, dw, dw_beta);
 }
 
+ConvOptions default_conv_options() {
+  static const ConvOptions options = [] {
+    const ConvPolicy policy = conv_policy_from_env();
+    ConvOptions o;
+    o.allow_imprecise = policy.allow_imprecise;
+    o.tuned = policy.tuned;
+    return o;
+  }();
+  return options;
+}
+
 std::vector<std::string> conv_plan_summary() {
   std::lock_guard<std::mutex> lock(summary_mu());
   return summary_lines();
@@ -405,6 +432,7 @@ void conv2d_backward_filter_cudnn(int, const cpu::Conv2dGeometry&, DType, const 
                                   const ConvOptions&) {
   SM_CHECK(false, "this build has no cuDNN (convolutions on CUDA need it)");
 }
+ConvOptions default_conv_options() { return {}; }
 std::vector<std::string> conv_plan_summary() { return {}; }
 
 #endif  // SPIKEMESH_HAVE_CUDNN

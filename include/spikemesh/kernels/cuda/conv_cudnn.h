@@ -15,6 +15,13 @@
 //   * f32 without allow_tf32 ("strict"): math type CUDNN_FMA_MATH (no TF32 tensor cores; note
 //     CUDNN_DEFAULT_MATH would permit TF32 on sm_80+) and no FFT/Winograd algorithms, so that
 //     results match the CPU to ~1e-6 relative.
+//   * ConvOptions::allow_imprecise lifts the deterministic and the FFT/Winograd filters (TF32
+//     stays off unless allow_tf32): cuDNN's own ranking, as PyTorch's default runs it, about
+//     1e-5 relative in f32 and not bitwise reproducible run to run.
+//   * ConvOptions::tuned ranks by cudnnFind* (each algorithm timed once per plan, on the first
+//     call: PyTorch's cudnn.benchmark) instead of cudnnGet*_v7's heuristic; the filters stay.
+// default_conv_options() is the process's policy (kernels/conv_policy.h: SPIKEMESH_CONV_ALGOS
+// = exact | exact-tuned | fast | fast-tuned), read once.
 // The list keeps the survivors in cuDNN's order plus a zero-workspace fallback; an algorithm
 // that the library then refuses (CUDNN_STATUS_NOT_SUPPORTED*) is dropped and the next one
 // used. The workspace is a u8 tensor from the caching allocator (returned after the call:
@@ -36,8 +43,13 @@ namespace cuda {
 struct ConvOptions {
   bool allow_tf32 = false;     // f32 only: permit TF32 tensor cores (about 1e-3 relative)
   bool deterministic = true;   // bitwise reproducible algorithms only
+  bool allow_imprecise = false;  // fast policy: any algorithm cuDNN ranks (FFT, Winograd, atomics)
+  bool tuned = false;            // rank by cudnnFind* timings, not the heuristic
   size_t max_workspace_bytes = size_t{512} << 20;
 };
+
+// The options SPIKEMESH_CONV_ALGOS selects (kernels/conv_policy.h); read once per process.
+ConvOptions default_conv_options();
 
 // y = conv(x, w) (overwritten; no bias — see gemm_cublas.h add_channel_bias).
 void conv2d_forward_cudnn(int device, const cpu::Conv2dGeometry& g, DType dt, const void* x, const void* w,
