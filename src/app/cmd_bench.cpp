@@ -485,6 +485,12 @@ void add_metric_fields(BenchRecord& r, const BenchOptions& o, RunParts& parts, M
     r["tp_all_reduce_calls"] = static_cast<double>(a.calls - b.calls) / o.steps;
     r["tp_all_reduce_mb"] = static_cast<double>(a.payload_bytes - b.payload_bytes) / 1048576.0 / o.steps;
     r["tp_all_reduce_bus_mb"] = static_cast<double>(a.bus_bytes - b.bus_bytes) / 1048576.0 / o.steps;
+    for (const auto& [op, key] : {std::pair{CommOp::ReduceScatter, "tp_reduce_scatter"}, std::pair{CommOp::AllGather, "tp_all_gather"}}) {
+      const CommOpCounter& x = tp_now[op];  // the sample-sharded regions (layers/sequence_parallel.h)
+      const CommOpCounter& y = ts.tp_at[op];
+      r[std::string(key) + "_calls"] = static_cast<double>(x.calls - y.calls) / o.steps;
+      r[std::string(key) + "_mb"] = static_cast<double>(x.payload_bytes - y.payload_bytes) / 1048576.0 / o.steps;
+    }
     r["tp_size"] = layout.tp_size();
   }
   r["forward_ms"] = f.fwd;

@@ -382,6 +382,7 @@ Tensor BatchNorm::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
 }
 
 void BatchNorm::finish_split_moments(Ctx& ctx) {
+  SpStatsScope stats(sp_, ctx);  // a sharded region: the sums over tp (layers/sequence_parallel.h)
 #ifdef SPIKEMESH_HAVE_CUDA
   if (last_device_.is_cuda()) return finish_split_moments_cuda(ctx);
 #endif
@@ -409,6 +410,7 @@ void BatchNorm::finish_split_moments(Ctx& ctx) {
 }
 
 void BatchNorm::finish_split_grad_sums(Ctx& ctx) {
+  SpStatsScope stats(sp_, ctx);  // a sharded region: the sums over tp (layers/sequence_parallel.h)
 #ifdef SPIKEMESH_HAVE_CUDA
   if (last_device_.is_cuda()) return finish_split_grad_sums_cuda(ctx);
 #endif

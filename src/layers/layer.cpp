@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "spikemesh/layers/collectives.h"
 #include "spikemesh/layers/layer_profile.h"
 
 namespace sm {
@@ -15,6 +16,31 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Tensor Layer::forward(const Tensor& x, Ctx& ctx) {
+  if (sp_.role == SpRole::Start) {  // the rowwise layer decides whether this slot's forward shards
+    const bool shard = ctx.tp && ctx.tp_shard_regions && !ctx.bn_sync && !ctx.bn_split && x.ndim() >= 2 &&
+                       x.dim(1) % ctx.tp->size() == 0;
+    sp_.region->set_sharded(ctx.slot, shard);
+  }
+  Tensor y;
+  {
+    SpStatsScope stats(sp_, ctx);
+    y = forward_dispatch(x, ctx);
+  }
+  if (sp_.role == SpRole::Last && y.defined() && sp_.sharded(ctx.slot)) y = sp_all_gather_rows(y, *ctx.tp);
+  return y;
+}
+
+Tensor Layer::backward_input(const Tensor& dy, Ctx& ctx) {
+  Tensor g = dy;
+  if (sp_.role == SpRole::Last && sp_.sharded(ctx.slot))
+    g = sp_.region->partial_grad_in ? sp_reduce_scatter_rows(dy, *ctx.tp)
+                                    : sp_rows_of(dy, ctx.tp->rank(), ctx.tp->size());
+  if (sp_.role == SpRole::Start && sp_.sharded(ctx.slot)) g = sp_all_gather_rows(g, *ctx.tp);
+  SpStatsScope stats(sp_, ctx);
+  return backward_dispatch(g, ctx);
+}
+
+Tensor Layer::forward_dispatch(const Tensor& x, Ctx& ctx) {
   last_device_ = x.device();
   if (x.device().is_cuda()) return forward_cuda(x, ctx);
   if (!timed(*this, x.device())) return forward_cpu(x, ctx);
@@ -31,7 +57,7 @@ Tensor Layer::forward(const Tensor& x, Ctx& ctx) {
   return y;
 }
 
-Tensor Layer::backward_input(const Tensor& dy, Ctx& ctx) {
+Tensor Layer::backward_dispatch(const Tensor& dy, Ctx& ctx) {
   if (dy.device().is_cuda()) return backward_input_cuda(dy, ctx);
   if (!timed(*this, dy.device())) return backward_input_cpu(dy, ctx);
   auto t0 = std::chrono::steady_clock::now();

@@ -35,7 +35,8 @@ Tensor WeightLayer::forward_on(Dev& dev, const Tensor& x, Ctx& ctx) {
   check_input(x);
   dev.check(x, w.value, type());
   const cpu::Conv2dGeometry g = geometry(x.shape());
-  const TpForward tp = tp_forward_plan(w, bias_param(), ctx, Dev::kKernelAddsBias);
+  TpForward tp = tp_forward_plan(w, bias_param(), ctx, Dev::kKernelAddsBias);
+  tp.scatter_rows = sp_.role == SpRole::Start && sp_.sharded(ctx.slot);  // layers/sequence_parallel.h
   Tensor y = Tensor::empty(output_of(x.shape(), g), x.dtype(), x.device());  // [T, N, Cout_local, ...]
   dev.forward(kernels(), g, x, w.value, tp.kernel_bias, y);
   tp_finish_forward(tp, ctx, y, channel_layout(g));
@@ -54,7 +55,7 @@ Tensor WeightLayer::backward_input_on(Dev& dev, const Tensor& dy, Ctx& ctx) {
                   << dy.device().str());
   Tensor dx = Tensor::empty(sv.input.shape(), dy.dtype(), dy.device());  // [T, N, Cin_local, ...]
   dev.backward_data(kernels(), g, dy, param(0).value, dx);
-  tp_finish_backward_input(param(0), ctx, dx);
+  tp_finish_backward_input(param(0), ctx, dx, sp_.role == SpRole::DeferColwise && sp_.sharded(ctx.slot));
   sv.dy = dy;  // a reference (no copy): W reads it, or we do it now
   if (!ctx.split_wgrad) backward_weight_on(dev, ctx);
   return dx;

@@ -57,18 +57,36 @@ Layout::Layout(Model& model, Comm& dp, const LayoutOptions& opts)
   build();
 }
 
+namespace {
+// The leaves' parameters whose gradients may be partial over tp (tp_partial_sums.h), in order.
+void collect_tp_partial(Layer& l, std::vector<TpPartialParam>& out) {
+  const std::vector<Layer*> children = l.children();
+  if (!children.empty()) {
+    for (Layer* c : children) collect_tp_partial(*c, out);
+    return;
+  }
+  const SpLink& link = l.sp_link();
+  const bool member = link.role == SpRole::Member || link.role == SpRole::Last;
+  for (Param* p : l.params())
+    if (p->grad_summed_over_tp) out.push_back(TpPartialParam{p, member ? link.region : nullptr});
+}
+}  // namespace
+
 void Layout::build() {
   SM_CHECK(model_.finalized(), "a layout needs a finalised model");
   const int tp = plan_.mesh.tp, pp = plan_.mesh.pp;
   SM_CHECK(plan_.world_size == world_size() && tp == (tp_ ? tp_->size() : 1) && pp == (pp > 1 ? mesh_->shape().pp : 1),
            "the layout plan's mesh " << plan_.mesh.str() << " is not this layout's");
   if (pp > 1) build_pipeline();
+  std::vector<std::vector<TpPartialParam>> partial(stage_->size());  // per stage-local unit
   if (tp > 1)
-    for (Param* p : stage_->params()) {
-      const bool tp_shard = p->shard.sharded() && p->shard.group == ShardSpec::Group::TP;
-      SM_CHECK(!tp_shard || p->shard.count == tp, "parameter '" << p->name << "' is split " << p->shard.count
-                                                                 << " ways for tp = " << tp);
-      if (p->grad_summed_over_tp) tp_partial_.push_back(p);
+    for (size_t k = 0; k < stage_->size(); ++k) {
+      for (Param* p : stage_->unit(k).params()) {
+        const bool tp_shard = p->shard.sharded() && p->shard.group == ShardSpec::Group::TP;
+        SM_CHECK(!tp_shard || p->shard.count == tp, "parameter '" << p->name << "' is split " << p->shard.count
+                                                                   << " ways for tp = " << tp);
+      }
+      collect_tp_partial(stage_->unit(k), partial[k]);
     }
   if (dp_ && (dp_->size() > 1 || plan_.reduction != GradientReduction::AllReduce)) {
     // tp: the dp family over dp; fsdp_tp: FSDP over dp of the tp-local flat buffers (the plan's
@@ -79,8 +97,14 @@ void Layout::build() {
   } else {
     strategy_ = make_single_rank_strategy(*stage_);
   }
+  if (tp > 1) {
+    auto sums = std::make_unique<TpPartialSums>(strategy_.get(), *tp_coll_, std::move(partial));
+    if (!sums->empty()) tp_sums_ = std::move(sums);
+  }
   build_memopt();
 }
+
+UnitHooks* Layout::grad_hooks() { return tp_sums_ ? static_cast<UnitHooks*>(tp_sums_.get()) : strategy_.get(); }
 
 // memopt's stages (pp: the round(ratio x S) logical stages whose units keep the most activation
 // bytes in the dry run, ties to the lower index) and the level-1 configuration of their units.
@@ -183,6 +207,7 @@ void Layout::after_load() { strategy_->after_load(); }
 void Layout::fill_ctx(Ctx& ctx) {
   ctx.bn_sync = bn_sync_.get();
   ctx.tp = tp_coll_.get();  // nullptr for tp = 1
+  ctx.tp_shard_regions = opts_.memopt.level <= 1 && opts_.memopt.memory_budget_mb <= 0;
   ctx.tp_debug_comm = opts_.tp_debug_comm;
   ctx.split_wgrad = opts_.split_wgrad;
 }
@@ -202,15 +227,16 @@ MicroResult Layout::forward_backward(const MicroBatch& mb, Ctx& ctx, double loss
   Timer t;
   stage_->reset_state();  // neuron state starts at rest for every microbatch
   strategy_->begin_micro(last_micro);
+  if (tp_sums_) tp_sums_->set_last_micro(last_micro);
   r.reset_ms = t.ms();
   t.reset();
-  Tensor out = stage_->forward(mb.x, ctx, strategy_.get());     // [T, n, K]
+  Tensor out = stage_->forward(mb.x, ctx, grad_hooks());     // [T, n, K]
   r.loss = model_.loss->forward(out, mb.y, ctx.slot);
   r.forward_ms = t.ms();
   t.reset();
   Tensor dout = model_.loss->backward(loss_grad_scale, ctx.slot);  // [T, n, K]
-  stage_->backward_input(dout, ctx, strategy_.get());
-  if (ctx.split_wgrad) stage_->backward_weight(ctx, strategy_.get());
+  stage_->backward_input(dout, ctx, grad_hooks());
+  if (ctx.split_wgrad) stage_->backward_weight(ctx, grad_hooks());
   if (last_micro)  // the accumulated partial sums, once per step
     finish_backward();
   else
@@ -221,8 +247,7 @@ MicroResult Layout::forward_backward(const MicroBatch& mb, Ctx& ctx, double loss
 }
 
 void Layout::finish_backward() {
-  for (Param* p : tp_partial_) tp_coll_->all_reduce_sum(p->grad);  // collective over tp, in param order
-  strategy_->end_backward();                                     // dp reductions of the stage finish
+  strategy_->end_backward();  // (partial tp gradients were summed unit by unit: tp_partial_sums.h)                                    // dp reductions of the stage finish
 }
 
 std::vector<MicroResult> Layout::run_microbatches(const std::vector<MicroBatch>& micro, Ctx& ctx,
@@ -236,7 +261,8 @@ std::vector<MicroResult> Layout::run_microbatches(const std::vector<MicroBatch>&
   fill_ctx(ctx);
   ctx.training = true;
   strategy_->begin_micro(true);  // the runtime lets a unit's last backward through to the reduction
-  const PpStepOutcome o = pipeline_->train(micro, ctx, loss_grad_scale, strategy_.get());  // collective over pp
+  if (tp_sums_) tp_sums_->set_last_micro(true);
+  const PpStepOutcome o = pipeline_->train(micro, ctx, loss_grad_scale, grad_hooks());  // collective over pp
   Timer t;
   finish_backward();
   synchronize(model_.device());

@@ -153,6 +153,8 @@ void bind_layout_plan(LayoutPlan& p, Model& model) {
     to.tp = p.mesh.tp;
     to.keep_first = o.tp_keep_first;
     to.keep_classifier = o.tp_keep_classifier;
+    to.shard_regions = !(o.sync_bn && p.mesh.dp > 1);  // synced BN over dp: regions stay whole
+    to.regions_cross_units = p.mesh.pp == 1;           // stage boundaries carry whole activations
     p.tp = make_tp_plan(model, to);
   }
   if (p.pipelined()) {

@@ -34,16 +34,56 @@ int64_t TpPlan::sharded_layers() const {
   return n;
 }
 
-int64_t TpPlan::all_reduce_calls() const {
-  int64_t n = 0;
-  for (const TpLayerPlan& l : layers) n += (l.forward_all_reduce > 0) + (l.backward_all_reduce > 0);
-  return n;
+namespace {
+int split_dim_of(const TpLayerPlan& l, size_t k);
+}  // namespace
+
+TpPlan::Traffic TpPlan::layer_traffic(const TpLayerPlan& l, int64_t samples, int64_t T, int64_t elem_bytes,
+                                      int64_t grad_bytes) const {
+  Traffic t;
+  if (tp <= 1) return t;
+  const int64_t unit = samples * T * elem_bytes;  // bytes per per-sample element
+  const bool shard = l.sp_region >= 0 && samples % tp == 0;
+  auto add = [&](int64_t& calls, int64_t& bytes, int64_t elements, int64_t elem) {
+    if (elements <= 0) return;
+    calls += 1;
+    bytes += elements * elem;
+  };
+  add(t.all_reduce_calls, t.all_reduce_bytes, l.forward_all_reduce, unit);
+  add(t.all_reduce_calls, t.all_reduce_bytes, l.backward_all_reduce, unit);
+  if (shard) {
+    add(t.reduce_scatter_calls, t.reduce_scatter_bytes, l.forward_reduce_scatter, unit);
+    add(t.reduce_scatter_calls, t.reduce_scatter_bytes, l.backward_reduce_scatter, unit);
+    add(t.all_gather_calls, t.all_gather_bytes, l.forward_all_gather, unit);
+    add(t.all_gather_calls, t.all_gather_bytes, l.backward_all_gather, unit);
+    add(t.all_reduce_calls, t.all_reduce_bytes, l.stats_forward_doubles, 8);
+    add(t.all_reduce_calls, t.all_reduce_bytes, l.stats_backward_doubles, 8);
+  }
+  const bool member = l.sp_role == SpRole::Member || l.sp_role == SpRole::Last;
+  if (l.role == TpRole::Local || (member && shard)) {  // whole parameters with partial gradients
+    const std::vector<Param*> ps = l.layer->params();
+    for (size_t k = 0; k < ps.size(); ++k)
+      if (l.role != TpRole::Local || split_dim_of(l, k) < 0) add(t.all_reduce_calls, t.all_reduce_bytes, shape_numel(ps[k]->shape), grad_bytes);
+  }
+  if (!shard) {
+    add(t.all_reduce_calls, t.all_reduce_bytes, l.sp_all_reduce_forward, unit);
+    add(t.all_reduce_calls, t.all_reduce_bytes, l.sp_all_reduce_backward, unit);
+  }
+  const double f = static_cast<double>(tp - 1) / tp;
+  t.sent_bytes = 2.0 * f * t.all_reduce_bytes + f * (t.reduce_scatter_bytes + t.all_gather_bytes);
+  return t;
 }
 
-int64_t TpPlan::all_reduce_elements() const {
-  int64_t n = 0;
-  for (const TpLayerPlan& l : layers) n += l.forward_all_reduce + l.backward_all_reduce;
-  return n;
+TpPlan::Traffic TpPlan::traffic(int64_t samples, int64_t T, int64_t elem_bytes, int64_t grad_bytes) const {
+  Traffic sum;
+  for (const TpLayerPlan& l : layers) {
+    const Traffic t = layer_traffic(l, samples, T, elem_bytes, grad_bytes);
+    sum.all_reduce_calls += t.all_reduce_calls, sum.all_reduce_bytes += t.all_reduce_bytes;
+    sum.reduce_scatter_calls += t.reduce_scatter_calls, sum.reduce_scatter_bytes += t.reduce_scatter_bytes;
+    sum.all_gather_calls += t.all_gather_calls, sum.all_gather_bytes += t.all_gather_bytes;
+    sum.sent_bytes += t.sent_bytes;
+  }
+  return sum;
 }
 
 namespace {
@@ -217,13 +257,79 @@ struct Planner {
   }
 };
 
+// Whether a replicated leaf runs per sample (so on a sample shard): its statistics and
+// parameters aside, nothing in it mixes samples.
+bool sample_local(const Layer* l) {
+  return dynamic_cast<const BatchNorm*>(l) || dynamic_cast<const Neuron*>(l) || dynamic_cast<const Pool2d*>(l) ||
+         dynamic_cast<const Flatten*>(l) || dynamic_cast<const Mean*>(l);
+}
+
+// The sample-sharded regions of one layer sequence (compound bodies on their own): after each
+// rowwise leaf, the replicated sample-local leaves that follow it, in the same unit unless
+// opts.regions_cross_units.
+void plan_regions(std::vector<Item>& items, TpPlan& plan, const TpOptions& opts) {
+  for (size_t j = 0; j < items.size(); ++j) {
+    if (items[j].compound) {
+      plan_regions(items[j].body, plan, opts);
+      continue;
+    }
+    const size_t start = items[j].plan_index;
+    if (plan.layers[start].role != TpRole::Rowwise) continue;
+    size_t k = j + 1;
+    while (k < items.size() && !items[k].compound) {
+      const TpLayerPlan& m = plan.layers[items[k].plan_index];
+      if (m.role != TpRole::Replicated || is_weight(m.layer) || !sample_local(m.layer)) break;
+      if (!opts.regions_cross_units && m.unit != plan.layers[start].unit) break;
+      ++k;
+    }
+    if (k == j + 1) continue;  // nothing to shard after it
+    TpRegionPlan r;
+    r.start = start;
+    r.last = items[k - 1].plan_index;
+    const int index = static_cast<int>(plan.regions.size());
+    for (size_t m = j; m < k; ++m) {
+      TpLayerPlan& l = plan.layers[items[m].plan_index];
+      l.sp_region = index;
+      l.sp_role = m == j ? SpRole::Start : m + 1 == k ? SpRole::Last : SpRole::Member;
+    }
+    if (k < items.size() && !items[k].compound) {
+      TpLayerPlan& next = plan.layers[items[k].plan_index];
+      if (next.role == TpRole::Colwise && (opts.regions_cross_units || next.unit == plan.layers[r.last].unit)) {
+        r.partial_grad_in = true;
+        next.sp_role = SpRole::DeferColwise;
+        next.sp_region = index;
+      }
+    }
+    plan.regions.push_back(r);
+  }
+}
+
 // A colwise layer's input gradient (the previous leaf's output shape, the model's input for
-// the first) is summed over tp in backward.
-void fill_backward_bytes(TpPlan& plan, const Shape& model_input) {
+// the first) is summed over tp in backward; sharded regions trade the rowwise forward
+// all-reduce (and a deferred colwise backward one) for reduce-scatters and all-gathers.
+void fill_bytes(TpPlan& plan, const Shape& model_input) {
   Shape prev = model_input;
   for (TpLayerPlan& l : plan.layers) {
-    if (l.role == TpRole::Colwise) l.backward_all_reduce = shape_numel(prev);
+    const int64_t in = shape_numel(prev), out = shape_numel(l.out_shape);
     prev = l.out_shape;
+    if (l.role == TpRole::Colwise) {
+      (l.sp_role == SpRole::DeferColwise ? l.sp_all_reduce_backward : l.backward_all_reduce) = in;
+    }
+    if (l.sp_role == SpRole::Start) {
+      l.sp_all_reduce_forward = l.forward_all_reduce;
+      l.forward_all_reduce = 0;
+      l.forward_reduce_scatter = out;
+      l.backward_all_gather = out;
+    }
+    if (l.sp_role == SpRole::Last) {
+      l.forward_all_gather = out;
+      if (plan.regions[static_cast<size_t>(l.sp_region)].partial_grad_in) l.backward_reduce_scatter = out;
+    }
+    if ((l.sp_role == SpRole::Member || l.sp_role == SpRole::Last) && dynamic_cast<const BatchNorm*>(l.layer)) {
+      const int64_t C = l.layer->params().empty() ? 0 : l.layer->params()[0]->shape[0];
+      l.stats_forward_doubles = 2 * C + 1;
+      l.stats_backward_doubles = 2 * C;
+    }
   }
 }
 
@@ -249,7 +355,8 @@ TpPlan make_tp_plan(Model& model, const TpOptions& opts) {
     p.last_weight = weights.back();
   }
   p.run(items);
-  fill_backward_bytes(plan, model.info.input_shape);
+  if (opts.shard_regions) plan_regions(items, plan, opts);
+  fill_bytes(plan, model.info.input_shape);
   return plan;
 }
 
@@ -272,12 +379,21 @@ void shard_dim(Param& p, int dim, int tp, int rank, int segments) {
 void apply_tp_plan(const TpPlan& plan, int tp_rank) {
   if (plan.tp == 1) return;
   SM_CHECK(tp_rank >= 0 && tp_rank < plan.tp, "tp rank " << tp_rank << " outside [0, " << plan.tp << ")");
+  std::vector<std::shared_ptr<SpRegion>> regions;
+  for (const TpRegionPlan& r : plan.regions) {
+    auto region = std::make_shared<SpRegion>();
+    region->tp = plan.tp;
+    region->partial_grad_in = r.partial_grad_in;
+    regions.push_back(std::move(region));
+  }
   for (const TpLayerPlan& l : plan.layers) {
     const std::vector<Param*> ps = l.layer->params();
+    const bool member = l.sp_role == SpRole::Member || l.sp_role == SpRole::Last;
     for (size_t k = 0; k < ps.size(); ++k) {
       if (const int d = split_dim_of(l, k); d >= 0) shard_dim(*ps[k], d, plan.tp, tp_rank, l.segments);
-      else if (l.role == TpRole::Local) ps[k]->grad_summed_over_tp = true;  // PLIF's w on a channel shard
+      else if (l.role == TpRole::Local || member) ps[k]->grad_summed_over_tp = true;  // a channel or sample shard's
     }
+    l.layer->set_sp_link(l.sp_region >= 0 ? SpLink{l.sp_role, regions[static_cast<size_t>(l.sp_region)]} : SpLink{});
     if (l.role == TpRole::Local && dynamic_cast<const BatchNorm*>(l.layer)) {
       for (Buffer* b : l.layer->buffers()) {
         if (b->shape.size() != 1) continue;  // num_batches_tracked: a scalar, whole
@@ -292,8 +408,6 @@ void apply_tp_plan(const TpPlan& plan, int tp_rank) {
 
 std::string describe_tp_plan(const TpPlan& plan, int64_t batch, int64_t T, int64_t elem_bytes) {
   std::ostringstream os;
-  const double ring = plan.tp > 1 ? 2.0 * (plan.tp - 1) / plan.tp : 0.0;
-  const double per_elem = static_cast<double>(batch * T * elem_bytes) * ring;
   char line[512];
   std::snprintf(line, sizeof line, "%-4s  %-42s %-12s %-10s %-16s %-16s %-24s %12s\n", "unit", "layer", "type", "tp",
                 "output", "local output", "local params", "sent B/step");
@@ -306,18 +420,25 @@ std::string describe_tp_plan(const TpPlan& plan, int64_t batch, int64_t T, int64
       if (const int d = split_dim_of(l, k); d >= 0) local[d] /= plan.tp;
       params += (params.empty() ? "" : " ") + shape_str(local);
     }
-    const double sent = per_elem * static_cast<double>(l.forward_all_reduce + l.backward_all_reduce);
+    const double sent = plan.layer_traffic(l, batch, T, elem_bytes).sent_bytes;
+    std::string role = tp_role_name(l.role);
+    if (l.sp_role == SpRole::Start || l.sp_role == SpRole::DeferColwise) role += "/rs";  // reduce-scatters
+    if (l.sp_role == SpRole::Member) role = "shard";
+    if (l.sp_role == SpRole::Last) role = "shard/ag";
     std::snprintf(line, sizeof line, "%4d  %-42s %-12s %-10s %-16s %-16s %-24s %12.0f\n", l.unit, l.name.c_str(),
-                  l.type.c_str(), tp_role_name(l.role), shape_str(l.out_shape).c_str(),
+                  l.type.c_str(), role.c_str(), shape_str(l.out_shape).c_str(),
                   shape_str(l.local_out_shape).c_str(), params.c_str(), sent);
     os << line;
     if (!l.note.empty() && plan.tp > 1) os << "      (" << l.note << ")\n";
   }
-  const double total = per_elem * static_cast<double>(plan.all_reduce_elements());
-  os << "tp " << plan.tp << ": " << plan.sharded_layers() << " of " << plan.layers.size()
-     << " layers sharded; per step " << plan.all_reduce_calls() << " all-reduce calls of "
-     << plan.all_reduce_elements() * batch * T * elem_bytes << " bytes in all, " << static_cast<int64_t>(total)
-     << " bytes sent by each rank (ring: 2(tp-1)/tp of the payload)\n";
+  const TpPlan::Traffic t = plan.traffic(batch, T, elem_bytes);
+  os << "tp " << plan.tp << ": " << plan.sharded_layers() << " of " << plan.layers.size() << " layers sharded, "
+     << plan.regions.size() << " sample-sharded regions" << (plan.regions.empty() || batch % plan.tp == 0 ? "" : " (not used: the batch does not divide by tp)")
+     << "; per step " << t.all_reduce_calls << " all-reduce calls of " << t.all_reduce_bytes << " bytes in all, "
+     << t.reduce_scatter_calls << " reduce-scatter calls of " << t.reduce_scatter_bytes << " bytes, "
+     << t.all_gather_calls << " all-gather calls of " << t.all_gather_bytes << " bytes; "
+     << static_cast<int64_t>(t.sent_bytes)
+     << " bytes sent by each rank (ring: all-reduce 2(tp-1)/tp of the payload, the others (tp-1)/tp)\n";
   return os.str();
 }
 

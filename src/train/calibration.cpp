@@ -291,9 +291,13 @@ ModelProfile measure_model_profile(Comm* world, const ProfileRequest& r) {
       t.tp_elements.assign(U, 0.0);
       for (const TpLayerPlan& l : plan.layers) {
         if (tp == 1) break;
-        const double calls = (l.forward_all_reduce > 0) + (l.backward_all_reduce > 0);
-        t.tp_calls[l.unit] += calls;
-        t.tp_elements[l.unit] += static_cast<double>(l.forward_all_reduce + l.backward_all_reduce) * out.T;
+        // per sample and step, in all-reduce equivalents: a reduce-scatter or an all-gather moves
+        // half an all-reduce's bytes (tp samples: the regions shard; statistics are negligible)
+        const TpPlan::Traffic tr = plan.layer_traffic(l, tp, 1, 1);
+        t.tp_calls[l.unit] += static_cast<double>(tr.all_reduce_calls + tr.reduce_scatter_calls + tr.all_gather_calls);
+        t.tp_elements[l.unit] +=
+            (static_cast<double>(tr.all_reduce_bytes) + 0.5 * static_cast<double>(tr.reduce_scatter_bytes + tr.all_gather_bytes)) /
+            tp * out.T;
       }
       double input = out.T;
       for (int64_t d : m->info.input_shape) input *= static_cast<double>(d);

@@ -77,6 +77,7 @@ PpRun pp_run(const PpCase& c, const Trajectory& ref) {
   if (c.shape.tp > 1) {
     TpOptions to;
     to.tp = c.shape.tp;
+    to.regions_cross_units = false;  // as layout_plan under pipelines
     apply_tp_plan(make_tp_plan(*model, to), mesh->tp().rank());
   }
   Model& m = *model;

@@ -18,6 +18,10 @@ struct Ctx {
   bool smooth_spikes = false;  // test mode: neurons fire the surrogate's primitive (FD tests)
   Collectives* bn_sync = nullptr;  // synced batch norm over a group; nullptr = local
   Collectives* tp = nullptr;       // tensor-parallel reductions inside layers
+  // Whether tp's replicated regions may run on sample shards (layers/sequence_parallel.h):
+  // off while memopt may split segments into pieces (levels 2-4, a memory budget), whose
+  // sample pieces of a shard cannot be gathered back in order.
+  bool tp_shard_regions = true;
   bool tp_debug_comm = false;      // print each layer's tp collective once (--tp-debug-comm)
   // memopt (layers/memopt_segment.h): `checkpointed` marks the forward of a checkpointed
   // segment (its saved state is dropped afterwards; batch norm keeps its batch statistics so

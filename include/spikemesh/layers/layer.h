@@ -20,6 +20,7 @@
 #include "spikemesh/core/tensor.h"
 #include "spikemesh/layers/ctx.h"
 #include "spikemesh/layers/param.h"
+#include "spikemesh/layers/sequence_parallel.h"
 
 namespace sm {
 
@@ -74,8 +75,16 @@ class Layer {
 
   const std::string& name() const { return name_; }
   void set_name(const std::string& n) { name_ = n; }
+  // Tensor parallelism's sample sharding (layers/sequence_parallel.h), set by apply_tp_plan:
+  // the non-virtual entry points gather a Last layer's output and shard its incoming gradient,
+  // and all-gather a Start layer's output gradient; the layers themselves do the rest.
+  void set_sp_link(SpLink link) { sp_ = std::move(link); }
+  const SpLink& sp_link() const { return sp_; }
 
  protected:
+  // The device dispatch (and CPU profiling) of forward / backward_input.
+  Tensor forward_dispatch(const Tensor& x, Ctx& ctx);
+  Tensor backward_dispatch(const Tensor& dy, Ctx& ctx);
   virtual Tensor forward_cpu(const Tensor& x, Ctx& ctx) = 0;
   virtual Tensor backward_input_cpu(const Tensor& dy, Ctx& ctx) = 0;
   // Default: every child's W in reverse (composites; nothing for leaves without parameters).
@@ -95,6 +104,7 @@ class Layer {
   Buffer& buffer(size_t i) { return *own_buffers_[i]; }
 
   std::string name_;
+  SpLink sp_;
   std::vector<std::unique_ptr<Param>> own_params_;
   std::vector<std::unique_ptr<Buffer>> own_buffers_;
   Device last_device_ = Device::cpu();  // device of the last forward (W dispatch)

@@ -34,14 +34,18 @@ struct TpForward {
   const Param* weight = nullptr;        // names the layer in --tp-debug-comm lines
   const Tensor* kernel_bias = nullptr;  // the kernel adds this one itself
   const Tensor* late_bias = nullptr;    // tp_finish_forward adds this one (after the reduction)
+  bool scatter_rows = false;            // rowwise starting a sharded region: reduce-scatter along N
 };
 // bias: the layer's bias parameter or nullptr. kernel_adds_bias: the device's forward kernel
 // can fuse a bias (it never does for rowwise: the bias must follow the reduction).
 TpForward tp_forward_plan(const Param& weight, const Param* bias, const Ctx& ctx, bool kernel_adds_bias);
-// After the local forward kernel: rowwise all-reduce of y over ctx.tp, then the late bias.
-void tp_finish_forward(const TpForward& plan, Ctx& ctx, Tensor& y, const ChannelLayout& layout);
-// After the local data gradient: colwise all-reduce of dx over ctx.tp.
-void tp_finish_backward_input(const Param& weight, Ctx& ctx, Tensor& dx);
+// After the local forward kernel: rowwise all-reduce of y over ctx.tp (scatter_rows: a
+// reduce-scatter along N, y becomes [T, N/tp, ...]: layers/sequence_parallel.h), then the late
+// bias.
+void tp_finish_forward(const TpForward& plan, Ctx& ctx, Tensor& y, ChannelLayout layout);
+// After the local data gradient: colwise all-reduce of dx over ctx.tp, unless `defer` (the
+// sharded region before it reduce-scatters the partial sums instead).
+void tp_finish_backward_input(const Param& weight, Ctx& ctx, Tensor& dx, bool defer = false);
 
 // y[o, c, i] += bias[c], on y's device (CPU: f32/f64 with a bias of y's dtype; CUDA: f32,
 // bf16 or f16 activations with the f32 master bias).

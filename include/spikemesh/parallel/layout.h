@@ -36,6 +36,7 @@
 #include "spikemesh/parallel/layout_plan.h"
 #include "spikemesh/parallel/placement.h"
 #include "spikemesh/parallel/strategy.h"
+#include "spikemesh/parallel/tp_partial_sums.h"
 
 namespace sm {
 
@@ -164,7 +165,8 @@ class Layout : public LayoutGroups {
   void finish_backward();  // the step's tp sums and the strategy's closing reductions
   Model& model_;
   std::unique_ptr<CommCollectives> tp_coll_;  // handed to layers as ctx.tp
-  std::vector<Param*> tp_partial_;            // gradients summed over tp after backward
+  std::unique_ptr<TpPartialSums> tp_sums_;    // gradients summed over tp, unit by unit (or null)
+  UnitHooks* grad_hooks();                    // tp_sums_ in front of the strategy, or the strategy
   std::unique_ptr<CommCollectives> world_coll_;  // the gradient norm with tp
   std::vector<Param> norm_views_;                // norm_params()' grad views
   LayoutPlan plan_;

@@ -17,13 +17,18 @@
 // ShardSpec (group TP, this rank's index) and local shape; init is then drawn from the global
 // index (layers/init.h), so every layout starts from the same weights.
 // Invariants: colwise and rowwise come in pairs with only LOCAL layers between them, so the
-// activations entering and leaving every replicated layer, residual and unit are whole.
+// activations entering and leaving every replicated layer, residual and unit are whole —
+// except inside a sample-sharded REGION (layers/sequence_parallel.h): the sample-local
+// layers right after a rowwise one (batch norm, neurons, pooling, flatten, mean; not past a
+// residual or graph boundary, nor past a unit's end under pipelines) run on N/tp samples,
+// their whole parameters' gradients summed over tp; the region's last layer all-gathers.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "spikemesh/core/tensor.h"
+#include "spikemesh/layers/sequence_parallel.h"
 
 namespace sm {
 
@@ -46,29 +51,62 @@ struct TpLayerPlan {
   // Per sample and time step, the elements all-reduced over tp: a rowwise layer's output in
   // forward, a colwise layer's input gradient in backward (0 elsewhere).
   int64_t forward_all_reduce = 0, backward_all_reduce = 0;
+  // Sample sharding (layers/sequence_parallel.h): the role, the region (index into
+  // TpPlan::regions; -1 none), and per sample and step the whole payload of each collective:
+  // a Start reduce-scatters its output forward and all-gathers its gradient backward; a Last
+  // all-gathers its output and, when the next layer is colwise (partial_grad_in), reduce-
+  // scatters the incoming gradient. When the samples per microbatch do not divide by tp these
+  // fall back to the all-reduces above (sp_all_reduce_forward/backward).
+  SpRole sp_role = SpRole::None;
+  int sp_region = -1;
+  int64_t forward_reduce_scatter = 0, forward_all_gather = 0, backward_reduce_scatter = 0, backward_all_gather = 0;
+  int64_t sp_all_reduce_forward = 0, sp_all_reduce_backward = 0;
+  // A batch norm in a region sums its statistics over tp: doubles per microbatch (2C + 1
+  // forward, 2C backward), one all-reduce each.
+  int64_t stats_forward_doubles = 0, stats_backward_doubles = 0;
+};
+
+struct TpRegionPlan {
+  size_t start = 0, last = 0;    // indices into TpPlan::layers (the rowwise layer, the last member)
+  bool partial_grad_in = false;  // the next layer is colwise and leaves its input gradient unreduced
 };
 
 struct TpOptions {
   int tp = 1;
   bool keep_first = false;       // the model's first weight layer stays replicated
   bool keep_classifier = false;  // the model's last weight layer stays replicated
+  bool shard_regions = true;        // sample-shard the regions after rowwise layers
+  bool regions_cross_units = true;  // false under pipelines: a stage boundary sends whole activations
 };
 
 struct TpPlan {
   int tp = 1;
   std::vector<TpLayerPlan> layers;  // every leaf layer in forward order
+  std::vector<TpRegionPlan> regions;
   int64_t sharded_layers() const;
-  // Forward and backward all-reduce calls and elements per sample and time step.
-  int64_t all_reduce_calls() const;
-  int64_t all_reduce_elements() const;
+  // The collectives over tp of one training step of one microbatch of `samples` samples and
+  // T steps: calls and payload bytes per kind (`elem_bytes` per activation element; batch
+  // norm statistics are doubles; `grad_bytes` per gradient element: the whole parameters of
+  // local layers and of sharded regions are all-reduced once per step, one call each).
+  // Regions shard only when samples divide by tp.
+  struct Traffic {
+    int64_t all_reduce_calls = 0, all_reduce_bytes = 0;
+    int64_t reduce_scatter_calls = 0, reduce_scatter_bytes = 0;
+    int64_t all_gather_calls = 0, all_gather_bytes = 0;
+    double sent_bytes = 0.0;  // per rank: ring all-reduce 2(tp-1)/tp, the others (tp-1)/tp of the payload
+  };
+  Traffic traffic(int64_t samples, int64_t T, int64_t elem_bytes, int64_t grad_bytes = 4) const;
+  Traffic layer_traffic(const TpLayerPlan& l, int64_t samples, int64_t T, int64_t elem_bytes,
+                        int64_t grad_bytes = 4) const;
 };
 
 // Pure: the model is built (spec loaded), not finalised. tp = 1 gives an all-replicated plan.
 TpPlan make_tp_plan(Model& model, const TpOptions& opts);
 // Sets ShardSpec (group TP, index tp_rank, count plan.tp) and local shapes of every sharded
 // Param and Buffer, and marks the whole parameters of LOCAL layers (PLIF's w: each rank's
-// gradient covers only its channels) Param::grad_summed_over_tp. Before Model::finalize; a
-// no-op for tp = 1.
+// gradient covers only its channels) and of region members (their samples only)
+// Param::grad_summed_over_tp; links each region's layers to one shared SpRegion. Before
+// Model::finalize; a no-op for tp = 1.
 void apply_tp_plan(const TpPlan& plan, int tp_rank);
 // The table `spikemesh plan` prints: per layer role, whole and local output shape, local
 // parameter shapes and the bytes each rank sends per step for a batch of n samples, T steps,
