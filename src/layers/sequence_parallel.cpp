@@ -43,22 +43,6 @@ Shape with_samples(const Shape& s, int64_t n) {
   return out;
 }
 
-// blocks[b] [T, n·per_sample] <- x's samples [b·n, (b+1)·n) of every step, b < parts; dst is
-// [parts, T, n·per_sample] contiguous (pack) — or the reverse (unpack).
-void pack(const Tensor& x, Tensor& dst, int parts, bool unpack) {
-  const Rows r = rows_of(unpack ? dst : x);
-  const int64_t n = r.N / parts, row = n * r.per_sample;
-  const Tensor whole = (unpack ? dst : x).view({r.T * parts, row});   // row t·parts + b
-  const Tensor blocks = (unpack ? x : dst).view({parts * r.T, row});  // row b·T + t
-  for (int64_t t = 0; t < r.T; ++t)
-    for (int b = 0; b < parts; ++b) {
-      Tensor w = whole.slice0(t * parts + b, t * parts + b + 1);
-      Tensor k = blocks.slice0(b * r.T + t, b * r.T + t + 1);
-      if (unpack) w.copy_from(k);
-      else k.copy_from(w);
-    }
-}
-
 }  // namespace
 
 Tensor sp_rows_of(const Tensor& x, int rank, int tp) {
@@ -74,25 +58,32 @@ Tensor sp_rows_of(const Tensor& x, int rank, int tp) {
   return out;
 }
 
+// One collective per time step: step t's [N, ...] block is contiguous and its sample shards
+// are contiguous chunks of it, so nothing is packed (no whole-sized scratch next to y).
 Tensor sp_reduce_scatter_rows(const Tensor& x, Collectives& tp) {
   const Rows r = rows_of(x);
   const int p = tp.size();
   SM_CHECK(r.N % p == 0, "sequence parallel: " << r.N << " samples do not divide by tp " << p);
-  Tensor packed = Tensor::empty({x.numel()}, x.dtype(), x.device());  // [tp, T, N/tp, ...]
-  pack(x, packed, p, false);
+  const int64_t whole = r.N * r.per_sample, part = whole / p;
   Tensor out = Tensor::empty(with_samples(x.shape(), r.N / p), x.dtype(), x.device());  // [T, N/tp, ...]
-  Tensor flat = out.view({out.numel()});
-  tp.reduce_scatter_sum(packed, flat);
+  const Tensor in_steps = x.view({r.T, whole}), out_steps = out.view({r.T, part});
+  for (int64_t t = 0; t < r.T; ++t) {
+    Tensor o = out_steps.slice0(t, t + 1).view({part});
+    tp.reduce_scatter_sum(in_steps.slice0(t, t + 1).view({whole}), o);
+  }
   return out;
 }
 
 Tensor sp_all_gather_rows(const Tensor& x, Collectives& tp) {
   const Rows r = rows_of(x);
   const int p = tp.size();
-  Tensor gathered = Tensor::empty({x.numel() * p}, x.dtype(), x.device());  // [tp, T, n, ...]
-  tp.all_gather(x.view({x.numel()}), gathered);
+  const int64_t part = r.N * r.per_sample, whole = part * p;
   Tensor out = Tensor::empty(with_samples(x.shape(), r.N * p), x.dtype(), x.device());  // [T, tp·n, ...]
-  pack(gathered, out, p, true);
+  const Tensor in_steps = x.view({r.T, part}), out_steps = out.view({r.T, whole});
+  for (int64_t t = 0; t < r.T; ++t) {
+    Tensor o = out_steps.slice0(t, t + 1).view({whole});
+    tp.all_gather(in_steps.slice0(t, t + 1).view({part}), o);
+  }
   out.set_binary(x.is_binary());
   return out;
 }

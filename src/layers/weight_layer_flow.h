@@ -12,6 +12,8 @@
 //                         Param& w, Param* b)                               accumulate (+=)
 // Invariant: a slot exists from forward until W (or B without the split) releases it.
 #pragma once
+#include "spikemesh/layers/collectives.h"
+#include "spikemesh/layers/sequence_parallel.h"
 #include "spikemesh/layers/slot_store.h"
 #include "spikemesh/layers/tensor_parallel.h"
 #include "spikemesh/layers/weight_layer.h"
@@ -20,7 +22,10 @@ namespace sm {
 
 template <class Act>
 struct WeightSaved {
-  Act input;                 // [T, N, ...] the forward's input (bits for spikes)
+  Act input;                 // [T, N, ...] the forward's input (bits for spikes); this rank's
+                             // samples [T, N/tp, ...] when rows_only (re-gathered for W)
+  bool rows_only = false;    // a colwise layer after a sample-sharded region (sequence_parallel.h)
+  Shape shape;               // the whole input's shape
   DType dtype = DType::F32;  // the input's dtype (dy's must match)
   Tensor dy;                 // the output's gradient, kept between split B and W
 };
@@ -41,7 +46,11 @@ Tensor WeightLayer::forward_on(Dev& dev, const Tensor& x, Ctx& ctx) {
   dev.forward(kernels(), g, x, w.value, tp.kernel_bias, y);
   tp_finish_forward(tp, ctx, y, channel_layout(g));
   WeightSaved<typename Dev::Act>& sv = dev.slots().fresh(ctx.slot);
-  sv.input = Dev::Act::save(x);
+  // After a sample-sharded region the input was all-gathered: keep only this rank's samples
+  // and gather them again for the weight gradient (the region's memory cut reaches this input).
+  sv.rows_only = sp_.role == SpRole::DeferColwise && sp_.sharded(ctx.slot);
+  sv.input = Dev::Act::save(sv.rows_only ? sp_rows_of(x, ctx.tp->rank(), ctx.tp->size()) : x);
+  sv.shape = x.shape();
   sv.dtype = x.dtype();
   return y;
 }
@@ -49,11 +58,11 @@ Tensor WeightLayer::forward_on(Dev& dev, const Tensor& x, Ctx& ctx) {
 template <class Dev>
 Tensor WeightLayer::backward_input_on(Dev& dev, const Tensor& dy, Ctx& ctx) {
   WeightSaved<typename Dev::Act>& sv = dev.slots().get(ctx.slot);
-  const cpu::Conv2dGeometry g = geometry(sv.input.shape());
+  const cpu::Conv2dGeometry g = geometry(sv.shape);
   SM_CHECK(dy.numel() == g.output_numel() && dy.dtype() == sv.dtype,
            type() << " backward got dy " << shape_str(dy.shape()) << " " << dtype_name(dy.dtype()) << " on "
                   << dy.device().str());
-  Tensor dx = Tensor::empty(sv.input.shape(), dy.dtype(), dy.device());  // [T, N, Cin_local, ...]
+  Tensor dx = Tensor::empty(sv.shape, dy.dtype(), dy.device());  // [T, N, Cin_local, ...]
   dev.backward_data(kernels(), g, dy, param(0).value, dx);
   tp_finish_backward_input(param(0), ctx, dx, sp_.role == SpRole::DeferColwise && sp_.sharded(ctx.slot));
   sv.dy = dy;  // a reference (no copy): W reads it, or we do it now
@@ -65,7 +74,8 @@ template <class Dev>
 void WeightLayer::backward_weight_on(Dev& dev, Ctx& ctx) {
   WeightSaved<typename Dev::Act>& sv = dev.slots().get(ctx.slot);
   SM_CHECK(sv.dy.defined(), type() << " backward_weight without a kept dy (B not run with split_wgrad?)");
-  const Tensor x = sv.input.restore();  // [T, N, Cin_local, ...]
+  Tensor x = sv.input.restore();  // [T, N, Cin_local, ...] (rows_only: [T, N/tp, ...])
+  if (sv.rows_only) x = sp_all_gather_rows(x, *ctx.tp);  // collective over tp
   dev.backward_weights(kernels(), geometry(x.shape()), x, sv.dy, param(0), bias_param());
   dev.slots().release(ctx.slot);
 }

@@ -44,18 +44,19 @@ TpPlan::Traffic TpPlan::layer_traffic(const TpLayerPlan& l, int64_t samples, int
   if (tp <= 1) return t;
   const int64_t unit = samples * T * elem_bytes;  // bytes per per-sample element
   const bool shard = l.sp_region >= 0 && samples % tp == 0;
-  auto add = [&](int64_t& calls, int64_t& bytes, int64_t elements, int64_t elem) {
+  auto add = [&](int64_t& calls, int64_t& bytes, int64_t elements, int64_t elem, int64_t n_calls = 1) {
     if (elements <= 0) return;
-    calls += 1;
+    calls += n_calls;
     bytes += elements * elem;
   };
   add(t.all_reduce_calls, t.all_reduce_bytes, l.forward_all_reduce, unit);
   add(t.all_reduce_calls, t.all_reduce_bytes, l.backward_all_reduce, unit);
   if (shard) {
-    add(t.reduce_scatter_calls, t.reduce_scatter_bytes, l.forward_reduce_scatter, unit);
-    add(t.reduce_scatter_calls, t.reduce_scatter_bytes, l.backward_reduce_scatter, unit);
-    add(t.all_gather_calls, t.all_gather_bytes, l.forward_all_gather, unit);
-    add(t.all_gather_calls, t.all_gather_bytes, l.backward_all_gather, unit);
+    // one call per time step (layers/sequence_parallel.h)
+    add(t.reduce_scatter_calls, t.reduce_scatter_bytes, l.forward_reduce_scatter, unit, T);
+    add(t.reduce_scatter_calls, t.reduce_scatter_bytes, l.backward_reduce_scatter, unit, T);
+    add(t.all_gather_calls, t.all_gather_bytes, l.forward_all_gather, unit, T);
+    add(t.all_gather_calls, t.all_gather_bytes, l.backward_all_gather, unit, T);
     add(t.all_reduce_calls, t.all_reduce_bytes, l.stats_forward_doubles, 8);
     add(t.all_reduce_calls, t.all_reduce_bytes, l.stats_backward_doubles, 8);
   }
@@ -314,6 +315,7 @@ void fill_bytes(TpPlan& plan, const Shape& model_input) {
     prev = l.out_shape;
     if (l.role == TpRole::Colwise) {
       (l.sp_role == SpRole::DeferColwise ? l.sp_all_reduce_backward : l.backward_all_reduce) = in;
+      if (l.sp_role == SpRole::DeferColwise) l.backward_all_gather = in;  // its saved samples, gathered for W
     }
     if (l.sp_role == SpRole::Start) {
       l.sp_all_reduce_forward = l.forward_all_reduce;

@@ -293,11 +293,11 @@ ModelProfile measure_model_profile(Comm* world, const ProfileRequest& r) {
         if (tp == 1) break;
         // per sample and step, in all-reduce equivalents: a reduce-scatter or an all-gather moves
         // half an all-reduce's bytes (tp samples: the regions shard; statistics are negligible)
-        const TpPlan::Traffic tr = plan.layer_traffic(l, tp, 1, 1);
+        const TpPlan::Traffic tr = plan.layer_traffic(l, tp, out.T, 1);  // tp samples, T steps, 1 B each
         t.tp_calls[l.unit] += static_cast<double>(tr.all_reduce_calls + tr.reduce_scatter_calls + tr.all_gather_calls);
         t.tp_elements[l.unit] +=
             (static_cast<double>(tr.all_reduce_bytes) + 0.5 * static_cast<double>(tr.reduce_scatter_bytes + tr.all_gather_bytes)) /
-            tp * out.T;
+            tp;
       }
       double input = out.T;
       for (int64_t d : m->info.input_shape) input *= static_cast<double>(d);

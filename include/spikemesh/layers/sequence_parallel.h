@@ -9,11 +9,13 @@
 //   backward  the mirror image: the last layer takes its rows of the incoming gradient — a
 //             reduce-scatter when the next layer is colwise and left its input gradient
 //             unreduced (partial_grad_in), a slice when it is whole; the rowwise layer
-//             all-gathers its output gradient before its own backward.
+//             all-gathers its output gradient before its own backward. That colwise layer
+//             keeps only this rank's samples of its (gathered) input and all-gathers them again
+//             for its weight gradient, so the region's cut reaches the tensor it saves too.
 // Bytes: a rowwise all-reduce (2(tp-1)/tp of S) becomes a reduce-scatter of S and an
 // all-gather of the region's output, (tp-1)/tp each; with partial_grad_in the colwise
 // all-reduce of the backward becomes the last layer's reduce-scatter, plus the rowwise
-// all-gather of S.
+// all-gather of S and the colwise layer's all-gather of its saved input.
 // Whether a forward shards is decided per slot by the rowwise layer (N divisible by tp, no
 // synced batch norm over another group, ctx.tp_shard_regions: memopt splits nothing) and read by every
 // member through the shared SpRegion, so Ctx copies (memopt segments) cannot lose it.
@@ -76,11 +78,11 @@ class SpStatsScope {
 
 // x [T, N, ...] -> [T, N/tp, ...]: samples [rank·N/tp, (rank+1)·N/tp) of every step (a copy).
 Tensor sp_rows_of(const Tensor& x, int rank, int tp);
-// Collective over `tp`: x [T, N, ...] partial sums on every rank -> [T, N/tp, ...], this rank's
-// samples summed over the group.
+// Collective over `tp` (one call per time step, T in all): x [T, N, ...] partial sums on every
+// rank -> [T, N/tp, ...], this rank's samples summed over the group.
 Tensor sp_reduce_scatter_rows(const Tensor& x, Collectives& tp);
-// Collective over `tp`: x [T, n, ...] on every rank -> [T, tp·n, ...], rank r's rows at
-// [r·n, (r+1)·n); keeps x's binary flag.
+// Collective over `tp` (one call per time step): x [T, n, ...] on every rank -> [T, tp·n, ...],
+// rank r's rows at [r·n, (r+1)·n); keeps x's binary flag.
 Tensor sp_all_gather_rows(const Tensor& x, Collectives& tp);
 
 }  // namespace sm
