@@ -35,7 +35,7 @@ Tensor Layer::backward_input(const Tensor& dy, Ctx& ctx) {
   if (sp_.role == SpRole::Last && sp_.sharded(ctx.slot))
     g = sp_.region->partial_grad_in ? sp_reduce_scatter_rows(dy, *ctx.tp)
                                     : sp_rows_of(dy, ctx.tp->rank(), ctx.tp->size());
-  if (sp_.role == SpRole::Start && sp_.sharded(ctx.slot)) g = sp_all_gather_rows(g, *ctx.tp);
+  // (a Start layer — rowwise, a weight layer — all-gathers its gradient itself, step by step)
   SpStatsScope stats(sp_, ctx);
   return backward_dispatch(g, ctx);
 }

@@ -45,6 +45,16 @@ Shape with_samples(const Shape& s, int64_t n) {
 
 }  // namespace
 
+Tensor sp_step(const Tensor& x, int64_t t) {
+  const Rows r = rows_of(x);
+  SM_CHECK(t >= 0 && t < r.T, "sequence parallel: step " << t << " of " << r.T);
+  Shape one = x.shape();
+  one[0] = 1;
+  Tensor v = x.view({r.T, r.N * r.per_sample}).slice0(t, t + 1).view(one);
+  v.set_binary(x.is_binary());
+  return v;
+}
+
 Tensor sp_rows_of(const Tensor& x, int rank, int tp) {
   const Rows r = rows_of(x);
   SM_CHECK(tp >= 1 && r.N % tp == 0 && rank >= 0 && rank < tp,

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "spikemesh/layers/collectives.h"
-#include "spikemesh/layers/sequence_parallel.h"
 
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "spikemesh/core/stream_cuda.h"
@@ -31,7 +30,7 @@ void add_channel_bias_cpu(const T* bias, const ChannelLayout& l, T* y) {
 
 // --tp-debug-comm: the first time a layer's weight reduces in a direction, tp rank 0 of each
 // group prints one line (layer, direction, op, bytes, group size).
-void debug_line(const Ctx& ctx, const Param& weight, const char* direction, const Tensor& t,
+void debug_line(const Ctx& ctx, const Param& weight, const char* direction, size_t bytes,
                 const char* op = "all_reduce") {
   if (!ctx.tp_debug_comm || ctx.tp->rank() != 0) return;
   static std::mutex mu;
@@ -41,11 +40,15 @@ void debug_line(const Ctx& ctx, const Param& weight, const char* direction, cons
   std::lock_guard<std::mutex> lock(mu);
   if (!seen.insert(layer + "/" + direction).second) return;
   std::fprintf(stderr, "tp-comm: %-44s %-8s %-14s %12lld bytes over %d ranks (%s)\n", layer.c_str(), direction, op,
-               static_cast<long long>(t.nbytes()), ctx.tp->size(),
+               static_cast<long long>(bytes), ctx.tp->size(),
                direction[0] == 'f' ? "rowwise partial outputs" : "colwise input gradient");
 }
 
 }  // namespace
+
+void tp_debug_note(const Ctx& ctx, const Param& weight, const char* direction, size_t bytes, const char* op) {
+  debug_line(ctx, weight, direction, bytes, op);
+}
 
 TpMode tp_mode(const Param& weight, const Ctx& ctx) {
   const auto g = weight.shard.group;
@@ -67,13 +70,9 @@ TpForward tp_forward_plan(const Param& weight, const Param* bias, const Ctx& ctx
   return p;
 }
 
-void tp_finish_forward(const TpForward& plan, Ctx& ctx, Tensor& y, ChannelLayout layout) {
-  if (plan.mode == TpMode::Rowwise && plan.scatter_rows) {
-    debug_line(ctx, *plan.weight, "forward", y, "reduce_scatter");
-    y = sp_reduce_scatter_rows(y, *ctx.tp);  // [T, N/tp, ...]: this rank's samples, summed
-    layout.outer /= ctx.tp->size();
-  } else if (plan.mode == TpMode::Rowwise) {
-    debug_line(ctx, *plan.weight, "forward", y);
+void tp_finish_forward(const TpForward& plan, Ctx& ctx, Tensor& y, const ChannelLayout& layout) {
+  if (plan.mode == TpMode::Rowwise) {
+    debug_line(ctx, *plan.weight, "forward", y.nbytes());
     ctx.tp->all_reduce_sum(y);  // partial sums over the input shards
   }
   if (plan.late_bias) add_channel_bias(y, *plan.late_bias, layout);  // after the reduction: once
@@ -81,7 +80,7 @@ void tp_finish_forward(const TpForward& plan, Ctx& ctx, Tensor& y, ChannelLayout
 
 void tp_finish_backward_input(const Param& weight, Ctx& ctx, Tensor& dx, bool defer) {
   if (tp_mode(weight, ctx) == TpMode::Colwise && !defer) {
-    debug_line(ctx, weight, "backward", dx);
+    debug_line(ctx, weight, "backward", dx.nbytes());
     ctx.tp->all_reduce_sum(dx);
   }
 }

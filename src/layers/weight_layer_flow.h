@@ -41,10 +41,33 @@ Tensor WeightLayer::forward_on(Dev& dev, const Tensor& x, Ctx& ctx) {
   dev.check(x, w.value, type());
   const cpu::Conv2dGeometry g = geometry(x.shape());
   TpForward tp = tp_forward_plan(w, bias_param(), ctx, Dev::kKernelAddsBias);
-  tp.scatter_rows = sp_.role == SpRole::Start && sp_.sharded(ctx.slot);  // layers/sequence_parallel.h
-  Tensor y = Tensor::empty(output_of(x.shape(), g), x.dtype(), x.device());  // [T, N, Cout_local, ...]
-  dev.forward(kernels(), g, x, w.value, tp.kernel_bias, y);
-  tp_finish_forward(tp, ctx, y, channel_layout(g));
+  Tensor y;
+  if (sp_.role == SpRole::Start && sp_.sharded(ctx.slot)) {
+    // A sample-sharded region follows (layers/sequence_parallel.h): one time step at a time,
+    // the step's partial sums [1, N, Cout, ...] reduce-scattered into this rank's samples, so
+    // no whole [T, N, Cout, ...] output ever exists here.
+    const int p = ctx.tp->size();
+    Shape x1 = x.shape();
+    x1[0] = 1;
+    const cpu::Conv2dGeometry g1 = geometry(x1);
+    Shape ys = output_of(x.shape(), g);
+    ys[1] /= p;
+    y = Tensor::empty(ys, x.dtype(), x.device());                              // [T, N/tp, Cout, ...]
+    Tensor part = Tensor::empty(output_of(x1, g1), x.dtype(), x.device());  // [1, N, Cout, ...]
+    tp_debug_note(ctx, w, "forward", y.nbytes() * p, "reduce_scatter");
+    for (int64_t t = 0; t < x.dim(0); ++t) {
+      dev.forward(kernels(), g1, sp_step(x, t), w.value, nullptr, part);
+      Tensor yt = sp_step(y, t).view({part.numel() / p});
+      ctx.tp->reduce_scatter_sum(part.view({part.numel()}), yt);  // collective over tp
+    }
+    ChannelLayout layout = channel_layout(g);
+    layout.outer /= p;
+    if (tp.late_bias) add_channel_bias(y, *tp.late_bias, layout);  // once, after the reduction
+  } else {
+    y = Tensor::empty(output_of(x.shape(), g), x.dtype(), x.device());  // [T, N, Cout_local, ...]
+    dev.forward(kernels(), g, x, w.value, tp.kernel_bias, y);
+    tp_finish_forward(tp, ctx, y, channel_layout(g));
+  }
   WeightSaved<typename Dev::Act>& sv = dev.slots().fresh(ctx.slot);
   // After a sample-sharded region the input was all-gathered: keep only this rank's samples
   // and gather them again for the weight gradient (the region's memory cut reaches this input).
@@ -56,8 +79,29 @@ Tensor WeightLayer::forward_on(Dev& dev, const Tensor& x, Ctx& ctx) {
 }
 
 template <class Dev>
-Tensor WeightLayer::backward_input_on(Dev& dev, const Tensor& dy, Ctx& ctx) {
+Tensor WeightLayer::backward_input_on(Dev& dev, const Tensor& dy_in, Ctx& ctx) {
   WeightSaved<typename Dev::Act>& sv = dev.slots().get(ctx.slot);
+  Tensor dy = dy_in;
+  if (sp_.role == SpRole::Start && sp_.sharded(ctx.slot)) {  // dy holds this rank's samples
+    if (!ctx.split_wgrad) {
+      // step by step: gather the step's gradient [1, N, Cout, ...], its input gradient and its
+      // weight gradient (accumulated), so no whole [T, N, Cout, ...] gradient exists here
+      const Tensor x = sv.input.restore();  // [T, N, Cin_local, ...]
+      Shape x1 = sv.shape;
+      x1[0] = 1;
+      const cpu::Conv2dGeometry g1 = geometry(x1);
+      Tensor dx = Tensor::empty(sv.shape, dy.dtype(), dy.device());  // [T, N, Cin_local, ...]
+      for (int64_t t = 0; t < dx.dim(0); ++t) {
+        const Tensor dyt = sp_all_gather_rows(sp_step(dy, t), *ctx.tp);  // collective over tp
+        Tensor dxt = sp_step(dx, t);
+        dev.backward_data(kernels(), g1, dyt, param(0).value, dxt);
+        dev.backward_weights(kernels(), g1, sp_step(x, t), dyt, param(0), bias_param());
+      }
+      dev.slots().release(ctx.slot);
+      return dx;
+    }
+    dy = sp_all_gather_rows(dy, *ctx.tp);  // W later needs it whole (collective over tp)
+  }
   const cpu::Conv2dGeometry g = geometry(sv.shape);
   SM_CHECK(dy.numel() == g.output_numel() && dy.dtype() == sv.dtype,
            type() << " backward got dy " << shape_str(dy.shape()) << " " << dtype_name(dy.dtype()) << " on "

@@ -76,8 +76,8 @@ class Layer {
   const std::string& name() const { return name_; }
   void set_name(const std::string& n) { name_ = n; }
   // Tensor parallelism's sample sharding (layers/sequence_parallel.h), set by apply_tp_plan:
-  // the non-virtual entry points gather a Last layer's output and shard its incoming gradient,
-  // and all-gather a Start layer's output gradient; the layers themselves do the rest.
+  // the non-virtual entry points gather a Last layer's output and shard its incoming gradient;
+  // the layers themselves do the rest (weight_layer_flow.h: the Start layer's steps).
   void set_sp_link(SpLink link) { sp_ = std::move(link); }
   const SpLink& sp_link() const { return sp_; }
 

@@ -76,6 +76,9 @@ class SpStatsScope {
   Collectives* saved_;
 };
 
+// Time step t of x [T, N, ...] as a [1, N, ...] view (shares storage).
+Tensor sp_step(const Tensor& x, int64_t t);
+
 // x [T, N, ...] -> [T, N/tp, ...]: samples [rank·N/tp, (rank+1)·N/tp) of every step (a copy).
 Tensor sp_rows_of(const Tensor& x, int rank, int tp);
 // Collective over `tp` (one call per time step, T in all): x [T, N, ...] partial sums on every

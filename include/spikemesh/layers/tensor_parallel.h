@@ -34,15 +34,17 @@ struct TpForward {
   const Param* weight = nullptr;        // names the layer in --tp-debug-comm lines
   const Tensor* kernel_bias = nullptr;  // the kernel adds this one itself
   const Tensor* late_bias = nullptr;    // tp_finish_forward adds this one (after the reduction)
-  bool scatter_rows = false;            // rowwise starting a sharded region: reduce-scatter along N
 };
 // bias: the layer's bias parameter or nullptr. kernel_adds_bias: the device's forward kernel
 // can fuse a bias (it never does for rowwise: the bias must follow the reduction).
 TpForward tp_forward_plan(const Param& weight, const Param* bias, const Ctx& ctx, bool kernel_adds_bias);
-// After the local forward kernel: rowwise all-reduce of y over ctx.tp (scatter_rows: a
-// reduce-scatter along N, y becomes [T, N/tp, ...]: layers/sequence_parallel.h), then the late
-// bias.
-void tp_finish_forward(const TpForward& plan, Ctx& ctx, Tensor& y, ChannelLayout layout);
+// After the local forward kernel: rowwise all-reduce of y over ctx.tp, then the late bias.
+// (A rowwise layer starting a sample-sharded region reduce-scatters step by step instead:
+// weight_layer_flow.h.)
+void tp_finish_forward(const TpForward& plan, Ctx& ctx, Tensor& y, const ChannelLayout& layout);
+// --tp-debug-comm: the first time `weight`'s layer communicates in `direction`, tp rank 0
+// prints one line (layer, direction, op, payload bytes, group size).
+void tp_debug_note(const Ctx& ctx, const Param& weight, const char* direction, size_t bytes, const char* op);
 // After the local data gradient: colwise all-reduce of dx over ctx.tp, unless `defer` (the
 // sharded region before it reduce-scatters the partial sums instead).
 void tp_finish_backward_input(const Param& weight, Ctx& ctx, Tensor& dx, bool defer = false);
