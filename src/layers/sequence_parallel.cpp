@@ -1,5 +1,5 @@
-// sequence_parallel.cpp — the row (sample) shards of layers/sequence_parallel.h: packing
-// [T, N, ...] into tp contiguous blocks of [T, N/tp, ...] and back, around the collectives.
+// sequence_parallel.cpp — the row (sample) shards of layers/sequence_parallel.h: per time step,
+// the [N, ...] block's sample shards are contiguous chunks, so the collectives need no packing.
 #include "spikemesh/layers/sequence_parallel.h"
 
 #include "spikemesh/core/error.h"

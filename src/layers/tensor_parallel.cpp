@@ -28,10 +28,10 @@ void add_channel_bias_cpu(const T* bias, const ChannelLayout& l, T* y) {
   }
 }
 
-// --tp-debug-comm: the first time a layer's weight reduces in a direction, tp rank 0 of each
-// group prints one line (layer, direction, op, bytes, group size).
-void debug_line(const Ctx& ctx, const Param& weight, const char* direction, size_t bytes,
-                const char* op = "all_reduce") {
+}  // namespace
+
+// (tensor_parallel.h) one line per (layer, direction), printed by tp rank 0 only.
+void tp_debug_note(const Ctx& ctx, const Param& weight, const char* direction, size_t bytes, const char* op) {
   if (!ctx.tp_debug_comm || ctx.tp->rank() != 0) return;
   static std::mutex mu;
   static std::set<std::string> seen;
@@ -42,12 +42,6 @@ void debug_line(const Ctx& ctx, const Param& weight, const char* direction, size
   std::fprintf(stderr, "tp-comm: %-44s %-8s %-14s %12lld bytes over %d ranks (%s)\n", layer.c_str(), direction, op,
                static_cast<long long>(bytes), ctx.tp->size(),
                direction[0] == 'f' ? "rowwise partial outputs" : "colwise input gradient");
-}
-
-}  // namespace
-
-void tp_debug_note(const Ctx& ctx, const Param& weight, const char* direction, size_t bytes, const char* op) {
-  debug_line(ctx, weight, direction, bytes, op);
 }
 
 TpMode tp_mode(const Param& weight, const Ctx& ctx) {
@@ -72,7 +66,7 @@ TpForward tp_forward_plan(const Param& weight, const Param* bias, const Ctx& ctx
 
 void tp_finish_forward(const TpForward& plan, Ctx& ctx, Tensor& y, const ChannelLayout& layout) {
   if (plan.mode == TpMode::Rowwise) {
-    debug_line(ctx, *plan.weight, "forward", y.nbytes());
+    tp_debug_note(ctx, *plan.weight, "forward", y.nbytes(), "all_reduce");
     ctx.tp->all_reduce_sum(y);  // partial sums over the input shards
   }
   if (plan.late_bias) add_channel_bias(y, *plan.late_bias, layout);  // after the reduction: once
@@ -80,7 +74,7 @@ void tp_finish_forward(const TpForward& plan, Ctx& ctx, Tensor& y, const Channel
 
 void tp_finish_backward_input(const Param& weight, Ctx& ctx, Tensor& dx, bool defer) {
   if (tp_mode(weight, ctx) == TpMode::Colwise && !defer) {
-    debug_line(ctx, weight, "backward", dx.nbytes());
+    tp_debug_note(ctx, weight, "backward", dx.nbytes(), "all_reduce");
     ctx.tp->all_reduce_sum(dx);
   }
 }

@@ -384,7 +384,6 @@ void apply_tp_plan(const TpPlan& plan, int tp_rank) {
   std::vector<std::shared_ptr<SpRegion>> regions;
   for (const TpRegionPlan& r : plan.regions) {
     auto region = std::make_shared<SpRegion>();
-    region->tp = plan.tp;
     region->partial_grad_in = r.partial_grad_in;
     regions.push_back(std::move(region));
   }

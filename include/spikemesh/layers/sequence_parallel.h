@@ -31,7 +31,6 @@ class Collectives;
 struct Ctx;
 
 struct SpRegion {
-  int tp = 1;
   bool partial_grad_in = false;  // the layer after the region leaves its input gradient unreduced
   bool sharded(int slot) const { return slot >= 0 && slot < static_cast<int>(sharded_.size()) && sharded_[slot]; }
   void set_sharded(int slot, bool s);
