@@ -25,12 +25,19 @@ std::vector<int> divisors(int n) {
   return d;
 }
 
-// Parameters, gradients and optimizer state of one rank holding units with `unit_mb`
-// parameter MiB each, over a dp group of `dp` (strategy.h, zero.h, fsdp.h); `in_flight`
-// receives what the reductions hold until the end of backward (packed buckets, full gradients,
-// the collectives' scratch).
-double state_mb(const std::vector<double>& unit_mb, GradientReduction r, int dp, int states, const MachineCosts& m,
-                double& in_flight) {
+// What the strategy (strategy.h, data_parallel.h, zero.h, fsdp.h) of one rank holding units
+// with `unit_mb` parameter MiB each (in order) over a dp group of `dp` holds: `state` always
+// (parameters, gradients, optimizer state, dp's packed buckets), and in_flight[i] more while unit
+// i runs its backward, the units after it done: what their reductions hold until the end of
+// backward (ZeRO-2 and FSDP: the full gradients) and the measured scratch of the one in flight.
+struct StrategyMemory {
+  double state = 0;
+  std::vector<double> in_flight;
+};
+
+StrategyMemory strategy_memory(const std::vector<double>& unit_mb, GradientReduction r, int dp, int states,
+                               const MachineCosts& m) {
+  const size_t U = unit_mb.size();
   const double P = std::accumulate(unit_mb.begin(), unit_mb.end(), 0.0);
   std::vector<double> sorted = unit_mb;
   std::sort(sorted.rbegin(), sorted.rend());
@@ -38,25 +45,65 @@ double state_mb(const std::vector<double>& unit_mb, GradientReduction r, int dp,
   const double k = states;
   const double s_ar = m.link(CollectiveKind::AllReduce, dp).scratch_per_mb;
   const double s_rs = m.link(CollectiveKind::ReduceScatter, dp).scratch_per_mb;
-  in_flight = 0;
-  if (dp <= 1) return (2 + k) * P;
-  switch (r) {
-    case GradientReduction::AllReduce:  // values, grads, state; buckets packed and reduced
-      in_flight = P + s_ar * P;
-      return (2 + k) * P;
-    case GradientReduction::Zero1:  // + master and grad chunks
-      in_flight = s_rs * P;
-      return 2 * P + (2 + k) * P / dp;
-    case GradientReduction::Zero2:  // full grads alive until their reduce-scatters end
-      in_flight = P + s_rs * P;
-      return P + (3 + k) * P / dp;
-    case GradientReduction::Fsdp:  // chunks, the gathered pair; every unit's full gradient and
-      // reduced chunk kept until end_backward (fsdp.cpp), the scratch of about one reduce-scatter
-      // (each is tested after every unit's backward and completes in the next)
-      in_flight = P + P / dp + s_rs * max1;
-      return (2 + k) * P / dp + max1 + max2;
+  StrategyMemory out;
+  out.in_flight.assign(U, 0.0);
+  if (dp <= 1) {
+    out.state = (2 + k) * P;
+    return out;
   }
-  return 0;
+  std::vector<double> after(U + 1, 0.0);  // after[i]: MiB of the units after i (done first)
+  for (size_t i = U; i-- > 0;) after[i] = after[i + 1] + unit_mb[i];
+  // last_done[i]: MiB of the nearest unit after i with parameters: the one reduction in flight
+  // at i's backward (each is tested after every unit's backward and completes in the next)
+  std::vector<double> last_done(U, 0.0);
+  for (size_t i = U - (U > 0); i-- > 0;) last_done[i] = unit_mb[i + 1] > 0 ? unit_mb[i + 1] : last_done[i + 1];
+  switch (r) {
+    case GradientReduction::AllReduce: {
+      // Buckets of kBucketMb filled in backward order (data_parallel.cpp); one of several
+      // segments packs into a buffer it keeps; a bucket is launched when its first unit is done.
+      out.state = (2 + k) * P;
+      std::vector<double> launched(U + 1, 0.0);  // launched[i]: MiB of the buckets done before unit i
+      double fill = 0, packed = 0;
+      int segments = 0;
+      size_t lowest = U;
+      auto close = [&] {
+        if (fill <= 0) return;
+        if (segments > 1) packed += fill;
+        launched[lowest] += fill;
+        fill = 0, segments = 0;
+      };
+      for (size_t i = U; i-- > 0;) {
+        double left = unit_mb[i];
+        while (left > 0) {
+          const double take = std::min(left, kBucketMb - fill);
+          fill += take, left -= take, ++segments, lowest = i;
+          if (fill >= kBucketMb) close();
+        }
+      }
+      close();
+      out.state += packed;
+      double last = 0;  // the bucket launched last: the one in flight
+      for (size_t i = U; i-- > 0;) {
+        out.in_flight[i] = s_ar * last;
+        if (launched[i] > 0) last = launched[i];
+      }
+      return out;
+    }
+    case GradientReduction::Zero1:  // full values and gradients, master and grad chunks
+      out.state = 2 * P + (2 + k) * P / dp;
+      for (size_t i = 0; i < U; ++i) out.in_flight[i] = s_rs * last_done[i];
+      return out;
+    case GradientReduction::Zero2:  // a unit's full gradient lives from its backward to the end of backward
+      out.state = P + (3 + k) * P / dp;
+      for (size_t i = 0; i < U; ++i) out.in_flight[i] = after[i] + s_rs * last_done[i];
+      return out;
+    case GradientReduction::Fsdp:  // chunks and the gathered pair; full gradients and reduced chunks
+      // kept until end_backward (fsdp.cpp)
+      out.state = (2 + k) * P / dp + max1 + max2;
+      for (size_t i = 0; i < U; ++i) out.in_flight[i] = after[i] + after[i + 1] / dp + s_rs * last_done[i];
+      return out;
+  }
+  return out;
 }
 
 // Gradient reduction and parameter gathering over dp for units with `unit_mb` MiB each, M
@@ -115,7 +162,7 @@ UnitSample TpProfile::unit(size_t u, double n) const {
     return std::max(0.0, ya + (yb - ya) * (n - static_cast<double>(n_lo)) / span);
   };
   return UnitSample{at(a.forward_ms, b.forward_ms), at(a.backward_ms, b.backward_ms), at(a.saved_mb, b.saved_mb),
-                    at(a.work_mb, b.work_mb)};
+                    at(a.work_mb, b.work_mb), at(a.input_kept_mb, b.input_kept_mb)};
 }
 
 const TpProfile* ModelProfile::find(int tp, int memopt_level) const {
@@ -231,17 +278,30 @@ LayoutPrediction predict_layout(const LayoutCandidate& c, const ModelProfile& pr
   auto tp_ms = [&](size_t u, double n) {
     return tp > 1 ? base->tp_calls[u] * tp_link.alpha_ms + base->tp_elements[u] * n * eb / kMiB * tp_link.ms_per_mb : 0.0;
   };
-  // Activation peak of a rank holding `us` (in order) with `live` microbatches of n samples alive.
+  // Activations of a rank holding `us` (in order) with `live` microbatches of n samples alive,
+  // while us[i] runs its backward: the saved bytes (and kept inputs) of us[0..i] and of the
+  // other live microbatches, us[i]'s output and its gradient, its backward's transient, the
+  // model input. Unit 0's input is the model input, counted once.
   auto activations = [&](const std::vector<size_t>& us, double n, double live) {
-    double saved = 0, all_saved = 0, peak = 0;
-    for (size_t u : us) all_saved += sample(u, n).saved_mb;
-    for (size_t u : us) {
-      const UnitSample s = sample(u, n);
-      saved += s.saved_mb;
-      const double out_mb = base->out_elements[u] * n * eb / kMiB;
-      peak = std::max(peak, (live - 1) * all_saved + saved + 2 * out_mb + s.work_mb);
+    std::vector<double> at(us.size());
+    double saved = 0, all_saved = 0;
+    auto keeps = [&](size_t u, const UnitSample& s) { return s.saved_mb + (u > 0 ? s.input_kept_mb : 0.0); };
+    for (size_t u : us) all_saved += keeps(u, sample(u, n));
+    const double input = base->input_elements * n * eb / kMiB;
+    for (size_t i = 0; i < us.size(); ++i) {
+      const UnitSample s = sample(us[i], n);
+      saved += keeps(us[i], s);
+      const double out_mb = base->out_elements[us[i]] * n * eb / kMiB;
+      at[i] = (live - 1) * all_saved + saved + 2 * out_mb + s.work_mb + input;
     }
-    return peak + base->input_elements * n * eb / kMiB;
+    return at;
+  };
+  // The backward phase's peak: strategy state + max over units of in-flight + activations.
+  auto backward_peak = [&](const StrategyMemory& sm, const std::vector<size_t>& us, double n, double live) {
+    const std::vector<double> act = activations(us, n, live);
+    double peak = 0;
+    for (size_t i = 0; i < us.size(); ++i) peak = std::max(peak, sm.in_flight[i] + act[i]);
+    return sm.state + peak;
   };
 
   const double n = static_cast<double>(replica_batch) / M;
@@ -332,19 +392,18 @@ LayoutPrediction predict_layout(const LayoutCandidate& c, const ModelProfile& pr
       out.dp_comm_ms = comm;
       out.optimizer_ms = opt_ms;
     }
-    double in_flight = 0;
-    const double st = state_mb(unit_mb, c.reduction, dp, profile.optimizer_states, machine, in_flight);
-    const double act = activations(rank_units[r], n, live[r]);
+    const StrategyMemory sm = strategy_memory(unit_mb, c.reduction, dp, profile.optimizer_states, machine);
+    const double backward = backward_peak(sm, rank_units[r], n, live[r]);
     const double opt_scratch = machine.optimizer_scratch * param_mb / (sharded ? dp : 1);
-    const double peak = std::max(st + in_flight + act, st + opt_scratch);
+    const double peak = std::max(backward, sm.state + opt_scratch);
     if (peak > worst_peak) {
       worst_peak = peak;
-      out.state_mb = st;
-      out.activation_mb = peak - st;
-      // growth per replica sample: activations at twice the batch, minus these, over the batch
+      out.state_mb = sm.state;
+      out.activation_mb = peak - sm.state;
+      // growth per replica sample: the backward peak at twice the batch, minus this one, over the batch
       out.activation_mb_per_sample =
-          replica_batch > 0 && st + in_flight + act >= st + opt_scratch
-              ? (activations(rank_units[r], 2 * n, live[r]) - act) / static_cast<double>(replica_batch)
+          replica_batch > 0 && backward >= sm.state + opt_scratch
+              ? (backward_peak(sm, rank_units[r], 2 * n, live[r]) - backward) / static_cast<double>(replica_batch)
               : 0;
     }
   }

@@ -157,6 +157,7 @@ AutoLayoutResult choose_layout(Comm* world, AutoLayoutRequest r) {
     cache = calibrate_machine(world, r.profile.device, path);
     res.calibration_note = "machine measured again, saved to " + path;
   }
+  if (!cache.note.empty()) res.calibration_note = cache.note;
   if (!cache.fingerprint.empty() && cache.fingerprint != fp) {
     res.calibration_note = "calibration " + path + " was measured on '" + cache.fingerprint + "'; this job is '" + fp +
                            "': measured again";

@@ -20,6 +20,7 @@
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/text_file.h"
 #include "spikemesh/core/timer.h"
+#include "spikemesh/layers/collectives.h"
 #include "spikemesh/layers/ctx.h"
 #include "spikemesh/layers/param.h"
 #include "spikemesh/models/memopt_plan.h"
@@ -34,7 +35,7 @@ namespace sm {
 namespace {
 using json = nlohmann::json;
 constexpr double kMiB = 1048576.0;
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = 2;  // 2: tp dry runs shard their regions; input_kept_mb
 
 std::string cpu_model() {
   std::ifstream f("/proc/cpuinfo");
@@ -120,9 +121,9 @@ json link_json(const LinkCost& l) {
 }
 
 json sample_json(const UnitSample& s) {
-  return json{s.forward_ms, s.backward_ms, s.saved_mb, s.work_mb};
+  return json{s.forward_ms, s.backward_ms, s.saved_mb, s.work_mb, s.input_kept_mb};
 }
-UnitSample sample_of(const json& j) { return UnitSample{j.at(0), j.at(1), j.at(2), j.at(3)}; }
+UnitSample sample_of(const json& j) { return UnitSample{j.at(0), j.at(1), j.at(2), j.at(3), j.at(4)}; }
 
 json profile_json(const ModelProfile& m) {
   json e = json::array();
@@ -164,9 +165,33 @@ ModelProfile profile_of(const json& j) {
   return m;
 }
 
+// The layers' collectives as one rank of a tp group of `p` whose ranks all hold this rank's
+// tensors, without communicating: the dry run of the tp-local model then runs its sample-sharded
+// regions (layers/sequence_parallel.h) on one shard, as in the run, and the cost model adds the
+// collectives' time from the measured links. Values are not those of a run (sums are not
+// multiplied); shapes, allocations and compute are.
+class LoopbackCollectives final : public Collectives {
+ public:
+  explicit LoopbackCollectives(int p) : p_(p) {}
+  int size() const override { return p_; }
+  int rank() const override { return 0; }
+  void all_reduce_sum(Tensor&) override {}
+  void all_gather(const Tensor& in, Tensor& out) override {  // in: [n], out: [p·n]
+    const Tensor flat = out.view({p_, in.numel()});
+    for (int r = 0; r < p_; ++r) flat.slice0(r, r + 1).copy_from(in);
+  }
+  void reduce_scatter_sum(const Tensor& in, Tensor& out) override {  // in: [p·n], out: [n]: chunk 0
+    out.copy_from(in.view({p_, out.numel()}).slice0(0, 1));
+  }
+  void broadcast(Tensor&, int) override {}
+
+ private:
+  int p_;
+};
+
 // The model of `r` with its tp plan for `tp` applied as tp rank 0 and finalised: what one rank
-// of a tp group holds. Without a tp communicator its rowwise layers skip their all-reduce (the
-// compute is the same; the cost model adds the communication). `plan` receives the tp plan.
+// of a tp group holds. Its dry run gets LoopbackCollectives: no communication (the cost model
+// adds it from the measured links), the regions sharded as in the run. `plan` receives the tp plan.
 std::unique_ptr<Model> tp_local_model(const ProfileRequest& r, int tp, TpPlan& plan) {
   std::unique_ptr<Model> m = r.build();
   plan = make_tp_plan(*m, TpOptions{tp, r.tp_keep_first, r.tp_keep_classifier});
@@ -314,13 +339,17 @@ ModelProfile measure_model_profile(Comm* world, const ProfileRequest& r) {
         if (world) world->barrier();  // every rank runs it at once: the contention of a real step
         Ctx ctx;
         ctx.seed = 1;
+        LoopbackCollectives loop(tp);
+        if (tp > 1) ctx.tp = &loop;  // regions shard as in the run (level <= 1: Layout::fill_ctx)
         const UnitDryRun d = dry_run_units(*m, n, ctx, true, r.activations);
         std::vector<double> v;  // max over the ranks
-        for (size_t u = 0; u < U; ++u) v.insert(v.end(), {d.forward_ms[u], d.backward_ms[u], d.saved_mb[u], d.work_mb[u]});
+        for (size_t u = 0; u < U; ++u)
+          v.insert(v.end(), {d.forward_ms[u], d.backward_ms[u], d.saved_mb[u], d.work_mb[u], d.input_kept_mb[u]});
         if (world) all_reduce_doubles(*world, v, ReduceOp::Max);
         std::vector<UnitSample>& dst = n == t.n_lo ? t.lo : t.hi;
         dst.clear();
-        for (size_t u = 0; u < U; ++u) dst.push_back(UnitSample{v[4 * u], v[4 * u + 1], v[4 * u + 2], v[4 * u + 3]});
+        for (size_t u = 0; u < U; ++u)
+          dst.push_back(UnitSample{v[5 * u], v[5 * u + 1], v[5 * u + 2], v[5 * u + 3], v[5 * u + 4]});
         if (t.out_binary.empty()) {
           t.out_binary = d.out_binary;
           for (const Shape& s : d.out_shape) {  // whole: units hand on whole activations under tp (tp_plan.h)
@@ -360,7 +389,13 @@ CalibrationCache parse_calibration(const std::string& text, const std::string& p
   if (text.empty()) return c;
   try {
     const json j = json::parse(text);
-    if (j.value("format", "") != "spikemesh-calibration" || j.value("version", 0) != kFormatVersion)
+    const int version = j.value("format", "") == "spikemesh-calibration" ? j.value("version", 0) : 0;
+    if (version > 0 && version < kFormatVersion) {  // an older spikemesh's: its pieces differ, measured again
+      c.note = "calibration " + path + " was written by an older spikemesh (version " + std::to_string(version) +
+               ", now " + std::to_string(kFormatVersion) + "): measured again";
+      return c;
+    }
+    if (version != kFormatVersion)
       SM_INPUT_ERROR("calibration file " << path << " is not a spikemesh calibration file of version " << kFormatVersion
                                          << " (remove it, or run `spikemesh calibrate` to write a new one)");
     c.fingerprint = j.value("fingerprint", "");

@@ -37,6 +37,14 @@ TEST(PpCosts, ShapesChainAndTheModelStateIsRestored) {
     EXPECT_GE(d.saved_mb[u], 0.0) << "unit " << u;
   }
   EXPECT_EQ(d.out_shape.back(), (Shape{10}));  // the classifier's logits
+  // What a unit keeps of its input is at most the input: [T 2, 2 samples, ...], f64
+  ASSERT_EQ(d.input_kept_mb.size(), m->units.size());
+  for (size_t u = 0; u < d.ms.size(); ++u) {
+    double in_mb = 2 * 2 * 8 / 1048576.0;
+    for (int64_t x : u == 0 ? m->info.input_shape : d.out_shape[u - 1]) in_mb *= static_cast<double>(x);
+    EXPECT_GE(d.input_kept_mb[u], 0.0) << "unit " << u;
+    EXPECT_LE(d.input_kept_mb[u], in_mb + 1e-9) << "unit " << u;
+  }
   std::vector<Buffer*> after = m->buffers();
   ASSERT_EQ(after.size(), before.size());
   for (size_t i = 0; i < after.size(); ++i) {  // running statistics (f64) and batch counts (i64), bytewise

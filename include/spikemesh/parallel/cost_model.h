@@ -28,12 +28,14 @@
 //              collective only when it is tested)
 //   optimizer  the elements this rank steps x the calibrated time per element
 // Peak memory per rank (the allocator's peak), the larger of two phases:
-//   backward   parameters, gradients and optimizer state as the strategy holds them (strategy.h,
-//              zero.h, fsdp.h) with its reductions in flight until the end of backward (dp: the
-//              packed buckets; ZeRO-2/FSDP: every unit's full gradient; each with the collective's
-//              measured scratch), plus activations: at the backward of unit u, the saved bytes of
-//              every unit up to u (times the microbatches alive at once under pp, the simulator's
-//              peak), u's output and its gradient, and u's measured backward transient;
+//   backward   parameters, gradients, optimizer state and dp's packed buckets as the strategy
+//              holds them (strategy.h, data_parallel.h, zero.h, fsdp.h), plus the largest, over
+//              the rank's units u in backward order, of what the reductions of the units after u
+//              hold in flight until the end of backward (ZeRO-2/FSDP: their full gradients; the
+//              collectives' measured scratch) and the activations at u's backward: the saved
+//              bytes and kept inputs of every unit up to u (times the microbatches alive at once
+//              under pp, the simulator's peak), u's output and its gradient, u's measured
+//              backward transient;
 //   optimizer  the state plus the optimizer's measured scratch for the elements it steps.
 // Invariant: predictions are a function of the inputs alone, so every rank ranks alike.
 #pragma once
@@ -83,6 +85,7 @@ struct UnitSample {
   double saved_mb = 0;  // what its forward keeps for backward (the allocator's bytes)
   double work_mb = 0;   // the allocator's peak during its backward above its input, saved bytes,
                         // output and output gradient
+  double input_kept_mb = 0;  // its input, kept alive by its forward for backward (not in saved_mb)
 };
 
 // The dry runs of the tp-local model at one tp size and one memopt level.

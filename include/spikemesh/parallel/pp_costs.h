@@ -28,6 +28,9 @@ struct UnitDryRun {
   // saved bytes, output and output gradient), MiB; whether the output is flagged binary (spikes).
   std::vector<double> forward_ms, backward_ms, work_mb;
   std::vector<bool> out_binary;
+  // Timed runs, per unit: the bytes of its input its forward keeps alive by reference (a layer
+  // saving its input), MiB; not in saved_mb, which counts new allocations only.
+  std::vector<double> input_kept_mb;
 };
 
 // timed: costs and shapes; otherwise one forward + backward of one sample (shapes only, ms empty).

@@ -60,12 +60,13 @@ struct CalibrationCache {
   std::string fingerprint;  // of the machine entry ("" when none)
   MachineCosts machine;
   std::map<std::string, ModelProfile> models;  // by ProfileRequest::cache_key()
+  std::string note;  // why a file's contents were set aside (an older version), else ""
 };
 
 // $SPIKEMESH_CALIBRATION, else ${XDG_CACHE_HOME:-$HOME/.cache}/spikemesh/calibration.json.
 std::string default_calibration_path();
-// A missing file gives an empty cache; a file that is not a version-1 calibration file is an
-// Input error naming it.
+// A missing file gives an empty cache, and so does a file of an older version (with a note);
+// a file that is not a calibration file of this version or older is an Input error naming it.
 CalibrationCache read_calibration(const std::string& path);
 // The same in two parts (one rank reads, every rank parses what it broadcast): the file's text
 // ("" when missing), and its parse ("" gives an empty cache); `path` names it in errors.
