@@ -9,6 +9,8 @@
 
 #include "spikemesh/layers/collectives.h"
 
+#include "device_ops.h"
+
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "spikemesh/core/stream_cuda.h"
 #include "spikemesh/kernels/cuda/gemm_cublas.h"
@@ -77,6 +79,31 @@ void tp_finish_backward_input(const Param& weight, Ctx& ctx, Tensor& dx, bool de
     tp_debug_note(ctx, weight, "backward", dx.nbytes(), "all_reduce");
     ctx.tp->all_reduce_sum(dx);
   }
+}
+
+Tensor tp_gather_channels(Ctx& ctx, const Param& weight, const Tensor& y_local, const Shape& whole,
+                          const ChannelLayout& local) {
+  SM_CHECK(ctx.tp, "'" << weight.name << "' is colwise with a gathered output but the step has no tp group");
+  const int p = ctx.tp->size();
+  SM_CHECK(shape_numel(whole) == y_local.numel() * p, "gathering " << shape_str(y_local.shape()) << " over tp " << p
+                                                                   << " into " << shape_str(whole));
+  tp_debug_note(ctx, weight, "forward", y_local.nbytes() * p, "all_gather");
+  Tensor chunks = Tensor::empty({p * y_local.numel()}, y_local.dtype(), y_local.device());  // [tp, outer·Cl·inner]
+  ctx.tp->all_gather(y_local.view({y_local.numel()}), chunks);  // collective over tp
+  Tensor y = Tensor::empty(whole, y_local.dtype(), y_local.device());  // [outer, Cl·tp, inner]
+  const layer_ops::ChannelBlock b{local.outer, local.inner, local.channels};
+  for (int r = 0; r < p; ++r)
+    layer_ops::copy_channels(chunks.slice0(r * y_local.numel(), (r + 1) * y_local.numel()), local.channels, 0, y,
+                             local.channels * p, r * local.channels, b);
+  return y;
+}
+
+Tensor tp_channel_block(const Ctx& ctx, const Tensor& dy, const Shape& local_shape, const ChannelLayout& local) {
+  const int p = ctx.tp->size();
+  Tensor out = Tensor::empty(local_shape, dy.dtype(), dy.device());  // [outer, Cl, inner]
+  const layer_ops::ChannelBlock b{local.outer, local.inner, local.channels};
+  layer_ops::copy_channels(dy, local.channels * p, ctx.tp->rank() * local.channels, out, local.channels, 0, b);
+  return out;
 }
 
 void add_channel_bias(Tensor& y, const Tensor& bias, const ChannelLayout& layout) {

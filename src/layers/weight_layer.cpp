@@ -85,6 +85,12 @@ CpuKernels cpu_kernels(std::shared_ptr<void>& impl) {
 
 }  // namespace
 
+Shape WeightLayer::gathered_shape(Shape local, int tp) const {
+  // channels: dim 2 of a convolution's [T, N, C, ...], the last dim of a linear's [..., F]
+  local[kernels() == KernelFamily::Matmul ? local.size() - 1 : 2] *= tp;
+  return local;
+}
+
 Tensor WeightLayer::forward_cpu(const Tensor& x, Ctx& ctx) {
   CpuKernels k = cpu_kernels(impl_);
   return forward_on(k, x, ctx);

@@ -67,6 +67,8 @@ Tensor WeightLayer::forward_on(Dev& dev, const Tensor& x, Ctx& ctx) {
     y = Tensor::empty(output_of(x.shape(), g), x.dtype(), x.device());  // [T, N, Cout_local, ...]
     dev.forward(kernels(), g, x, w.value, tp.kernel_bias, y);
     tp_finish_forward(tp, ctx, y, channel_layout(g));
+    if (gather_output_)  // colwise/ag: [T, N, Cout, ...] (collective over tp)
+      y = tp_gather_channels(ctx, w, y, gathered_shape(y.shape(), ctx.tp ? ctx.tp->size() : 1), channel_layout(g));
   }
   WeightSaved<typename Dev::Act>& sv = dev.slots().fresh(ctx.slot);
   // After a sample-sharded region the input was all-gathered: keep only this rank's samples
@@ -103,6 +105,7 @@ Tensor WeightLayer::backward_input_on(Dev& dev, const Tensor& dy_in, Ctx& ctx) {
     dy = sp_all_gather_rows(dy, *ctx.tp);  // W later needs it whole (collective over tp)
   }
   const cpu::Conv2dGeometry g = geometry(sv.shape);
+  if (gather_output_) dy = tp_channel_block(ctx, dy, output_of(sv.shape, g), channel_layout(g));  // [T, N, Cout_local, ...]
   SM_CHECK(dy.numel() == g.output_numel() && dy.dtype() == sv.dtype,
            type() << " backward got dy " << shape_str(dy.shape()) << " " << dtype_name(dy.dtype()) << " on "
                   << dy.device().str());

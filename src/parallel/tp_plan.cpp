@@ -24,6 +24,7 @@ const char* tp_role_name(TpRole r) {
     case TpRole::Colwise: return "colwise";
     case TpRole::Rowwise: return "rowwise";
     case TpRole::Local: return "local";
+    case TpRole::ColwiseGather: return "colwise/ag";
   }
   return "?";
 }
@@ -51,6 +52,7 @@ TpPlan::Traffic TpPlan::layer_traffic(const TpLayerPlan& l, int64_t samples, int
   };
   add(t.all_reduce_calls, t.all_reduce_bytes, l.forward_all_reduce, unit);
   add(t.all_reduce_calls, t.all_reduce_bytes, l.backward_all_reduce, unit);
+  add(t.all_gather_calls, t.all_gather_bytes, l.forward_channel_gather, unit);
   if (shard) {
     // one call per time step (layers/sequence_parallel.h)
     add(t.reduce_scatter_calls, t.reduce_scatter_bytes, l.forward_reduce_scatter, unit, T);
@@ -185,16 +187,28 @@ struct Planner {
       if (!is_weight(w.layer) || w.role != TpRole::Replicated) continue;
       const size_t j = try_pair(items, i);
       if (j != SIZE_MAX) i = j;  // the rowwise partner is done; continue after it
+      else gather_unpaired(w, items[i].plan_index);
     }
+  }
+
+  bool kept_whole(size_t plan_index) const {
+    return (opts.keep_first && plan_index == first_weight) || (opts.keep_classifier && plan_index == last_weight);
+  }
+
+  // A weight layer without a rowwise partner: colwise with its output gathered, when allowed.
+  void gather_unpaired(TpLayerPlan& w, size_t plan_index) {
+    if (kept_whole(plan_index) || out_channels(w) % plan.tp != 0) return;
+    w.role = TpRole::ColwiseGather;
+    w.note += "; its output channels are gathered";
   }
 
   // Tries to make items[i] colwise with a rowwise partner; returns the partner's index.
   size_t try_pair(std::vector<Item>& items, size_t i) {
     TpLayerPlan& w = at(items[i]);
     const int tp = plan.tp;
-    if (opts.keep_first && items[i].plan_index == first_weight) return note(w, "kept whole (--tp-keep-first)");
-    if (opts.keep_classifier && items[i].plan_index == last_weight)
-      return note(w, "kept whole (--tp-keep-classifier)");
+    if (kept_whole(items[i].plan_index))
+      return note(w, opts.keep_first && items[i].plan_index == first_weight ? "kept whole (--tp-keep-first)"
+                                                                           : "kept whole (--tp-keep-classifier)");
     const int64_t cout = out_channels(w);
     if (cout % tp != 0)
       return note(w, std::to_string(cout) + " output channels do not divide by tp " + std::to_string(tp));
@@ -313,6 +327,10 @@ void fill_bytes(TpPlan& plan, const Shape& model_input) {
   for (TpLayerPlan& l : plan.layers) {
     const int64_t in = shape_numel(prev), out = shape_numel(l.out_shape);
     prev = l.out_shape;
+    if (l.role == TpRole::ColwiseGather) {
+      l.forward_channel_gather = out;
+      l.backward_all_reduce = in;
+    }
     if (l.role == TpRole::Colwise) {
       (l.sp_role == SpRole::DeferColwise ? l.sp_all_reduce_backward : l.backward_all_reduce) = in;
       if (l.sp_role == SpRole::DeferColwise) l.backward_all_gather = in;  // its saved samples, gathered for W
@@ -365,7 +383,7 @@ TpPlan make_tp_plan(Model& model, const TpOptions& opts) {
 namespace {
 // The dim a layer's k-th parameter is split along under the plan (-1: whole on every rank).
 int split_dim_of(const TpLayerPlan& l, size_t k) {
-  if (l.role == TpRole::Colwise) return 0;                 // weight [Cout, ...], bias [Cout]
+  if (l.role == TpRole::Colwise || l.role == TpRole::ColwiseGather) return 0;  // weight [Cout, ...], bias [Cout]
   if (l.role == TpRole::Rowwise) return k == 0 ? 1 : -1;   // weight [Cout, Cin, ...]; bias whole
   if (l.role == TpRole::Local && dynamic_cast<const BatchNorm*>(l.layer)) return 0;  // γ, β [C]
   return -1;
@@ -395,6 +413,7 @@ void apply_tp_plan(const TpPlan& plan, int tp_rank) {
       else if (l.role == TpRole::Local || member) ps[k]->grad_summed_over_tp = true;  // a channel or sample shard's
     }
     l.layer->set_sp_link(l.sp_region >= 0 ? SpLink{l.sp_role, regions[static_cast<size_t>(l.sp_region)]} : SpLink{});
+    if (auto* wl = dynamic_cast<WeightLayer*>(l.layer)) wl->set_tp_gather_output(l.role == TpRole::ColwiseGather);
     if (l.role == TpRole::Local && dynamic_cast<const BatchNorm*>(l.layer)) {
       for (Buffer* b : l.layer->buffers()) {
         if (b->shape.size() != 1) continue;  // num_batches_tracked: a scalar, whole

@@ -177,6 +177,43 @@ TEST(TensorParallel, SpikformerAttentionIsSplitByHeads) {
   EXPECT_EQ(ssa, 1);
   EXPECT_EQ(qkv, 1);
 }
+// Weight layers without a rowwise partner (Spikformer's positional-encoding conv before its
+// residual, the classifier) are colwise with their output gathered: their parameters split, the
+// traffic one all-gather of the output and one all-reduce of the input gradient; kept whole by
+// --tp-keep-classifier or when the output channels do not divide by tp. The trajectory tests
+// above run these models, so the gathered layers are checked against one rank there.
+TEST(TensorParallel, UnpairedLayersAreColwiseWithTheirOutputGathered) {
+  for (const char* which : {"sformer", "dvs"}) {
+    auto m = build_spec_model(which);
+    TpOptions to;
+    to.tp = 2;
+    const TpPlan plan = make_tp_plan(*m, to);
+    int gathered = 0;
+    for (const TpLayerPlan& l : plan.layers) {
+      if (l.role != TpRole::ColwiseGather) continue;
+      ++gathered;
+      EXPECT_EQ(l.local_out_shape, l.out_shape) << l.name << ": leaves whole activations";
+      EXPECT_EQ(l.forward_channel_gather, shape_numel(l.out_shape)) << l.name;
+      EXPECT_GT(l.backward_all_reduce, 0) << l.name;
+      const TpPlan::Traffic t = plan.layer_traffic(l, 4, 2, 8);
+      EXPECT_EQ(t.all_gather_calls, 1);
+      EXPECT_EQ(t.all_gather_bytes, shape_numel(l.out_shape) * 4 * 2 * 8);
+      EXPECT_EQ(t.all_reduce_calls, 1);
+    }
+    EXPECT_GT(gathered, 0) << which;
+    if (std::string(which) == "sformer") {
+      const TpLayerPlan& head = plan.layers.back();
+      EXPECT_EQ(head.role, TpRole::ColwiseGather) << head.name;
+      bool pos = false;
+      for (const TpLayerPlan& l : plan.layers)
+        pos |= l.name.find("positional_encoding") != std::string::npos && l.role == TpRole::ColwiseGather;
+      EXPECT_TRUE(pos);
+    }
+    to.keep_classifier = true;
+    auto m2 = build_spec_model(which);
+    EXPECT_EQ(make_tp_plan(*m2, to).layers.back().role, TpRole::Replicated) << which;
+  }
+}
 TEST(TensorParallel, TpDropoutAndClippingFp64) {
   if (!tp_world_fits()) GTEST_SKIP();
   expect_tp_trajectory("dvs", MeshShape{1, world_size(), 1}, "sgd", 0.25, 0.05);

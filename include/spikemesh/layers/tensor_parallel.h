@@ -7,6 +7,11 @@
 //  rowwise — split on dim 1 (input channels), the bias replicated. The input holds this
 //            rank's channel shard; forward all-reduces the partial outputs over ctx.tp and
 //            then adds the bias ONCE; dy is whole on every rank, so dx needs no reduction.
+//  colwise, gathered — a colwise layer without a rowwise partner (an unpaired layer: a
+//            positional-encoding conv before a residual, a classifier): its output channels are
+//            all-gathered over ctx.tp into the whole output (the layers after it see whole
+//            activations); backward takes this rank's channel block of the whole dy and
+//            all-reduces dx as colwise does. Only its weight memory is split.
 // Weight gradients need no communication: each rank owns its shard's gradient, and a
 // replicated (rowwise) bias gets the same full gradient from the whole dy on every rank.
 // Kernels always run on this rank's local weight shape.
@@ -48,6 +53,15 @@ void tp_debug_note(const Ctx& ctx, const Param& weight, const char* direction, s
 // After the local data gradient: colwise all-reduce of dx over ctx.tp, unless `defer` (the
 // sharded region before it reduce-scatters the partial sums instead).
 void tp_finish_backward_input(const Param& weight, Ctx& ctx, Tensor& dx, bool defer = false);
+
+// Colwise, gathered: y_local [outer, Cout/tp, inner] all-gathered over ctx.tp (collective
+// over tp) into the whole output of shape `whole` [outer, Cout, inner], rank r's block at
+// channels [r·Cout/tp, (r+1)·Cout/tp).
+Tensor tp_gather_channels(Ctx& ctx, const Param& weight, const Tensor& y_local, const Shape& whole,
+                          const ChannelLayout& local);
+// Its backward's first step: this rank's channel block [outer, Cout/tp, inner] (shape
+// `local_shape`) of the whole output gradient dy [outer, Cout, inner]. No communication.
+Tensor tp_channel_block(const Ctx& ctx, const Tensor& dy, const Shape& local_shape, const ChannelLayout& local);
 
 // y[o, c, i] += bias[c], on y's device (CPU: f32/f64 with a bias of y's dtype; CUDA: f32,
 // bf16 or f16 activations with the f32 master bias).

@@ -20,6 +20,10 @@ namespace sm {
 class WeightLayer : public Layer {
  public:
   enum class KernelFamily { Conv, Conv1x1, Matmul };
+  // Colwise without a rowwise partner (the tp plan's colwise/ag, tensor_parallel.h): the
+  // output channels are all-gathered over ctx.tp after the kernel.
+  void set_tp_gather_output(bool on) { gather_output_ = on; }
+  bool tp_gather_output() const { return gather_output_; }
 
  protected:
   // ---- the derived layer's description ----
@@ -38,6 +42,9 @@ class WeightLayer : public Layer {
 
  private:
   SM_DEVICE_FLOW  // src/layers/weight_layer_flow.h
+  bool gather_output_ = false;
+  // The whole output shape of a local output (its channel dim times tp).
+  Shape gathered_shape(Shape local, int tp) const;
 };
 
 }  // namespace sm

@@ -9,9 +9,12 @@
 // output blocks are each split by heads: ShardSpec::segments 3, and the attention output is
 // this rank's heads, a contiguous channel block for the rowwise projection). Everything
 // else — dropout (its mask is keyed by the element's index), a residual or graph boundary,
-// a head count not divisible by tp — ends the search, and the weight layer stays
-// REPLICATED; so does one whose channels do not divide by tp, with the reason in `note`.
-// Replicated layers run whole on every tp rank (identical inputs, identical results).
+// a head count not divisible by tp — ends the search, and the weight layer becomes
+// COLWISE_GATHER (an unpaired layer: its output channels split, the output all-gathered over
+// tp, so it leaves whole activations; only its parameters shrink), unless it is kept whole
+// (--tp-keep-first/--tp-keep-classifier) or its output channels do not divide by tp: then it
+// stays REPLICATED, with the reason in `note`. Replicated layers run whole on every tp rank
+// (identical inputs, identical results).
 //
 // Applying the plan (before Model::finalize) gives every sharded Param and Buffer its
 // ShardSpec (group TP, this rank's index) and local shape; init is then drawn from the global
@@ -36,7 +39,7 @@ class Layer;
 class Model;
 struct Param;
 
-enum class TpRole { Replicated, Colwise, Rowwise, Local };
+enum class TpRole { Replicated, Colwise, Rowwise, Local, ColwiseGather };
 const char* tp_role_name(TpRole r);
 
 struct TpLayerPlan {
@@ -51,6 +54,8 @@ struct TpLayerPlan {
   // Per sample and time step, the elements all-reduced over tp: a rowwise layer's output in
   // forward, a colwise layer's input gradient in backward (0 elsewhere).
   int64_t forward_all_reduce = 0, backward_all_reduce = 0;
+  // ColwiseGather: per sample and step, the whole output all-gathered (one call per microbatch).
+  int64_t forward_channel_gather = 0;
   // Sample sharding (layers/sequence_parallel.h): the role, the region (index into
   // TpPlan::regions; -1 none), and per sample and step the whole payload of each collective:
   // a Start reduce-scatters its output forward and all-gathers its gradient backward; a Last
