@@ -51,6 +51,8 @@ def bench_args(pred_path, batch):
         if pp > 1:
             a += ["--pp-schedule", p["pp_schedule"], "--pp-virtual-stages", str(p["pp_virtual_stages"]),
                   "--pp-microbatches", str(p["pp_microbatches"])]
+            if p.get("pp_layout"):  # the partition the prediction is for, as `auto` runs it
+                a += ["--pp-layout", p["pp_layout"]]
         a += ["--memopt-level", str(p["memopt_level"])]
         print(" ".join(a))
 

@@ -15,6 +15,7 @@
 #include "spikemesh/core/precision.h"
 #include "spikemesh/data/h5_dataset.h"
 #include "spikemesh/models/model.h"
+#include "spikemesh/parallel/pp_partition.h"
 #include "spikemesh/train/flag_ranges.h"
 
 namespace sm {
@@ -68,6 +69,7 @@ std::string predictions_json(const AutoLayoutResult& r) {
                              {"pp_virtual_stages", c.virtual_stages},
                              {"pp_microbatches", c.microbatches},
                              {"memopt_level", c.memopt_level},
+                             {"pp_layout", p.partition.empty() ? "" : layout_text(p.partition)},
                              {"predicted_step_ms", p.step_ms},
                              {"predicted_compute_ms", p.compute_ms},
                              {"predicted_bubble_ms", p.bubble_ms},
@@ -199,6 +201,7 @@ void apply_auto_layout(TrainConfig& c, const std::set<std::string>& given, const
     c.pp_schedule = ch.schedule;
     c.pp_virtual_stages = ch.virtual_stages;
     c.pp_microbatches = ch.microbatches;
+    if (!fixed("pp-layout")) c.pp_layout = layout_text(res.chosen_pp_layout);  // the partition predicted
   }
   c.memopt_level = ch.memopt_level;
   c.global_batch_size = r.global_batch;

@@ -120,6 +120,7 @@ void choose_bench_layout(BenchOptions& o, const AppEnv& env) {
     o.pp_schedule = c.schedule;
     o.pp_virtual_stages = c.virtual_stages;
     o.pp_microbatches = c.microbatches;
+    if (!o.given.count("pp-layout")) o.pp_layout = layout_text(res.chosen_pp_layout);  // the partition predicted
   }
   o.memopt.level = c.memopt_level;
   o.batch_size = r.global_batch / c.mesh.dp;
@@ -664,7 +665,7 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
                 "time every layer type in the timed steps (CPU) and print a table with GFLOP/s of conv/linear");
   cmd->callback([o, cmd, &env]() {
     for (const char* k : {"mesh-shape", "optimizer-sharding", "pp-schedule", "pp-virtual-stages", "pp-microbatches",
-                          "memopt-level", "prefer"})
+                          "pp-layout", "memopt-level", "prefer"})
       if (cmd->count(std::string("--") + k) > 0) o->given.insert(k);
     run_bench(*o, env);
   });

@@ -43,7 +43,8 @@ void tp_debug_note(const Ctx& ctx, const Param& weight, const char* direction, s
   if (!seen.insert(layer + "/" + direction).second) return;
   std::fprintf(stderr, "tp-comm: %-44s %-8s %-14s %12lld bytes over %d ranks (%s)\n", layer.c_str(), direction, op,
                static_cast<long long>(bytes), ctx.tp->size(),
-               direction[0] == 'f' ? "rowwise partial outputs" : "colwise input gradient");
+               direction[0] != 'f' ? "colwise input gradient"
+               : std::string(op) == "all_gather" ? "colwise output channels" : "rowwise partial outputs");
 }
 
 TpMode tp_mode(const Param& weight, const Ctx& ctx) {

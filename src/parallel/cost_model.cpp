@@ -29,7 +29,7 @@ std::vector<int> divisors(int n) {
 // with `unit_mb` parameter MiB each (in order) over a dp group of `dp` holds: `state` always
 // (parameters, gradients, optimizer state, dp's packed buckets), and in_flight[i] more while unit
 // i runs its backward, the units after it done: what their reductions hold until the end of
-// backward (ZeRO-2 and FSDP: the full gradients) and the measured scratch of the one in flight.
+// backward (ZeRO-2 and FSDP: the full gradients) and the measured scratch of those in flight.
 struct StrategyMemory {
   double state = 0;
   std::vector<double> in_flight;
@@ -53,10 +53,16 @@ StrategyMemory strategy_memory(const std::vector<double>& unit_mb, GradientReduc
   }
   std::vector<double> after(U + 1, 0.0);  // after[i]: MiB of the units after i (done first)
   for (size_t i = U; i-- > 0;) after[i] = after[i + 1] + unit_mb[i];
-  // last_done[i]: MiB of the nearest unit after i with parameters: the one reduction in flight
-  // at i's backward (each is tested after every unit's backward and completes in the next)
-  std::vector<double> last_done(U, 0.0);
-  for (size_t i = U - (U > 0); i-- > 0;) last_done[i] = unit_mb[i + 1] > 0 ? unit_mb[i + 1] : last_done[i + 1];
+  // recent[i]: MiB of the dp - 1 nearest units after i with parameters: the reductions still in
+  // flight at i's backward. Each is tested after every unit's backward, and MPI's non-blocking
+  // collective advances a round per test: p - 1 rounds for p ranks.
+  const int window = std::max(1, dp - 1);
+  std::vector<double> recent(U, 0.0);
+  for (size_t i = 0; i < U; ++i) {
+    int seen = 0;
+    for (size_t v = i + 1; v < U && seen < window; ++v)
+      if (unit_mb[v] > 0) recent[i] += unit_mb[v], ++seen;
+  }
   switch (r) {
     case GradientReduction::AllReduce: {
       // Buckets of kBucketMb filled in backward order (data_parallel.cpp); one of several
@@ -82,25 +88,28 @@ StrategyMemory strategy_memory(const std::vector<double>& unit_mb, GradientReduc
       }
       close();
       out.state += packed;
-      double last = 0;  // the bucket launched last: the one in flight
+      std::vector<double> flying;  // the buckets launched, most recent last; the last dp - 1 in flight
       for (size_t i = U; i-- > 0;) {
-        out.in_flight[i] = s_ar * last;
-        if (launched[i] > 0) last = launched[i];
+        double mb = 0;
+        for (size_t b = flying.size() > static_cast<size_t>(window) ? flying.size() - window : 0; b < flying.size(); ++b)
+          mb += flying[b];
+        out.in_flight[i] = s_ar * mb;
+        if (launched[i] > 0) flying.push_back(launched[i]);
       }
       return out;
     }
     case GradientReduction::Zero1:  // full values and gradients, master and grad chunks
       out.state = 2 * P + (2 + k) * P / dp;
-      for (size_t i = 0; i < U; ++i) out.in_flight[i] = s_rs * last_done[i];
+      for (size_t i = 0; i < U; ++i) out.in_flight[i] = s_rs * recent[i];
       return out;
     case GradientReduction::Zero2:  // a unit's full gradient lives from its backward to the end of backward
       out.state = P + (3 + k) * P / dp;
-      for (size_t i = 0; i < U; ++i) out.in_flight[i] = after[i] + s_rs * last_done[i];
+      for (size_t i = 0; i < U; ++i) out.in_flight[i] = after[i] + s_rs * recent[i];
       return out;
     case GradientReduction::Fsdp:  // chunks and the gathered pair; full gradients and reduced chunks
       // kept until end_backward (fsdp.cpp)
       out.state = (2 + k) * P / dp + max1 + max2;
-      for (size_t i = 0; i < U; ++i) out.in_flight[i] = after[i] + after[i + 1] / dp + s_rs * last_done[i];
+      for (size_t i = 0; i < U; ++i) out.in_flight[i] = after[i] + after[i + 1] / dp + s_rs * recent[i];
       return out;
   }
   return out;
@@ -162,7 +171,7 @@ UnitSample TpProfile::unit(size_t u, double n) const {
     return std::max(0.0, ya + (yb - ya) * (n - static_cast<double>(n_lo)) / span);
   };
   return UnitSample{at(a.forward_ms, b.forward_ms), at(a.backward_ms, b.backward_ms), at(a.saved_mb, b.saved_mb),
-                    at(a.work_mb, b.work_mb), at(a.input_kept_mb, b.input_kept_mb)};
+                    at(a.work_mb, b.work_mb), at(a.input_kept_mb, b.input_kept_mb), at(a.out_mb, b.out_mb)};
 }
 
 const TpProfile* ModelProfile::find(int tp, int memopt_level) const {
@@ -280,8 +289,9 @@ LayoutPrediction predict_layout(const LayoutCandidate& c, const ModelProfile& pr
   };
   // Activations of a rank holding `us` (in order) with `live` microbatches of n samples alive,
   // while us[i] runs its backward: the saved bytes (and kept inputs) of us[0..i] and of the
-  // other live microbatches, us[i]'s output and its gradient, its backward's transient, the
-  // model input. Unit 0's input is the model input, counted once.
+  // other live microbatches, us[i]'s output and its gradient (as measured: a sample shard
+  // inside a tp region), its backward's transient, the model input. Unit 0's input is the
+  // model input, counted once.
   auto activations = [&](const std::vector<size_t>& us, double n, double live) {
     std::vector<double> at(us.size());
     double saved = 0, all_saved = 0;
@@ -291,8 +301,7 @@ LayoutPrediction predict_layout(const LayoutCandidate& c, const ModelProfile& pr
     for (size_t i = 0; i < us.size(); ++i) {
       const UnitSample s = sample(us[i], n);
       saved += keeps(us[i], s);
-      const double out_mb = base->out_elements[us[i]] * n * eb / kMiB;
-      at[i] = (live - 1) * all_saved + saved + 2 * out_mb + s.work_mb + input;
+      at[i] = (live - 1) * all_saved + saved + 2 * s.out_mb + s.work_mb + input;
     }
     return at;
   };

@@ -66,7 +66,7 @@ void collect_tp_partial(Layer& l, std::vector<TpPartialParam>& out) {
     return;
   }
   const SpLink& link = l.sp_link();
-  const bool member = link.role == SpRole::Member || link.role == SpRole::Last;
+  const bool member = sp_member(link.role);
   for (Param* p : l.params())
     if (p->grad_summed_over_tp) out.push_back(TpPartialParam{p, member ? link.region : nullptr});
 }

@@ -83,6 +83,7 @@ UnitDryRun dry_run_units(Model& model, int64_t samples, Ctx ctx, bool timed, DTy
       out.ms.push_back(best), out.saved_mb.push_back(std::max(0.0, saved));
       out.forward_ms.push_back(best_f), out.backward_ms.push_back(best_b), out.work_mb.push_back(std::max(0.0, work));
       out.input_kept_mb.push_back(kept);
+      out.out_mb.push_back(static_cast<double>(y.nbytes()) / 1048576.0);
       out.out_binary.push_back(y.is_binary());
     }
     out.out_shape.push_back(Shape(y.shape().begin() + 2, y.shape().end()));

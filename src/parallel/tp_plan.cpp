@@ -62,7 +62,7 @@ TpPlan::Traffic TpPlan::layer_traffic(const TpLayerPlan& l, int64_t samples, int
     add(t.all_reduce_calls, t.all_reduce_bytes, l.stats_forward_doubles, 8);
     add(t.all_reduce_calls, t.all_reduce_bytes, l.stats_backward_doubles, 8);
   }
-  const bool member = l.sp_role == SpRole::Member || l.sp_role == SpRole::Last;
+  const bool member = sp_member(l.sp_role);
   if (l.role == TpRole::Local || (member && shard)) {  // whole parameters with partial gradients
     const std::vector<Param*> ps = l.layer->params();
     for (size_t k = 0; k < ps.size(); ++k)
@@ -345,7 +345,7 @@ void fill_bytes(TpPlan& plan, const Shape& model_input) {
       l.forward_all_gather = out;
       if (plan.regions[static_cast<size_t>(l.sp_region)].partial_grad_in) l.backward_reduce_scatter = out;
     }
-    if ((l.sp_role == SpRole::Member || l.sp_role == SpRole::Last) && dynamic_cast<const BatchNorm*>(l.layer)) {
+    if (sp_member(l.sp_role) && dynamic_cast<const BatchNorm*>(l.layer)) {
       const int64_t C = l.layer->params().empty() ? 0 : l.layer->params()[0]->shape[0];
       l.stats_forward_doubles = 2 * C + 1;
       l.stats_backward_doubles = 2 * C;
@@ -407,7 +407,7 @@ void apply_tp_plan(const TpPlan& plan, int tp_rank) {
   }
   for (const TpLayerPlan& l : plan.layers) {
     const std::vector<Param*> ps = l.layer->params();
-    const bool member = l.sp_role == SpRole::Member || l.sp_role == SpRole::Last;
+    const bool member = sp_member(l.sp_role);
     for (size_t k = 0; k < ps.size(); ++k) {
       if (const int d = split_dim_of(l, k); d >= 0) shard_dim(*ps[k], d, plan.tp, tp_rank, l.segments);
       else if (l.role == TpRole::Local || member) ps[k]->grad_summed_over_tp = true;  // a channel or sample shard's

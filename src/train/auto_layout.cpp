@@ -1,6 +1,8 @@
 // auto_layout.cpp — the automatic layout choice (auto_layout.h).
 #include "spikemesh/train/auto_layout.h"
 
+#include "spikemesh/parallel/pp_partition.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -262,6 +264,7 @@ AutoLayoutResult choose_layout(Comm* world, AutoLayoutRequest r) {
       break;
   }
   res.chosen = v[0].candidate;
+  res.chosen_pp_layout = v[0].prediction.partition;
   res.reason = why.str();
   res.spikingjelly_rule = spikingjelly_rule(r.model_name, r.world, r.global_batch, r.prefer, units);
   for (const RankedLayout& x : v)
@@ -287,7 +290,9 @@ std::string AutoLayoutResult::report(int top) const {
                   p.state_mb, p.activation_mb, x.fits ? "" : "  (does not fit)");
     os << line;
   }
-  os << "  chosen: " << chosen.label() << " — " << reason << "\n";
+  os << "  chosen: " << chosen.label();
+  if (!chosen_pp_layout.empty()) os << " (stages " << layout_text(chosen_pp_layout) << ")";
+  os << " — " << reason << "\n";
   os << "  SpikingJelly's rule would pick " << spikingjelly_rule.label();
   if (spikingjelly_rule_ranked)
     os << ": predicted " << spikingjelly_prediction.prediction.step_ms << " ms, "

@@ -35,7 +35,7 @@ namespace sm {
 namespace {
 using json = nlohmann::json;
 constexpr double kMiB = 1048576.0;
-constexpr int kFormatVersion = 2;  // 2: tp dry runs shard their regions; input_kept_mb
+constexpr int kFormatVersion = 2;  // 2: tp dry runs shard their regions; kept inputs, output bytes
 
 std::string cpu_model() {
   std::ifstream f("/proc/cpuinfo");
@@ -121,9 +121,9 @@ json link_json(const LinkCost& l) {
 }
 
 json sample_json(const UnitSample& s) {
-  return json{s.forward_ms, s.backward_ms, s.saved_mb, s.work_mb, s.input_kept_mb};
+  return json{s.forward_ms, s.backward_ms, s.saved_mb, s.work_mb, s.input_kept_mb, s.out_mb};
 }
-UnitSample sample_of(const json& j) { return UnitSample{j.at(0), j.at(1), j.at(2), j.at(3), j.at(4)}; }
+UnitSample sample_of(const json& j) { return UnitSample{j.at(0), j.at(1), j.at(2), j.at(3), j.at(4), j.at(5)}; }
 
 json profile_json(const ModelProfile& m) {
   json e = json::array();
@@ -344,12 +344,13 @@ ModelProfile measure_model_profile(Comm* world, const ProfileRequest& r) {
         const UnitDryRun d = dry_run_units(*m, n, ctx, true, r.activations);
         std::vector<double> v;  // max over the ranks
         for (size_t u = 0; u < U; ++u)
-          v.insert(v.end(), {d.forward_ms[u], d.backward_ms[u], d.saved_mb[u], d.work_mb[u], d.input_kept_mb[u]});
+          v.insert(v.end(),
+                   {d.forward_ms[u], d.backward_ms[u], d.saved_mb[u], d.work_mb[u], d.input_kept_mb[u], d.out_mb[u]});
         if (world) all_reduce_doubles(*world, v, ReduceOp::Max);
         std::vector<UnitSample>& dst = n == t.n_lo ? t.lo : t.hi;
         dst.clear();
         for (size_t u = 0; u < U; ++u)
-          dst.push_back(UnitSample{v[5 * u], v[5 * u + 1], v[5 * u + 2], v[5 * u + 3], v[5 * u + 4]});
+          dst.push_back(UnitSample{v[6 * u], v[6 * u + 1], v[6 * u + 2], v[6 * u + 3], v[6 * u + 4], v[6 * u + 5]});
         if (t.out_binary.empty()) {
           t.out_binary = d.out_binary;
           for (const Shape& s : d.out_shape) {  // whole: units hand on whole activations under tp (tp_plan.h)

@@ -3,7 +3,8 @@
 # `mpirun -np 2 spikemesh train --distributed-mode auto --prefer memory` calibrates (machine and
 # model, into --calibration), prints the ranking, the pick and why, trains with the pick, and
 # records the concrete layout in config.toml; a second run reads the file instead of measuring;
-# an explicit mode plus --prefer fills only what was not given; `spikemesh calibrate`, `plan
+# an explicit mode plus --prefer fills only what was not given (a pipeline: with the partition
+# its prediction is for); `spikemesh calibrate`, `plan
 # --prefer` (with --predictions) and `bench --distributed-mode auto` (the record's
 # recommendation); bad input — an unknown preference, --prefer on one rank, nothing left to
 # fill, a file that is not a calibration file, a foreign machine's file (measured again) — one
@@ -45,6 +46,15 @@ if [ $rc -eq 0 ] && grep -q "chosen: dp 2x1x1" <<<"$out" && ! grep -q "^  [0-9] 
   ok "--distributed-mode dp --prefer memory: only dp layouts ranked ($(grep -o 'chosen: [^—]*' <<<"$out"))"
 else
   bad "dp + --prefer (rc $rc): $(grep 'chosen\|error\|^  [0-9]' <<<"$out" | head -6)"
+fi
+
+# 3b. a pipeline pick runs the partition its prediction is for (--pp-layout, in config.toml)
+out=$("${MPI[@]}" -np 2 "$BIN" "${TRAIN[@]}" --run-name p --distributed-mode pp --prefer speed 2>&1); rc=$?
+stages=$(grep -o 'chosen: pp [^(]*(stages [0-9|]*)' <<<"$out" | grep -o '[0-9|]*)$' | tr -d ')')
+if [ $rc -eq 0 ] && [ -n "$stages" ] && grep -q "^pp-layout = '$stages'" "$TMP/runs/p/config.toml"; then
+  ok "--distributed-mode pp --prefer speed: trained on the predicted partition ($stages)"
+else
+  bad "pp + --prefer (rc $rc, stages '$stages'): $(grep 'chosen\|error' <<<"$out" | head -3; grep pp-layout "$TMP/runs/p/config.toml")"
 fi
 
 # 4. plan --prefer capacity with every prediction as JSON lines; calibrate

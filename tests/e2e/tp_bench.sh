@@ -7,8 +7,8 @@
 # all-reduce per colwise layer; with it (batch 4) the rowwise layers reduce-scatter, the
 # regions' last layers all-gather, batch norms sum statistics and whole parameters their
 # gradients over tp (layers/sequence_parallel.h).
-# Models: fmnist_csnn C=4 (a conv pair and a linear pair) and cifar10dvs_vgg (four
-# conv pairs). Bad tp input is refused with one message. ~40 s.
+# Models: fmnist_csnn C=4 (a conv pair and a linear pair), cifar10dvs_vgg (four conv pairs)
+# and spikformer_cifar (attention by heads; unpaired layers gathered). Bad tp input is refused with one message. ~40 s.
 E2E_NAME=tp_bench
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
@@ -47,6 +47,11 @@ PYEOF
 check csnn 4 --model fmnist_csnn --var C=4
 check vgg 1 --model cifar10dvs_vgg --T 2
 check vgg2 2 --model cifar10dvs_vgg --T 2
+# Spikformer: attention split by heads, and two unpaired layers (the positional-encoding conv,
+# the head) colwise with their output gathered: one all-gather and one all-reduce each
+check sformer 2 --model spikformer_cifar --T 2
+[ "$(grep -c ' colwise/ag ' "$TMP/sformer.plan")" -eq 2 ] && ok "spikformer_cifar: its two unpaired layers gather their output" \
+  || { bad "spikformer_cifar colwise/ag layers"; grep -E "colwise|replicated" "$TMP/sformer.plan"; }
 
 # --tp-debug-comm: one line per weight layer's tp collective: every rowwise layer (all-reduce or
 # reduce-scatter forward) and every colwise one whose input gradient it all-reduces itself

@@ -53,12 +53,15 @@ enum class SpRole {
   DeferColwise,   // the colwise layer after a region with partial_grad_in: no all-reduce of dx
 };
 
+// Whether a layer of this role runs on the region's shard (Member or Last).
+inline bool sp_member(SpRole r) { return r == SpRole::Member || r == SpRole::Last; }
+
 struct SpLink {
   SpRole role = SpRole::None;
   std::shared_ptr<SpRegion> region;
   bool sharded(int slot) const { return region && region->sharded(slot); }
   // A member running on a shard: its batch norm sums statistics over tp.
-  bool member_sharded(int slot) const { return (role == SpRole::Member || role == SpRole::Last) && sharded(slot); }
+  bool member_sharded(int slot) const { return sp_member(role) && sharded(slot); }
 };
 
 // The context a region member runs with: ctx.bn_sync becomes ctx.tp while its slot is sharded

@@ -86,6 +86,7 @@ struct UnitSample {
   double work_mb = 0;   // the allocator's peak during its backward above its input, saved bytes,
                         // output and output gradient
   double input_kept_mb = 0;  // its input, kept alive by its forward for backward (not in saved_mb)
+  double out_mb = 0;         // its output as this rank holds it (sample-sharded inside a tp region)
 };
 
 // The dry runs of the tp-local model at one tp size and one memopt level.

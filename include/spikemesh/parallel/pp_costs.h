@@ -31,6 +31,9 @@ struct UnitDryRun {
   // Timed runs, per unit: the bytes of its input its forward keeps alive by reference (a layer
   // saving its input), MiB; not in saved_mb, which counts new allocations only.
   std::vector<double> input_kept_mb;
+  // Timed runs, per unit: its output's bytes as this rank holds them (a sample shard inside a tp
+  // region), MiB.
+  std::vector<double> out_mb;
 };
 
 // timed: costs and shapes; otherwise one forward + backward of one sample (shapes only, ms empty).

@@ -61,6 +61,7 @@ struct RankedLayout {
 struct AutoLayoutResult {
   std::vector<RankedLayout> ranked;  // best first (those that fit, then the others)
   LayoutCandidate chosen;
+  std::vector<int> chosen_pp_layout;  // pp: the partition its prediction is for (units per logical stage)
   std::string reason;
   LayoutCandidate spikingjelly_rule;  // what SpikingJelly's recommender would pick (a floor)
   bool spikingjelly_rule_ranked = false;
