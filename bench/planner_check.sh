@@ -9,10 +9,11 @@
 #   bash bench/planner_check.sh            every layout of cifar10dvs_vgg (T 4) and spikformer_cifar
 #                                          (T 4) at 2 and 4 ranks, global batch 8 (~30 min on 2 cores)
 #   MEMOPT=0 bash bench/planner_check.sh   memopt level 0 layouts only (about half)
-#   PREDICT_ONLY=1 bash bench/planner_check.sh   predictions again (a new calibration), the
-#                                          measurements of an earlier run kept: the report only
+#   PREDICT_ONLY=1 bash bench/planner_check.sh   predictions again (a new calibration; with
+#                                          KEEP_CALIBRATION=1 the earlier one), the measurements
+#                                          of an earlier run kept: the report only
 # Environment: BIN (build/bin/spikemesh), OUT (bench/planner_check: predictions, measurements,
-# calibration.json, table.md, planner_check.png), WORLDS ("2 4"), BATCH (8, global), STEPS (3),
+# calibration_w2.json, calibration_w4.json, table.md, planner_check.png), WORLDS ("2 4"), BATCH (8, global), STEPS (3),
 # WARMUP (1), MODELS ("vgg spikformer"). Peak memory is the allocator's (max over ranks).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,8 +33,10 @@ mkdir -p "$OUT"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset OMP_NUM_THREADS  # spikemesh divides the cores among the ranks of the node, as in training
 MPIRUN=(mpirun --oversubscribe --bind-to none)
-CAL="$OUT/calibration.json"
-[ "$PREDICT_ONLY" = 1 ] && rm -f "$CAL"
+# one calibration file per world size (the machine's fingerprint includes it), so that a later
+# PREDICT_ONLY=1 run with KEEP_CALIBRATION=1 predicts from the very measurements the runs used
+KEEP_CALIBRATION=${KEEP_CALIBRATION:-0}
+[ "$PREDICT_ONLY" = 1 ] && [ "$KEEP_CALIBRATION" != 1 ] && rm -f "$OUT"/calibration_w*.json
 model_args() {
   case $1 in
     vgg) echo "--model cifar10dvs_vgg --T 4" ;;
@@ -45,7 +48,7 @@ start=$SECONDS
 for name in $MODELS; do
   read -r -a MARGS <<<"$(model_args "$name")"
   for W in $WORLDS; do
-    pred="$OUT/pred_${name}_w${W}.jsonl" meas="$OUT/measured_${name}_w${W}.jsonl"
+    pred="$OUT/pred_${name}_w${W}.jsonl" meas="$OUT/measured_${name}_w${W}.jsonl" CAL="$OUT/calibration_w${W}.json"
     [ "$PREDICT_ONLY" = 1 ] || : >"$meas"
     echo "== $name, $W ranks, global batch $BATCH: predictions"
     "${MPIRUN[@]}" -np "$W" "$BIN" plan "${MARGS[@]}" --global-batch-size "$BATCH" --batch-size 1 --prefer memory \

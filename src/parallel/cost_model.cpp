@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <sstream>
 
@@ -287,35 +288,56 @@ LayoutPrediction predict_layout(const LayoutCandidate& c, const ModelProfile& pr
   auto tp_ms = [&](size_t u, double n) {
     return tp > 1 ? base->tp_calls[u] * tp_link.alpha_ms + base->tp_elements[u] * n * eb / kMiB * tp_link.ms_per_mb : 0.0;
   };
-  // Activations of a rank holding `us` (in order) with `live` microbatches of n samples alive,
-  // while us[i] runs its backward: the saved bytes (and kept inputs) of us[0..i] and of the
-  // other live microbatches, us[i]'s output and its gradient (as measured: a sample shard
-  // inside a tp region), its backward's transient, the model input. Unit 0's input is the
-  // model input, counted once.
-  auto activations = [&](const std::vector<size_t>& us, double n, double live) {
+  // Which logical stage each unit is in (pp = 1: all in one), the units of each rank (in
+  // order) and, under pp, the schedule.
+  std::vector<int> stage_of(U, 0);
+  std::vector<std::vector<size_t>> rank_units(P);
+  std::unique_ptr<PpSchedule> schedule;
+  auto keeps = [&](size_t u, const UnitSample& s) { return s.saved_mb + (u > 0 ? s.input_kept_mb : 0.0); };
+  // Per unit of rank r: the bytes the OTHER live (stage, microbatch) pairs keep while it runs
+  // its backward, the most over its stage's backwards — replaying rank r's schedule, a pair
+  // alive from its F to its B (0 for pp = 1).
+  auto others_alive = [&](int r, double n) {
+    std::vector<double> others(U, 0.0);
+    if (!schedule) return others;
+    std::vector<double> stage_mb(static_cast<size_t>(schedule->logical_stages()), 0.0);
+    for (size_t u = 0; u < U; ++u) stage_mb[stage_of[u]] += keeps(u, sample(u, n));
+    double alive = 0;
+    for (const PpAction& a : schedule->per_rank[r]) {
+      if (a.kind == PpActionKind::F) alive += stage_mb[a.stage];
+      if (a.kind != PpActionKind::B && a.kind != PpActionKind::BW) continue;
+      alive -= stage_mb[a.stage];
+      for (size_t u = 0; u < U; ++u)
+        if (stage_of[u] == a.stage) others[u] = std::max(others[u], alive);
+    }
+    return others;
+  };
+  // Activations of rank r holding `us` (in order) while us[i] runs its backward: what the other
+  // live pairs keep, the saved bytes (and kept inputs) of us[i]'s stage up to us[i], us[i]'s
+  // output and its gradient (as measured: a sample shard inside a tp region), its backward's
+  // transient, the model input. Unit 0's input is the model input, counted once.
+  auto activations = [&](int r, const std::vector<size_t>& us, double n) {
+    const std::vector<double> others = others_alive(r, n);
     std::vector<double> at(us.size());
-    double saved = 0, all_saved = 0;
-    auto keeps = [&](size_t u, const UnitSample& s) { return s.saved_mb + (u > 0 ? s.input_kept_mb : 0.0); };
-    for (size_t u : us) all_saved += keeps(u, sample(u, n));
     const double input = base->input_elements * n * eb / kMiB;
+    double saved = 0;
     for (size_t i = 0; i < us.size(); ++i) {
+      if (i > 0 && stage_of[us[i]] != stage_of[us[i - 1]]) saved = 0;  // another stage's pair
       const UnitSample s = sample(us[i], n);
       saved += keeps(us[i], s);
-      at[i] = (live - 1) * all_saved + saved + 2 * s.out_mb + s.work_mb + input;
+      at[i] = others[us[i]] + saved + 2 * s.out_mb + s.work_mb + input;
     }
     return at;
   };
   // The backward phase's peak: strategy state + max over units of in-flight + activations.
-  auto backward_peak = [&](const StrategyMemory& sm, const std::vector<size_t>& us, double n, double live) {
-    const std::vector<double> act = activations(us, n, live);
+  auto backward_peak = [&](const StrategyMemory& sm, int r, double n) {
+    const std::vector<double> act = activations(r, rank_units[r], n);
     double peak = 0;
-    for (size_t i = 0; i < us.size(); ++i) peak = std::max(peak, sm.in_flight[i] + act[i]);
+    for (size_t i = 0; i < act.size(); ++i) peak = std::max(peak, sm.in_flight[i] + act[i]);
     return sm.state + peak;
   };
 
   const double n = static_cast<double>(replica_batch) / M;
-  std::vector<std::vector<size_t>> rank_units(P);
-  std::vector<double> live(P, 1.0);
   std::vector<double> busy(P, 0.0);
   double makespan = 0;
   if (P == 1) {
@@ -327,15 +349,14 @@ LayoutPrediction predict_layout(const LayoutCandidate& c, const ModelProfile& pr
     }
     makespan = busy[0];
   } else {
-    const PpSchedule schedule = make_schedule(c.schedule, P, c.virtual_stages, M);
-    const int S = schedule.logical_stages();
+    schedule = std::make_unique<PpSchedule>(make_schedule(c.schedule, P, c.virtual_stages, M));
+    const int S = schedule->logical_stages();
     std::vector<double> unit_ms(U);
     for (size_t u = 0; u < U; ++u) {
       const UnitSample s = base->unit(u, n);
       unit_ms[u] = s.forward_ms + s.backward_ms + tp_ms(u, n);
     }
-    out.partition = simulated_best_partition(unit_ms, schedule);
-    std::vector<int> stage_of(U);
+    out.partition = simulated_best_partition(unit_ms, *schedule);
     for (int s = 0, u = 0; s < S; ++s)
       for (int k = 0; k < out.partition[s]; ++k) stage_of[u++] = s;
     if (c.memopt_level > 0) {  // the stages with the most saved bytes
@@ -359,11 +380,11 @@ LayoutPrediction predict_layout(const LayoutCandidate& c, const ModelProfile& pr
       costs.w[stage_of[u]] += (s.backward_ms + t / 2) / 2;
       if (u + 1 < U && stage_of[u + 1] != stage_of[u])
         message_mb = std::max(message_mb, base->out_elements[u] * n * (base->out_binary[u] ? 1.0 / 8 : eb) / kMiB);
-      rank_units[schedule.rank_of_stage(stage_of[u])].push_back(u);
+      rank_units[schedule->rank_of_stage(stage_of[u])].push_back(u);
       out.tp_comm_ms += t * M / P;  // spread over the ranks (reported only)
     }
     costs.comm = machine.link(CollectiveKind::SendRecv, 2).ms(message_mb);
-    PpSimulation sim = simulate(schedule, costs);
+    PpSimulation sim = simulate(*schedule, costs);
     // Oversubscribed cores: the dry runs ran with every rank busy; in a pipeline only the
     // simulated occupancy is, so each rank computes faster (never faster than alone).
     const double x = machine.oversubscription;
@@ -375,13 +396,10 @@ LayoutPrediction predict_layout(const LayoutCandidate& c, const ModelProfile& pr
       const double scale = std::max(1.0, occupancy * x) / x;
       for (int st = 0; st < S; ++st)
         costs.f[st] = measured.f[st] * scale, costs.b[st] = measured.b[st] * scale, costs.w[st] = measured.w[st] * scale;
-      sim = simulate(schedule, costs);
+      sim = simulate(*schedule, costs);
     }
     makespan = sim.makespan;
-    for (int r = 0; r < P; ++r) {
-      busy[r] = sim.busy[r];
-      live[r] = std::max(1, sim.peak_live_activations[r]) / static_cast<double>(c.virtual_stages);
-    }
+    for (int r = 0; r < P; ++r) busy[r] = sim.busy[r];
   }
 
   // Per rank: the step ends when the slowest finishes its reductions and optimizer step.
@@ -402,7 +420,7 @@ LayoutPrediction predict_layout(const LayoutCandidate& c, const ModelProfile& pr
       out.optimizer_ms = opt_ms;
     }
     const StrategyMemory sm = strategy_memory(unit_mb, c.reduction, dp, profile.optimizer_states, machine);
-    const double backward = backward_peak(sm, rank_units[r], n, live[r]);
+    const double backward = backward_peak(sm, r, n);
     const double opt_scratch = machine.optimizer_scratch * param_mb / (sharded ? dp : 1);
     const double peak = std::max(backward, sm.state + opt_scratch);
     if (peak > worst_peak) {
@@ -412,7 +430,7 @@ LayoutPrediction predict_layout(const LayoutCandidate& c, const ModelProfile& pr
       // growth per replica sample: the backward peak at twice the batch, minus this one, over the batch
       out.activation_mb_per_sample =
           replica_batch > 0 && backward >= sm.state + opt_scratch
-              ? (backward_peak(sm, rank_units[r], 2 * n, live[r]) - backward) / static_cast<double>(replica_batch)
+              ? (backward_peak(sm, r, 2 * n) - backward) / static_cast<double>(replica_batch)
               : 0;
     }
   }

@@ -35,7 +35,7 @@ namespace sm {
 namespace {
 using json = nlohmann::json;
 constexpr double kMiB = 1048576.0;
-constexpr int kFormatVersion = 2;  // 2: tp dry runs shard their regions; kept inputs, output bytes
+constexpr int kFormatVersion = 3;  // 2: tp dry runs shard their regions, kept inputs; 3: output bytes
 
 std::string cpu_model() {
   std::ifstream f("/proc/cpuinfo");
