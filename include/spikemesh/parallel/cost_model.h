@@ -33,9 +33,9 @@
 //              the rank's units u in backward order, of what the reductions of the units after u
 //              hold in flight until the end of backward (ZeRO-2/FSDP: their full gradients; the
 //              collectives' measured scratch) and the activations at u's backward: the saved
-//              bytes and kept inputs of every unit up to u (times the microbatches alive at once
-//              under pp, the simulator's peak), u's output and its gradient, u's measured
-//              backward transient;
+//              bytes and kept inputs of u's stage up to u, plus, under pp, what the other live
+//              (stage, microbatch) pairs keep (the rank's schedule replayed: a pair alive from
+//              its F to its B), u's output and its gradient, u's measured backward transient;
 //   optimizer  the state plus the optimizer's measured scratch for the elements it steps.
 // Invariant: predictions are a function of the inputs alone, so every rank ranks alike.
 #pragma once
