@@ -327,7 +327,11 @@ TEST(AutoLayout, OneRankMeasuresOnceThenReadsTheFileAndRemeasuresAForeignOne) {
   const std::string path = temp_path("auto.json");
   std::remove(path.c_str());
   AutoLayoutResult a = choose_layout(nullptr, tiny_request(path));
-  EXPECT_EQ(a.chosen.label(), "none 1x1x1");  // speed: memopt only costs time on one rank
+  // speed: the pick is the fastest predicted layout of one rank (memopt 0 or 1: on this tiny model
+  // the measured recompute is within timing noise, so which one wins is not asserted)
+  EXPECT_EQ(a.chosen.label(), a.ranked[0].candidate.label());
+  EXPECT_EQ(a.chosen.mesh.dp * a.chosen.mesh.tp * a.chosen.mesh.pp, 1);
+  for (const RankedLayout& x : a.ranked) EXPECT_LE(a.ranked[0].prediction.step_ms, x.prediction.step_ms);
   EXPECT_NE(a.calibration_note.find("measured now"), std::string::npos) << a.calibration_note;
   AutoLayoutResult b = choose_layout(nullptr, tiny_request(path));
   EXPECT_NE(b.calibration_note.find("from " + path), std::string::npos) << b.calibration_note;
