@@ -25,7 +25,7 @@ HDF5_INC := /usr/include/hdf5/openmpi
 
 CPPFLAGS := -Iinclude -I$(HDF5_INC) -MMD -MP -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX
 CXXFLAGS := -std=c++17 $(OPT) -march=$(MARCH) -fopenmp -g1 -Wall -Wextra -Wno-unused-parameter
-LDLIBS   := -L$(HDF5_DIR)/lib -Wl,-rpath,$(HDF5_DIR)/lib -lhdf5 -ldnnl -lz -fopenmp -lpthread
+LDLIBS   := -L$(HDF5_DIR)/lib -Wl,-rpath,$(HDF5_DIR)/lib -lhdf5 -ldnnl -lzip -lz -fopenmp -lpthread
 
 # ---- CUDA auto-detection -------------------------------------------------------------
 CUDA_HOME ?= /usr/local/cuda
@@ -263,7 +263,7 @@ sanitize:
 
 # ---- dependencies ----------------------------------------------------------------------
 DEB_PKGS := openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libdnnl-dev libcli11-dev \
-            nlohmann-json3-dev libtomlplusplus-dev libgtest-dev dataset-fashion-mnist \
+            nlohmann-json3-dev libtomlplusplus-dev libgtest-dev libzip-dev dataset-fashion-mnist \
             python3-torch python3-h5py python3-numpy python3-matplotlib slurm-wlm munge
 MISSING = $(shell for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done)
 

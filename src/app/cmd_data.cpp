@@ -1,12 +1,18 @@
 // cmd_data.cpp — `spikemesh data`: make datasets. `fashion-mnist` imports Debian's
-// dataset-fashion-mnist; `synth-dvs` writes a synthetic CIFAR10-DVS-shaped event dataset;
-// `info` prints what a dataset file holds. Rank 0 does the work.
+// dataset-fashion-mnist and `synth-dvs` writes a synthetic CIFAR10-DVS-shaped event dataset
+// (rank 0 does the work); `cifar10-dvs`, `dvs128-gesture` and `n-mnist` import the published
+// neuromorphic datasets with every rank (data/import_events.h); `info` prints what a dataset
+// file holds; `bench` times its readers (data/dataset_bench.h).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
 #include "spikemesh/app/commands.h"
+#include "spikemesh/comm/comm.h"
+#include "spikemesh/data/dataset_bench.h"
 #include "spikemesh/data/h5_dataset.h"
+#include "spikemesh/data/import_events.h"
 #include "spikemesh/data/importers.h"
 #include "spikemesh/train/flag_ranges.h"
 
@@ -18,6 +24,33 @@ struct DataOptions {
   std::string out;
   SynthDvsConfig synth;
   std::string info_file;
+  EventImportOptions events;
+  DatasetBenchOptions bench;
+};
+
+// What each published dataset's --from folder holds, for --help.
+struct EventDatasetHelp {
+  const char* name;
+  const char* title;
+  const char* layout;
+  const char* example;
+};
+const EventDatasetHelp kEventDatasets[] = {
+    {"cifar10-dvs", "import CIFAR10-DVS (10 class folders of .aedat) into HDF5 frames",
+     "--from: the folder holding the 10 class folders airplane ... truck as unzipped from the published archives\n"
+     "(jAER AEDAT 2.0 .aedat files; AEDAT 3.1 files are read too), or SpikingJelly's events_np/ of .npz (t, x, y, p).\n"
+     "No official split: per class, files in SpikingJelly's order (names sorted as strings), the first\n"
+     "ceil(n * --train-ratio) train and the rest test (spikingjelly split_to_train_test_set, random_split=False).",
+     "  spikemesh data cifar10-dvs --from ~/CIFAR10DVS --out input/cifar10dvs_T10.h5\n"
+     "  mpirun -np 8 spikemesh data cifar10-dvs --from /scratch/CIFAR10DVS --out /scratch/c10dvs_48.h5 --T 10 --size 48"},
+    {"dvs128-gesture", "import DVS128 Gesture (AEDAT 3.1 recordings + label files) into HDF5 frames",
+     "--from: the DvsGesture folder as unzipped: user*_*.aedat (AEDAT 3.1), user*_*_labels.csv and\n"
+     "trials_to_train.txt / trials_to_test.txt (the split). One sample per labelled interval [start, end);\n"
+     "labels are SpikingJelly's: class folders \"0\"..\"10\" sorted as strings (label 2 is csv class 11).",
+     "  spikemesh data dvs128-gesture --from ~/DvsGesture --out input/gesture_T16.h5 --T 16"},
+    {"n-mnist", "import N-MNIST (Train/ and Test/ folders of .bin) into HDF5 frames",
+     "--from: the folder holding Train/ and Test/ (each with class folders 0..9 of 40-bit .bin event files).",
+     "  spikemesh data n-mnist --from ~/NMNIST --out input/nmnist_T10.h5"},
 };
 }  // namespace
 
@@ -69,6 +102,83 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
     make_synth_dvs(o->synth, o->out);
   });
 
+  for (const EventDatasetHelp& d : kEventDatasets) {
+    CLI::App* ev = cmd->add_subcommand(d.name, d.title);
+    ev->footer(std::string("Examples:\n") + d.example +
+               "\n\n" + d.layout +
+               "\nFrames are SpikingJelly's integrate_events_by_fixed_frames_number (channel 0 = polarity 0): [T, 2, H, W]\n"
+               "event counts. Every rank takes part (mpirun -np N): the files are split over the ranks and written into\n"
+               "one file with parallel HDF5. The file appears under --out only when complete; an interrupted import\n"
+               "resumes when the same command is run again (its progress is in <out>.tmp).");
+    const std::string name = d.name;
+    ev->add_option("--from", o->events.from, "the dataset's folder (see below)")->required();
+    ev->add_option("--out", o->events.out, "output HDF5 file")->required();
+    ev->add_option("--T", o->events.T, "frames per sample")->capture_default_str()->check(range_validator("T", true));
+    ev->add_option("--split-by", o->events.split_by,
+                   "number: each frame an equal share of the events (the last takes the rest); time: equal time bins")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"number", "time"}));
+    ev->add_option("--duration-us", o->events.duration_us,
+                   "fixed-duration frames of this many microseconds instead (SpikingJelly 2.0's grid); the first T "
+                   "are kept, zero-padded, and /split/n_frames holds each sample's count")
+        ->check(range_validator("duration-us", true));
+    ev->add_option("--size", o->events.size,
+                   "resize frames to size x size (bilinear with antialias, as torchvision's Resize in SpikingJelly's "
+                   "CIFAR10-DVS 48x48 recipe); default: the sensor's")
+        ->check(range_validator("size", true));
+    if (name == "cifar10-dvs")
+      ev->add_option("--train-ratio", o->events.train_ratio, "share of each class that trains")->capture_default_str();
+    ev->add_option("--dtype", o->events.dtype,
+                   "stored type: u8 | u16 | f16 | f32 (default u8; f32 with --size); values above its range saturate "
+                   "and are counted")
+        ->check(CLI::IsMember({"u8", "u16", "f16", "f32"}));
+    ev->add_flag("--events", o->events.events, "also keep the raw events of each sample (/split/events/{t,x,y,p,offsets})");
+    ev->add_flag("--skip-bad", o->events.skip_bad,
+                 "skip unreadable files and samples that cannot be integrated, counting them, instead of stopping");
+    ev->add_flag("--overwrite", o->events.overwrite, "replace --out if it exists (once the new file is complete)");
+    ev->add_option("--deflate", o->events.deflate, "deflate level of the frames, 0 = uncompressed")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 9));
+    ev->add_option("--files-per-round", o->events.files_per_round,
+                   "files each rank imports between two collective writes (and resume points)")
+        ->capture_default_str()
+        ->check(range_validator("files-per-round", true));
+    ev->callback([o, &env, name]() {
+      o->events.dataset = name;
+      if (env.size > 1) {
+        Comm world(env.world, "world");
+        import_event_dataset(o->events, &world);
+      } else {
+        import_event_dataset(o->events, nullptr);
+      }
+    });
+  }
+
+  CLI::App* bn = cmd->add_subcommand("bench", "time the readers of a dataset file (samples/s per rank)");
+  bn->footer(
+      "Examples:\n"
+      "  spikemesh data bench input/cifar10dvs.h5 --batch-size 16\n"
+      "  mpirun -np 4 spikemesh data bench /scratch/c10dvs_48.h5 --step-ms 900   # vs a 900 ms training step\n"
+      "Reads shuffled batches as training does (a prefetch thread, each rank its slice) and as evaluation does\n"
+      "(one collective MPI-IO read per batch); prints the slowest rank's samples/s.");
+  bn->add_option("file", o->bench.file, "dataset file")->required();
+  bn->add_option("--split", o->bench.split, "train or test")->capture_default_str()->check(CLI::IsMember({"train", "test"}));
+  bn->add_option("--batch-size", o->bench.batch, "samples per rank per batch")->capture_default_str()
+      ->check(range_validator("batch-size", true));
+  bn->add_option("--batches", o->bench.batches, "batches to read (default: one epoch, at most 200)")
+      ->check(range_validator("batches", true));
+  bn->add_option("--prefetch", o->bench.prefetch, "batches read ahead")->capture_default_str()
+      ->check(range_validator("prefetch", true));
+  bn->add_option("--step-ms", o->bench.step_ms, "a training step's time, to compare with");
+  bn->callback([o, &env]() {
+    if (env.size > 1) {
+      Comm world(env.world, "world");
+      bench_dataset_reader(o->bench, &world);
+    } else {
+      bench_dataset_reader(o->bench, nullptr);
+    }
+  });
+
   CLI::App* in = cmd->add_subcommand("info", "print a dataset file's schema and sizes");
   in->footer(
       "Examples:\n"
@@ -81,9 +191,16 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
     const DatasetInfo& i = d.info();
     std::printf("%s\n  layout %s, sample %s, stored %s (x_scale %g)\n  classes %d, T %d, encoding %s\n"
                 "  train %lld, test %lld\n  source: %s\n",
-                i.path.c_str(), i.layout.c_str(), shape_str(i.sample_shape).c_str(), dtype_name(i.stored), i.x_scale,
+                i.path.c_str(), i.layout.c_str(), shape_str(i.sample_shape).c_str(), i.stored_name.c_str(), i.x_scale,
                 i.num_classes, i.T, i.encoding.c_str(), static_cast<long long>(i.train_size),
                 static_cast<long long>(i.test_size), i.source.c_str());
+    const char* shown[] = {"num_classes", "T", "layout", "encoding", "source", "x_scale"};
+    for (const auto& kv : dataset_attributes(o->info_file)) {
+      if (std::find(std::begin(shown), std::end(shown), kv.first) != std::end(shown)) continue;
+      std::string v = kv.second;
+      if (v.size() > 600) v = v.substr(0, 600) + " ...";
+      std::printf("  %s: %s\n", kv.first.c_str(), v.c_str());
+    }
   });
 }
 

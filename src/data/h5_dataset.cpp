@@ -25,21 +25,22 @@ const char* split_name(Split s) { return s == Split::Train ? "train" : "test"; }
 namespace {
 bool is_integer(DType d) { return d == DType::U8 || d == DType::I32 || d == DType::I64; }
 
-// Selects rows `sorted` (ascending, unique) of a dataset with row length `row_dims` as a
-// union of runs of consecutive rows.
-void select_rows(hid_t space, const std::vector<int64_t>& sorted, const Shape& full) {
-  H5Sselect_none(space);
-  std::vector<hsize_t> start(full.size(), 0), count(full.begin(), full.end());
-  size_t i = 0;
-  while (i < sorted.size()) {
-    size_t j = i;
-    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
-    start[0] = static_cast<hsize_t>(sorted[i]);
-    count[0] = static_cast<hsize_t>(j - i + 1);
-    SM_H5_CHECK(H5Sselect_hyperslab(space, H5S_SELECT_OR, start.data(), nullptr, count.data(), nullptr));
-    i = j + 1;
+// The type x is read as: u16 and f16 (imported event datasets) are converted to f32 by HDF5
+// while reading; `name_out` is the file's element type ("u8", "u16", "f16", "f32").
+DType x_read_type(const H5File& f, const std::string& name, std::string& name_out) {
+  H5Handle ds(SM_H5_CHECK(H5Dopen2(f.id(), name.c_str(), H5P_DEFAULT)), H5Dclose);
+  H5Handle type(SM_H5_CHECK(H5Dget_type(ds.get())), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(type.get());
+  const size_t size = H5Tget_size(type.get());
+  if (size == 2 && (cls == H5T_FLOAT || (cls == H5T_INTEGER && H5Tget_sign(type.get()) == H5T_SGN_NONE))) {
+    name_out = cls == H5T_FLOAT ? "f16" : "u16";
+    return DType::F32;
   }
+  const DType d = f.dataset_dtype(name);
+  name_out = dtype_name(d);
+  return d;
 }
+
 }  // namespace
 
 H5Dataset H5Dataset::open(const std::string& path, hid_t fapl) {
@@ -67,12 +68,13 @@ H5Dataset H5Dataset::open(const std::string& path, hid_t fapl) {
   for (Split s : {Split::Train, Split::Test}) {
     std::string g = std::string("/") + split_name(s);
     Shape xs = d.file_.dataset_shape(g + "/x"), ys = d.file_.dataset_shape(g + "/y");
-    DType xt = d.file_.dataset_dtype(g + "/x"), yt = d.file_.dataset_dtype(g + "/y");
+    std::string x_name;
+    DType xt = x_read_type(d.file_, g + "/x", x_name), yt = d.file_.dataset_dtype(g + "/y");
     if (xs.size() != rank)
       SM_INPUT_ERROR(path << ": " << g << "/x has shape " << shape_str(xs) << " but layout " << in.layout
                           << " needs " << rank << " dims");
     if (xt != DType::U8 && xt != DType::F32)
-      SM_INPUT_ERROR(path << ": " << g << "/x has dtype " << dtype_name(xt) << " (expected u8 or f32)");
+      SM_INPUT_ERROR(path << ": " << g << "/x has dtype " << dtype_name(xt) << " (expected u8, u16, f16 or f32)");
     if (ys.size() != 1 || !is_integer(yt))
       SM_INPUT_ERROR(path << ": " << g << "/y must be a 1-d integer vector, got " << dtype_name(yt) << " "
                           << shape_str(ys));
@@ -82,6 +84,7 @@ H5Dataset H5Dataset::open(const std::string& path, hid_t fapl) {
     if (s == Split::Train) {
       in.sample_shape = sample;
       in.stored = xt;
+      in.stored_name = x_name;
       in.train_size = xs[0];
     } else {
       if (sample != in.sample_shape || xt != in.stored)
@@ -227,7 +230,7 @@ void H5Dataset::read_from(const H5File& f, bool collective, Split s, const std::
   std::string g = std::string("/") + split_name(s);
   H5Handle dx(SM_H5_CHECK(H5Dopen2(f.id(), (g + "/x").c_str(), H5P_DEFAULT)), H5Dclose);
   H5Handle fspace(SM_H5_CHECK(H5Dget_space(dx.get())), H5Sclose);
-  select_rows(fspace.get(), sorted, full);
+  h5_select_rows(fspace.get(), sorted, full);
   hsize_t mdim = static_cast<hsize_t>(sorted.size() * row);
   hsize_t mdim_space = std::max<hsize_t>(mdim, 1);
   H5Handle mspace(SM_H5_CHECK(H5Screate_simple(1, &mdim_space, nullptr)), H5Sclose);
@@ -267,6 +270,53 @@ void H5Dataset::read_from(const H5File& f, bool collective, Split s, const std::
   if (first_bad < n)  // a damaged or unnormalised file: never train on NaN/Inf inputs (found by this rank alone)
     SM_RANK_INPUT_ERROR(info_.path << ": /" << split_name(s) << "/x[" << indices[static_cast<size_t>(first_bad)]
                               << "] holds NaN or Inf (after x_scale " << info_.x_scale << ")");
+}
+
+namespace {
+herr_t collect_attr(hid_t loc, const char* name, const H5A_info_t*, void* data) {
+  auto* out = static_cast<std::vector<std::pair<std::string, std::string>>*>(data);
+  H5Handle a(H5Aopen(loc, name, H5P_DEFAULT), H5Aclose);
+  if (!a.valid()) return 0;
+  H5Handle type(H5Aget_type(a.get()), H5Tclose), space(H5Aget_space(a.get()), H5Sclose);
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  std::ostringstream os;
+  const H5T_class_t cls = H5Tget_class(type.get());
+  if (cls == H5T_STRING) {
+    if (H5Tis_variable_str(type.get()) > 0) {
+      char* v = nullptr;
+      H5Handle mt(H5Tcopy(H5T_C_S1), H5Tclose);
+      H5Tset_size(mt.get(), H5T_VARIABLE);
+      H5Tset_cset(mt.get(), H5Tget_cset(type.get()));
+      if (H5Aread(a.get(), mt.get(), &v) >= 0 && v) {
+        os << v;
+        H5free_memory(v);
+      }
+    } else {
+      std::string v(H5Tget_size(type.get()), '\0');
+      if (H5Aread(a.get(), type.get(), &v[0]) >= 0) os << v.c_str();
+    }
+  } else if (cls == H5T_INTEGER && n > 0) {
+    std::vector<long long> v(static_cast<size_t>(n));
+    if (H5Aread(a.get(), H5T_NATIVE_LLONG, v.data()) >= 0)
+      for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+  } else if (cls == H5T_FLOAT && n > 0) {
+    std::vector<double> v(static_cast<size_t>(n));
+    if (H5Aread(a.get(), H5T_NATIVE_DOUBLE, v.data()) >= 0)
+      for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+  } else {
+    os << "(type class " << static_cast<int>(cls) << ")";
+  }
+  out->emplace_back(name, os.str());
+  return 0;
+}
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> dataset_attributes(const std::string& path) {
+  H5File f = H5File::open(path);
+  std::vector<std::pair<std::string, std::string>> out;
+  hsize_t idx = 0;
+  SM_H5_CHECK(H5Aiterate2(f.id(), H5_INDEX_NAME, H5_ITER_INC, &idx, collect_attr, &out));
+  return out;
 }
 
 H5DatasetWriter::H5DatasetWriter(const std::string& path, const DatasetInfo& info)

@@ -159,6 +159,20 @@ void select_flat_blocks(hid_t space, const Shape& dims, size_t d, int64_t a, int
 }
 }  // namespace
 
+void h5_select_rows(hid_t space, const std::vector<int64_t>& sorted, const Shape& full) {
+  H5Sselect_none(space);
+  std::vector<hsize_t> start(full.size(), 0), count(full.begin(), full.end());
+  size_t i = 0;
+  while (i < sorted.size()) {
+    size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    start[0] = static_cast<hsize_t>(sorted[i]);
+    count[0] = static_cast<hsize_t>(j - i + 1);
+    SM_H5_CHECK(H5Sselect_hyperslab(space, H5S_SELECT_OR, start.data(), nullptr, count.data(), nullptr));
+    i = j + 1;
+  }
+}
+
 void h5_select_flat_range(hid_t space, const Shape& shape, int64_t offset, int64_t count) {
   const int64_t numel = shape_numel(shape);
   SM_CHECK(offset >= 0 && count >= 0 && offset + count <= numel,

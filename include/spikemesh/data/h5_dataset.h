@@ -1,6 +1,6 @@
 // h5_dataset.h — datasets in HDF5 (docs/architecture.md §8): /train/x, /train/y, /test/x, /test/y;
 // root attributes num_classes, T, layout ("NTCHW" events or "NCHW" static), encoding,
-// source, x_scale (multiplied into x on load; e.g. 1/255 for u8 images). x is u8 or f32,
+// source, x_scale (multiplied into x on load; e.g. 1/255 for u8 images). x is u8, u16, f16 or f32,
 // chunked by sample; y is an integer vector. open() validates the whole schema and every
 // label up front so a bad file fails before any training with one message naming it.
 // Labels are read once at open and kept in memory (8 bytes a sample).
@@ -33,6 +33,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <utility>
 
 #include "spikemesh/core/tensor.h"
 #include "spikemesh/io/h5file.h"
@@ -53,7 +54,8 @@ struct DatasetInfo {
   std::string source;
   double x_scale = 1.0;
   Shape sample_shape;      // per sample: [T, C, H, W] or [C, H, W]
-  DType stored = DType::U8;
+  DType stored = DType::U8;  // the type x is read as (u16 and f16 files are read as f32)
+  std::string stored_name;   // the file's element type: u8, u16, f16 or f32
   int64_t train_size = 0, test_size = 0;
   bool is_events() const { return layout == "NTCHW"; }
 };
@@ -99,6 +101,10 @@ class H5Dataset {
   void read_from(const H5File& f, bool collective, Split s, const std::vector<int64_t>& indices, Tensor& x,
                  Tensor& y) const;
 };
+
+// Every root attribute of the dataset file `path` as (name, printable value), in name order
+// (strings as they are, numbers, integer arrays comma-separated). Local; for `data info`.
+std::vector<std::pair<std::string, std::string>> dataset_attributes(const std::string& path);
 
 // Writes a dataset file split by split. Creates the file under a temporary name; commit()
 // renames it into place, so an interrupted import never leaves a half-written dataset.

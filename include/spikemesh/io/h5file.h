@@ -133,4 +133,9 @@ hid_t h5_native_type(DType dt);  // H5T_NATIVE_* for a dtype (throws for BF16/F1
 // order is the flat order, so a 1-d memory space of `count` elements maps onto it in order.
 void h5_select_flat_range(hid_t space, const Shape& shape, int64_t offset, int64_t count);
 
+// Sets the selection of `space` (a simple dataspace of `full` = [rows, ...]) to the whole rows
+// `sorted` (ascending, unique) as a union of runs of consecutive rows (none when empty); its
+// row-major order is the rows' order.
+void h5_select_rows(hid_t space, const std::vector<int64_t>& sorted, const Shape& full);
+
 }  // namespace sm
