@@ -127,7 +127,9 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
                    "CIFAR10-DVS 48x48 recipe); default: the sensor's")
         ->check(range_validator("size", true));
     if (name == "cifar10-dvs")
-      ev->add_option("--train-ratio", o->events.train_ratio, "share of each class that trains")->capture_default_str();
+      ev->add_option("--train-ratio", o->events.train_ratio, "share of each class that trains")
+          ->capture_default_str()
+          ->check(range_validator("train-ratio", false));
     ev->add_option("--dtype", o->events.dtype,
                    "stored type: u8 | u16 | f16 | f32 (default u8; f32 with --size); values above its range saturate "
                    "and are counted")
@@ -138,7 +140,7 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
     ev->add_flag("--overwrite", o->events.overwrite, "replace --out if it exists (once the new file is complete)");
     ev->add_option("--deflate", o->events.deflate, "deflate level of the frames, 0 = uncompressed")
         ->capture_default_str()
-        ->check(CLI::Range(0, 9));
+        ->check(range_validator("deflate", true));
     ev->add_option("--files-per-round", o->events.files_per_round,
                    "files each rank imports between two collective writes (and resume points)")
         ->capture_default_str()
@@ -169,7 +171,8 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
       ->check(range_validator("batches", true));
   bn->add_option("--prefetch", o->bench.prefetch, "batches read ahead")->capture_default_str()
       ->check(range_validator("prefetch", true));
-  bn->add_option("--step-ms", o->bench.step_ms, "a training step's time, to compare with");
+  bn->add_option("--step-ms", o->bench.step_ms, "a training step's time, to compare with")
+      ->check(range_validator("step-ms", false));
   bn->callback([o, &env]() {
     if (env.size > 1) {
       Comm world(env.world, "world");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/core/error.h"
 
@@ -150,14 +151,19 @@ EventH5Writer EventH5Writer::open(const std::string& path, Comm* group, const Ev
 void EventH5Writer::write(Split s, const EventRows& mine, int64_t events_total) {
   const int64_t n = static_cast<int64_t>(mine.rows.size());
   const int64_t total = s == Split::Train ? shape_.train_rows : shape_.test_rows;
-  {
+  {  // one collective write per run of rows (HDF5's fast path), as many on every rank
     H5Handle ds = open_ds(file_, g(s) + "/x");
-    Shape full = {total, shape_.T, 2, shape_.size, shape_.size};
-    H5Handle fs(SM_H5_CHECK(H5Dget_space(ds.get())), H5Sclose);
-    h5_select_rows(fs.get(), mine.rows, full);
+    const Shape full = {total, shape_.T, 2, shape_.size, shape_.size};
+    int64_t calls = h5_row_runs(mine.rows);
+    if (group_) {
+      std::vector<double> most = {static_cast<double>(calls)};
+      all_reduce_doubles(*group_, most, ReduceOp::Max);
+      calls = static_cast<int64_t>(most[0]);
+    }
+    H5Handle dxpl(SM_H5_CHECK(H5Pcreate(H5P_DATASET_XFER)), H5Pclose);
+    if (group_) SM_H5_CHECK(H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE));
     H5Handle mt = file_type(shape_.stored);
-    write_selected(group_, ds.get(), mt.get(), fs.get(), n * row_bytes() / static_cast<int64_t>(stored_type_size(shape_.stored)),
-                   mine.x.data());
+    h5_transfer_rows(ds.get(), mt.get(), mine.rows, full, dxpl.get(), const_cast<uint8_t*>(mine.x.data()), true, calls);
   }
   auto put_per_row = [&](const std::string& name, hid_t mem_type, const void* data) {
     H5Handle ds = open_ds(file_, name);

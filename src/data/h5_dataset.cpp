@@ -229,18 +229,19 @@ void H5Dataset::read_from(const H5File& f, bool collective, Split s, const std::
 
   std::string g = std::string("/") + split_name(s);
   H5Handle dx(SM_H5_CHECK(H5Dopen2(f.id(), (g + "/x").c_str(), H5P_DEFAULT)), H5Dclose);
-  H5Handle fspace(SM_H5_CHECK(H5Dget_space(dx.get())), H5Sclose);
-  h5_select_rows(fspace.get(), sorted, full);
-  hsize_t mdim = static_cast<hsize_t>(sorted.size() * row);
-  hsize_t mdim_space = std::max<hsize_t>(mdim, 1);
-  H5Handle mspace(SM_H5_CHECK(H5Screate_simple(1, &mdim_space, nullptr)), H5Sclose);
-  if (mdim == 0) SM_H5_CHECK(H5Sselect_none(mspace.get()));
+  const hsize_t mdim = static_cast<hsize_t>(sorted.size() * row);
   H5Handle dxpl(SM_H5_CHECK(H5Pcreate(H5P_DATASET_XFER)), H5Pclose);
   if (collective) SM_H5_CHECK(H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE));
   Tensor raw = Tensor::empty({std::max<int64_t>(static_cast<int64_t>(mdim), 1)}, info_.stored);
-  // A collective read is entered by every rank, also one with nothing to read.
-  if (mdim || collective)
-    SM_H5_CHECK(H5Dread(dx.get(), h5_native_type(info_.stored), mspace.get(), fspace.get(), dxpl.get(), raw.raw()));
+  // One read per run of consecutive rows (HDF5's fast path); a collective read makes as many
+  // calls on every rank as the rank with the most runs (collective over the open() group).
+  int64_t calls = h5_row_runs(sorted);
+  if (collective) {
+    std::vector<double> most = {static_cast<double>(calls)};
+    all_reduce_doubles(*mpio_->group, most, ReduceOp::Max);
+    calls = static_cast<int64_t>(most[0]);
+  }
+  h5_transfer_rows(dx.get(), h5_native_type(info_.stored), sorted, full, dxpl.get(), raw.raw(), false, calls);
 
   const std::vector<int64_t>& yall = s == Split::Train ? *train_labels_ : *test_labels_;
   Shape xs = {n};

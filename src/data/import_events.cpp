@@ -9,6 +9,8 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <csignal>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -468,6 +470,11 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
         w.file().set_attr("import_state", st.to_text());
         w.flush();
       });
+      // Test hook (tests/e2e/event_import.sh): die like a killed job right after round k is saved.
+      if (const char* k = std::getenv("SPIKEMESH_TEST_KILL_AFTER_ROUND"); k && std::atoll(k) == r + 1) {
+        if (group) group->barrier();
+        std::raise(SIGKILL);
+      }
       if (is_root() && o.progress) {
         const double el = std::chrono::duration<double>(Clock::now() - run_start).count();
         const double done = static_cast<double>(u1), left = static_cast<double>(nunits - u1);

@@ -173,6 +173,47 @@ void h5_select_rows(hid_t space, const std::vector<int64_t>& sorted, const Shape
   }
 }
 
+int64_t h5_row_runs(const std::vector<int64_t>& sorted) {
+  int64_t runs = 0;
+  for (size_t i = 0; i < sorted.size(); ++i) runs += i == 0 || sorted[i] != sorted[i - 1] + 1;
+  return runs;
+}
+
+void h5_transfer_rows(hid_t ds, hid_t mem_type, const std::vector<int64_t>& sorted, const Shape& full, hid_t dxpl,
+                      void* buf, bool write, int64_t calls) {
+  const size_t esize = H5Tget_size(mem_type);
+  int64_t row = 1;
+  for (size_t d = 1; d < full.size(); ++d) row *= full[d];
+  H5Handle fs(SM_H5_CHECK(H5Dget_space(ds)), H5Sclose);
+  std::vector<hsize_t> start(full.size(), 0), count(full.begin(), full.end());
+  size_t i = 0;
+  int64_t done = 0;  // rows transferred so far (the buffer offset)
+  for (int64_t c = 0; c < calls || i < sorted.size(); ++c) {
+    size_t j = i;
+    while (j < sorted.size() && (j == i || sorted[j] == sorted[j - 1] + 1)) ++j;
+    const hsize_t n = static_cast<hsize_t>(j - i);
+    H5Handle ms;
+    if (n == 0) {  // this rank has no run left: an empty selection in a collective call
+      SM_H5_CHECK(H5Sselect_none(fs.get()));
+      const hsize_t one = 1;
+      ms = H5Handle(SM_H5_CHECK(H5Screate_simple(1, &one, nullptr)), H5Sclose);
+      SM_H5_CHECK(H5Sselect_none(ms.get()));
+    } else {
+      start[0] = static_cast<hsize_t>(sorted[i]);
+      count[0] = n;
+      SM_H5_CHECK(H5Sselect_hyperslab(fs.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr));
+      ms = H5Handle(SM_H5_CHECK(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr)), H5Sclose);
+    }
+    static const uint64_t dummy = 0;
+    char* p = static_cast<char*>(buf) + static_cast<size_t>(done * row) * esize;
+    void* at = n ? static_cast<void*>(p) : const_cast<uint64_t*>(&dummy);
+    if (write) SM_H5_CHECK(H5Dwrite(ds, mem_type, ms.get(), fs.get(), dxpl, at));
+    else SM_H5_CHECK(H5Dread(ds, mem_type, ms.get(), fs.get(), dxpl, at));
+    done += static_cast<int64_t>(n);
+    i = j;
+  }
+}
+
 void h5_select_flat_range(hid_t space, const Shape& shape, int64_t offset, int64_t count) {
   const int64_t numel = shape_numel(shape);
   SM_CHECK(offset >= 0 && count >= 0 && offset + count <= numel,

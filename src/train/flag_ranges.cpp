@@ -94,6 +94,13 @@ const std::map<std::string, FlagRange>& table() {
       {"min-bytes", R(0, 1LL << 40)},
       {"max-bytes", R(0, 1LL << 40)},
       {"iters", R(1, 1e9)},
+      {"duration-us", R(1, 1e12, "microseconds")},
+      {"train-ratio", open_lo(0, 1)},
+      {"deflate", R(0, 9, "0: uncompressed")},
+      {"files-per-round", R(1, 1 << 20)},
+      {"batches", R(1, 1e9)},
+      {"prefetch", R(1, 64)},
+      {"step-ms", R(0, 1e9, "0: no comparison")},
       // plan, calibrate
       {"top", R(1, 1 << 20)},
   };

@@ -16,34 +16,6 @@ cd "$TMP" || exit 1
 [ -x "$BIN" ] || { echo "bad_files: $BIN not built"; echo "bad_files: 0 passed, 1 failed"; exit 1; }
 MPI=(timeout 120 mpirun --bind-to none --oversubscribe)
 
-# expect_error NAME NEEDLE... -- COMMAND...: exit in 1..127 within 120 s, exactly one
-# "spikemesh: error:" line on stderr holding every NEEDLE, stderr printable (no raw file bytes)
-# and free of Open MPI's abort messages.
-expect_error() {
-  local name=$1 needles=() rc why=""
-  shift
-  while [ "$1" != "--" ]; do needles+=("$1"); shift; done
-  shift
-  timeout 150 "$@" >out.log 2>err.log </dev/null
-  rc=$?
-  local n msg
-  n=$(grep -c '^spikemesh: error:' err.log)
-  msg=$(grep '^spikemesh: error:' err.log | head -n 1)
-  if [ "$rc" -eq 124 ]; then why="still running after 120 s"
-  elif [ "$rc" -eq 0 ]; then why="exit code 0"
-  elif [ "$rc" -ge 128 ]; then why="killed by signal $((rc - 128))"
-  elif [ "$n" -ne 1 ]; then why="$n 'spikemesh: error:' lines (want 1)"
-  elif grep -qE 'MPI_ABORT|ORTE_ERROR|Data unpack|mpirun has exited|mpirun noticed' err.log out.log; then
-    why="Open MPI abort output"
-  elif LC_ALL=C grep -q '[^[:print:][:space:]]' err.log; then why="raw bytes on stderr"
-  else
-    for s in "${needles[@]}"; do
-      [[ "$msg" == *"$s"* ]] || { why="message does not contain '$s'"; break; }
-    done
-  fi
-  if [ -z "$why" ]; then ok "$name"; else bad "$name: $why (exit $rc)"; LC_ALL=C cat -v err.log | head -n 6 | sed 's/^/       /'; fi
-}
-
 # ---- inputs: a Fashion-MNIST-shaped dataset and one good checkpoint ----------------------------
 fmnist_h5 good.h5 || { bad "craft dataset"; echo "bad_files: $pass passed, $fail failed"; exit 1; }
 TRAIN=("$BIN" train --var C=4 --data good.h5 --batch-size 8 --output out --device cpu --log-every 1)

@@ -138,4 +138,18 @@ void h5_select_flat_range(hid_t space, const Shape& shape, int64_t offset, int64
 // row-major order is the rows' order.
 void h5_select_rows(hid_t space, const std::vector<int64_t>& sorted, const Shape& full);
 
+// The runs of consecutive rows in `sorted` (ascending, unique): how many H5D calls
+// h5_transfer_rows makes for them.
+int64_t h5_row_runs(const std::vector<int64_t>& sorted);
+
+// Reads (`write` false) or writes the whole rows `sorted` (ascending, unique) of dataset `ds`,
+// whose extent is `full` = [rows, ...], from/to the contiguous buffer `buf` (rows in order, each
+// shape_numel(full)/full[0] elements of `mem_type`). One H5Dread/H5Dwrite per run of consecutive
+// rows with a memory space shaped like the run's block: HDF5's fast path for chunked datasets
+// (a selection of another shape is mapped to chunks element by element, ~100x slower). With a
+// collective `dxpl` the call is collective over the file's communicator: every rank passes the
+// same `calls` (>= its own runs; the extra calls select nothing).
+void h5_transfer_rows(hid_t ds, hid_t mem_type, const std::vector<int64_t>& sorted, const Shape& full, hid_t dxpl,
+                      void* buf, bool write, int64_t calls);
+
 }  // namespace sm

@@ -1,6 +1,7 @@
 # common.sh — the prologue shared by e2e scripts (sourced, not run): ROOT, BIN (the binary
 # under test), PY (Debian's python3), Open MPI as root with one thread per rank, ok/bad
-# counters and a scratch directory $TMP removed on exit. Usage: E2E_NAME=x; . lib/common.sh
+# counters, expect_error (a refusal as the Standards want it) and a scratch directory $TMP
+# removed on exit. Usage: E2E_NAME=x; . lib/common.sh
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 BIN="${BIN:-$ROOT/build/bin/spikemesh}"
@@ -23,4 +24,32 @@ with h5py.File(sys.argv[1], "w") as f:
         f[s + "/y"] = rng.integers(0, 10, n).astype(np.int64)
 PYEOF
 }
+# expect_error NAME NEEDLE... -- COMMAND...: exit in 1..127 within 120 s, exactly one
+# "spikemesh: error:" line on stderr holding every NEEDLE, stderr printable (no raw file bytes)
+# and free of Open MPI's abort messages.
+expect_error() {
+  local name=$1 needles=() rc why=""
+  shift
+  while [ "$1" != "--" ]; do needles+=("$1"); shift; done
+  shift
+  timeout 150 "$@" >out.log 2>err.log </dev/null
+  rc=$?
+  local n msg
+  n=$(grep -c '^spikemesh: error:' err.log)
+  msg=$(grep '^spikemesh: error:' err.log | head -n 1)
+  if [ "$rc" -eq 124 ]; then why="still running after 120 s"
+  elif [ "$rc" -eq 0 ]; then why="exit code 0"
+  elif [ "$rc" -ge 128 ]; then why="killed by signal $((rc - 128))"
+  elif [ "$n" -ne 1 ]; then why="$n 'spikemesh: error:' lines (want 1)"
+  elif grep -qE 'MPI_ABORT|ORTE_ERROR|Data unpack|mpirun has exited|mpirun noticed' err.log out.log; then
+    why="Open MPI abort output"
+  elif LC_ALL=C grep -q '[^[:print:][:space:]]' err.log; then why="raw bytes on stderr"
+  else
+    for s in "${needles[@]}"; do
+      [[ "$msg" == *"$s"* ]] || { why="message does not contain '$s'"; break; }
+    done
+  fi
+  if [ -z "$why" ]; then ok "$name"; else bad "$name: $why (exit $rc)"; LC_ALL=C cat -v err.log | head -n 6 | sed 's/^/       /'; fi
+}
+
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/${E2E_NAME:-e2e}.XXXXXX")"; trap 'rm -rf "$TMP"' EXIT

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# event_import.sh — `spikemesh data cifar10-dvs | dvs128-gesture | n-mnist` on small datasets
+# generated in each published binary layout by tests/ref/events_ref.py (issue 26), checked
+# against that file's independent numpy reference of SpikingJelly's decoding, integration,
+# order and split (frames exact; resized frames against torch's interpolate):
+#   imports: every dataset and format (AEDAT 2.0, AEDAT 3.1, SpikingJelly's .npz, N-MNIST .bin),
+#     split by number / time / fixed duration, --size 48 (f32, u8, f16), --events, u16; under
+#     mpirun -np 2 and alone — the same bytes (crc32 attributes) whatever the rank count;
+#   resume: a job killed after a round resumes from its .tmp and ends with the same file; a
+#     damaged .tmp is removed and the import starts over; nothing appears under --out early;
+#   bad input: one "spikemesh: error:" line naming the file or folder, a non-zero exit on every
+#     rank, no --out file: missing class folders, a truncated .aedat (and --skip-bad counting it),
+#     events outside the sensor, a trials list naming a missing recording, a missing label file,
+#     an empty class, an existing --out, a file-size limit (ulimit -f) hit mid-import;
+#   training: a mini CIFAR10-DVS in AEDAT 3.1 imported at 48x48 and cifar10dvs_vgg trained on it
+#     for 2 steps under mpirun -np 2; `data info` and `data bench` on the result.
+# Usage: BIN=build/bin/spikemesh tests/e2e/event_import.sh   (needs $PY with numpy, torch, h5py)
+E2E_NAME=event_import
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+cd "$TMP" || exit 1
+[ -x "$BIN" ] || { echo "event_import: $BIN not built"; echo "event_import: 0 passed, 1 failed"; exit 1; }
+REF=("$PY" "$ROOT/tests/ref/events_ref.py")
+MPI2=(timeout 300 mpirun --bind-to none -np 2)
+
+"${REF[@]}" gen cifar10-dvs c10 --per-class 12 --seed 1 >/dev/null &&
+  "${REF[@]}" gen cifar10-dvs c10npz --per-class 3 --seed 2 --fmt npz >/dev/null &&
+  "${REF[@]}" gen cifar10-dvs c10v31 --per-class 4 --seed 3 --fmt aedat31 >/dev/null &&
+  "${REF[@]}" gen dvs128-gesture gest --seed 4 >/dev/null &&
+  "${REF[@]}" gen n-mnist nm --per-class 3 --seed 5 >/dev/null ||
+  { bad "generate the datasets"; echo "event_import: $pass passed, $fail failed"; exit 1; }
+
+# import_ok NAME DATASET DIR NP ARGS...: imports into NAME.h5 and compares with the reference.
+import_ok() {
+  local name=$1 ds=$2 dir=$3 np=$4
+  shift 4
+  local run=("$BIN")
+  [ "$np" -gt 1 ] && run=(timeout 300 mpirun --bind-to none -np "$np" "$BIN")
+  if ! "${run[@]}" data "$ds" --from "$dir" --out "$name.h5" "$@" >"$name.log" 2>&1; then
+    bad "$name: import failed"; tail -n 4 "$name.log" | sed 's/^/       /'; return
+  fi
+  if "${REF[@]}" check "$ds" "$dir" "$name.h5" >"$name.check" 2>&1; then
+    ok "$name: equals the reference ($(tail -n 1 "$name.check"))"
+  else bad "$name: differs from the reference"; grep -v '^ok' "$name.check" | head -n 5 | sed 's/^/       /'; fi
+}
+
+import_ok c10_np2 cifar10-dvs c10 2 --files-per-round 5
+import_ok c10_np1 cifar10-dvs c10 1
+crcs() { "$PY" -c "import h5py,sys; f=h5py.File(sys.argv[1]); print([int(f[d].attrs['crc32']) for d in ('train/x','train/y','test/x','test/y')])" "$1"; }
+[ "$(crcs c10_np2.h5)" = "$(crcs c10_np1.h5)" ] && ok "np 2 and np 1 write the same data ($(crcs c10_np1.h5))" ||
+  bad "np 2 and np 1 differ: $(crcs c10_np2.h5) vs $(crcs c10_np1.h5)"
+import_ok c10_time cifar10-dvs c10 2 --split-by time --T 8
+import_ok c10_duration cifar10-dvs c10 1 --duration-us 20000 --T 6
+import_ok c10_48 cifar10-dvs c10 2 --size 48 --events
+import_ok c10_48_u8 cifar10-dvs c10 1 --size 48 --dtype u8 --deflate 0
+import_ok c10_48_f16 cifar10-dvs c10 1 --size 48 --dtype f16
+import_ok c10_npz cifar10-dvs c10npz 2 --train-ratio 0.5
+import_ok c10_aedat31 cifar10-dvs c10v31 1 --T 4
+import_ok gesture dvs128-gesture gest 2 --events --T 12
+import_ok gesture_time dvs128-gesture gest 1 --split-by time --dtype u16
+import_ok nmnist n-mnist nm 2 --events
+
+# ---- resume ------------------------------------------------------------------------------------
+SPIKEMESH_TEST_KILL_AFTER_ROUND=3 "${MPI2[@]}" "$BIN" data cifar10-dvs --from c10 --out resumed.h5 \
+  --files-per-round 4 >kill.log 2>&1
+if [ -f resumed.h5.tmp ] && [ ! -e resumed.h5 ]; then ok "a killed import leaves only resumed.h5.tmp"
+else bad "after the kill: $(ls resumed.h5* 2>&1 | tr '\n' ' ')"; fi
+"${MPI2[@]}" "$BIN" data cifar10-dvs --from c10 --out resumed.h5 --files-per-round 4 >resume.log 2>&1
+if grep -q "resuming the interrupted import" resume.log && [ "$(crcs resumed.h5)" = "$(crcs c10_np1.h5)" ] &&
+  [ ! -e resumed.h5.tmp ]; then ok "the rerun resumes after round 3 and writes the same data"
+else bad "resume"; tail -n 3 resume.log | sed 's/^/       /'; fi
+SPIKEMESH_TEST_KILL_AFTER_ROUND=2 "$BIN" data cifar10-dvs --from c10 --out damaged.h5 --files-per-round 8 >kill2.log 2>&1
+head -c 3000 damaged.h5.tmp >cut && mv cut damaged.h5.tmp
+"$BIN" data cifar10-dvs --from c10 --out damaged.h5 --files-per-round 8 >restart.log 2>&1
+if grep -q "removing it and starting over" restart.log && [ "$(crcs damaged.h5)" = "$(crcs c10_np1.h5)" ]; then
+  ok "a damaged .tmp is removed and the import starts over"
+else bad "damaged .tmp"; tail -n 3 restart.log | sed 's/^/       /'; fi
+SPIKEMESH_TEST_KILL_AFTER_ROUND=1 "$BIN" data cifar10-dvs --from c10 --out other.h5 --files-per-round 8 >kill3.log 2>&1
+"$BIN" data cifar10-dvs --from c10 --out other.h5 --files-per-round 8 --T 4 >other.log 2>&1
+grep -q "made with other options" other.log && "${REF[@]}" check cifar10-dvs c10 other.h5 >/dev/null 2>&1 &&
+  ok "a .tmp of other options is not resumed" || bad "a .tmp of other options"
+
+# ---- bad input ---------------------------------------------------------------------------------
+mkdir -p nocls/airplane && expect_error "missing class folders" "nocls" "automobile" "airplane" -- \
+  "${MPI2[@]}" "$BIN" data cifar10-dvs --from nocls --out x.h5
+cp -r c10 trunc && head -c 1001 c10/cat/cifar10_cat_3.aedat >trunc/cat/cifar10_cat_3.aedat
+expect_error "truncated .aedat" "cifar10_cat_3.aedat" "truncated" "--skip-bad" -- \
+  "${MPI2[@]}" "$BIN" data cifar10-dvs --from trunc --out x.h5
+[ ! -e x.h5 ] && [ ! -e x.h5.tmp ] && ok "nothing left after the refusal" || bad "files left: $(ls x.h5* 2>&1)"
+if "${MPI2[@]}" "$BIN" data cifar10-dvs --from trunc --out skip.h5 --skip-bad >skip.log 2>&1 &&
+  grep -q "1 sample(s) skipped" skip.log &&
+  [ "$("$PY" -c "import h5py; f=h5py.File('skip.h5'); print(f.attrs['skipped_samples'], len(f['train/y'])+len(f['test/y']))")" = "1 119" ]
+then ok "--skip-bad skips and counts the truncated file"; else bad "--skip-bad"; tail -n 3 skip.log; fi
+cp -r c10 notaedat && printf 'PK\003\004 not an aedat' >notaedat/dog/cifar10_dog_0.aedat
+expect_error "not an AEDAT file" "cifar10_dog_0.aedat" "not an AEDAT" -- "$BIN" data cifar10-dvs --from notaedat --out x.h5
+cp -r gest offsensor && "$PY" - offsensor/user01_led.aedat <<'EOF'
+import sys
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read())
+i = b.index(b'#!END-HEADER\r\n') + len(b'#!END-HEADER\r\n')
+while True:  # the first polarity packet's first event: x = 200
+    typ = int.from_bytes(b[i:i+2], 'little'); size = int.from_bytes(b[i+4:i+8], 'little'); cap = int.from_bytes(b[i+16:i+20], 'little')
+    if typ == 1 and cap:
+        w = int.from_bytes(b[i+28:i+32], 'little'); w = (w & 0x1FFFF) | (200 << 17); b[i+28:i+32] = w.to_bytes(4, 'little'); break
+    i += 28 + cap * size
+open(p, 'wb').write(b)
+EOF
+expect_error "events outside the sensor" "user01_led.aedat" "outside the 128x128 sensor" -- \
+  "${MPI2[@]}" "$BIN" data dvs128-gesture --from offsensor --out x.h5
+cp -r gest nofile && echo "user09_led.aedat" >>nofile/trials_to_train.txt
+expect_error "trials list names a missing recording" "trials_to_train.txt" "user09_led.aedat" -- \
+  "$BIN" data dvs128-gesture --from nofile --out x.h5
+cp -r gest nocsv && rm nocsv/user02_led_labels.csv
+expect_error "missing label file" "user02_led_labels.csv" -- "$BIN" data dvs128-gesture --from nocsv --out x.h5
+cp -r nm emptycls && rm emptycls/Train/7/*
+expect_error "empty class" "Train/7" "empty class" -- "${MPI2[@]}" "$BIN" data n-mnist --from emptycls --out x.h5
+expect_error "existing --out" "c10_np1.h5" "--overwrite" -- "$BIN" data cifar10-dvs --from c10 --out c10_np1.h5
+# A file-size limit below the uncompressed file (120 x 320 KiB) but above what MPI start-up writes.
+# shellcheck disable=SC2016  # $1/$@ expand in the inner shell
+expect_error "file-size limit" "ulimit -f" "resume" -- \
+  bash -c 'trap "" XFSZ; ulimit -f 20000; exec "$@"' _ "$BIN" data cifar10-dvs --from c10 --out full.h5 --deflate 0 \
+  --files-per-round 4
+[ -f full.h5.tmp ] && [ ! -e full.h5 ] && ok "the limit keeps the finished rounds in full.h5.tmp" || bad "after the limit: $(ls full.h5* 2>&1)"
+"$BIN" data cifar10-dvs --from c10 --out full.h5 --deflate 0 --files-per-round 4 >full.log 2>&1 &&
+  grep -q "resuming" full.log && "${REF[@]}" check cifar10-dvs c10 full.h5 >/dev/null 2>&1 &&
+  ok "without the limit the same command resumes and completes" || bad "resume after the limit"
+
+# ---- training on an import, info, bench -------------------------------------------------------
+if "${MPI2[@]}" "$BIN" data cifar10-dvs --from c10v31 --out mini48.h5 --size 48 >mini.log 2>&1 &&
+  "${MPI2[@]}" "$BIN" train --model cifar10dvs_vgg --data mini48.h5 --T 10 --batch-size 4 --max-steps 2 \
+    --distributed-mode dp --optimizer sgd --lr 0.1 --momentum 0.9 --device cpu --output runs --run-name mini \
+    >train.log 2>&1 && grep -q "done: 2 steps" train.log; then
+  ok "cifar10dvs_vgg trains 2 steps on an imported AEDAT 3.1 mini CIFAR10-DVS under mpirun -np 2"
+else bad "training on the import"; tail -n 4 mini.log train.log | sed 's/^/       /'; fi
+if "$BIN" data info c10_48.h5 >info.log 2>&1 && grep -q "class_names: airplane,automobile" info.log &&
+  grep -q "checksum: crc32 train/x" info.log && grep -q "stored f32" info.log; then ok "data info prints the attributes"
+else bad "data info"; cat info.log | head -n 8; fi
+if "${MPI2[@]}" "$BIN" data bench c10_np1.h5 --batch-size 4 --batches 10 --step-ms 1000 >bench.log 2>&1 &&
+  grep -q "samples/s per rank" bench.log; then ok "data bench: $(grep -m1 'prefetch' bench.log | tr -s ' ')"
+else bad "data bench"; tail -n 3 bench.log; fi
+
+echo "event_import: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
