@@ -24,6 +24,7 @@
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/log.h"
+#include "spikemesh/core/stop_signal.h"
 #include "spikemesh/core/tensor.h"
 #include "spikemesh/data/event_datasets.h"
 #include "spikemesh/data/event_h5_writer.h"
@@ -177,6 +178,7 @@ const char* dataset_title(const std::string& d) {
 
 EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group) {
   const auto t_start = Clock::now();
+  install_stop_signal_handlers();
   const int rank = group ? group->rank() : 0, nranks = group ? group->size() : 1;
   auto agree = [&](const std::function<void()>& f) { agree_on_error(group, f); };
   auto is_root = [&] { return rank == 0; };
@@ -470,6 +472,23 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
         w.file().set_attr("import_state", st.to_text());
         w.flush();
       });
+      // SIGTERM / SIGUSR1 (Slurm's warning before the time limit): the ranks agree to stop here,
+      // the round's progress is in the .tmp; exit 0, and the same command resumes.
+      if (const char* k = std::getenv("SPIKEMESH_TEST_SIGNAL_AFTER_ROUND"); k && std::atoll(k) == r + 1 && is_root())
+        std::raise(SIGUSR1);  // test hook: Slurm's warning arriving at rank 0 alone
+      const bool stop = group ? any_rank(*group, stop_signal() != 0) : stop_signal() != 0;
+      if (stop && r + 1 < rounds) {
+        w.close();
+        if (is_root())
+          SM_WARN("import stopped by a signal after " << st.rows[0] + st.rows[1] << " samples (round " << r + 1 << " of "
+                                                     << rounds << "); its progress is in " << tmp
+                                                     << ": rerun the same command to resume");
+        EventImportResult res;
+        res.train = st.rows[0];
+        res.test = st.rows[1];
+        res.stopped = true;
+        return res;
+      }
       // Test hook (tests/e2e/event_import.sh): die like a killed job right after round k is saved.
       if (const char* k = std::getenv("SPIKEMESH_TEST_KILL_AFTER_ROUND"); k && std::atoll(k) == r + 1) {
         if (group) group->barrier();

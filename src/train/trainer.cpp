@@ -36,7 +36,7 @@
 #include "spikemesh/train/evaluation.h"
 #include "spikemesh/train/run_dir.h"
 #include "spikemesh/train/step_metrics.h"
-#include "spikemesh/train/stop_signal.h"
+#include "spikemesh/core/stop_signal.h"
 #include "spikemesh/train/train_plan.h"
 #include "batch_io.h"
 

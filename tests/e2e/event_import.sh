@@ -8,6 +8,7 @@
 #     mpirun -np 2 and alone — the same bytes (crc32 attributes) whatever the rank count;
 #   resume: a job killed after a round resumes from its .tmp and ends with the same file; a
 #     damaged .tmp is removed and the import starts over; nothing appears under --out early;
+#     SIGUSR1 (Slurm's time-limit warning) at one rank stops all after the round, exit 0;
 #   bad input: one "spikemesh: error:" line naming the file or folder, a non-zero exit on every
 #     rank, no --out file: missing class folders, a truncated .aedat (and --skip-bad counting it),
 #     events outside the sensor, a trials list naming a missing recording, a missing label file,
@@ -78,6 +79,14 @@ SPIKEMESH_TEST_KILL_AFTER_ROUND=1 "$BIN" data cifar10-dvs --from c10 --out other
 "$BIN" data cifar10-dvs --from c10 --out other.h5 --files-per-round 8 --T 4 >other.log 2>&1
 grep -q "made with other options" other.log && "${REF[@]}" check cifar10-dvs c10 other.h5 >/dev/null 2>&1 &&
   ok "a .tmp of other options is not resumed" || bad "a .tmp of other options"
+
+SPIKEMESH_TEST_SIGNAL_AFTER_ROUND=2 "${MPI2[@]}" "$BIN" data cifar10-dvs --from c10 --out signalled.h5 \
+  --files-per-round 4 >sig.log 2>&1
+rc=$?
+"${MPI2[@]}" "$BIN" data cifar10-dvs --from c10 --out signalled.h5 --files-per-round 4 >sig2.log 2>&1
+if [ "$rc" -eq 0 ] && grep -q "import stopped by a signal after 16 samples" sig.log && grep -q "resuming" sig2.log &&
+  [ "$(crcs signalled.h5)" = "$(crcs c10_np1.h5)" ]; then ok "SIGUSR1 at one rank stops every rank after the round (exit 0); the rerun resumes"
+else bad "signal: exit $rc"; tail -n 2 sig.log sig2.log | sed 's/^/       /'; fi
 
 # ---- bad input ---------------------------------------------------------------------------------
 mkdir -p nocls/airplane && expect_error "missing class folders" "nocls" "automobile" "airplane" -- \

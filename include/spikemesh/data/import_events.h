@@ -14,7 +14,9 @@
 //    opened, verified, or was made with other options is removed and the import starts over;
 //  * before a round's writes every rank checks the room it needs (free space, ulimit -f), so a
 //    full disk stops the import with one message, the .tmp kept for a resume;
-//  * every error (a bad file without --skip-bad, bad options) is one Input error on every rank.
+//  * every error (a bad file without --skip-bad, bad options) is one Input error on every rank;
+//  * SIGTERM / SIGUSR1 (core/stop_signal.h) stop it after the current round, agreed over the
+//    ranks, the .tmp closed with its progress: a normal return (stopped), exit status 0.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -43,6 +45,7 @@ struct EventImportResult {
   int64_t train = 0, test = 0, skipped = 0, saturated = 0, files = 0;
   double seconds = 0;
   bool resumed = false;
+  bool stopped = false;  // SIGTERM / SIGUSR1 ended it after a round: rerun to resume
 };
 
 EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group);

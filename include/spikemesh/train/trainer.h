@@ -15,7 +15,7 @@
 #pragma once
 #include <string>
 
-#include "spikemesh/train/stop_signal.h"
+#include "spikemesh/core/stop_signal.h"
 #include "spikemesh/train/train_config.h"
 
 namespace sm {

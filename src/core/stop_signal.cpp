@@ -1,5 +1,5 @@
 // stop_signal.cpp — the stop-signal flag set by SIGTERM/SIGUSR1 handlers (stop_signal.h).
-#include "spikemesh/train/stop_signal.h"
+#include "spikemesh/core/stop_signal.h"
 
 #include <atomic>
 #include <csignal>

@@ -1,6 +1,7 @@
-// stop_signal.h — SIGTERM / SIGUSR1 (Slurm --signal) ask a run to stop at the next step
-// boundary: finish the step, checkpoint, exit 0 (docs/architecture.md §9). The handler only records
-// the signal; the trainer polls stop_signal() once per step and agrees on it over the ranks.
+// stop_signal.h (core) — SIGTERM / SIGUSR1 (Slurm --signal) ask a run to stop at its next safe
+// point and exit 0 (docs/architecture.md §9): training finishes the step and checkpoints; an
+// event import (data/import_events.h) finishes the round, whose progress is in its .tmp. The
+// handler only records the signal; the loop polls stop_signal() and agrees on it over the ranks.
 // Tests raise the real signal (std::raise(SIGUSR1)) after install_stop_signal_handlers().
 #pragma once
 
