@@ -72,8 +72,15 @@ NpyArray parse_npy(const std::vector<uint8_t>& buf, const std::string& what) {
     size_t j = sh.find(',', i);
     std::string part = sh.substr(i, j == std::string::npos ? std::string::npos : j - i);
     if (part.find_first_of("0123456789") != std::string::npos) {
-      a.shape.push_back(std::stoll(part));
-      n *= a.shape.back();
+      int64_t d = 0;
+      for (char c : part) {
+        if (c == ' ' || c == 'L') continue;
+        if (c < '0' || c > '9' || d > (int64_t(1) << 40)) SM_INPUT_ERROR(what << ": bad .npy shape (" << sh << ")");
+        d = d * 10 + (c - '0');
+      }
+      a.shape.push_back(d);
+      if (d > 0 && n > (int64_t(1) << 40) / d) SM_INPUT_ERROR(what << ": .npy shape (" << sh << ") is too large");
+      n *= d;
     }
     if (j == std::string::npos) break;
     i = j + 1;
