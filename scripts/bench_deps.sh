@@ -7,9 +7,10 @@
 # pulled. torch finds the CUDA libraries it links in the system toolkit (/usr/local/cuda);
 # the few a toolkit lacks come from bench/requirements-cuda-libs.txt, and only if
 # `import torch` fails without them. If it still fails, torch's full dependency set is
-# installed (that is several GB). Idempotent: a venv that already imports both peers at the
-# pinned versions is left as it is. Refuses, before installing anything, when the disk has
-# less free space than the install needs.
+# installed (that is several GB). spikingjelly.datasets' imports (torchvision, torchaudio,
+# matplotlib, scipy; bench/datasets_check.py) are pinned the same way. Idempotent: a venv that
+# already imports both peers and spikingjelly.datasets at the pinned versions is left as it is.
+# Refuses, before installing anything, when the disk has less free space than the install needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${BENCH_VENV:-.venv-bench}
@@ -20,9 +21,10 @@ NEED_FULL_MB=9000
 
 torch_pin=$(sed -n 's/^torch==//p' "$REQ")
 sj_pin=$(sed -n 's/^spikingjelly==//p' "$REQ")
-probe="import torch, spikingjelly.activation_based.neuron as n; \
+torch_probe="import torch, spikingjelly.activation_based.neuron as n; \
 assert torch.__version__.split('+')[0] == '$torch_pin', torch.__version__; \
 import importlib.metadata as m; assert m.version('spikingjelly') == '$sj_pin'"
+probe="$torch_probe; import spikingjelly.datasets"   # + torchvision, torchaudio, matplotlib, scipy
 
 if [[ -x $VENV/bin/python ]] && $VENV/bin/python -c "$probe" 2>/dev/null; then
     echo "bench-deps: $VENV already has torch $torch_pin and spikingjelly $sj_pin ($(du -sh "$VENV" | cut -f1))"
@@ -60,19 +62,28 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 echo "bench-deps: installing $REQ (--no-deps: torch $torch_pin without PyPI's CUDA wheels)"
 "${PIP[@]}" install --no-deps -r "$REQ"
 
-if ! err=$("$VENV/bin/python" -c "$probe" 2>&1); then
+if ! err=$("$VENV/bin/python" -c "$torch_probe" 2>&1); then
     echo "bench-deps: import torch failed without extra CUDA libraries: $(echo "$err" | tail -1)"
     echo "bench-deps: adding $CUDA_REQ"
     "${PIP[@]}" install --no-deps -r "$CUDA_REQ"
 fi
-if ! err=$("$VENV/bin/python" -c "$probe" 2>&1); then
+if ! err=$("$VENV/bin/python" -c "$torch_probe" 2>&1); then
     echo "bench-deps: still failing: $(echo "$err" | tail -1)"
     check_space $NEED_FULL_MB "torch's full CUDA dependency set"
     echo "bench-deps: installing torch==$torch_pin with its full dependency set (several GB)"
     "${PIP[@]}" install "torch==$torch_pin"
 fi
+# torchaudio (imported by spikingjelly.datasets for its SpeechCommands only) refuses to import
+# when its CUDA build differs from torch's (PyPI's newest, 2.11.0, is CUDA 13.0; torch 2.15.0 is
+# 13.2). Rename its extension aside: torchaudio then imports as pure Python.
+if err=$("$VENV/bin/python" -c "import torchaudio" 2>&1); [[ $err == *"different CUDA versions"* ]]; then
+    ta_lib=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/torchaudio/lib
+    echo "bench-deps: torchaudio: $(echo "$err" | tail -1)"
+    echo "bench-deps: disabling $ta_lib/_torchaudio*.so (SpikingJelly's datasets never call it)"
+    for so in "$ta_lib"/_torchaudio*.so; do mv "$so" "$so.disabled"; done
+fi
 if ! err=$("$VENV/bin/python" -c "$probe" 2>&1); then
-    echo "bench-deps: the venv does not import torch and spikingjelly:" >&2
+    echo "bench-deps: the venv does not import torch, spikingjelly and spikingjelly.datasets:" >&2
     echo "$err" >&2
     exit 1
 fi

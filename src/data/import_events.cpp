@@ -43,7 +43,8 @@ int idx(Split s) { return s == Split::Train ? 0 : 1; }
 // What the import has finished, kept in the .tmp's import_state attribute after every round.
 struct ImportState {
   std::string fingerprint;
-  int64_t next_round = 0;
+  int64_t next_unit = 0;    // the files before it are done (rounds may differ between runs)
+  int64_t rounds_done = 0;
   int64_t rows[2] = {0, 0}, events[2] = {0, 0};
   uint32_t crc_x[2] = {0, 0}, crc_y[2] = {0, 0};  // zlib crc32 of the rows written, in row order
   int64_t skipped = 0, saturated = 0;
@@ -52,7 +53,7 @@ struct ImportState {
 
   std::string to_text() const {
     std::ostringstream os;
-    os << "v" << kStateVersion << " " << fingerprint << " " << next_round;
+    os << "v" << kStateVersion << " " << fingerprint << " " << next_unit << " " << rounds_done;
     for (int k = 0; k < 2; ++k) os << " " << rows[k] << " " << events[k] << " " << crc_x[k] << " " << crc_y[k];
     os << " " << skipped << " " << saturated;
     for (int k = 0; k < 2; ++k) {
@@ -66,7 +67,8 @@ struct ImportState {
   static bool parse(const std::string& text, ImportState& s) {
     std::istringstream is(text);
     std::string v;
-    if (!(is >> v >> s.fingerprint >> s.next_round) || v != "v" + std::to_string(kStateVersion)) return false;
+    if (!(is >> v >> s.fingerprint >> s.next_unit >> s.rounds_done) || v != "v" + std::to_string(kStateVersion))
+      return false;
     for (int k = 0; k < 2; ++k)
       if (!(is >> s.rows[k] >> s.events[k] >> s.crc_x[k] >> s.crc_y[k])) return false;
     if (!(is >> s.skipped >> s.saturated)) return false;
@@ -210,9 +212,10 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
   if (group) check_same_text(*group, L.describe(), "the listing of --from " + o.from + " (is it on a shared file system?)");
 
   std::ostringstream canon;
+  // Not the rank count nor --files-per-round: the rows do not depend on them, so a resume (a
+  // requeued job on another node count) may change them.
   canon << L.describe() << "|T " << spec.T << " " << split_by_name(spec.split_by) << " " << spec.duration_us << " S " << S
-        << " " << stored_type_name(stored) << " ev " << o.events << " skip " << o.skip_bad << " deflate " << o.deflate
-        << " fpr " << o.files_per_round << " ranks " << nranks;
+        << " " << stored_type_name(stored) << " ev " << o.events << " skip " << o.skip_bad << " deflate " << o.deflate;
   const std::string fingerprint = [&] {
     char b[20];
     std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(text_hash(canon.str())));
@@ -231,7 +234,6 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
   }
   const int64_t nunits = static_cast<int64_t>(units.size());
   const int64_t per_round = L.multi_sample_files() ? nunits : std::max<int64_t>(1, o.files_per_round) * nranks;
-  const int64_t rounds = (nunits + per_round - 1) / per_round;
 
   EventFileShape shape;
   shape.T = spec.T;
@@ -302,7 +304,7 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
       if (group) group->barrier();
     } else if (is_root()) {
       SM_INFO("resuming the interrupted import in " << tmp << ": " << st.rows[0] + st.rows[1] << " samples done, round "
-                                                    << st.next_round << " of " << rounds);
+                                                    << st.next_unit << " of " << nunits << " files");
     }
   }
   if (!resumed) agree([&] { w = EventH5Writer::create(tmp, group, shape); });
@@ -320,8 +322,8 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
     auto last_print = Clock::now();
     const auto run_start = Clock::now();
     int64_t files_this_run = 0;
-    for (int64_t r = st.next_round; r < rounds; ++r) {
-      const int64_t u0 = r * per_round, u1 = std::min(nunits, u0 + per_round), nu = u1 - u0;
+    for (int64_t u0 = st.next_unit; u0 < nunits; u0 += per_round) {
+      const int64_t r = st.rounds_done, u1 = std::min(nunits, u0 + per_round), nu = u1 - u0;
       const int64_t my0 = u0 + nu * rank / nranks, my1 = u0 + nu * (rank + 1) / nranks;
       std::vector<SampleOut> outs;
       agree([&] {
@@ -467,7 +469,8 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
         }
         agree([&] { w.write(s, rows, st.events[idx(s)]); });
       }
-      st.next_round = r + 1;
+      st.next_unit = u1;
+      st.rounds_done = r + 1;
       agree([&] {
         w.file().set_attr("import_state", st.to_text());
         w.flush();
@@ -477,11 +480,11 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
       if (const char* k = std::getenv("SPIKEMESH_TEST_SIGNAL_AFTER_ROUND"); k && std::atoll(k) == r + 1 && is_root())
         std::raise(SIGUSR1);  // test hook: Slurm's warning arriving at rank 0 alone
       const bool stop = group ? any_rank(*group, stop_signal() != 0) : stop_signal() != 0;
-      if (stop && r + 1 < rounds) {
+      if (stop && u1 < nunits) {
         w.close();
         if (is_root())
-          SM_WARN("import stopped by a signal after " << st.rows[0] + st.rows[1] << " samples (round " << r + 1 << " of "
-                                                     << rounds << "); its progress is in " << tmp
+          SM_WARN("import stopped by a signal after " << st.rows[0] + st.rows[1] << " samples (" << u1 << " of "
+                                                     << nunits << " files); its progress is in " << tmp
                                                      << ": rerun the same command to resume");
         EventImportResult res;
         res.train = st.rows[0];
@@ -498,7 +501,7 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
         const double el = std::chrono::duration<double>(Clock::now() - run_start).count();
         const double done = static_cast<double>(u1), left = static_cast<double>(nunits - u1);
         const double rate = static_cast<double>(files_this_run) * nranks / std::max(el, 1e-9);
-        if (r + 1 == rounds || std::chrono::duration<double>(Clock::now() - last_print).count() >= 2.0) {
+        if (u1 == nunits || std::chrono::duration<double>(Clock::now() - last_print).count() >= 2.0) {
           last_print = Clock::now();
           char line[200];
           std::snprintf(line, sizeof line, "  %lld/%lld files (%.0f%%), %.0f files/s, ETA %s", static_cast<long long>(u1),
@@ -558,7 +561,7 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
       if (w.file().file_id() >= 0) w.close();
     } catch (const Error&) {
     }
-    if (is_root() && st.next_round == 0) std::remove(tmp.c_str());
+    if (is_root() && st.next_unit == 0) std::remove(tmp.c_str());
     throw;
   }
   if (group) group->barrier();

@@ -4,7 +4,8 @@
 #     exit 0, metrics.h5 with every step, a checkpoint, the log names 2 ranks;
 #  2. the early-warning path: a longer job gets USR1 (`scancel -s USR1 -b`, what
 #     `--signal=B:USR1@120` does), checkpoints, exits 0, requeues itself, and the requeued job
-#     resumes from that checkpoint and finishes all its steps.
+#     resumes from that checkpoint and finishes all its steps;
+#  3. jobs/import_train.sbatch: a generated mini CIFAR10-DVS imported by 2 tasks, then trained on.
 # Needs root (slurmd, munged) and Debian's slurm-wlm + munge (make deps); without them it
 # says why and exits 0 (skipped). Starts the local Slurm only if it is not running, and then
 # stops exactly what it started. Writes only under a temporary directory. ~1–3 minutes.
@@ -168,4 +169,16 @@ wait_job "$jid" "$TIMEOUT" || { bad "requeued job $jid completes with exit 0"; j
 grep -q "resumed from .*ckpt_0*${ckpt_step}.h5 at step ${ckpt_step}" "$out" \
   && ok "requeued job resumed from the checkpoint at step $ckpt_step" || bad "requeued job resumed at step $ckpt_step"
 grep -q "^done: 1600 steps" "$out" && ok "resumed job finished all 1600 steps" || { bad "resumed job finished 1600 steps"; tail -5 "$out"; }
+
+# 3. jobs/import_train.sbatch: a generated mini CIFAR10-DVS imported by both tasks, then trained on.
+"$PY" "$ROOT/tests/ref/events_ref.py" gen cifar10-dvs "$TMP/c10" --per-class 4 --seed 9 >/dev/null || { bad "generate"; finish; }
+jid=$(cd "$ROOT" && SM_BIN="$BIN" SM_OUTPUT="$TMP/out" SM_FROM="$TMP/c10" SM_DATA="$TMP/c10.h5" \
+  SM_IMPORT_ARGS="--T 4 --size 48 --train-ratio 0.5" timeout 60 sbatch --parsable --ntasks-per-node=2 --cpus-per-task=1 \
+  --output="$TMP/slurm-%j.out" jobs/import_train.sbatch --model cifar10dvs_vgg --T 4 --batch-size 2 --max-steps 1 \
+  --device cpu) && [ -n "$jid" ] || { bad "sbatch import_train.sbatch"; finish; }
+jid=${jid%%;*}; JOBS+=("$jid")
+out="$TMP/slurm-$jid.out"
+if wait_job "$jid" "$TIMEOUT" && grep -q "wrote $TMP/c10.h5: 20 train + 20 test samples" "$out" &&
+  grep -q "^done: 1 steps" "$out"; then ok "sbatch import_train.sbatch imports with 2 tasks, then trains (job $jid)"
+else bad "sbatch import_train.sbatch (job $jid)"; tail -n 5 "$out"; fi
 finish

@@ -8,10 +8,11 @@
 // collective MPI-IO write per split. Invariants:
 //  * the file is written as <out>.tmp and renamed to <out> only when complete (never a half file
 //    under the final name; an existing <out> is replaced only with --overwrite, and only then);
-//  * after every round the .tmp holds its progress (rows, crc32s, counts) under a fingerprint of
-//    the options and the listing: rerunning the same command resumes after the last finished
-//    round once the rows written are read back and match their crc32; a .tmp that cannot be
-//    opened, verified, or was made with other options is removed and the import starts over;
+//  * after every round the .tmp holds its progress (files done, rows, crc32s, counts) under a
+//    fingerprint of the options and the listing: rerunning the same command (at any rank count)
+//    resumes after the last finished round once the rows written are read back and match their
+//    crc32; a .tmp that cannot be opened, verified, or was made with other options is removed
+//    and the import starts over;
 //  * before a round's writes every rank checks the room it needs (free space, ulimit -f), so a
 //    full disk stops the import with one message, the .tmp kept for a resume;
 //  * every error (a bad file without --skip-bad, bad options) is one Input error on every rank;
