@@ -55,17 +55,19 @@ std::string lower_ext(const std::string& name) {
   return e;
 }
 
-// The event files of one class folder, in SpikingJelly's order (names compared as the .npz
-// SpikingJelly converts them to); files of other extensions are counted in `ignored`.
-std::vector<std::string> class_files(const fs::path& dir, const std::vector<std::string>& exts, int64_t& ignored) {
-  std::vector<std::pair<std::string, std::string>> keyed;  // (stem + ".npz", name)
+// The event files of one class folder, in SpikingJelly's order: names compared as the frame
+// files SpikingJelly writes, <stem>`suffix` (".npz"; "_" with a fixed duration, whose files are
+// <stem>_<frames>.npz); files of other extensions are counted in `ignored`.
+std::vector<std::string> class_files(const fs::path& dir, const std::vector<std::string>& exts, const std::string& suffix,
+                                     int64_t& ignored) {
+  std::vector<std::pair<std::string, std::string>> keyed;  // (stem + suffix, name)
   for (const std::string& f : sorted_entries(dir, false)) {
     const std::string e = lower_ext(f);
     if (std::find(exts.begin(), exts.end(), e) == exts.end()) {
       ++ignored;
       continue;
     }
-    keyed.emplace_back(fs::path(f).stem().string() + ".npz", f);
+    keyed.emplace_back(fs::path(f).stem().string() + suffix, f);
   }
   std::sort(keyed.begin(), keyed.end());
   for (size_t i = 1; i < keyed.size(); ++i)
@@ -110,7 +112,8 @@ std::string EventDatasetLayout::describe() const {
   return os.str();
 }
 
-EventDatasetLayout list_cifar10dvs(const std::string& dir_in, double train_ratio) {
+EventDatasetLayout list_cifar10dvs(const std::string& dir_in, double train_ratio, bool duration_names) {
+  const std::string suffix = duration_names ? "_" : ".npz";
   if (!(train_ratio > 0 && train_ratio < 1))
     SM_INPUT_ERROR("--train-ratio " << train_ratio << ": must be in (0, 1)");
   if (!is_dir(dir_in)) SM_INPUT_ERROR("--from " << dir_in << ": not a folder");
@@ -133,7 +136,7 @@ EventDatasetLayout list_cifar10dvs(const std::string& dir_in, double train_ratio
   int64_t ignored = 0;
   std::vector<EventSampleRef> test;
   for (int c = 0; c < 10; ++c) {
-    const std::vector<std::string> files = class_files(dir / kCifarClasses[c], {".aedat", ".npz"}, ignored);
+    const std::vector<std::string> files = class_files(dir / kCifarClasses[c], {".aedat", ".npz"}, suffix, ignored);
     if (files.empty())
       SM_INPUT_ERROR((dir / kCifarClasses[c]).string() << ": empty class: no .aedat or .npz files");
     const int64_t n = static_cast<int64_t>(files.size());
@@ -156,7 +159,8 @@ EventDatasetLayout list_cifar10dvs(const std::string& dir_in, double train_ratio
   return L;
 }
 
-EventDatasetLayout list_nmnist(const std::string& dir_in) {
+EventDatasetLayout list_nmnist(const std::string& dir_in, bool duration_names) {
+  const std::string suffix = duration_names ? "_" : ".npz";
   if (!is_dir(dir_in)) SM_INPUT_ERROR("--from " << dir_in << ": not a folder");
   auto split_dir = [](const fs::path& d, const char* a, const char* b) { return is_dir(d / a) ? d / a : d / b; };
   auto looks = [&](const fs::path& d) { return is_dir(split_dir(d, "Train", "train")) && is_dir(split_dir(d, "Test", "test")); };
@@ -176,7 +180,7 @@ EventDatasetLayout list_nmnist(const std::string& dir_in) {
     if (found != L.class_names)
       SM_INPUT_ERROR(sd.string() << ": expected the class folders 0..9, found " << joined(found));
     for (int c = 0; c < 10; ++c) {
-      const std::vector<std::string> files = class_files(sd / found[c], {".bin", ".npz"}, ignored);
+      const std::vector<std::string> files = class_files(sd / found[c], {".bin", ".npz"}, suffix, ignored);
       if (files.empty()) SM_INPUT_ERROR((sd / found[c]).string() << ": empty class: no .bin files");
       for (const std::string& f : files) {
         EventSampleRef s;
@@ -225,7 +229,8 @@ std::vector<CsvRow> read_labels_csv(const fs::path& path) {
 }
 }  // namespace
 
-EventDatasetLayout list_dvs128_gesture(const std::string& dir_in) {
+EventDatasetLayout list_dvs128_gesture(const std::string& dir_in, bool duration_names) {
+  const std::string suffix = duration_names ? "_" : ".npz";
   if (!is_dir(dir_in)) SM_INPUT_ERROR("--from " << dir_in << ": not a folder");
   auto looks = [](const fs::path& d) { return fs::exists(d / "trials_to_train.txt"); };
   const fs::path dir = descend(dir_in, {"DvsGesture", "extract/DvsGesture"}, looks);
@@ -277,10 +282,16 @@ EventDatasetLayout list_dvs128_gesture(const std::string& dir_in) {
         s.label = target_of[r.label];
         s.split = sp;
         s.name = stem + "_" + std::to_string(repeats[r.label]++);
-        keyed.emplace_back(std::to_string(r.label) + "/" + s.name + ".npz", s);
+        keyed.emplace_back(std::to_string(r.label) + "/" + s.name + suffix, s);
       }
     }
     if (keyed.empty()) SM_INPUT_ERROR(list.string() << ": names no recording");
+    std::vector<int> per_label(11, 0);
+    for (auto& k : keyed) per_label[static_cast<size_t>(k.second.label)]++;
+    for (int t = 0; t < 11; ++t)  // torchvision's DatasetFolder refuses a class folder without samples too
+      if (per_label[static_cast<size_t>(t)] == 0)
+        SM_INPUT_ERROR(list.string() << ": empty class: its recordings' label files give no sample of class "
+                                     << L.class_names[static_cast<size_t>(t)]);
     std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
       if (a.second.label != b.second.label) return a.second.label < b.second.label;
       return a.first < b.first;
@@ -291,10 +302,11 @@ EventDatasetLayout list_dvs128_gesture(const std::string& dir_in) {
   return L;
 }
 
-EventDatasetLayout list_event_dataset(const std::string& dataset, const std::string& dir, double train_ratio) {
-  if (dataset == "cifar10-dvs") return list_cifar10dvs(dir, train_ratio);
-  if (dataset == "dvs128-gesture") return list_dvs128_gesture(dir);
-  if (dataset == "n-mnist") return list_nmnist(dir);
+EventDatasetLayout list_event_dataset(const std::string& dataset, const std::string& dir, double train_ratio,
+                                      bool duration_names) {
+  if (dataset == "cifar10-dvs") return list_cifar10dvs(dir, train_ratio, duration_names);
+  if (dataset == "dvs128-gesture") return list_dvs128_gesture(dir, duration_names);
+  if (dataset == "n-mnist") return list_nmnist(dir, duration_names);
   SM_INPUT_ERROR("unknown event dataset " << dataset << " (cifar10-dvs, dvs128-gesture, n-mnist)");
 }
 

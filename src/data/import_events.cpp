@@ -203,7 +203,7 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
       SM_INPUT_ERROR("--out " << o.out << ": the file exists (give --overwrite to replace it once the new one is complete)");
     const fs::path dir = fs::absolute(o.out).parent_path();
     if (!fs::is_directory(dir)) SM_INPUT_ERROR("--out " << o.out << ": the folder " << dir.string() << " does not exist");
-    L = list_event_dataset(o.dataset, o.from, o.train_ratio);
+    L = list_event_dataset(o.dataset, o.from, o.train_ratio, spec.split_by == SplitBy::Duration);
   });
   spec.height = L.sensor_h;
   spec.width = L.sensor_w;

@@ -382,9 +382,10 @@ Reference = collections.namedtuple("Reference", "train_x train_y test_x test_y t
                                    "train_names test_names train_n_frames test_n_frames sensor_hw")
 
 
-def _class_files(d, exts):
-    """Event files of a class folder in DatasetFolder order (names compared as <stem>.npz)."""
-    keyed = sorted((os.path.splitext(f)[0] + ".npz", f) for f in os.listdir(d)
+def _class_files(d, exts, suffix=".npz"):
+    """Event files of a class folder in DatasetFolder order: names compared as SpikingJelly's
+    frame files, <stem>.npz, or <stem>_<frames>.npz (suffix "_") with a fixed duration."""
+    keyed = sorted((os.path.splitext(f)[0] + suffix, f) for f in os.listdir(d)
                    if os.path.isfile(os.path.join(d, f)) and os.path.splitext(f)[1].lower() in exts)
     for a, b in zip(keyed, keyed[1:]):
         if a[0] == b[0]:
@@ -401,12 +402,14 @@ def _subdirs(d):
     return sorted(e for e in os.listdir(d) if os.path.isdir(os.path.join(d, e)))
 
 
-def list_samples(dataset, root, train_ratio=0.9):
-    """(class_names, train samples, test samples), each split in SpikingJelly's order."""
+def list_samples(dataset, root, train_ratio=0.9, duration=False):
+    """(class_names, train samples, test samples), each split in SpikingJelly's order (with a fixed
+    duration the frame files are named <stem>_<n>.npz, so names sort as <stem>_)."""
+    suffix = "_" if duration else ".npz"
     if dataset == "cifar10-dvs":  # one DatasetFolder over the 10 class folders, split per class in order
         classes, train, test = list(CIFAR_CLASSES), [], []
         for label, cls in enumerate(classes):
-            files = _class_files(os.path.join(root, cls), (".aedat", ".npz"))
+            files = _class_files(os.path.join(root, cls), (".aedat", ".npz"), suffix)
             pos = math.ceil(len(files) * train_ratio)
             for i, f in enumerate(files):
                 (train if i < pos else test).append(Sample(os.path.join(root, cls, f), label, f"{cls}/{f}", None, None))
@@ -418,7 +421,7 @@ def list_samples(dataset, root, train_ratio=0.9):
             classes = _subdirs(d)
             splits.append([Sample(os.path.join(d, c, f), label, f"{split}/{c}/{f}", None, None)
                            for label, c in enumerate(classes)
-                           for f in _class_files(os.path.join(d, c), (".bin", ".npz"))])
+                           for f in _class_files(os.path.join(d, c), (".bin", ".npz"), suffix)])
         return classes, splits[0], splits[1]
     if dataset == "dvs128-gesture":
         order = gesture_folder_order()
@@ -440,7 +443,7 @@ def list_samples(dataset, root, train_ratio=0.9):
                     name = f"{stem}_{count[label]}"
                     count[label] += 1
                     desc = f"{trial} [{a},{b}) -> {label}/{name}"
-                    keyed.append(((target[label], name + ".npz"),
+                    keyed.append(((target[label], name + suffix),
                                   Sample(os.path.join(root, trial), target[label], desc, int(a), int(b))))
             splits.append([s for _, s in sorted(keyed, key=lambda k: k[0])])
         return [GESTURE_NAMES[k] for k in order], splits[0], splits[1]
@@ -462,7 +465,7 @@ def reference(dataset, root, T=None, split_by="number", duration_us=0, size=0, t
     sensor size), plus labels, events, sample names and (duration mode) the grid frame counts."""
     H, W = SENSOR[dataset]
     S = size or H
-    classes, train, test = list_samples(dataset, root, train_ratio)
+    classes, train, test = list_samples(dataset, root, train_ratio, split_by == "duration")
     cache, res = {}, {"class_names": classes, "sensor_hw": (H, W)}
     for split, samples in (("train", train), ("test", test)):
         evs = [sample_events(dataset, s, cache) for s in samples]

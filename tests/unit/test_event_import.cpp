@@ -254,6 +254,11 @@ TEST(EventDatasets, CifarOrderIsStringOrderAndTheSplitIsCeilPerClass) {
   EXPECT_EQ(L.samples[9].label, 1);                       // automobile after 9 airplanes
   EXPECT_EQ(L.samples[90].name, "cifar10_airplane_7");    // test: airplane's last 3 in string order
   EXPECT_EQ(L.samples[90].split, Split::Test);
+  // Fixed-duration frame files are <stem>_<frames>.npz: "_1_" sorts after "_10_" and "_11_".
+  EventDatasetLayout D = list_cifar10dvs(root, 0.75, true);
+  const std::vector<std::string> dfirst = {"cifar10_airplane_0", "cifar10_airplane_10", "cifar10_airplane_11",
+                                           "cifar10_airplane_1", "cifar10_airplane_2"};
+  for (size_t i = 0; i < dfirst.size(); ++i) EXPECT_EQ(D.samples[i].name, dfirst[i]);
   fs::remove_all(root + "/dog");
   EXPECT_NE(error_of([&] { list_cifar10dvs(root, 0.9); }).find("missing dog"), std::string::npos);
   fs::create_directories(root + "/dog");
@@ -267,18 +272,25 @@ TEST(EventDatasets, GestureLabelsFollowTheStringOrderOfTheClassFolders) {
   put(root + "/trials_to_test.txt", "user02_led.aedat\n");
   put(root + "/user01_led.aedat", "#!AER-DAT3.1\r\n#!END-HEADER\r\n");
   put(root + "/user02_led.aedat", "#!AER-DAT3.1\r\n#!END-HEADER\r\n");
-  put(root + "/user01_led_labels.csv", "class,startTime_usec,endTime_usec\n11,0,10\n3,10,20\n3,20,30\n1,5,8\n");
-  put(root + "/user02_led_labels.csv", "class,startTime_usec,endTime_usec\n2,0,10\n");
+  std::string rest;  // classes 2 and 4..10 once each, after the interesting rows
+  for (int c : {2, 4, 5, 6, 7, 8, 9, 10}) rest += std::to_string(c) + "," + std::to_string(100 * c) + "," + std::to_string(100 * c + 50) + "\n";
+  put(root + "/user01_led_labels.csv", "class,startTime_usec,endTime_usec\n11,0,10\n3,10,20\n3,20,30\n1,5,8\n" + rest);
+  put(root + "/user02_led_labels.csv", "class,startTime_usec,endTime_usec\n1,0,1\n3,0,1\n11,0,10\n" + rest);
   EventDatasetLayout L = list_dvs128_gesture(root);
-  ASSERT_EQ(L.train_size, 4);
-  // folders "0","1","10","2",...: csv class 1 -> label 0, class 11 (folder 10) -> 2, class 3 (folder 2) -> 3
+  ASSERT_EQ(L.train_size, 12);
+  // folders "0","1","10","2",...: csv class 1 -> label 0, class 2 -> 1, class 11 (folder 10) -> 2,
+  // class 3 (folder 2) -> 3 (two samples: _0 and _1)
   EXPECT_EQ(L.samples[0].label, 0);
-  EXPECT_EQ(L.samples[1].label, 2);
-  EXPECT_EQ(L.samples[1].name, "user01_led_0");
-  EXPECT_EQ(L.samples[2].name, "user01_led_0");
-  EXPECT_EQ(L.samples[3].name, "user01_led_1");
-  EXPECT_EQ(L.samples[3].t_begin, 20);
+  EXPECT_EQ(L.samples[1].label, 1);
+  EXPECT_EQ(L.samples[2].label, 2);
+  EXPECT_EQ(L.samples[2].t_begin, 0);
+  EXPECT_EQ(L.samples[3].name, "user01_led_0");
+  EXPECT_EQ(L.samples[3].label, 3);
+  EXPECT_EQ(L.samples[4].name, "user01_led_1");
+  EXPECT_EQ(L.samples[4].t_begin, 20);
   EXPECT_EQ(L.class_names[2], "other_gestures");
+  put(root + "/user02_led_labels.csv", "class,startTime_usec,endTime_usec\n1,0,1\n" + rest);
+  EXPECT_NE(error_of([&] { list_dvs128_gesture(root); }).find("empty class"), std::string::npos);
   put(root + "/trials_to_test.txt", "user03_led.aedat\n");
   EXPECT_NE(error_of([&] { list_dvs128_gesture(root); }).find("trials_to_test.txt:1 names user03_led.aedat"),
             std::string::npos);

@@ -2,7 +2,8 @@
 // listed into samples in SpikingJelly's order (docs/architecture.md §8c): torchvision's
 // DatasetFolder sorts class folders and file names as STRINGS (Gesture's folders "0".."10"
 // give targets 0,1,10,2,...; CIFAR10-DVS files _0,_1,_10,_100,...), names compared as the
-// events_np/*.npz SpikingJelly writes. CIFAR10-DVS has no official split: per class, in that
+// frame files SpikingJelly writes: <stem>.npz, or <stem>_<frames>.npz with a fixed duration
+// (`duration_names`: then they sort as <stem>_, so _1_ comes after _10_ and _100_). CIFAR10-DVS has no official split: per class, in that
 // order, the first ceil(n * train_ratio) files train and the rest test (SpikingJelly's
 // split_to_train_test_set without random_split); train = class 0's, then class 1's, ...
 // Invariants: listing reads only folder names and the small text files (Gesture's
@@ -45,10 +46,11 @@ struct EventDatasetLayout {
   std::string describe() const;
 };
 
-EventDatasetLayout list_cifar10dvs(const std::string& dir, double train_ratio);
-EventDatasetLayout list_dvs128_gesture(const std::string& dir);
-EventDatasetLayout list_nmnist(const std::string& dir);
+EventDatasetLayout list_cifar10dvs(const std::string& dir, double train_ratio, bool duration_names = false);
+EventDatasetLayout list_dvs128_gesture(const std::string& dir, bool duration_names = false);
+EventDatasetLayout list_nmnist(const std::string& dir, bool duration_names = false);
 // One of the above by dataset name.
-EventDatasetLayout list_event_dataset(const std::string& dataset, const std::string& dir, double train_ratio);
+EventDatasetLayout list_event_dataset(const std::string& dataset, const std::string& dir, double train_ratio,
+                                      bool duration_names = false);
 
 }  // namespace sm
