@@ -71,7 +71,8 @@ int64_t integrate_frames(const EventStream& ev, int64_t begin, int64_t end, cons
     // Frame k < frames-1 takes the events up to the first whose (t - tmin) / D >= k + 1
     // (np.searchsorted on sorted times); the last frame takes the rest.
     int64_t left = begin;
-    for (int64_t k = 0; k < frames; ++k) {
+    // Only the first T frames are stored: frames past them need no work (their count is `frames`).
+    for (int64_t k = 0; k < std::min<int64_t>(frames, T); ++k) {
       int64_t right = end;
       if (k + 1 < frames) {
         // searchsorted(frame_index, k + 1, 'left') over the whole array: binary search as numpy does
@@ -83,7 +84,7 @@ int64_t integrate_frames(const EventStream& ev, int64_t begin, int64_t end, cons
         }
         right = lo;
       }
-      if (k < T && right > left) add_segment(ev, left, right, h, w, out + k * frame);
+      if (right > left) add_segment(ev, left, right, h, w, out + k * frame);
       left = right;  // as SpikingJelly (an unsorted stream may move it back)
     }
     return frames;

@@ -23,6 +23,13 @@ std::vector<uint8_t> read_member(zip_t* z, const std::string& path, const std::s
   zip_stat_init(&st);
   if (zip_stat_index(z, static_cast<zip_uint64_t>(idx), 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
     SM_INPUT_ERROR(path << ": cannot stat member " << member << ": " << zip_strerror(z));
+  // A damaged or hostile directory may claim any size: deflate expands at most ~1032x, and no
+  // event array of one recording needs 4 GiB.
+  const bool comp_known = st.valid & ZIP_STAT_COMP_SIZE;
+  if (st.size > (zip_uint64_t(1) << 32) || (comp_known && st.size > st.comp_size * 1100 + 4096))
+    SM_INPUT_ERROR(path << ": member " << member << " claims " << st.size << " bytes"
+                        << (comp_known ? " from " + std::to_string(st.comp_size) + " compressed" : std::string())
+                        << ": a damaged archive");
   std::unique_ptr<zip_file_t, int (*)(zip_file_t*)> f(zip_fopen_index(z, static_cast<zip_uint64_t>(idx), 0),
                                                       zip_fclose);
   if (!f) SM_INPUT_ERROR(path << ": cannot open member " << member << ": " << zip_strerror(z));
