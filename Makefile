@@ -7,6 +7,7 @@
 #   make sanitize   unit tests + 2-rank dp/tp/pp MPI tests under ASan+UBSan+LSan (build-asan/, CPU-only)
 #   make run    (Foundation II) import Fashion-MNIST, train the default config
 #   make bench-deps   .venv-bench/: a current torch + SpikingJelly from PyPI (for make bench)
+#   make datasets-check   the event-dataset importers against SpikingJelly's own code (needs bench-deps)
 #   make bench  spikemesh vs SpikingJelly / PyTorch (eager, compiled): output/bench/report.md + .png
 #   make gpu-bundle   .device/: the GPU machine's bundle (build-gpu/, sm_90) and SpikingJelly wheels
 #   make gpu-rehearsal   (root) the GPU procedure on a bare Debian root without a GPU: run before every GPU run
@@ -79,7 +80,7 @@ TEST_UNIT_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_UNIT_SRC))
 TEST_BIN      := $(BUILD)/bin/spikemesh_tests
 GTEST_LIBS    := -lgtest_main -lgtest -lpthread
 
-.PHONY: all deps test test-unit test-mpi summary clean format run bench bench-deps check-includes sanitize
+.PHONY: all deps test test-unit test-mpi summary clean format run bench bench-deps datasets-check check-includes sanitize
 all: summary $(BIN)
 
 summary:
@@ -292,6 +293,12 @@ bench:
 # 2.1 GB; never part of make test or make run)
 bench-deps:
 	bash scripts/bench_deps.sh
+
+# The event-dataset importers against SpikingJelly 2.0's own readers, integrators and dataset
+# classes (bench/datasets_check.py; needs make bench-deps; never part of make test).
+datasets-check: all
+	@[ -x .venv-bench/bin/python ] || { echo "datasets-check: run make bench-deps first (.venv-bench/)"; exit 1; }
+	.venv-bench/bin/python bench/datasets_check.py --bin $(BIN)
 
 format:
 	clang-format -i $$(find src include tests -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh')

@@ -58,6 +58,7 @@ import_ok c10_npz cifar10-dvs c10npz 2 --train-ratio 0.5
 import_ok c10_aedat31 cifar10-dvs c10v31 1 --T 4
 import_ok gesture dvs128-gesture gest 2 --events --T 12
 import_ok gesture_time dvs128-gesture gest 1 --split-by time --dtype u16
+import_ok gesture_duration dvs128-gesture gest 1 --duration-us 30000 --T 6
 import_ok nmnist n-mnist nm 2 --events
 
 # ---- resume ------------------------------------------------------------------------------------
