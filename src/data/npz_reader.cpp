@@ -4,7 +4,9 @@
 
 #include <zip.h>
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include "spikemesh/core/error.h"
@@ -23,20 +25,34 @@ std::vector<uint8_t> read_member(zip_t* z, const std::string& path, const std::s
   zip_stat_init(&st);
   if (zip_stat_index(z, static_cast<zip_uint64_t>(idx), 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
     SM_INPUT_ERROR(path << ": cannot stat member " << member << ": " << zip_strerror(z));
-  // A damaged or hostile directory may claim any size: deflate expands at most ~1032x, and no
-  // event array of one recording needs 4 GiB.
+  // A damaged or hostile directory may claim any size: the compressed size cannot exceed the
+  // archive, deflate expands at most ~1032x, and the data are read in pieces, so memory follows
+  // what the member really holds, not what it claims.
   const bool comp_known = st.valid & ZIP_STAT_COMP_SIZE;
-  if (st.size > (zip_uint64_t(1) << 32) || (comp_known && st.size > st.comp_size * 1100 + 4096))
+  std::error_code ec;
+  const auto archive = std::filesystem::file_size(path, ec);
+  if ((comp_known && !ec && st.comp_size > archive) || (comp_known && st.size > st.comp_size * 1100 + 4096))
     SM_INPUT_ERROR(path << ": member " << member << " claims " << st.size << " bytes"
                         << (comp_known ? " from " + std::to_string(st.comp_size) + " compressed" : std::string())
-                        << ": a damaged archive");
+                        << " in a " << archive << "-byte archive: a damaged archive");
   std::unique_ptr<zip_file_t, int (*)(zip_file_t*)> f(zip_fopen_index(z, static_cast<zip_uint64_t>(idx), 0),
                                                       zip_fclose);
   if (!f) SM_INPUT_ERROR(path << ": cannot open member " << member << ": " << zip_strerror(z));
-  std::vector<uint8_t> buf(st.size);
-  zip_int64_t got = st.size ? zip_fread(f.get(), buf.data(), st.size) : 0;
-  if (got < 0 || static_cast<zip_uint64_t>(got) != st.size)
-    SM_INPUT_ERROR(path << ": member " << member << " is truncated or corrupt (" << got << " of " << st.size
+  std::vector<uint8_t> buf;
+  constexpr size_t kPiece = size_t(1) << 20;
+  while (buf.size() < st.size) {
+    const size_t want = static_cast<size_t>(std::min<zip_uint64_t>(kPiece, st.size - buf.size()));
+    const size_t at = buf.size();
+    buf.resize(at + want);
+    const zip_int64_t got = zip_fread(f.get(), buf.data() + at, want);
+    if (got <= 0) {
+      buf.resize(at);
+      break;
+    }
+    buf.resize(at + static_cast<size_t>(got));
+  }
+  if (buf.size() != st.size)
+    SM_INPUT_ERROR(path << ": member " << member << " is truncated or corrupt (" << buf.size() << " of " << st.size
                         << " bytes)");
   return buf;
 }
