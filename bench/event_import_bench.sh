@@ -58,9 +58,9 @@ run() {  # run LABEL NP ARGS...
   size=$(du -m "$W/out.h5" | cut -f1)
   printf '%-34s %6d %9.2f %9.1f %8s %16s\n' "$label" "$np" "$secs" "$(echo "$N / $secs" | bc -l)" "$size" "$read"
 }
-run "T 10, 128x128, u8, deflate 1" 1
+run "T 10, 128x128, u8, deflate 1" 1 --deflate 1
 run "T 10, 128x128, u8, uncompressed" 1 --deflate 0
-run "T 10, 128x128, u8, deflate 1" 2
+run "T 10, 128x128, u8, deflate 1" 2 --deflate 1
 run "T 10, 128x128, u8, uncompressed" 2 --deflate 0
-run "T 10, 48x48, f32, deflate 1" 2 --size 48
+run "T 10, 48x48, f32, deflate 1" 2 --size 48 --deflate 1
 run "T 10, 48x48, f32, uncompressed" 2 --size 48 --deflate 0

@@ -96,7 +96,7 @@ const std::map<std::string, FlagRange>& table() {
       {"iters", R(1, 1e9)},
       {"duration-us", R(1, 1e12, "microseconds")},
       {"train-ratio", open_lo(0, 1)},
-      {"deflate", R(0, 9, "0: uncompressed")},
+      {"deflate", R(-1, 9, "0: uncompressed; -1: auto")},
       {"files-per-round", R(1, 1 << 20)},
       {"batches", R(1, 1e9)},
       {"prefetch", R(1, 64)},

@@ -37,7 +37,7 @@ struct EventImportOptions {
   std::string dtype;                // u8 | u16 | f16 | f32; "": u8, or f32 when resized
   bool events = false;              // also keep the raw events
   bool skip_bad = false, overwrite = false;
-  int deflate = 1;                  // 0: uncompressed; 1..9 deflate level
+  int deflate = -1;                 // 0: uncompressed; 1..9 deflate level; -1: 1 for u8/u16, 0 for f16/f32
   int64_t files_per_round = 32;     // per rank
   bool progress = true;
 };
