@@ -24,6 +24,7 @@ struct DataOptions {
   std::string out;
   SynthDvsConfig synth;
   std::string info_file;
+  bool info_verify = false;
   EventImportOptions events;
   DatasetBenchOptions bench;
 };
@@ -188,8 +189,10 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
   in->footer(
       "Examples:\n"
       "  spikemesh data info input/fashion_mnist.h5\n"
-      "  spikemesh data info input/synth_dvs.h5");
+      "  spikemesh data info input/synth_dvs.h5\n"
+      "  spikemesh data info input/cifar10dvs_48.h5 --verify   # recompute the crc32s an importer recorded");
   in->add_option("file", o->info_file, "dataset file")->required();
+  in->add_flag("--verify", o->info_verify, "also recompute the crc32 of every split's x and y (imported event datasets)");
   in->callback([o, &env]() {
     H5Dataset d = H5Dataset::open(o->info_file);
     if (env.rank != 0) return;
@@ -205,6 +208,12 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
       std::string v = kv.second;
       if (v.size() > 600) v = v.substr(0, 600) + " ...";
       std::printf("  %s: %s\n", kv.first.c_str(), v.c_str());
+    }
+    if (o->info_verify) {
+      bool ok = true;
+      for (const std::string& line : verify_dataset_crc32(o->info_file, ok)) std::printf("  %s\n", line.c_str());
+      std::fflush(stdout);
+      if (!ok) SM_INPUT_ERROR(o->info_file << ": the data do not match their crc32 (see above)");
     }
   });
 }

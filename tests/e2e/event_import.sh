@@ -144,6 +144,11 @@ else bad "training on the import"; tail -n 4 mini.log train.log | sed 's/^/     
 if "$BIN" data info c10_48.h5 >info.log 2>&1 && grep -q "class_names: airplane,automobile" info.log &&
   grep -q "checksum: crc32 train/x" info.log && grep -q "stored f32" info.log; then ok "data info prints the attributes"
 else bad "data info"; cat info.log | head -n 8; fi
+cp c10_np1.h5 damaged_data.h5 && "$PY" -c "import h5py; f=h5py.File('damaged_data.h5','r+'); f['test/x'][3,2,1,5,7] ^= 1"
+if "$BIN" data info c10_np1.h5 --verify >verify.log 2>&1 && [ "$(grep -c ': crc32 [0-9a-f]* ok' verify.log)" = 4 ]; then
+  ok "data info --verify: the four crc32s match"; else bad "data info --verify"; tail -n 4 verify.log; fi
+expect_error "a changed value fails --verify" "damaged_data.h5" "crc32" -- "$BIN" data info damaged_data.h5 --verify
+grep -q "/test/x: crc32 expected" err.log out.log && ok "--verify names /test/x" || bad "--verify names the dataset"
 if "${MPI2[@]}" "$BIN" data bench c10_np1.h5 --batch-size 4 --batches 10 --step-ms 1000 >bench.log 2>&1 &&
   grep -q "samples/s per rank" bench.log; then ok "data bench: $(grep -m1 'prefetch' bench.log | tr -s ' ')"
 else bad "data bench"; tail -n 3 bench.log; fi

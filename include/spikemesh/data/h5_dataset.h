@@ -106,6 +106,12 @@ class H5Dataset {
 // (strings as they are, numbers, integer arrays comma-separated). Local; for `data info`.
 std::vector<std::pair<std::string, std::string>> dataset_attributes(const std::string& path);
 
+// Recomputes the zlib crc32 of the raw bytes of every split's x and y that carries a `crc32`
+// attribute (the event importers write them) and compares: one line per dataset ("/train/x:
+// crc32 1a2b3c4d ok", or "... expected ..., the data give ..."); `all_ok` false on a mismatch.
+// Reads the file once, in pieces of rows. Local; for `data info --verify`.
+std::vector<std::string> verify_dataset_crc32(const std::string& path, bool& all_ok);
+
 // Writes a dataset file split by split. Creates the file under a temporary name; commit()
 // renames it into place, so an interrupted import never leaves a half-written dataset.
 class H5DatasetWriter {
