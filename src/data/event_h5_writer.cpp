@@ -3,10 +3,13 @@
 #include "spikemesh/data/event_h5_writer.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 
 #include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/core/error.h"
+#include "spikemesh/core/tensor.h"
 
 namespace sm {
 
@@ -29,6 +32,39 @@ StoredType stored_type_from_name(const std::string& s) {
 }
 
 size_t stored_type_size(StoredType t) { return t == StoredType::U8 ? 1 : t == StoredType::F32 ? 4 : 2; }
+
+int64_t frames_to_stored(const float* v, int64_t n, StoredType t, std::vector<uint8_t>& out) {
+  out.resize(static_cast<size_t>(n) * stored_type_size(t));
+  int64_t sat = 0;
+  if (t == StoredType::F32) {
+    std::memcpy(out.data(), v, out.size());
+  } else if (t == StoredType::F16) {
+    Tensor f = Tensor::empty({n}, DType::F32);
+    float* pf = f.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      sat += v[i] > 65504.0f;
+      pf[i] = std::min(v[i], 65504.0f);
+    }
+    Tensor h = f.to_dtype(DType::F16);
+    std::memcpy(out.data(), h.raw(), out.size());
+  } else {
+    const float hi = t == StoredType::U8 ? 255.0f : 65535.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      float r = std::nearbyint(v[i]);
+      if (r > hi) {
+        ++sat;
+        r = hi;
+      }
+      if (r < 0) r = 0;
+      if (t == StoredType::U8) out[static_cast<size_t>(i)] = static_cast<uint8_t>(r);
+      else {
+        const uint16_t u = static_cast<uint16_t>(r);
+        std::memcpy(out.data() + 2 * i, &u, 2);
+      }
+    }
+  }
+  return sat;
+}
 
 namespace {
 // IEEE binary16, little-endian (what numpy / h5py call float16). Caller closes.

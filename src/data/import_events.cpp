@@ -1,6 +1,8 @@
-// import_events.cpp — the parallel, resumable import of import_events.h: listing agreed over
-// the ranks, rounds of decode + integrate + convert per rank, rows agreed and written
-// collectively, progress lines, the resume state, the final attributes and the rename.
+// import_events.cpp — the parallel, resumable import of import_events.h: options and listing
+// agreed over the ranks, the resume (import_state.h), rounds of decode + integrate + convert per
+// rank (decode_units), every sample's outcome gathered and rows assigned in sample order, the
+// room checked, the collective writes (event_h5_writer.h), progress lines, the signal stop, the
+// final attributes (write_dataset_attributes) and the rename.
 #include "spikemesh/data/import_events.h"
 
 #include <sys/resource.h>
@@ -29,64 +31,16 @@
 #include "spikemesh/data/event_datasets.h"
 #include "spikemesh/data/event_h5_writer.h"
 #include "spikemesh/data/frame_integration.h"
+#include "spikemesh/data/import_state.h"
 
 namespace sm {
 
 namespace fs = std::filesystem;
 
 namespace {
-constexpr int kStateVersion = 1;
 using Clock = std::chrono::steady_clock;
 
 int idx(Split s) { return s == Split::Train ? 0 : 1; }
-
-// What the import has finished, kept in the .tmp's import_state attribute after every round.
-struct ImportState {
-  std::string fingerprint;
-  int64_t next_unit = 0;    // the files before it are done (rounds may differ between runs)
-  int64_t rounds_done = 0;
-  int64_t rows[2] = {0, 0}, events[2] = {0, 0};
-  uint32_t crc_x[2] = {0, 0}, crc_y[2] = {0, 0};  // zlib crc32 of the rows written, in row order
-  int64_t skipped = 0, saturated = 0;
-  std::vector<int64_t> per_class[2];
-  std::vector<std::string> skipped_files;  // the first 100
-
-  std::string to_text() const {
-    std::ostringstream os;
-    os << "v" << kStateVersion << " " << fingerprint << " " << next_unit << " " << rounds_done;
-    for (int k = 0; k < 2; ++k) os << " " << rows[k] << " " << events[k] << " " << crc_x[k] << " " << crc_y[k];
-    os << " " << skipped << " " << saturated;
-    for (int k = 0; k < 2; ++k) {
-      os << " " << per_class[k].size();
-      for (int64_t c : per_class[k]) os << " " << c;
-    }
-    os << " " << skipped_files.size();
-    for (auto& f : skipped_files) os << "\n" << f;
-    return os.str();
-  }
-  static bool parse(const std::string& text, ImportState& s) {
-    std::istringstream is(text);
-    std::string v;
-    if (!(is >> v >> s.fingerprint >> s.next_unit >> s.rounds_done) || v != "v" + std::to_string(kStateVersion))
-      return false;
-    for (int k = 0; k < 2; ++k)
-      if (!(is >> s.rows[k] >> s.events[k] >> s.crc_x[k] >> s.crc_y[k])) return false;
-    if (!(is >> s.skipped >> s.saturated)) return false;
-    for (int k = 0; k < 2; ++k) {
-      size_t n;
-      if (!(is >> n) || n > 1000) return false;
-      s.per_class[k].resize(n);
-      for (auto& c : s.per_class[k])
-        if (!(is >> c)) return false;
-    }
-    size_t n;
-    if (!(is >> n)) return false;
-    std::string line;
-    std::getline(is, line);
-    for (size_t i = 0; i < n && std::getline(is, line); ++i) s.skipped_files.push_back(line);
-    return true;
-  }
-};
 
 // One sample decoded by this rank in this round.
 struct SampleOut {
@@ -100,47 +54,6 @@ struct SampleOut {
   EventStream events;  // kept with --events
 };
 
-uint32_t crc_of(const void* p, size_t n) {
-  return static_cast<uint32_t>(crc32(0L, static_cast<const Bytef*>(p), static_cast<uInt>(n)));
-}
-uint32_t crc_then(uint32_t a, uint32_t b, int64_t len_b) {
-  return static_cast<uint32_t>(crc32_combine(a, b, static_cast<z_off_t>(len_b)));
-}
-
-// Frames (f32, [T, 2, S, S]) to the stored type; values above its range saturate (counted).
-int64_t to_stored(const float* v, int64_t n, StoredType t, std::vector<uint8_t>& out) {
-  out.resize(static_cast<size_t>(n) * stored_type_size(t));
-  int64_t sat = 0;
-  if (t == StoredType::F32) {
-    std::memcpy(out.data(), v, out.size());
-  } else if (t == StoredType::F16) {
-    Tensor f = Tensor::empty({n}, DType::F32);
-    float* pf = f.data<float>();
-    for (int64_t i = 0; i < n; ++i) {
-      sat += v[i] > 65504.0f;
-      pf[i] = std::min(v[i], 65504.0f);
-    }
-    Tensor h = f.to_dtype(DType::F16);
-    std::memcpy(out.data(), h.raw(), out.size());
-  } else {
-    const float hi = t == StoredType::U8 ? 255.0f : 65535.0f;
-    for (int64_t i = 0; i < n; ++i) {
-      float r = std::nearbyint(v[i]);
-      if (r > hi) {
-        ++sat;
-        r = hi;
-      }
-      if (r < 0) r = 0;
-      if (t == StoredType::U8) out[static_cast<size_t>(i)] = static_cast<uint8_t>(r);
-      else {
-        const uint16_t u = static_cast<uint16_t>(r);
-        std::memcpy(out.data() + 2 * i, &u, 2);
-      }
-    }
-  }
-  return sat;
-}
-
 // Events of `ev` with t in [b, e) (SpikingJelly's boolean mask: file order kept).
 EventStream cut(const EventStream& ev, int64_t b, int64_t e) {
   EventStream o;
@@ -148,6 +61,65 @@ EventStream cut(const EventStream& ev, int64_t b, int64_t e) {
   for (int64_t i = 0; i < ev.size(); ++i)
     if (ev.t[i] >= b && ev.t[i] < e) o.push(ev.t[i], ev.x[i], ev.y[i], ev.p[i]);
   return o;
+}
+
+// Decodes, integrates, resizes and converts the samples of this rank's units [my0, my1) of
+// the round (local, no communication). A file's or a sample's Input error is recorded in its
+// samples with --skip-bad and thrown otherwise. `after_file(u)` runs after each unit.
+std::vector<SampleOut> decode_units(const EventDatasetLayout& L, const std::vector<std::vector<int64_t>>& units,
+                                    int64_t my0, int64_t my1, const FrameSpec& spec, int S, StoredType stored,
+                                    const EventImportOptions& o, const std::function<void(int64_t)>& after_file) {
+  const bool resize = S != spec.width || S != spec.height;
+  const int64_t out_elems = static_cast<int64_t>(spec.T) * 2 * S * S;
+  std::vector<float> frames(static_cast<size_t>(spec.T) * 2 * spec.height * spec.width);
+  std::vector<float> resized(resize ? static_cast<size_t>(out_elems) : 0);
+  std::vector<SampleOut> outs;
+  for (int64_t u = my0; u < my1; ++u) {
+    const int32_t f = L.samples[units[u][0]].file;
+    const std::string path = (fs::path(L.root) / L.files[f]).string();
+    EventStream ev;
+    std::string file_error;
+    try {
+      EventFileFormat fmt = L.formats[f];
+      if (fmt == EventFileFormat::Aedat2Cifar10Dvs) fmt = sniff_aedat_version(path);
+      ev = read_event_file(path, fmt);
+      check_events_on_sensor(ev, spec.height, spec.width, path);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Input) throw;
+      if (!o.skip_bad) SM_INPUT_ERROR(e.what() << " (--skip-bad leaves such files out and counts them)");
+      file_error = e.what();
+    }
+    for (int64_t si : units[u]) {
+      const EventSampleRef& ref = L.samples[si];
+      SampleOut so;
+      so.index = si;
+      so.error = file_error;
+      if (file_error.empty()) {
+        try {
+          const bool whole = ref.t_begin == std::numeric_limits<int64_t>::min();
+          EventStream sub = whole ? EventStream() : cut(ev, ref.t_begin, ref.t_end);
+          const EventStream& src = whole ? ev : sub;
+          const std::string what = path + (whole ? "" : " (sample " + ref.name + ")");
+          so.n_frames = static_cast<int32_t>(integrate_frames(src, 0, src.size(), spec, frames.data(), what));
+          if (resize) resize_bilinear_aa(frames.data(), 2LL * spec.T, spec.height, spec.width, S, resized.data());
+          so.saturated = frames_to_stored(resize ? resized.data() : frames.data(), out_elems, stored, so.x);
+          const int64_t label = ref.label;
+          so.crc_x = crc32_of(so.x.data(), so.x.size());
+          so.crc_y = crc32_of(&label, 8);
+          if (o.events) so.events = whole ? std::move(ev) : std::move(sub);
+          so.ok = true;
+        } catch (const Error& e) {
+          if (e.kind() != ErrorKind::Input) throw;
+          if (!o.skip_bad) SM_INPUT_ERROR(e.what() << " (--skip-bad leaves such samples out and counts them)");
+          so.error = e.what();
+          so.x.clear();
+        }
+      }
+      outs.push_back(std::move(so));
+    }
+    after_file(u);
+  }
+  return outs;
 }
 
 std::string fmt_seconds(double s) {
@@ -176,6 +148,49 @@ std::string hex32(uint32_t v) {
 const char* dataset_title(const std::string& d) {
   return d == "cifar10-dvs" ? "CIFAR10-DVS" : d == "dvs128-gesture" ? "DVS128 Gesture" : "N-MNIST";
 }
+
+// The root attributes of a finished import (docs/architecture.md §8c; output/README.md) and
+// the crc32 attribute of every split's x and y. Collective over the file's group: the same
+// values on every rank.
+void write_dataset_attributes(const H5File& f, const EventDatasetLayout& L, const FrameSpec& spec, int S,
+                              StoredType stored, int deflate, bool events, const ImportState& st) {
+  f.set_attr("num_classes", static_cast<int64_t>(L.class_names.size()));
+  f.set_attr("T", static_cast<int64_t>(spec.T));
+  f.set_attr("layout", "NTCHW");
+  f.set_attr("encoding", "events");
+  f.set_attr("source", std::string(dataset_title(L.dataset)) + " (" + fs::absolute(L.root).lexically_normal().string() + ")");
+  f.set_attr("x_scale", 1.0);
+  f.set_attr("format_version", static_cast<int64_t>(1));
+  f.set_attr("dataset", L.dataset);
+  f.set_attr("split_by", split_by_name(spec.split_by));
+  f.set_attr("duration_us", spec.duration_us);
+  f.set_attr("size", static_cast<int64_t>(S));
+  f.set_attr("resize", S != L.sensor_w || S != L.sensor_h ? "bilinear antialias (torchvision Resize)" : "none");
+  f.set_attr("sensor_h", static_cast<int64_t>(L.sensor_h));
+  f.set_attr("sensor_w", static_cast<int64_t>(L.sensor_w));
+  if (L.dataset == "cifar10-dvs") f.set_attr("train_ratio", L.train_ratio);
+  std::string names;
+  for (size_t i = 0; i < L.class_names.size(); ++i) names += (i ? "," : "") + L.class_names[i];
+  f.set_attr("class_names", names);
+  set_i64_array_attr(f, "train_per_class", st.per_class[0]);
+  set_i64_array_attr(f, "test_per_class", st.per_class[1]);
+  f.set_attr("stored_dtype", stored_type_name(stored));
+  f.set_attr("deflate", static_cast<int64_t>(deflate));
+  f.set_attr("saturated_values", st.saturated);
+  f.set_attr("skipped_samples", st.skipped);
+  std::string skipped;
+  for (auto& s : st.skipped_files) skipped += s + "\n";
+  f.set_attr("skipped", skipped);
+  f.set_attr("events_kept", static_cast<int64_t>(events));
+  f.set_attr("checksum", "crc32 train/x " + hex32(st.crc_x[0]) + " train/y " + hex32(st.crc_y[0]) + " test/x " +
+                             hex32(st.crc_x[1]) + " test/y " + hex32(st.crc_y[1]));
+  for (Split s : {Split::Train, Split::Test}) {
+    const std::string g = std::string("/") + split_name(s);
+    f.set_attr_on(g + "/x", "crc32", static_cast<int64_t>(st.crc_x[idx(s)]));
+    f.set_attr_on(g + "/y", "crc32", static_cast<int64_t>(st.crc_y[idx(s)]));
+  }
+}
+
 }  // namespace
 
 EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group) {
@@ -211,7 +226,6 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
   // float ones (resized frames: 20% smaller for 14x slower reads; README "Neuromorphic datasets").
   const int deflate = o.deflate >= 0 ? o.deflate : (stored == StoredType::U8 || stored == StoredType::U16) ? 1 : 0;
   const int S = o.size > 0 ? o.size : L.sensor_w;
-  const bool resize = S != L.sensor_w || S != L.sensor_h;
   if (group) check_same_text(*group, L.describe(), "the listing of --from " + o.from + " (is it on a shared file system?)");
 
   std::ostringstream canon;
@@ -254,62 +268,7 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
   st.fingerprint = fingerprint;
   for (int k = 0; k < 2; ++k) st.per_class[k].assign(L.class_names.size(), 0);
   EventH5Writer w;
-  bool resumed = false;
-  int have_tmp = is_root() && fs::exists(tmp);
-  if (group) have_tmp = any_rank(*group, have_tmp);
-  if (have_tmp) {
-    std::string why;
-    try {
-      agree([&] { w = EventH5Writer::open(tmp, group, shape); });
-      ImportState old;
-      if (!w.file().has_attr("import_state") || !ImportState::parse(w.file().attr_string("import_state"), old))
-        why = "it holds no import progress";
-      else if (old.fingerprint != fingerprint)
-        why = "it was made with other options, another file listing or another number of ranks";
-      if (why.empty()) {
-        // Read back every row written and compare with the recorded crc32s (each rank a block).
-        bool same = true;
-        for (Split s : {Split::Train, Split::Test}) {
-          const int64_t n = old.rows[idx(s)], b = n * rank / nranks, e = n * (rank + 1) / nranks;
-          std::vector<uint8_t> x;
-          std::vector<int64_t> y;
-          agree([&] { w.read_rows(s, b, e, x, y); });
-          std::vector<int64_t> mine = {crc_of(x.data(), x.size()), static_cast<int64_t>(x.size()),
-                                       crc_of(y.data(), y.size() * 8), static_cast<int64_t>(y.size() * 8)};
-          std::vector<int64_t> all = group ? gather_i64s(*group, mine, 0) : mine;
-          if (is_root()) {
-            uint32_t cx = 0, cy = 0;
-            for (size_t q = 0; q < all.size(); q += 4) {
-              cx = crc_then(cx, static_cast<uint32_t>(all[q]), all[q + 1]);
-              cy = crc_then(cy, static_cast<uint32_t>(all[q + 2]), all[q + 3]);
-            }
-            same = same && cx == old.crc_x[idx(s)] && cy == old.crc_y[idx(s)];
-          }
-        }
-        if (group) same = !any_rank(*group, !same);
-        if (!same) why = "the rows it holds do not match their recorded crc32 (interrupted mid-write?)";
-      }
-      if (why.empty()) {
-        st = old;
-        resumed = true;
-      } else {
-        w.close();
-      }
-    } catch (const Error& e) {
-      why = std::string("it cannot be opened: ") + e.what();
-      w = EventH5Writer();
-    }
-    if (!resumed) {
-      if (is_root()) {
-        SM_WARN(tmp << " is left from an interrupted import, but " << why << "; removing it and starting over");
-        std::remove(tmp.c_str());
-      }
-      if (group) group->barrier();
-    } else if (is_root()) {
-      SM_INFO("resuming the interrupted import in " << tmp << ": " << st.rows[0] + st.rows[1] << " samples done, round "
-                                                    << st.next_unit << " of " << nunits << " files");
-    }
-  }
+  const bool resumed = resume_import(tmp, fingerprint, shape, group, w, st);
   if (!resumed) agree([&] { w = EventH5Writer::create(tmp, group, shape); });
 
   if (is_root())
@@ -320,8 +279,6 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
 
   try {
     // ---- rounds --------------------------------------------------------------------------
-    const int64_t frame_elems = static_cast<int64_t>(spec.T) * 2 * spec.height * spec.width;
-    const int64_t out_elems = static_cast<int64_t>(spec.T) * 2 * S * S;
     auto last_print = Clock::now();
     const auto run_start = Clock::now();
     int64_t files_this_run = 0;
@@ -330,57 +287,14 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
       const int64_t my0 = u0 + nu * rank / nranks, my1 = u0 + nu * (rank + 1) / nranks;
       std::vector<SampleOut> outs;
       agree([&] {
-        std::vector<float> frames(static_cast<size_t>(frame_elems)), resized(resize ? static_cast<size_t>(out_elems) : 0);
-        for (int64_t u = my0; u < my1; ++u) {
-          const int32_t f = L.samples[units[u][0]].file;
-          const std::string path = (fs::path(L.root) / L.files[f]).string();
-          EventStream ev;
-          std::string file_error;
-          try {
-            EventFileFormat fmt = L.formats[f];
-            if (fmt == EventFileFormat::Aedat2Cifar10Dvs) fmt = sniff_aedat_version(path);
-            ev = read_event_file(path, fmt);
-            check_events_on_sensor(ev, spec.height, spec.width, path);
-          } catch (const Error& e) {
-            if (e.kind() != ErrorKind::Input) throw;
-            if (!o.skip_bad) SM_INPUT_ERROR(e.what() << " (--skip-bad leaves such files out and counts them)");
-            file_error = e.what();
-          }
-          for (int64_t si : units[u]) {
-            const EventSampleRef& ref = L.samples[si];
-            SampleOut so;
-            so.index = si;
-            so.error = file_error;
-            if (file_error.empty()) {
-              try {
-                const bool whole = ref.t_begin == std::numeric_limits<int64_t>::min();
-                EventStream sub = whole ? EventStream() : cut(ev, ref.t_begin, ref.t_end);
-                const EventStream& src = whole ? ev : sub;
-                const std::string what = path + (whole ? "" : " (sample " + ref.name + ")");
-                so.n_frames = static_cast<int32_t>(integrate_frames(src, 0, src.size(), spec, frames.data(), what));
-                if (resize) resize_bilinear_aa(frames.data(), 2LL * spec.T, spec.height, spec.width, S, resized.data());
-                so.saturated = to_stored(resize ? resized.data() : frames.data(), out_elems, stored, so.x);
-                const int64_t label = ref.label;
-                so.crc_x = crc_of(so.x.data(), so.x.size());
-                so.crc_y = crc_of(&label, 8);
-                if (o.events) so.events = whole ? std::move(ev) : std::move(sub);
-                so.ok = true;
-              } catch (const Error& e) {
-                if (e.kind() != ErrorKind::Input) throw;
-                if (!o.skip_bad) SM_INPUT_ERROR(e.what() << " (--skip-bad leaves such samples out and counts them)");
-                so.error = e.what();
-                so.x.clear();
-              }
-            }
-            outs.push_back(std::move(so));
-          }
+        outs = decode_units(L, units, my0, my1, spec, S, stored, o, [&](int64_t u) {
           ++files_this_run;
           if (is_root() && o.progress && L.multi_sample_files() &&
               std::chrono::duration<double>(Clock::now() - last_print).count() >= 5.0) {
             last_print = Clock::now();
             SM_INFO("  rank 0: " << u - my0 + 1 << "/" << my1 - my0 << " recordings decoded");
           }
-        }
+        });
       });
       // Every rank learns every sample's outcome: "index ok crc_x crc_y events saturated | error".
       std::ostringstream mine;
@@ -426,8 +340,8 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
         row_of[k] = st.rows[s]++;
         ev_first[k] = st.events[s];
         st.events[s] += oc.nev;
-        st.crc_x[s] = crc_then(st.crc_x[s], oc.cx, w.row_bytes());
-        st.crc_y[s] = crc_then(st.crc_y[s], oc.cy, 8);
+        st.crc_x[s] = crc32_then(st.crc_x[s], oc.cx, w.row_bytes());
+        st.crc_y[s] = crc32_then(st.crc_y[s], oc.cy, 8);
         st.per_class[s][static_cast<size_t>(ref.label)]++;
         st.saturated += oc.sat;
         need += w.row_bytes() + 16 + (o.events ? oc.nev * 13 + 8 : 0);
@@ -518,43 +432,8 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
     // ---- finish: extents, attributes, close, rename ----------------------------------------
     agree([&] {
       w.finish(st.rows[0], st.rows[1], st.events[0], st.events[1]);
-      H5File& f = w.file();
-      f.set_attr("num_classes", static_cast<int64_t>(L.class_names.size()));
-      f.set_attr("T", static_cast<int64_t>(spec.T));
-      f.set_attr("layout", "NTCHW");
-      f.set_attr("encoding", "events");
-      f.set_attr("source", std::string(dataset_title(L.dataset)) + " (" + fs::absolute(L.root).lexically_normal().string() + ")");
-      f.set_attr("x_scale", 1.0);
-      f.set_attr("format_version", static_cast<int64_t>(1));
-      f.set_attr("dataset", L.dataset);
-      f.set_attr("split_by", split_by_name(spec.split_by));
-      f.set_attr("duration_us", spec.duration_us);
-      f.set_attr("size", static_cast<int64_t>(S));
-      f.set_attr("resize", resize ? "bilinear antialias (torchvision Resize)" : "none");
-      f.set_attr("sensor_h", static_cast<int64_t>(L.sensor_h));
-      f.set_attr("sensor_w", static_cast<int64_t>(L.sensor_w));
-      if (L.dataset == "cifar10-dvs") f.set_attr("train_ratio", L.train_ratio);
-      std::string names;
-      for (size_t i = 0; i < L.class_names.size(); ++i) names += (i ? "," : "") + L.class_names[i];
-      f.set_attr("class_names", names);
-      set_i64_array_attr(f, "train_per_class", st.per_class[0]);
-      set_i64_array_attr(f, "test_per_class", st.per_class[1]);
-      f.set_attr("stored_dtype", stored_type_name(stored));
-      f.set_attr("deflate", static_cast<int64_t>(deflate));
-      f.set_attr("saturated_values", st.saturated);
-      f.set_attr("skipped_samples", st.skipped);
-      std::string skipped;
-      for (auto& s : st.skipped_files) skipped += s + "\n";
-      f.set_attr("skipped", skipped);
-      f.set_attr("events_kept", static_cast<int64_t>(o.events));
-      f.set_attr("checksum", "crc32 train/x " + hex32(st.crc_x[0]) + " train/y " + hex32(st.crc_y[0]) + " test/x " +
-                                 hex32(st.crc_x[1]) + " test/y " + hex32(st.crc_y[1]));
-      for (Split s : {Split::Train, Split::Test}) {
-        const std::string g = std::string("/") + split_name(s);
-        f.set_attr_on(g + "/x", "crc32", static_cast<int64_t>(st.crc_x[idx(s)]));
-        f.set_attr_on(g + "/y", "crc32", static_cast<int64_t>(st.crc_y[idx(s)]));
-      }
-      SM_H5_CHECK(H5Adelete(f.id(), "import_state"));
+      write_dataset_attributes(w.file(), L, spec, S, stored, deflate, o.events, st);
+      SM_H5_CHECK(H5Adelete(w.file().id(), "import_state"));
       w.close();
     });
   } catch (const Error&) {

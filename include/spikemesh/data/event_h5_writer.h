@@ -24,6 +24,9 @@ enum class StoredType { U8, U16, F16, F32 };
 const char* stored_type_name(StoredType t);
 StoredType stored_type_from_name(const std::string& s);  // Input error names --dtype
 size_t stored_type_size(StoredType t);
+// Frames (f32, n values) to the stored type's bytes in `out`: u8/u16 rounded to nearest even,
+// f16 as IEEE half; values above the type's range saturate. Returns how many saturated.
+int64_t frames_to_stored(const float* v, int64_t n, StoredType t, std::vector<uint8_t>& out);
 
 // The rows of one split that this rank writes in one call, ascending, and their contents in
 // the same order.

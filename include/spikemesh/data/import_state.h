@@ -1,0 +1,43 @@
+// import_state.h — the progress record of an event import (data/import_events.h): what
+// <out>.tmp holds after every finished round (import_state attribute), and the resume that
+// trusts it only when the rows it records read back with their crc32s.
+// Invariant: crc32s are zlib's over the stored bytes in row order, combined without reading
+// back (crc32_combine), so they equal the crc32 of the whole dataset written so far.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "spikemesh/data/event_h5_writer.h"
+
+namespace sm {
+
+class Comm;
+
+struct ImportState {
+  std::string fingerprint;   // the options and the listing (not the rank count nor the rounds)
+  int64_t next_unit = 0;     // the files before it are done (rounds may differ between runs)
+  int64_t rounds_done = 0;
+  int64_t rows[2] = {0, 0}, events[2] = {0, 0};   // [train, test]
+  uint32_t crc_x[2] = {0, 0}, crc_y[2] = {0, 0};  // zlib crc32 of the rows written, in row order
+  int64_t skipped = 0, saturated = 0;
+  std::vector<int64_t> per_class[2];
+  std::vector<std::string> skipped_files;  // the first 100 messages
+
+  std::string to_text() const;
+  // false: not a record this version wrote.
+  static bool parse(const std::string& text, ImportState& s);
+};
+
+uint32_t crc32_of(const void* p, size_t n);
+// The crc32 of A followed by B, from crc(A), crc(B) and B's length.
+uint32_t crc32_then(uint32_t a, uint32_t b, int64_t len_b);
+
+// Collective over `group` (nullptr: alone). When `tmp` exists (seen by any rank): opens it and
+// resumes — returns true with `w` open on it and `st` its record — if its import_state carries
+// `fingerprint` and every recorded row reads back with its crc32 (each rank a block); otherwise
+// removes it (one warning saying why) and returns false with `w` empty.
+bool resume_import(const std::string& tmp, const std::string& fingerprint, const EventFileShape& shape, Comm* group,
+                   EventH5Writer& w, ImportState& st);
+
+}  // namespace sm

@@ -1,0 +1,134 @@
+// import_state.cpp — the import_state record (text, one line of numbers then the skipped
+// messages) and the resume check of import_state.h.
+#include "spikemesh/data/import_state.h"
+
+#include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <sstream>
+
+#include "spikemesh/comm/agree.h"
+#include "spikemesh/comm/comm.h"
+#include "spikemesh/core/error.h"
+#include "spikemesh/core/log.h"
+
+namespace sm {
+
+namespace fs = std::filesystem;
+
+namespace {
+constexpr int kStateVersion = 1;
+int idx(Split s) { return s == Split::Train ? 0 : 1; }
+}  // namespace
+
+std::string ImportState::to_text() const {
+  std::ostringstream os;
+  os << "v" << kStateVersion << " " << fingerprint << " " << next_unit << " " << rounds_done;
+  for (int k = 0; k < 2; ++k) os << " " << rows[k] << " " << events[k] << " " << crc_x[k] << " " << crc_y[k];
+  os << " " << skipped << " " << saturated;
+  for (int k = 0; k < 2; ++k) {
+    os << " " << per_class[k].size();
+    for (int64_t c : per_class[k]) os << " " << c;
+  }
+  os << " " << skipped_files.size();
+  for (auto& f : skipped_files) os << "\n" << f;
+  return os.str();
+}
+
+bool ImportState::parse(const std::string& text, ImportState& s) {
+  std::istringstream is(text);
+  std::string v;
+  if (!(is >> v >> s.fingerprint >> s.next_unit >> s.rounds_done) || v != "v" + std::to_string(kStateVersion))
+    return false;
+  for (int k = 0; k < 2; ++k)
+    if (!(is >> s.rows[k] >> s.events[k] >> s.crc_x[k] >> s.crc_y[k])) return false;
+  if (!(is >> s.skipped >> s.saturated)) return false;
+  for (int k = 0; k < 2; ++k) {
+    size_t n;
+    if (!(is >> n) || n > 1000) return false;
+    s.per_class[k].resize(n);
+    for (auto& c : s.per_class[k])
+      if (!(is >> c)) return false;
+  }
+  size_t n;
+  if (!(is >> n)) return false;
+  std::string line;
+  std::getline(is, line);
+  for (size_t i = 0; i < n && std::getline(is, line); ++i) s.skipped_files.push_back(line);
+  return true;
+}
+
+uint32_t crc32_of(const void* p, size_t n) {
+  return static_cast<uint32_t>(crc32(0L, static_cast<const Bytef*>(p), static_cast<uInt>(n)));
+}
+uint32_t crc32_then(uint32_t a, uint32_t b, int64_t len_b) {
+  return static_cast<uint32_t>(crc32_combine(a, b, static_cast<z_off_t>(len_b)));
+}
+
+bool resume_import(const std::string& tmp, const std::string& fingerprint, const EventFileShape& shape, Comm* group,
+                   EventH5Writer& w, ImportState& st) {
+  const int rank = group ? group->rank() : 0, nranks = group ? group->size() : 1;
+  auto agree = [&](const std::function<void()>& f) { agree_on_error(group, f); };
+  auto is_root = [&] { return rank == 0; };
+  bool resumed = false;
+  int have_tmp = is_root() && fs::exists(tmp);
+  if (group) have_tmp = any_rank(*group, have_tmp);
+  if (have_tmp) {
+    std::string why;
+    try {
+      agree([&] { w = EventH5Writer::open(tmp, group, shape); });
+      ImportState old;
+      if (!w.file().has_attr("import_state") || !ImportState::parse(w.file().attr_string("import_state"), old))
+        why = "it holds no import progress";
+      else if (old.fingerprint != fingerprint)
+        why = "it was made with other options or another file listing";
+      if (why.empty()) {
+        // Read back every row written and compare with the recorded crc32s (each rank a block).
+        bool same = true;
+        for (Split s : {Split::Train, Split::Test}) {
+          const int64_t n = old.rows[idx(s)], b = n * rank / nranks, e = n * (rank + 1) / nranks;
+          std::vector<uint8_t> x;
+          std::vector<int64_t> y;
+          agree([&] { w.read_rows(s, b, e, x, y); });
+          std::vector<int64_t> mine = {crc32_of(x.data(), x.size()), static_cast<int64_t>(x.size()),
+                                       crc32_of(y.data(), y.size() * 8), static_cast<int64_t>(y.size() * 8)};
+          std::vector<int64_t> all = group ? gather_i64s(*group, mine, 0) : mine;
+          if (is_root()) {
+            uint32_t cx = 0, cy = 0;
+            for (size_t q = 0; q < all.size(); q += 4) {
+              cx = crc32_then(cx, static_cast<uint32_t>(all[q]), all[q + 1]);
+              cy = crc32_then(cy, static_cast<uint32_t>(all[q + 2]), all[q + 3]);
+            }
+            same = same && cx == old.crc_x[idx(s)] && cy == old.crc_y[idx(s)];
+          }
+        }
+        if (group) same = !any_rank(*group, !same);
+        if (!same) why = "the rows it holds do not match their recorded crc32 (interrupted mid-write?)";
+      }
+      if (why.empty()) {
+        st = old;
+        resumed = true;
+      } else {
+        w.close();
+      }
+    } catch (const Error& e) {
+      why = std::string("it cannot be opened: ") + e.what();
+      w = EventH5Writer();
+    }
+    if (!resumed) {
+      if (is_root()) {
+        SM_WARN(tmp << " is left from an interrupted import, but " << why << "; removing it and starting over");
+        std::remove(tmp.c_str());
+      }
+      if (group) group->barrier();
+    } else if (is_root()) {
+      SM_INFO("resuming the interrupted import in " << tmp << ": " << st.rows[0] + st.rows[1] << " samples of the first "
+                                                    << st.next_unit << " files done");
+    }
+  }
+  return resumed;
+}
+
+}  // namespace sm
