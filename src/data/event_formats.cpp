@@ -129,6 +129,7 @@ EventStream read_aedat31(const std::string& path) {
   }
   if (!ended) SM_INPUT_ERROR(path << ": AEDAT 3.1 header has no #!END-HEADER line");
   EventStream ev;
+  ev.reserve((s.size() - pos) / 8);  // at most one event per 8 bytes: one allocation, not one per packet
   const auto* d = reinterpret_cast<const unsigned char*>(s.data());
   while (pos < s.size()) {
     if (s.size() - pos < 28)
@@ -143,7 +144,6 @@ EventStream read_aedat31(const std::string& path) {
                           << size << " bytes announced, " << s.size() - pos << " bytes left");
     if (type == 1) {
       if (size < 8) SM_INPUT_ERROR(path << ": polarity packet at byte " << pos - 28 << " has eventSize " << size);
-      ev.reserve(ev.t.size() + capacity);
       for (uint32_t k = 0; k < capacity; ++k) {
         const unsigned char* e = d + pos + uint64_t(k) * size;
         const uint32_t a = le32(e), ts = le32(e + 4);
@@ -180,9 +180,11 @@ EventStream read_npz(const std::string& path) {
   ev.t_u32 = a["t"].descr.substr(1) == "u4";
   ev.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    const int64_t x = a["x"].values[i], y = a["y"].values[i];
+    const int64_t x = a["x"].values[i], y = a["y"].values[i], t = a["t"].values[i];
     if (x < 0 || y < 0) SM_INPUT_ERROR(path << ": event " << i << " has a negative coordinate (" << x << ", " << y << ")");
-    ev.push(a["t"].values[i], static_cast<uint32_t>(std::min<int64_t>(x, 0xFFFF)),
+    if (t < 0 || t >= (int64_t(1) << 62))  // keeps every timestamp difference and frame bound in int64
+      SM_INPUT_ERROR(path << ": event " << i << " has timestamp " << t << ", outside [0, 2^62) us");
+    ev.push(t, static_cast<uint32_t>(std::min<int64_t>(x, 0xFFFF)),
             static_cast<uint32_t>(std::min<int64_t>(y, 0xFFFF)), a["p"].values[i] != 0);
   }
   return ev;

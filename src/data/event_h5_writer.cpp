@@ -94,7 +94,7 @@ H5Handle file_access(Comm* group) {
 
 // Creates `name` of `type`, dims `dims` (first unlimited), chunk `chunk`, deflate `level`.
 void create_dataset(const H5File& f, const std::string& name, hid_t type, std::vector<hsize_t> dims,
-                    std::vector<hsize_t> chunk, int level) {
+                    std::vector<hsize_t> chunk, int level, bool early = false) {
   std::vector<hsize_t> maxdims(dims);
   maxdims[0] = H5S_UNLIMITED;
   H5Handle space(SM_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), maxdims.data())), H5Sclose);
@@ -103,6 +103,11 @@ void create_dataset(const H5File& f, const std::string& name, hid_t type, std::v
   SM_H5_CHECK(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()));
   SM_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER));
   if (level > 0) SM_H5_CHECK(H5Pset_deflate(dcpl.get(), static_cast<unsigned>(level)));
+  // The small per-row datasets (y, n_frames, offsets: not re-read by a resume) get every chunk
+  // at creation, so their chunk index never changes and a killed round cannot damage finished
+  // rows. Not x: allocating it whole would extend the file before the room check of each round
+  // (x's rows are re-read against their crc32 by a resume instead).
+  if (early && level == 0 && dims[0] > 0) SM_H5_CHECK(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY));
   H5Handle ds(SM_H5_CHECK(H5Dcreate2(f.id(), name.c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT)),
               H5Dclose);
 }
@@ -156,17 +161,20 @@ EventH5Writer EventH5Writer::create(const std::string& path, Comm* group, const 
     const hsize_t n = static_cast<hsize_t>(s == Split::Train ? shape.train_rows : shape.test_rows);
     w.file_.require_group(g(s));
     create_dataset(w.file_, g(s) + "/x", xt.get(), {n, T, 2, S, S}, {1, T, 2, S, S}, shape.deflate);
-    create_dataset(w.file_, g(s) + "/y", H5T_STD_I64LE, {n}, {std::min<hsize_t>(std::max<hsize_t>(n, 1), 65536)}, 0);
+    create_dataset(w.file_, g(s) + "/y", H5T_STD_I64LE, {n}, {std::min<hsize_t>(std::max<hsize_t>(n, 1), 65536)}, 0, true);
     if (shape.n_frames)
-      create_dataset(w.file_, g(s) + "/n_frames", H5T_STD_I32LE, {n}, {std::min<hsize_t>(std::max<hsize_t>(n, 1), 65536)}, 0);
+      create_dataset(w.file_, g(s) + "/n_frames", H5T_STD_I32LE, {n}, {std::min<hsize_t>(std::max<hsize_t>(n, 1), 65536)}, 0,
+                     true);
     if (shape.events) {
       w.file_.require_group(g(s) + "/events");
       const std::string e = g(s) + "/events/";
-      create_dataset(w.file_, e + "t", H5T_STD_I64LE, {0}, {1 << 16}, shape.deflate);
-      create_dataset(w.file_, e + "x", H5T_STD_U16LE, {0}, {1 << 16}, shape.deflate);
-      create_dataset(w.file_, e + "y", H5T_STD_U16LE, {0}, {1 << 16}, shape.deflate);
-      create_dataset(w.file_, e + "p", H5T_STD_U8LE, {0}, {1 << 16}, shape.deflate);
-      create_dataset(w.file_, e + "offsets", H5T_STD_I64LE, {n + 1}, {std::min<hsize_t>(n + 1, 65536)}, 0);
+      // Not deflated: a round then writes only its own events' bytes, never rewriting (and, when
+      // killed, tearing) a compressed chunk that holds an earlier round's events.
+      create_dataset(w.file_, e + "t", H5T_STD_I64LE, {0}, {1 << 16}, 0);
+      create_dataset(w.file_, e + "x", H5T_STD_U16LE, {0}, {1 << 16}, 0);
+      create_dataset(w.file_, e + "y", H5T_STD_U16LE, {0}, {1 << 16}, 0);
+      create_dataset(w.file_, e + "p", H5T_STD_U8LE, {0}, {1 << 16}, 0);
+      create_dataset(w.file_, e + "offsets", H5T_STD_I64LE, {n + 1}, {std::min<hsize_t>(n + 1, 65536)}, 0, true);
     }
   }
   return w;
@@ -233,26 +241,18 @@ void EventH5Writer::write(Split s, const EventRows& mine, int64_t events_total) 
 
 void EventH5Writer::read_rows(Split s, int64_t begin, int64_t end, std::vector<uint8_t>& x,
                               std::vector<int64_t>& y) const {
-  const int64_t n = end - begin;
+  const int64_t n = std::max<int64_t>(end - begin, 0);
   x.resize(static_cast<size_t>(n * row_bytes()));
   y.resize(static_cast<size_t>(n));
-  if (n <= 0) return;
-  auto get = [&](const std::string& name, hid_t mem_type, void* out) {
-    H5Handle ds = open_ds(file_, name);
-    Shape full = extent_of(ds.get());
-    H5Handle fs(SM_H5_CHECK(H5Dget_space(ds.get())), H5Sclose);
-    std::vector<hsize_t> start(full.size(), 0), count(full.begin(), full.end());
-    start[0] = static_cast<hsize_t>(begin);
-    count[0] = static_cast<hsize_t>(n);
-    SM_H5_CHECK(H5Sselect_hyperslab(fs.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr));
-    hsize_t m = 1;
-    for (hsize_t c : count) m *= c;
-    H5Handle ms(SM_H5_CHECK(H5Screate_simple(1, &m, nullptr)), H5Sclose);
-    SM_H5_CHECK(H5Dread(ds.get(), mem_type, ms.get(), fs.get(), H5P_DEFAULT, out));
-  };
+  if (n == 0) return;
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) rows[static_cast<size_t>(i)] = begin + i;
+  const int64_t total = s == Split::Train ? shape_.train_rows : shape_.test_rows;
   H5Handle mt = file_type(shape_.stored);
-  get(g(s) + "/x", mt.get(), x.data());
-  get(g(s) + "/y", H5T_NATIVE_INT64, y.data());
+  H5Handle dx = open_ds(file_, g(s) + "/x"), dy = open_ds(file_, g(s) + "/y");
+  h5_transfer_rows(dx.get(), mt.get(), rows, {total, shape_.T, 2, shape_.size, shape_.size}, H5P_DEFAULT, x.data(),
+                   false, 1);
+  h5_transfer_rows(dy.get(), H5T_NATIVE_INT64, rows, {total}, H5P_DEFAULT, y.data(), false, 1);
 }
 
 void EventH5Writer::finish(int64_t train_rows, int64_t test_rows, int64_t train_events, int64_t test_events) {

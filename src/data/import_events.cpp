@@ -20,9 +20,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
+#include <unordered_map>
 
 #include "spikemesh/comm/agree.h"
+#include "spikemesh/comm/blocking_guard.h"
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/log.h"
@@ -53,6 +56,23 @@ struct SampleOut {
   int32_t n_frames = 0;
   EventStream events;  // kept with --events
 };
+
+// A sample's outcome as every rank learns it (the exchange after each round).
+struct Outcome {
+  int64_t index = -1;
+  bool ok = false;
+  uint32_t cx = 0, cy = 0;
+  int64_t nev = 0, sat = 0;
+  std::string error;
+};
+
+// `s` on one line of printable text, at most 500 characters (messages cross ranks line by line
+// and end up in the skipped attribute).
+std::string one_line(const std::string& s) {
+  std::string o;
+  for (char c : s.substr(0, 500)) o.push_back(static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? ' ' : c);
+  return o;
+}
 
 // Events of `ev` with t in [b, e) (SpikingJelly's boolean mask: file order kept).
 EventStream cut(const EventStream& ev, int64_t b, int64_t e) {
@@ -100,7 +120,10 @@ std::vector<SampleOut> decode_units(const EventDatasetLayout& L, const std::vect
           EventStream sub = whole ? EventStream() : cut(ev, ref.t_begin, ref.t_end);
           const EventStream& src = whole ? ev : sub;
           const std::string what = path + (whole ? "" : " (sample " + ref.name + ")");
-          so.n_frames = static_cast<int32_t>(integrate_frames(src, 0, src.size(), spec, frames.data(), what));
+          const int64_t n_frames = integrate_frames(src, 0, src.size(), spec, frames.data(), what);
+          if (n_frames > std::numeric_limits<int32_t>::max())
+            SM_INPUT_ERROR(what << ": " << n_frames << " fixed-duration frames (a larger --duration-us?)");
+          so.n_frames = static_cast<int32_t>(n_frames);
           if (resize) resize_bilinear_aa(frames.data(), 2LL * spec.T, spec.height, spec.width, S, resized.data());
           so.saturated = frames_to_stored(resize ? resized.data() : frames.data(), out_elems, stored, so.x);
           const int64_t label = ref.label;
@@ -152,13 +175,14 @@ const char* dataset_title(const std::string& d) {
 // The root attributes of a finished import (docs/architecture.md §8c; output/README.md) and
 // the crc32 attribute of every split's x and y. Collective over the file's group: the same
 // values on every rank.
-void write_dataset_attributes(const H5File& f, const EventDatasetLayout& L, const FrameSpec& spec, int S,
-                              StoredType stored, int deflate, bool events, const ImportState& st) {
+void write_dataset_attributes(const H5File& f, const EventDatasetLayout& L, const std::string& source,
+                              const FrameSpec& spec, int S, StoredType stored, int deflate, bool events,
+                              const ImportState& st) {
   f.set_attr("num_classes", static_cast<int64_t>(L.class_names.size()));
   f.set_attr("T", static_cast<int64_t>(spec.T));
   f.set_attr("layout", "NTCHW");
   f.set_attr("encoding", "events");
-  f.set_attr("source", std::string(dataset_title(L.dataset)) + " (" + fs::absolute(L.root).lexically_normal().string() + ")");
+  f.set_attr("source", source);
   f.set_attr("x_scale", 1.0);
   f.set_attr("format_version", static_cast<int64_t>(1));
   f.set_attr("dataset", L.dataset);
@@ -199,6 +223,13 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
   const int rank = group ? group->rank() : 0, nranks = group ? group->size() : 1;
   auto agree = [&](const std::function<void()>& f) { agree_on_error(group, f); };
   auto is_root = [&] { return rank == 0; };
+  // A collective HDF5 step: an arrival check and the --comm-timeout deadline around it (a rank
+  // that fails before the library call cannot leave the others waiting inside MPI-IO), and
+  // every rank throws the lowest failing rank's error.
+  auto collective = [&](const std::string& what, const std::function<void()>& f) {
+    if (group) guarded_collective(*group, what, [&] { agree_on_error(group, f); });
+    else f();
+  };
 
   // ---- options -------------------------------------------------------------------------
   FrameSpec spec;
@@ -231,13 +262,18 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
   std::ostringstream canon;
   // Not the rank count nor --files-per-round: the rows do not depend on them, so a resume (a
   // requeued job on another node count) may change them.
-  canon << L.describe() << "|T " << spec.T << " " << split_by_name(spec.split_by) << " " << spec.duration_us << " S " << S
+  canon << "semantics 1|" << L.describe() << "|T " << spec.T << " " << split_by_name(spec.split_by) << " " << spec.duration_us << " S " << S
         << " " << stored_type_name(stored) << " ev " << o.events << " skip " << o.skip_bad << " deflate " << deflate;
   const std::string fingerprint = [&] {
     char b[20];
     std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(text_hash(canon.str())));
     return std::string(b);
   }();
+
+  // Every rank writes the same attribute values: rank 0's absolute path (working directories may differ).
+  const std::string source0 =
+      std::string(dataset_title(L.dataset)) + " (" + fs::absolute(L.root).lexically_normal().string() + ")";
+  const std::string source = group ? broadcast_string(*group, source0, 0) : source0;
 
   // ---- work units and rounds -----------------------------------------------------------
   // A unit is one file and the samples it gives; units are in sample order when one file is
@@ -264,12 +300,41 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
   const std::string tmp = o.out + ".tmp";
 
   // ---- resume or start -----------------------------------------------------------------
+  // --out's folder must be the same on every rank (one file written together): rank 0 leaves a
+  // token there that every rank must read back (node-local storage in a multi-node job fails).
+  if (group && nranks > 1) {
+    const std::string probe = tmp + ".probe";
+    const std::string token = fingerprint + "-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+    const std::string expect = broadcast_string(*group, token, 0);
+    agree([&] {
+      if (!is_root()) return;
+      std::ofstream(probe) << expect;
+      if (!std::ifstream(probe)) SM_INPUT_ERROR("--out " << o.out << ": cannot write in its folder");
+    });
+    bool seen = false;
+    agree([&] {
+      std::string got;
+      std::ifstream in(probe);
+      std::getline(in, got);
+      seen = got == expect;
+    });
+    const bool all_seen = !any_rank(*group, !seen);
+    if (is_root()) std::remove(probe.c_str());
+    if (!all_seen)
+      agree([&] {
+        if (!seen)
+          SM_INPUT_ERROR("--out " << o.out << ": its folder is not the one rank 0 writes in (" << where_am_i()
+                                  << "): every rank writes one file together, so --out must be on a file system "
+                                  << "every rank shares (not node-local storage)");
+      });
+  }
+
   ImportState st;
   st.fingerprint = fingerprint;
   for (int k = 0; k < 2; ++k) st.per_class[k].assign(L.class_names.size(), 0);
   EventH5Writer w;
   const bool resumed = resume_import(tmp, fingerprint, shape, group, w, st);
-  if (!resumed) agree([&] { w = EventH5Writer::create(tmp, group, shape); });
+  if (!resumed) collective("creating " + tmp, [&] { w = EventH5Writer::create(tmp, group, shape); });
 
   if (is_root())
     SM_INFO("importing " << dataset_title(L.dataset) << " from " << L.root << ": " << L.files.size() << " files, "
@@ -296,19 +361,13 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
           }
         });
       });
-      // Every rank learns every sample's outcome: "index ok crc_x crc_y events saturated | error".
+      // Every rank learns every sample's outcome, one line each: "index ok crc_x crc_y events
+      // saturated error" (the error made one line: a file name or message cannot forge a line).
       std::ostringstream mine;
       for (const SampleOut& so : outs)
         mine << so.index << " " << so.ok << " " << so.crc_x << " " << so.crc_y << " " << so.events.size() << " "
-             << so.saturated << " " << (so.ok ? "" : so.error) << "\n";
+             << so.saturated << " " << (so.ok ? "" : one_line(so.error)) << "\n";
       const std::vector<std::string> every = group ? all_gather_strings(*group, mine.str()) : std::vector<std::string>{mine.str()};
-      struct Outcome {
-        int64_t index;
-        bool ok;
-        uint32_t cx, cy;
-        int64_t nev, sat;
-        std::string error;
-      };
       std::vector<Outcome> all;
       for (const std::string& text : every) {
         std::istringstream is(text);
@@ -316,14 +375,18 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
         while (std::getline(is, line)) {
           std::istringstream ls(line);
           Outcome oc;
-          int ok;
+          int ok = -1;
           ls >> oc.index >> ok >> oc.cx >> oc.cy >> oc.nev >> oc.sat;
-          oc.ok = ok != 0;
+          SM_CHECK(ls && (ok == 0 || ok == 1) && oc.index >= 0 && oc.index < static_cast<int64_t>(L.samples.size()),
+                   "a malformed sample outcome in the import's exchange: '" << line << "'");
+          oc.ok = ok == 1;
           std::getline(ls, oc.error);
           all.push_back(oc);
         }
       }
       std::sort(all.begin(), all.end(), [](const Outcome& a, const Outcome& b) { return a.index < b.index; });
+      for (size_t k = 1; k < all.size(); ++k)
+        SM_CHECK(all[k].index != all[k - 1].index, "sample " << all[k].index << " reported twice in the import's exchange");
       // Rows, event offsets, crc32s and counts, in sample order (the same on every rank).
       std::vector<int64_t> row_of(all.size(), -1), ev_first(all.size(), 0);
       int64_t need = 0;
@@ -363,13 +426,16 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
                                << static_cast<int64_t>(static_cast<double>(sv.f_bavail) * sv.f_frsize) << " are free; the "
                                << "import so far is kept in " << tmp << ": free some space and rerun the same command to resume");
       });
+      std::unordered_map<int64_t, size_t> mine_at;  // sample index -> position in outs
+      for (size_t k = 0; k < outs.size(); ++k) mine_at[outs[k].index] = k;
       // This rank's rows, per split, in row order (its samples are ascending).
       for (Split s : {Split::Train, Split::Test}) {
         EventRows rows;
         for (size_t k = 0; k < all.size(); ++k) {
           if (row_of[k] < 0 || L.samples[all[k].index].split != s) continue;
-          auto it = std::find_if(outs.begin(), outs.end(), [&](const SampleOut& so) { return so.index == all[k].index; });
-          if (it == outs.end()) continue;  // another rank's
+          const auto pos = mine_at.find(all[k].index);
+          if (pos == mine_at.end()) continue;  // another rank's
+          const SampleOut* it = &outs[pos->second];
           rows.rows.push_back(row_of[k]);
           rows.x.insert(rows.x.end(), it->x.begin(), it->x.end());
           rows.y.push_back(L.samples[it->index].label);
@@ -384,11 +450,12 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
             rows.ev_p.insert(rows.ev_p.end(), e.p.begin(), e.p.end());
           }
         }
-        agree([&] { w.write(s, rows, st.events[idx(s)]); });
+        collective(std::string("writing a round of /") + split_name(s) + " into " + tmp,
+                   [&] { w.write(s, rows, st.events[idx(s)]); });
       }
       st.next_unit = u1;
       st.rounds_done = r + 1;
-      agree([&] {
+      collective("recording the import's progress in " + tmp, [&] {
         w.file().set_attr("import_state", st.to_text());
         w.flush();
       });
@@ -398,7 +465,7 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
         std::raise(SIGUSR1);  // test hook: Slurm's warning arriving at rank 0 alone
       const bool stop = group ? any_rank(*group, stop_signal() != 0) : stop_signal() != 0;
       if (stop && u1 < nunits) {
-        w.close();
+        collective("closing " + tmp, [&] { w.close(); });
         if (is_root())
           SM_WARN("import stopped by a signal after " << st.rows[0] + st.rows[1] << " samples (" << u1 << " of "
                                                      << nunits << " files); its progress is in " << tmp
@@ -430,9 +497,9 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
     }
 
     // ---- finish: extents, attributes, close, rename ----------------------------------------
-    agree([&] {
+    collective("finishing " + tmp, [&] {
       w.finish(st.rows[0], st.rows[1], st.events[0], st.events[1]);
-      write_dataset_attributes(w.file(), L, spec, S, stored, deflate, o.events, st);
+      write_dataset_attributes(w.file(), L, source, spec, S, stored, deflate, o.events, st);
       SM_H5_CHECK(H5Adelete(w.file().id(), "import_state"));
       w.close();
     });

@@ -4,12 +4,14 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <sstream>
 
 #include "spikemesh/comm/agree.h"
+#include "spikemesh/comm/blocking_guard.h"
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/log.h"
@@ -61,7 +63,14 @@ bool ImportState::parse(const std::string& text, ImportState& s) {
 }
 
 uint32_t crc32_of(const void* p, size_t n) {
-  return static_cast<uint32_t>(crc32(0L, static_cast<const Bytef*>(p), static_cast<uInt>(n)));
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const Bytef* b = static_cast<const Bytef*>(p);
+  for (size_t done = 0; done < n;) {  // zlib's length is a uInt: pieces of 1 GiB
+    const size_t piece = std::min<size_t>(n - done, size_t(1) << 30);
+    crc = crc32(crc, b + done, static_cast<uInt>(piece));
+    done += piece;
+  }
+  return static_cast<uint32_t>(crc);
 }
 uint32_t crc32_then(uint32_t a, uint32_t b, int64_t len_b) {
   return static_cast<uint32_t>(crc32_combine(a, b, static_cast<z_off_t>(len_b)));
@@ -76,9 +85,14 @@ bool resume_import(const std::string& tmp, const std::string& fingerprint, const
   int have_tmp = is_root() && fs::exists(tmp);
   if (group) have_tmp = any_rank(*group, have_tmp);
   if (have_tmp) {
+    agree([&] {  // every rank must see it before the collective open (not a verdict on the file)
+      if (!fs::exists(tmp))
+        SM_INPUT_ERROR(tmp << " is not visible here (" << where_am_i() << "): is --out on a file system every rank shares?");
+    });
     std::string why;
     try {
-      agree([&] { w = EventH5Writer::open(tmp, group, shape); });
+      if (group) guarded_collective(*group, "opening " + tmp, [&] { agree([&] { w = EventH5Writer::open(tmp, group, shape); }); });
+      else w = EventH5Writer::open(tmp, group, shape);
       ImportState old;
       if (!w.file().has_attr("import_state") || !ImportState::parse(w.file().attr_string("import_state"), old))
         why = "it holds no import progress";
@@ -89,11 +103,21 @@ bool resume_import(const std::string& tmp, const std::string& fingerprint, const
         bool same = true;
         for (Split s : {Split::Train, Split::Test}) {
           const int64_t n = old.rows[idx(s)], b = n * rank / nranks, e = n * (rank + 1) / nranks;
-          std::vector<uint8_t> x;
-          std::vector<int64_t> y;
-          agree([&] { w.read_rows(s, b, e, x, y); });
-          std::vector<int64_t> mine = {crc32_of(x.data(), x.size()), static_cast<int64_t>(x.size()),
-                                       crc32_of(y.data(), y.size() * 8), static_cast<int64_t>(y.size() * 8)};
+          // This rank's block in pieces of at most 64 MiB of x (bounded memory, any file size).
+          const int64_t step = std::max<int64_t>(1, (int64_t(64) << 20) / std::max<int64_t>(w.row_bytes(), 1));
+          uint32_t cx = 0, cy = 0;
+          int64_t x_bytes = 0;
+          agree([&] {
+            std::vector<uint8_t> x;
+            std::vector<int64_t> y;
+            for (int64_t r = b; r < e; r += step) {
+              w.read_rows(s, r, std::min(e, r + step), x, y);
+              cx = crc32_then(cx, crc32_of(x.data(), x.size()), static_cast<int64_t>(x.size()));
+              cy = crc32_then(cy, crc32_of(y.data(), y.size() * 8), static_cast<int64_t>(y.size() * 8));
+              x_bytes += static_cast<int64_t>(x.size());
+            }
+          });
+          std::vector<int64_t> mine = {cx, x_bytes, cy, (e - b) * 8};
           std::vector<int64_t> all = group ? gather_i64s(*group, mine, 0) : mine;
           if (is_root()) {
             uint32_t cx = 0, cy = 0;
@@ -114,8 +138,11 @@ bool resume_import(const std::string& tmp, const std::string& fingerprint, const
         w.close();
       }
     } catch (const Error& e) {
-      why = std::string("it cannot be opened: ") + e.what();
+      // Not an HDF5 file, or its rows unreadable (Input, Library): a verdict on the file. An
+      // Internal error (out of memory, a bug) is not: it stops the import and keeps the .tmp.
       w = EventH5Writer();
+      if (e.kind() == ErrorKind::Internal) throw;
+      why = std::string("it cannot be read: ") + e.what();
     }
     if (!resumed) {
       if (is_root()) {

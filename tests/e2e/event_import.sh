@@ -12,7 +12,8 @@
 #   bad input: one "spikemesh: error:" line naming the file or folder, a non-zero exit on every
 #     rank, no --out file: missing class folders, a truncated .aedat (and --skip-bad counting it),
 #     events outside the sensor, a trials list naming a missing recording, a missing label file,
-#     an empty class, an existing --out, a file-size limit (ulimit -f) hit mid-import;
+#     an empty class, an existing --out, an --out the ranks do not share, a damaged .npz (bad
+#     CRC-32; --skip-bad counts it once), a file-size limit (ulimit -f) hit mid-import;
 #   training: a mini CIFAR10-DVS in AEDAT 3.1 imported at 48x48 and cifar10dvs_vgg trained on it
 #     for 2 steps under mpirun -np 2; `data info` and `data bench` on the result.
 # Usage: BIN=build/bin/spikemesh tests/e2e/event_import.sh   (needs $PY with numpy, torch, h5py)
@@ -101,6 +102,25 @@ if "${MPI2[@]}" "$BIN" data cifar10-dvs --from trunc --out skip.h5 --skip-bad >s
   grep -q "1 sample(s) skipped" skip.log &&
   [ "$("$PY" -c "import h5py; f=h5py.File('skip.h5'); print(f.attrs['skipped_samples'], len(f['train/y'])+len(f['test/y']))")" = "1 119" ]
 then ok "--skip-bad skips and counts the truncated file"; else bad "--skip-bad"; tail -n 3 skip.log; fi
+cp -r c10npz badcrc && "$PY" - badcrc/cat/cifar10_cat_1.npz <<'PYEOF2'
+import sys, zipfile
+p = sys.argv[1]  # rewrite as stored (uncompressed) members, then flip one bit of x.npy's data
+with zipfile.ZipFile(p) as z:
+    members = {n: z.read(n) for n in z.namelist()}
+with zipfile.ZipFile(p, "w", zipfile.ZIP_STORED) as z:
+    for n, b in members.items(): z.writestr(n, b)
+b = bytearray(open(p, "rb").read())
+i = b.index(b"x.npy") + len(b"x.npy") + 140
+b[i] ^= 0x10
+open(p, "wb").write(b)
+PYEOF2
+expect_error "a bad CRC-32 in an .npz member" "cifar10_cat_1.npz" "CRC-32" -- \
+  "$BIN" data cifar10-dvs --from badcrc --out x.h5
+if "$BIN" data cifar10-dvs --from badcrc --out badcrc.h5 --skip-bad >badcrc.log 2>&1 &&
+  grep -q "^warning: 1 sample(s) skipped" badcrc.log && [ "$("$PY" -c "import h5py; f=h5py.File('badcrc.h5'); \
+  print(f.attrs['skipped_samples'], len(f['train/y']) + len(f['test/y']))")" = "1 29" ]; then
+  ok "--skip-bad counts the damaged .npz once (29 of 30 samples)"
+else bad "--skip-bad on a damaged .npz"; tail -n 3 badcrc.log; fi
 cp -r c10 notaedat && printf 'PK\003\004 not an aedat' >notaedat/dog/cifar10_dog_0.aedat
 expect_error "not an AEDAT file" "cifar10_dog_0.aedat" "not an AEDAT" -- "$BIN" data cifar10-dvs --from notaedat --out x.h5
 cp -r gest offsensor && "$PY" - offsensor/user01_led.aedat <<'EOF'
@@ -123,6 +143,12 @@ cp -r gest nocsv && rm nocsv/user02_led_labels.csv
 expect_error "missing label file" "user02_led_labels.csv" -- "$BIN" data dvs128-gesture --from nocsv --out x.h5
 cp -r nm emptycls && rm emptycls/Train/7/*
 expect_error "empty class" "Train/7" "empty class" -- "${MPI2[@]}" "$BIN" data n-mnist --from emptycls --out x.h5
+mkdir -p cwd0 cwd1  # a relative --out in another working directory per rank: as node-local storage
+# shellcheck disable=SC2016  # $OMPI_COMM_WORLD_RANK expands in each rank's shell
+expect_error "--out not shared by the ranks" "--out" "shares" -- "${MPI2[@]}" bash -c \
+  'cd cwd$OMPI_COMM_WORLD_RANK && exec "$0" data cifar10-dvs --from "$1" --out rel.h5' "$BIN" "$PWD/c10"
+[ ! -e cwd0/rel.h5.tmp ] && [ ! -e cwd0/rel.h5 ] && [ ! -e cwd1/rel.h5 ] && ok "nothing left in either folder" ||
+  bad "left: $(ls cwd0 cwd1)"
 expect_error "existing --out" "c10_np1.h5" "--overwrite" -- "$BIN" data cifar10-dvs --from c10 --out c10_np1.h5
 # A file-size limit below the uncompressed file (120 x 320 KiB) but above what MPI start-up writes.
 # shellcheck disable=SC2016  # $1/$@ expand in the inner shell

@@ -6,8 +6,10 @@
 // Every member function is COLLECTIVE OVER THE GROUP given at create/open (all ranks call it in
 // the same order, a rank with nothing to write included); alone (group nullptr) it is serial.
 // Invariants: datasets are created at their largest size (every listed sample) and shrunk by
-// finish() to the rows written (--skip-bad); writes use collective transfers (required for
-// filtered datasets in parallel HDF5); attributes are written with the same value on every rank.
+// finish() to the rows written (--skip-bad); only x may be deflated (the raw events never are,
+// so a round never rewrites an earlier round's bytes); writes use collective transfers
+// (required for filtered datasets in parallel HDF5); attributes are written with the same value
+// on every rank.
 #pragma once
 #include <cstdint>
 #include <string>
