@@ -29,6 +29,11 @@ struct DataOptions {
   DatasetBenchOptions bench;
 };
 
+// The world as a Comm for the collective data commands; nullptr alone (no MPI call at all).
+std::unique_ptr<Comm> world_or_alone(const AppEnv& env) {
+  return env.size > 1 ? std::make_unique<Comm>(env.world, "world") : nullptr;
+}
+
 // What each published dataset's --from folder holds, for --help.
 struct EventDatasetHelp {
   const char* name;
@@ -150,12 +155,7 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
         ->check(range_validator("files-per-round", true));
     ev->callback([o, &env, name]() {
       o->events.dataset = name;
-      if (env.size > 1) {
-        Comm world(env.world, "world");
-        import_event_dataset(o->events, &world);
-      } else {
-        import_event_dataset(o->events, nullptr);
-      }
+      import_event_dataset(o->events, world_or_alone(env).get());
     });
   }
 
@@ -176,14 +176,7 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
       ->check(range_validator("prefetch", true));
   bn->add_option("--step-ms", o->bench.step_ms, "a training step's time, to compare with")
       ->check(range_validator("step-ms", false));
-  bn->callback([o, &env]() {
-    if (env.size > 1) {
-      Comm world(env.world, "world");
-      bench_dataset_reader(o->bench, &world);
-    } else {
-      bench_dataset_reader(o->bench, nullptr);
-    }
-  });
+  bn->callback([o, &env]() { bench_dataset_reader(o->bench, world_or_alone(env).get()); });
 
   CLI::App* in = cmd->add_subcommand("info", "print a dataset file's schema and sizes");
   in->footer(

@@ -239,22 +239,6 @@ void EventH5Writer::write(Split s, const EventRows& mine, int64_t events_total) 
   put_events("p", H5T_NATIVE_UINT8, mine.ev_p.data());
 }
 
-void EventH5Writer::read_rows(Split s, int64_t begin, int64_t end, std::vector<uint8_t>& x,
-                              std::vector<int64_t>& y) const {
-  const int64_t n = std::max<int64_t>(end - begin, 0);
-  x.resize(static_cast<size_t>(n * row_bytes()));
-  y.resize(static_cast<size_t>(n));
-  if (n == 0) return;
-  std::vector<int64_t> rows(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) rows[static_cast<size_t>(i)] = begin + i;
-  const int64_t total = s == Split::Train ? shape_.train_rows : shape_.test_rows;
-  H5Handle mt = file_type(shape_.stored);
-  H5Handle dx = open_ds(file_, g(s) + "/x"), dy = open_ds(file_, g(s) + "/y");
-  h5_transfer_rows(dx.get(), mt.get(), rows, {total, shape_.T, 2, shape_.size, shape_.size}, H5P_DEFAULT, x.data(),
-                   false, 1);
-  h5_transfer_rows(dy.get(), H5T_NATIVE_INT64, rows, {total}, H5P_DEFAULT, y.data(), false, 1);
-}
-
 void EventH5Writer::finish(int64_t train_rows, int64_t test_rows, int64_t train_events, int64_t test_events) {
   for (Split s : {Split::Train, Split::Test}) {
     const int64_t rows = s == Split::Train ? train_rows : test_rows;

@@ -13,11 +13,10 @@
 #include <numeric>
 #include <sstream>
 
-#include <zlib.h>
-
 #include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/blocking_guard.h"
 #include "spikemesh/comm/comm.h"
+#include "spikemesh/io/crc32.h"
 #include "spikemesh/io/h5_lock.h"
 
 namespace sm {
@@ -322,6 +321,24 @@ std::vector<std::pair<std::string, std::string>> dataset_attributes(const std::s
   return out;
 }
 
+uint32_t dataset_rows_crc32(const H5File& f, const std::string& name, int64_t begin, int64_t end) {
+  H5Handle ds(SM_H5_CHECK(H5Dopen2(f.id(), name.c_str(), H5P_DEFAULT)), H5Dclose);
+  const Shape full = f.dataset_shape(name);
+  H5Handle type(SM_H5_CHECK(H5Dget_type(ds.get())), H5Tclose);
+  const size_t row_bytes = H5Tget_size(type.get()) * static_cast<size_t>(shape_numel(full) / std::max<int64_t>(full[0], 1));
+  const int64_t step = std::max<int64_t>(1, static_cast<int64_t>((size_t(64) << 20) / std::max<size_t>(row_bytes, 1)));
+  uint32_t crc = 0;
+  std::vector<uint8_t> buf;
+  for (int64_t r = begin; r < end; r += step) {
+    std::vector<int64_t> rows;
+    for (int64_t k = r; k < std::min(end, r + step); ++k) rows.push_back(k);
+    buf.resize(rows.size() * row_bytes);
+    h5_transfer_rows(ds.get(), type.get(), rows, full, H5P_DEFAULT, buf.data(), false, 1);
+    crc = crc32_bytes(buf.data(), buf.size(), crc);
+  }
+  return crc;
+}
+
 std::vector<std::string> verify_dataset_crc32(const std::string& path, bool& all_ok) {
   H5File f = H5File::open(path);
   std::vector<std::string> out;
@@ -338,24 +355,12 @@ std::vector<std::string> verify_dataset_crc32(const std::string& path, bool& all
       H5Handle a(SM_H5_CHECK(H5Aopen(ds.get(), "crc32", H5P_DEFAULT)), H5Aclose);
       SM_H5_CHECK(H5Aread(a.get(), H5T_NATIVE_INT64, &expect));
     }
-    const Shape full = f.dataset_shape(name);
-    H5Handle type(SM_H5_CHECK(H5Dget_type(ds.get())), H5Tclose);
-    const size_t row_bytes = H5Tget_size(type.get()) * static_cast<size_t>(shape_numel(full) / std::max<int64_t>(full[0], 1));
-    const int64_t step = std::max<int64_t>(1, static_cast<int64_t>((size_t(64) << 20) / std::max<size_t>(row_bytes, 1)));
-    uLong crc = crc32(0L, Z_NULL, 0);
-    std::vector<uint8_t> buf;
-    for (int64_t r = 0; r < full[0]; r += step) {
-      std::vector<int64_t> rows;
-      for (int64_t k = r; k < std::min(full[0], r + step); ++k) rows.push_back(k);
-      buf.resize(rows.size() * row_bytes);
-      h5_transfer_rows(ds.get(), type.get(), rows, full, H5P_DEFAULT, buf.data(), false, 1);
-      crc = crc32(crc, buf.data(), static_cast<uInt>(buf.size()));
-    }
+    const uint32_t crc = dataset_rows_crc32(f, name, 0, f.dataset_shape(name)[0]);
     char line[200];
     const bool ok = static_cast<int64_t>(crc) == expect;
     all_ok = all_ok && ok;
-    if (ok) std::snprintf(line, sizeof line, "%s: crc32 %08lx ok", name, crc);
-    else std::snprintf(line, sizeof line, "%s: crc32 expected %08llx, the data give %08lx: damaged", name,
+    if (ok) std::snprintf(line, sizeof line, "%s: crc32 %08x ok", name, crc);
+    else std::snprintf(line, sizeof line, "%s: crc32 expected %08llx, the data give %08x: damaged", name,
                        static_cast<unsigned long long>(expect), crc);
     out.push_back(line);
   }

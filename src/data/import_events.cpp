@@ -8,7 +8,6 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <csignal>
@@ -35,6 +34,7 @@
 #include "spikemesh/data/event_h5_writer.h"
 #include "spikemesh/data/frame_integration.h"
 #include "spikemesh/data/import_state.h"
+#include "spikemesh/io/crc32.h"
 
 namespace sm {
 
@@ -42,8 +42,6 @@ namespace fs = std::filesystem;
 
 namespace {
 using Clock = std::chrono::steady_clock;
-
-int idx(Split s) { return s == Split::Train ? 0 : 1; }
 
 // One sample decoded by this rank in this round.
 struct SampleOut {
@@ -127,8 +125,8 @@ std::vector<SampleOut> decode_units(const EventDatasetLayout& L, const std::vect
           if (resize) resize_bilinear_aa(frames.data(), 2LL * spec.T, spec.height, spec.width, S, resized.data());
           so.saturated = frames_to_stored(resize ? resized.data() : frames.data(), out_elems, stored, so.x);
           const int64_t label = ref.label;
-          so.crc_x = crc32_of(so.x.data(), so.x.size());
-          so.crc_y = crc32_of(&label, 8);
+          so.crc_x = crc32_bytes(so.x.data(), so.x.size());
+          so.crc_y = crc32_bytes(&label, 8);
           if (o.events) so.events = whole ? std::move(ev) : std::move(sub);
           so.ok = true;
         } catch (const Error& e) {
@@ -210,8 +208,8 @@ void write_dataset_attributes(const H5File& f, const EventDatasetLayout& L, cons
                              hex32(st.crc_x[1]) + " test/y " + hex32(st.crc_y[1]));
   for (Split s : {Split::Train, Split::Test}) {
     const std::string g = std::string("/") + split_name(s);
-    f.set_attr_on(g + "/x", "crc32", static_cast<int64_t>(st.crc_x[idx(s)]));
-    f.set_attr_on(g + "/y", "crc32", static_cast<int64_t>(st.crc_y[idx(s)]));
+    f.set_attr_on(g + "/x", "crc32", static_cast<int64_t>(st.crc_x[split_index(s)]));
+    f.set_attr_on(g + "/y", "crc32", static_cast<int64_t>(st.crc_y[split_index(s)]));
   }
 }
 
@@ -399,12 +397,12 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
           if (is_root()) SM_WARN("skipped: " << oc.error);
           continue;
         }
-        const int s = idx(ref.split);
+        const int s = split_index(ref.split);
         row_of[k] = st.rows[s]++;
         ev_first[k] = st.events[s];
         st.events[s] += oc.nev;
-        st.crc_x[s] = crc32_then(st.crc_x[s], oc.cx, w.row_bytes());
-        st.crc_y[s] = crc32_then(st.crc_y[s], oc.cy, 8);
+        st.crc_x[s] = crc32_concat(st.crc_x[s], oc.cx, w.row_bytes());
+        st.crc_y[s] = crc32_concat(st.crc_y[s], oc.cy, 8);
         st.per_class[s][static_cast<size_t>(ref.label)]++;
         st.saturated += oc.sat;
         need += w.row_bytes() + 16 + (o.events ? oc.nev * 13 + 8 : 0);
@@ -451,7 +449,7 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
           }
         }
         collective(std::string("writing a round of /") + split_name(s) + " into " + tmp,
-                   [&] { w.write(s, rows, st.events[idx(s)]); });
+                   [&] { w.write(s, rows, st.events[split_index(s)]); });
       }
       st.next_unit = u1;
       st.rounds_done = r + 1;

@@ -2,8 +2,6 @@
 // messages) and the resume check of import_state.h.
 #include "spikemesh/data/import_state.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +13,7 @@
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/log.h"
+#include "spikemesh/io/crc32.h"
 
 namespace sm {
 
@@ -22,7 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 constexpr int kStateVersion = 1;
-int idx(Split s) { return s == Split::Train ? 0 : 1; }
 }  // namespace
 
 std::string ImportState::to_text() const {
@@ -62,20 +60,6 @@ bool ImportState::parse(const std::string& text, ImportState& s) {
   return true;
 }
 
-uint32_t crc32_of(const void* p, size_t n) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  const Bytef* b = static_cast<const Bytef*>(p);
-  for (size_t done = 0; done < n;) {  // zlib's length is a uInt: pieces of 1 GiB
-    const size_t piece = std::min<size_t>(n - done, size_t(1) << 30);
-    crc = crc32(crc, b + done, static_cast<uInt>(piece));
-    done += piece;
-  }
-  return static_cast<uint32_t>(crc);
-}
-uint32_t crc32_then(uint32_t a, uint32_t b, int64_t len_b) {
-  return static_cast<uint32_t>(crc32_combine(a, b, static_cast<z_off_t>(len_b)));
-}
-
 bool resume_import(const std::string& tmp, const std::string& fingerprint, const EventFileShape& shape, Comm* group,
                    EventH5Writer& w, ImportState& st) {
   const int rank = group ? group->rank() : 0, nranks = group ? group->size() : 1;
@@ -102,30 +86,23 @@ bool resume_import(const std::string& tmp, const std::string& fingerprint, const
         // Read back every row written and compare with the recorded crc32s (each rank a block).
         bool same = true;
         for (Split s : {Split::Train, Split::Test}) {
-          const int64_t n = old.rows[idx(s)], b = n * rank / nranks, e = n * (rank + 1) / nranks;
-          // This rank's block in pieces of at most 64 MiB of x (bounded memory, any file size).
-          const int64_t step = std::max<int64_t>(1, (int64_t(64) << 20) / std::max<int64_t>(w.row_bytes(), 1));
+          const int64_t n = old.rows[split_index(s)], b = n * rank / nranks, e = n * (rank + 1) / nranks;
+          // This rank's block of x and y, read back (in bounded pieces) and hashed.
           uint32_t cx = 0, cy = 0;
-          int64_t x_bytes = 0;
           agree([&] {
-            std::vector<uint8_t> x;
-            std::vector<int64_t> y;
-            for (int64_t r = b; r < e; r += step) {
-              w.read_rows(s, r, std::min(e, r + step), x, y);
-              cx = crc32_then(cx, crc32_of(x.data(), x.size()), static_cast<int64_t>(x.size()));
-              cy = crc32_then(cy, crc32_of(y.data(), y.size() * 8), static_cast<int64_t>(y.size() * 8));
-              x_bytes += static_cast<int64_t>(x.size());
-            }
+            cx = dataset_rows_crc32(w.file(), std::string("/") + split_name(s) + "/x", b, e);
+            cy = dataset_rows_crc32(w.file(), std::string("/") + split_name(s) + "/y", b, e);
           });
+          const int64_t x_bytes = (e - b) * w.row_bytes();
           std::vector<int64_t> mine = {cx, x_bytes, cy, (e - b) * 8};
           std::vector<int64_t> all = group ? gather_i64s(*group, mine, 0) : mine;
           if (is_root()) {
             uint32_t cx = 0, cy = 0;
             for (size_t q = 0; q < all.size(); q += 4) {
-              cx = crc32_then(cx, static_cast<uint32_t>(all[q]), all[q + 1]);
-              cy = crc32_then(cy, static_cast<uint32_t>(all[q + 2]), all[q + 3]);
+              cx = crc32_concat(cx, static_cast<uint32_t>(all[q]), all[q + 1]);
+              cy = crc32_concat(cy, static_cast<uint32_t>(all[q + 2]), all[q + 3]);
             }
-            same = same && cx == old.crc_x[idx(s)] && cy == old.crc_y[idx(s)];
+            same = same && cx == old.crc_x[split_index(s)] && cy == old.crc_y[split_index(s)];
           }
         }
         if (group) same = !any_rank(*group, !same);

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "spikemesh/io/crc32.h"
 #include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/blocking_guard.h"
 #include "spikemesh/io/checkpoint.h"
@@ -91,11 +92,8 @@ H5Handle transfer_plist(const Group& g);
 
 // ---- checksums, files, /meta ------------------------------------------------------------------
 
-// crc32 (zlib) of n bytes continuing from `crc` (start: 0).
-uint32_t crc32_bytes(const void* data, size_t n, uint32_t crc = 0);
+// crc32_bytes / crc32_concat: io/crc32.h.
 uint32_t crc_of(const Tensor& t);  // of a CPU tensor's bytes
-// crc of A||B from crc(A), crc(B) and len(B) bytes.
-uint32_t crc32_concat(uint32_t crc_a, uint32_t crc_b, int64_t len_b);
 
 // Visits every dataset below `g` (recursively), with its path relative to g.
 void for_each_dataset(const H5Group& g, const std::string& prefix,

@@ -404,7 +404,7 @@ std::vector<int64_t> read_tensors(const Group& g, const std::string& path, const
         const Run& r = parts[i].runs[u];
         const char* p = static_cast<const char*>(parts[i].buf.raw()) + parts[i].pos[u] * static_cast<int64_t>(es);
         crc_rows.insert(crc_rows.end(), {static_cast<int64_t>(i), r.start, r.len,
-                                         static_cast<int64_t>(ckpt::crc32_bytes(p, static_cast<size_t>(r.len) * es))});
+                                         static_cast<int64_t>(crc32_bytes(p, static_cast<size_t>(r.len) * es))});
       }
     });
   }
@@ -431,7 +431,7 @@ std::vector<int64_t> check_chained_crcs(const Group& g, const std::string& path,
     for (const auto& r : runs[i]) {
       auto it = reached.find(r[0]);
       if (it != reached.end() && !reached.count(r[0] + r[1]))
-        reached[r[0] + r[1]] = ckpt::crc32_concat(it->second, static_cast<uint32_t>(r[2]), r[1] * esize);
+        reached[r[0] + r[1]] = crc32_concat(it->second, static_cast<uint32_t>(r[2]), r[1] * esize);
     }
     auto whole = reached.find(numel);
     if (whole == reached.end())

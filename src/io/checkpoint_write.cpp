@@ -286,7 +286,7 @@ std::vector<int64_t> combine_crcs(const std::vector<TensorPlan>& plans, const st
     std::sort(runs[i].begin(), runs[i].end());
     uint32_t c = 0;
     for (const auto& r : runs[i])
-      c = ckpt::crc32_concat(c, static_cast<uint32_t>(r[2]), r[1] * static_cast<int64_t>(dtype_size(plans[i].dtype)));
+      c = crc32_concat(c, static_cast<uint32_t>(r[2]), r[1] * static_cast<int64_t>(dtype_size(plans[i].dtype)));
     crcs[i] = c;
   }
   return crcs;
@@ -306,7 +306,7 @@ std::vector<int64_t> write_tensors(const Group& g, const H5File& f, const std::v
       const char* p = st.count ? static_cast<const char*>(st.buf.raw()) : nullptr;
       for (const Run& r : st.runs) {
         crc_rows.insert(crc_rows.end(), {static_cast<int64_t>(i), r.start, r.len,
-                                         static_cast<int64_t>(ckpt::crc32_bytes(p, static_cast<size_t>(r.len) * es))});
+                                         static_cast<int64_t>(crc32_bytes(p, static_cast<size_t>(r.len) * es))});
         p += r.len * es;
       }
     });

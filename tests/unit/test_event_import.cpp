@@ -9,6 +9,7 @@
 #include <zip.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -345,4 +346,18 @@ TEST(EventH5Writer, U16AndF16FramesReadBackAsFloat) {
     EXPECT_EQ(y.data<int64_t>()[0], 0);
     fs::remove(path);
   }
+}
+
+TEST(EventH5Writer, FramesToStoredRoundsAndCountsSaturation) {
+  const float v[] = {0.0f, 2.5f, 3.5f, 254.6f, 300.0f, 70000.0f};
+  std::vector<uint8_t> out;
+  EXPECT_EQ(frames_to_stored(v, 6, StoredType::U8, out), 2);  // 300 and 70000 clip to 255
+  EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.end()), (std::vector<uint8_t>{0, 2, 4, 255, 255, 255}));  // half to even
+  EXPECT_EQ(frames_to_stored(v, 6, StoredType::U16, out), 1);  // 70000 clips to 65535
+  uint16_t last;
+  std::memcpy(&last, out.data() + 10, 2);
+  EXPECT_EQ(last, 65535);
+  EXPECT_EQ(frames_to_stored(v, 6, StoredType::F16, out), 1);  // 70000 clips to 65504
+  EXPECT_EQ(frames_to_stored(v, 6, StoredType::F32, out), 0);
+  EXPECT_EQ(out.size(), 24u);
 }

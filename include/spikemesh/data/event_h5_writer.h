@@ -65,9 +65,6 @@ class EventH5Writer {
   // Writes this rank's rows of split `s`; `events_total` is the split's event count after this
   // call on all ranks together (the events arrays grow to it).
   void write(Split s, const EventRows& mine, int64_t events_total);
-  // Reads rows [begin, end) of split `s` as stored (x bytes and y), independently (no
-  // communication): the resume check.
-  void read_rows(Split s, int64_t begin, int64_t end, std::vector<uint8_t>& x, std::vector<int64_t>& y) const;
   // Root attributes (same values on every rank).
   H5File& file() { return file_; }
   // Shrinks every dataset to the rows (and events) written, writes the final event offsets

@@ -106,6 +106,10 @@ class H5Dataset {
 // (strings as they are, numbers, integer arrays comma-separated). Local; for `data info`.
 std::vector<std::pair<std::string, std::string>> dataset_attributes(const std::string& path);
 
+// zlib crc32 of the raw bytes (file element type) of rows [begin, end) of dataset `name` of `f`,
+// read in pieces of at most 64 MiB. Local (independent reads).
+uint32_t dataset_rows_crc32(const H5File& f, const std::string& name, int64_t begin, int64_t end);
+
 // Recomputes the zlib crc32 of the raw bytes of every split's x and y that carries a `crc32`
 // attribute (the event importers write them) and compares: one line per dataset ("/train/x:
 // crc32 1a2b3c4d ok", or "... expected ..., the data give ..."); `all_ok` false on a mismatch.

@@ -29,9 +29,8 @@ struct ImportState {
   static bool parse(const std::string& text, ImportState& s);
 };
 
-uint32_t crc32_of(const void* p, size_t n);
-// The crc32 of A followed by B, from crc(A), crc(B) and B's length.
-uint32_t crc32_then(uint32_t a, uint32_t b, int64_t len_b);
+// The index of a split in ImportState's [train, test] pairs.
+inline int split_index(Split s) { return s == Split::Train ? 0 : 1; }
 
 // Collective over `group` (nullptr: alone). When `tmp` exists (seen by any rank): opens it and
 // resumes — returns true with `w` open on it and `st` its record — if its import_state carries
