@@ -26,6 +26,7 @@
 #include "spikemesh/parallel/dist_run.h"
 #include "spikemesh/parallel/pp_partition.h"
 #include "spikemesh/parallel/pp_timeline.h"
+#include "spikemesh/kernels/spike_conv_choice.h"
 #include "spikemesh/layers/layer_profile.h"
 #include "spikemesh/app/model_options.h"
 #include "spikemesh/core/allocator.h"
@@ -42,6 +43,7 @@
 #include "spikemesh/train/graph_step_cuda.h"
 #include "spikemesh/train/memopt_search.h"
 #include "auto_choice.h"
+#include "spike_conv_sweep.h"
 #include "synthetic_batch.h"
 #include "spikemesh/train/train_step.h"
 #ifdef SPIKEMESH_HAVE_CUDA
@@ -58,6 +60,8 @@ struct BenchOptions {
   std::string kernel;            // "lif": the neuron kernel microbenchmark instead of training steps
   std::string cuda_graphs = "auto";  // auto | on | off (train/graph_step_cuda.h)
   int64_t kernel_neurons = 1 << 22;
+  std::string conv_algo;  // dense | sparse | auto (empty: SPIKEMESH_CONV_ALGO, else auto)
+  std::vector<std::string> conv_shapes;  // --kernel spike-conv: "Cin,Cout,H,K[,stride]"
   int64_t batch_size = 8, steps = 20, warmup = 5, image_size = 0, num_classes = 0, threads = 0;  // 0: the spec's
   double lr = 1e-3;
   uint64_t seed = 1;
@@ -148,6 +152,20 @@ void print_layer_profile(int64_t steps, double step_ms) {
   }
   std::printf("    %-12s %21.2f %6.1f%%  (rest: loss, optimizer, framework)\n", "all layers", total,
               100.0 * total / step_ms);
+  const std::vector<SpikeConvRow> conv = layer_profile_spike_conv_report();
+  if (conv.empty()) return;
+  std::printf("  convolutions of spike inputs (--conv-algo %s; ms per step; kernel: the one that ran, sparse "
+              "below the crossover):\n    %-28s %-22s %8s %9s %8s %9s %9s %8s\n",
+              spike_conv_algo_name(spike_conv_algo()), "layer", "shape", "density", "forward", "kernel", "crossover",
+              "weights", "kernel");
+  auto kernel = [](int64_t sparse, int64_t calls) {
+    return sparse == 0 ? "dense" : sparse == calls ? "sparse" : "mixed";
+  };
+  for (const SpikeConvRow& r : conv)
+    std::printf("    %-28s %-22s %7.1f%% %9.2f %8s %8.1f%% %9.2f %8s\n", r.layer.c_str(), r.geometry.c_str(),
+                100.0 * r.density_sum / std::max<int64_t>(1, r.forward_calls), r.forward_ms / steps,
+                kernel(r.forward_sparse, r.forward_calls), 100.0 * r.crossover_forward, r.weight_ms / steps,
+                kernel(r.weight_sparse, r.weight_calls));
 }
 
 // The spec's pp_* fields plus the measured bubble (median over the timed steps), the bubble the
@@ -184,7 +202,13 @@ void add_pipeline_fields(BenchRecord& r, Layout& layout, const std::vector<PpSte
 }
 
 void run_kernel_bench(const BenchOptions& o, const AppEnv& env) {
-  if (o.kernel != "lif") SM_INPUT_ERROR("--kernel " << o.kernel << ": unknown kernel benchmark (valid: lif)");
+  if (o.kernel == "spike-conv") {  // CPU: dense vs binary-input convolution over firing rates
+    run_spike_conv_sweep(o.conv_shapes.empty() ? default_spike_conv_shapes() : o.conv_shapes,
+                         o.batch_size * (o.sel.T > 0 ? o.sel.T : 1), static_cast<int>(std::max<int64_t>(1, o.steps)));
+    return;
+  }
+  if (o.kernel != "lif")
+    SM_INPUT_ERROR("--kernel " << o.kernel << ": unknown kernel benchmark (valid: lif, spike-conv)");
   const Device dev = select_device(device_request_from_name(o.device == "cpu" ? "cuda" : o.device), 0);
   if (!dev.is_cuda()) SM_INPUT_ERROR("--kernel lif needs a GPU (" << cuda_unavailable_reason() << ")");
 #ifdef SPIKEMESH_HAVE_CUDA
@@ -264,6 +288,7 @@ RunParts set_up_bench(BenchOptions& o, const AppEnv& env, std::unique_ptr<Mesh>&
   validate_cuda_graphs_flag(o.cuda_graphs, o.device);
   req.device = o.device;
   req.threads = o.threads;
+  req.conv_algo = o.conv_algo;
   req.seed = o.seed;
   req.optimizer.name = o.optimizer;
   req.optimizer.lr = o.lr;
@@ -418,6 +443,7 @@ void add_config_fields(BenchRecord& r, const BenchOptions& o, const AppEnv& env,
     r["conv_algos"] = conv_policy_from_env().name;  // kernels/conv_policy.h
   }
   r["threads"] = omp_get_max_threads();
+  if (!parts.device.is_cuda()) r["conv_algo"] = spike_conv_algo_name(spike_conv_algo());  // spike_conv_choice.h
   r["benchmark_regime"] = o.regime;
   r["model"] = mi.name;
   r["mode"] = o.mode;
@@ -649,11 +675,21 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--cuda-graphs", o->cuda_graphs,
                   "auto | on | off: replay the steady-state step as a CUDA graph (auto: one rank on a GPU)")
       ->capture_default_str();
-  cmd->add_option("--kernel", o->kernel, "lif: benchmark the fused neuron kernels (GPU) instead of training steps");
+  cmd->add_option("--kernel", o->kernel,
+                  "instead of training steps: lif (the fused neuron kernels, GPU) | spike-conv (dense vs binary-input "
+                  "convolution over firing rates, CPU: the crossover per shape; batch = --batch-size x --T, "
+                  "median of --steps)");
+  cmd->add_option("--conv-shape", o->conv_shapes,
+                  "--kernel spike-conv: shapes Cin,Cout,H,K[,stride] (repeatable; default: cifar10dvs_vgg's and "
+                  "spikformer_ti's convolutions of spikes)");
   cmd->add_option("--kernel-neurons", o->kernel_neurons, "neurons M for --kernel lif")->capture_default_str()
       ->check(range_validator("kernel-neurons", true));
   cmd->add_option("--threads", o->threads, "CPU threads (0: OMP_NUM_THREADS or all cores)")->capture_default_str()
       ->check(range_validator("threads", true));
+  cmd->add_option("--conv-algo", o->conv_algo,
+                  "CPU f32 convolutions of spike inputs: dense (oneDNN) | sparse (binary-input kernel) | auto (by the "
+                  "measured firing rate; the default, or SPIKEMESH_CONV_ALGO)")
+      ->check(CLI::IsMember({"dense", "sparse", "auto"}));
   cmd->add_option("--optimizer", o->optimizer, "sgd | adam | adamw")->capture_default_str();
   cmd->add_option("--lr", o->lr, "learning rate")->capture_default_str()
       ->check(range_validator("lr", false));

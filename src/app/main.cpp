@@ -20,6 +20,7 @@
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/log.h"
 #include "spikemesh/kernels/conv_policy.h"
+#include "spikemesh/kernels/spike_conv_choice.h"
 
 namespace {
 
@@ -75,6 +76,7 @@ void apply_environment() {
     else SM_INPUT_ERROR("SPIKEMESH_LOG_LEVEL=" << v << ": unknown level (valid: debug, info, warn, error)");
   }
   (void)sm::conv_policy_from_env();
+  sm::apply_spike_conv_algo_env();
 }
 
 // Parses and runs the chosen subcommand; returns the process exit code.

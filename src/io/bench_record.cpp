@@ -37,6 +37,8 @@ const std::vector<std::string>& bench_config_fields() {
       "cuda_graphs",
       // ours, GPU records only: the cuDNN algorithm policy (SPIKEMESH_CONV_ALGOS: exact | fast)
       "conv_algos",
+      // ours, CPU records only: the kernel mode of f32 convolutions of spike inputs (--conv-algo)
+      "conv_algo",
       // ours, pipeline records only: how stage boundaries travelled (staged | nccl-channels | mpi-channels)
       "pp_transfer_path",
       // PyTorch only (bench/torch_bench.py): eager vs torch.compile; spikemesh leaves it unset

@@ -11,6 +11,7 @@ namespace {
 std::atomic<bool> g_enabled{false};
 std::mutex g_mu;
 std::map<std::string, LayerTypeTiming> g_rows;
+std::vector<SpikeConvRow> g_conv_rows;  // first-call order
 }  // namespace
 
 void layer_profile_enable(bool on) { g_enabled.store(on); }
@@ -19,6 +20,37 @@ bool layer_profile_enabled() { return g_enabled.load(std::memory_order_relaxed);
 void layer_profile_reset() {
   std::lock_guard<std::mutex> lk(g_mu);
   g_rows.clear();
+  g_conv_rows.clear();
+}
+
+void layer_profile_spike_conv(const std::string& layer, const std::string& geometry, bool forward, double density,
+                              bool sparse, double ms, double crossover) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  auto it = std::find_if(g_conv_rows.begin(), g_conv_rows.end(),
+                         [&](const SpikeConvRow& r) { return r.layer == layer; });
+  if (it == g_conv_rows.end()) {
+    g_conv_rows.push_back({});
+    it = g_conv_rows.end() - 1;
+    it->layer = layer;
+    it->geometry = geometry;
+  }
+  if (forward) {
+    it->density_sum += density;
+    ++it->forward_calls;
+    it->forward_sparse += sparse;
+    it->forward_ms += ms;
+    it->crossover_forward = crossover;
+  } else {
+    ++it->weight_calls;
+    it->weight_sparse += sparse;
+    it->weight_ms += ms;
+    it->crossover_weights = crossover;
+  }
+}
+
+std::vector<SpikeConvRow> layer_profile_spike_conv_report() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  return g_conv_rows;
 }
 
 void layer_profile_add(const std::string& type, double forward_ms, double backward_ms, bool is_forward_call,

@@ -2,8 +2,15 @@
 // kernels (kernels/cpu/conv.h, gemm.h): float through oneDNN, double through the own
 // deterministic kernels. The input is kept as a SavedActivation (bits for spikes); the
 // forward kernel adds the bias itself unless the rowwise reduction must come first.
+#include <chrono>
+#include <sstream>
+#include <type_traits>
+
 #include "spikemesh/core/bitpack.h"
 #include "spikemesh/kernels/cpu/gemm.h"
+#include "spikemesh/kernels/cpu/spike_conv.h"
+#include "spikemesh/kernels/spike_conv_choice.h"
+#include "spikemesh/layers/layer_profile.h"
 #include "weight_layer_flow.h"
 
 namespace sm {
@@ -26,10 +33,54 @@ const T* data_or_null(const Tensor* t) {
   return t ? t->data<T>() : nullptr;
 }
 
+// The geometry the binary-input kernel sees: a 1×1 convolution over tokens [batch, Cin, L]
+// as one row of L pixels (rows are its unit of work), a 2-D one as it is.
+Geometry spike_geometry(Family k, const Geometry& g) {
+  if (k != Family::Conv1x1) return g;
+  Geometry r = g;
+  r.width = g.height * g.width;
+  r.height = 1;
+  return r;
+}
+
+std::string geometry_text(const Geometry& g) {
+  std::ostringstream os;
+  os << g.in_channels << "->" << g.out_channels << " " << g.height << "x" << g.width << " k" << g.kernel;
+  if (g.stride != 1) os << " s" << g.stride;
+  return os.str();
+}
+
+// Runs `sparse` or `dense` for an f32 input x that may be a spike tensor (spike_conv_choice.h):
+// the binary-input kernel when x is flagged binary, the family is a convolution and the
+// mode/firing rate say so; the choice is recorded for `bench --profile`.
+template <typename Sparse, typename Dense>
+void run_maybe_sparse(const std::string& layer, Family k, ConvPass pass, const Geometry& g, const Tensor& x,
+                      Sparse&& sparse, Dense&& dense) {
+  if (!x.is_binary() || k == Family::Matmul) {
+    dense();
+    return;
+  }
+  const Geometry sg = spike_geometry(k, g);
+  const double density = cpu::nonzero_fraction(x.data<float>(), x.numel());
+  const bool use_sparse = use_spike_kernel(pass, sg, density);
+  const bool timed = layer_profile_enabled();
+  const auto t0 = std::chrono::steady_clock::now();
+  if (use_sparse)
+    sparse(sg);
+  else
+    dense();
+  if (timed) {
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    layer_profile_spike_conv(layer, geometry_text(sg), pass == ConvPass::Forward, density, use_sparse, ms,
+                             spike_conv_crossover(pass, sg));
+  }
+}
+
 struct CpuKernels {
   using Act = SavedActivation;
   static constexpr bool kKernelAddsBias = true;
   SlotStore<WeightSaved<Act>>& store;
+  const std::string& layer;  // the layer's name (profile rows)
 
   SlotStore<WeightSaved<Act>>& slots() { return store; }
 
@@ -45,10 +96,17 @@ struct CpuKernels {
       using T = decltype(t);
       const T *px = x.data<T>(), *pw = w.data<T>(), *pb = data_or_null<T>(bias);
       T* py = y.data<T>();
-      if (k == Family::Conv) cpu::conv2d_forward<T>(g, px, pw, pb, py);
-      if (k == Family::Conv1x1)
-        cpu::conv1x1_forward<T>(g.batch, g.in_channels, g.out_channels, g.height, px, pw, pb, py);
-      if (k == Family::Matmul) cpu::linear_forward<T>(g.batch, g.in_channels, g.out_channels, px, pw, pb, py);
+      auto dense = [&] {
+        if (k == Family::Conv) cpu::conv2d_forward<T>(g, px, pw, pb, py);
+        if (k == Family::Conv1x1)
+          cpu::conv1x1_forward<T>(g.batch, g.in_channels, g.out_channels, g.height, px, pw, pb, py);
+        if (k == Family::Matmul) cpu::linear_forward<T>(g.batch, g.in_channels, g.out_channels, px, pw, pb, py);
+      };
+      if constexpr (std::is_same_v<T, float>)
+        run_maybe_sparse(layer, k, ConvPass::Forward, g, x,
+                         [&](const Geometry& sg) { cpu::spike_conv2d_forward(sg, px, pw, pb, py); }, dense);
+      else
+        dense();
     });
   }
 
@@ -69,18 +127,26 @@ struct CpuKernels {
       using T = decltype(t);
       const T *px = x.data<T>(), *pdy = dy.data<T>();
       T *pdw = w.grad.data<T>(), *pdb = b ? b->grad.data<T>() : nullptr;
-      if (k == Family::Conv) cpu::conv2d_backward_weights<T>(g, px, pdy, pdw, pdb);
-      if (k == Family::Conv1x1)
-        cpu::conv1x1_backward_weights<T>(g.batch, g.in_channels, g.out_channels, g.height, px, pdy, pdw, pdb);
-      if (k == Family::Matmul)
-        cpu::linear_backward_weights<T>(g.batch, g.in_channels, g.out_channels, px, pdy, pdw, pdb);
+      auto dense = [&] {
+        if (k == Family::Conv) cpu::conv2d_backward_weights<T>(g, px, pdy, pdw, pdb);
+        if (k == Family::Conv1x1)
+          cpu::conv1x1_backward_weights<T>(g.batch, g.in_channels, g.out_channels, g.height, px, pdy, pdw, pdb);
+        if (k == Family::Matmul)
+          cpu::linear_backward_weights<T>(g.batch, g.in_channels, g.out_channels, px, pdy, pdw, pdb);
+      };
+      if constexpr (std::is_same_v<T, float>)
+        run_maybe_sparse(layer, k, ConvPass::Weights, g, x,
+                         [&](const Geometry& sg) { cpu::spike_conv2d_backward_weights(sg, px, pdy, pdw, pdb); },
+                         dense);
+      else
+        dense();
     });
   }
 };
 
-CpuKernels cpu_kernels(std::shared_ptr<void>& impl) {
+CpuKernels cpu_kernels(std::shared_ptr<void>& impl, const std::string& layer) {
   if (!impl) impl = std::make_shared<SlotStore<WeightSaved<SavedActivation>>>();
-  return CpuKernels{*static_cast<SlotStore<WeightSaved<SavedActivation>>*>(impl.get())};
+  return CpuKernels{*static_cast<SlotStore<WeightSaved<SavedActivation>>*>(impl.get()), layer};
 }
 
 }  // namespace
@@ -92,17 +158,17 @@ Shape WeightLayer::gathered_shape(Shape local, int tp) const {
 }
 
 Tensor WeightLayer::forward_cpu(const Tensor& x, Ctx& ctx) {
-  CpuKernels k = cpu_kernels(impl_);
+  CpuKernels k = cpu_kernels(impl_, name());
   return forward_on(k, x, ctx);
 }
 
 Tensor WeightLayer::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
-  CpuKernels k = cpu_kernels(impl_);
+  CpuKernels k = cpu_kernels(impl_, name());
   return backward_input_on(k, dy, ctx);
 }
 
 void WeightLayer::backward_weight_cpu(Ctx& ctx) {
-  CpuKernels k = cpu_kernels(impl_);
+  CpuKernels k = cpu_kernels(impl_, name());
   backward_weight_on(k, ctx);
 }
 

@@ -8,6 +8,7 @@
 
 #include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/mesh.h"
+#include "spikemesh/kernels/spike_conv_choice.h"
 #include "spikemesh/models/model.h"
 
 namespace sm {
@@ -43,6 +44,7 @@ RunParts setup_run(const RunRequest& req, Mesh* mesh, const std::function<void(M
     check_precision_for_device(parts.precision, parts.device);
   });
   configure_threads(req.threads, mesh != nullptr);
+  if (!req.conv_algo.empty()) set_spike_conv_algo(spike_conv_algo_from_name(req.conv_algo, "--conv-algo"));
   parts.dtype = master_dtype(parts.precision);
   parts.activations = activation_dtype(parts.precision);
   std::string model_text;  // the whole model as built (before tp sharding): the same on every rank

@@ -12,6 +12,7 @@
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/text_file.h"
 #include "spikemesh/core/toml_guard.h"
+#include "spikemesh/kernels/spike_conv_choice.h"
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/train/auto_layout.h"
 #include "spikemesh/train/flag_ranges.h"
@@ -89,6 +90,9 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
   add("cuda-graphs", K::Str, &c.cuda_graphs,
       "auto | on | off: replay the steady-state step as a CUDA graph (auto: one rank on a GPU)");
   add("threads", K::Int, &c.threads, "CPU threads per rank (0: cores / ranks on this node)");
+  add("conv-algo", K::Str, &c.conv_algo,
+      "CPU f32 convolutions of spike inputs: dense (oneDNN) | sparse (binary-input kernel) | auto (by the measured "
+      "firing rate; default, or SPIKEMESH_CONV_ALGO)");
   add("output", K::Str, &c.output, "directory holding run directories");
   add("run-name", K::Str, &c.run_name, "run directory name under --output (default: <model>-<date>-<time>)");
   add("ckpt-every", K::Int, &c.ckpt_every, "checkpoint every N steps (0: at the end and on SIGTERM/SIGUSR1 only)");
@@ -350,6 +354,7 @@ void validate_train_config(const TrainConfig& c) {
   if (c.ckpt_every < 0) SM_INPUT_ERROR("--ckpt-every must be >= 0, got " << c.ckpt_every);
   if (c.log_every <= 0) SM_INPUT_ERROR("--log-every must be positive, got " << c.log_every);
   if (c.threads < 0) SM_INPUT_ERROR("--threads must be >= 0, got " << c.threads);
+  if (!c.conv_algo.empty()) (void)spike_conv_algo_from_name(c.conv_algo, "--conv-algo");
   if (c.eval_batch_size < 0) SM_INPUT_ERROR("--eval-batch-size must be >= 0");
   if (c.optimizer != "sgd" && c.optimizer != "adam" && c.optimizer != "adamw")
     SM_INPUT_ERROR("--optimizer must be sgd, adam or adamw, got '" << c.optimizer << "'");

@@ -23,6 +23,7 @@ RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& di) {
   req.precision = cfg.precision;
   req.device = cfg.device;
   req.threads = cfg.threads;
+  req.conv_algo = cfg.conv_algo;
   req.seed = static_cast<uint64_t>(cfg.seed);
   req.optimizer.name = cfg.optimizer;
   req.optimizer.lr = cfg.lr;

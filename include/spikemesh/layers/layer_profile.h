@@ -27,4 +27,18 @@ void layer_profile_add(const std::string& type, double forward_ms, double backwa
 // Rows by descending total time.
 std::vector<LayerTypeTiming> layer_profile_report();
 
+// Per weight layer whose input is a spike tensor (f32, CPU): the firing rate it saw and, per
+// pass, which kernel ran (spike_conv_choice.h) and its time. Rows in first-call order.
+struct SpikeConvRow {
+  std::string layer;          // full layer name, e.g. "features.2.proj_bn.0"
+  std::string geometry;       // "Cin→Cout HxW kK" of one call
+  double density_sum = 0.0;   // summed over forward calls
+  int64_t forward_calls = 0, forward_sparse = 0, weight_calls = 0, weight_sparse = 0;
+  double forward_ms = 0.0, weight_ms = 0.0;
+  double crossover_forward = 0.0, crossover_weights = 0.0;
+};
+void layer_profile_spike_conv(const std::string& layer, const std::string& geometry, bool forward, double density,
+                              bool sparse, double ms, double crossover);
+std::vector<SpikeConvRow> layer_profile_spike_conv_report();
+
 }  // namespace sm

@@ -26,6 +26,7 @@ struct RunRequest {
   std::string precision = "fp32";  // fp32 | fp64 | bf16 | fp16
   std::string device = "auto";     // auto | cpu | cuda
   int64_t threads = 0;             // CPU threads per rank; 0: OMP_NUM_THREADS, else all cores alone
+  std::string conv_algo;           // dense | sparse | auto; empty: SPIKEMESH_CONV_ALGO, else auto
   uint64_t seed = 1;               // initial weights
   LayoutPlan layout;  // plan_layout()'s (phase 1); setup_run binds it to the model. Default: one rank, resolved there
   OptimizerConfig optimizer;

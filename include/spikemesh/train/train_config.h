@@ -53,6 +53,7 @@ struct TrainConfig {
   std::string device = "auto";  // the GPU when one is visible, else the CPU with a notice
   std::string cuda_graphs = "auto";  // auto | on | off (train/graph_step_cuda.h)
   int64_t threads = 0;            // 0: cores / ranks on this node
+  std::string conv_algo;          // dense | sparse | auto (empty: SPIKEMESH_CONV_ALGO, else auto)
   std::string output = "output";
   std::string run_name;           // default: <model>-<date>-<time>
   int64_t ckpt_every = 0;         // 0: only at the end (and on SIGTERM/SIGUSR1)

@@ -1,0 +1,45 @@
+// spike_conv.h — convolution of a binary (spike) input on the CPU without multiplies: the
+// forward pass and the weight gradient sum weight columns / output-gradient rows over the
+// ACTIVE inputs only, so their cost scales with the firing rate instead of the dense FLOPs.
+// The input gradient stays dense (conv.h); it does not see the spikes.
+//
+// Layouts and contracts are conv.h's (x [batch, Cin, H, W], w [Cout, Cin, K, K], y [batch,
+// Cout, Ho, Wo]; forward overwrites y, backward_weights accumulates into dw and dbias). The
+// input x must hold only 0 and 1 (a tensor flagged binary): any nonzero counts as a 1.
+//
+// How (docs/architecture.md §5b):
+//  forward   the spikes as a bitmap [batch, H+2p, W+2p, ⌈Cin/64⌉ words] (zero border, so the
+//            taps need no bounds checks) and the weight as [K·K·Cin, CoutP] (CoutP = Cout
+//            rounded up to 16); a task is a tile of whole output rows (~256 pixels) of one
+//            sample: per pixel the list of its active (tap, channel) inputs, then per block of
+//            64 output channels register accumulators start at the bias and add the weight
+//            row of every list entry (tap-major, channel ascending).
+//  weights   per sample n: dy[n] transposed to [Ho·Wo, CoutP]; one thread owns the weight
+//            rows of whole input channels: per channel, the active pixels of x[n, ci], per
+//            tap the output pixels they reach, then per block of 64 output channels the dy
+//            rows of those pixels are added. Samples run in order 0..batch-1.
+// Determinism: every output / weight-gradient element is summed by one thread in a fixed
+// order, so the result is bitwise the same for any OpenMP thread count. It differs from the
+// dense kernels only by float rounding: |sparse − exact| ≤ n·u·Σ|terms| with n the number
+// of active terms and u = 2⁻²⁴ (tests/unit/test_spike_conv.cpp checks this bound against
+// the naive double reference of tests/ref/).
+#pragma once
+#include <cstdint>
+
+#include "spikemesh/kernels/cpu/conv.h"
+
+namespace sm::cpu {
+
+// Fraction of nonzero elements of x[0, n) (0 for n = 0). Exact count, any thread count.
+double nonzero_fraction(const float* x, int64_t n);
+
+// The sums run in AVX-512 registers where the CPU has them (GCC builds), else AVX2; both add
+// in the same order, so the results are bitwise equal. Tests compare the two.
+void spike_conv_allow_avx512(bool allow);
+bool spike_conv_uses_avx512();
+
+void spike_conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y);
+void spike_conv2d_backward_weights(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
+                                   float* dbias);
+
+}  // namespace sm::cpu

@@ -1,0 +1,35 @@
+// spike_conv_choice.h — which CPU kernel runs an f32 convolution whose input is a spike
+// tensor (flagged binary): the dense one (oneDNN, conv.h) or the binary-input one
+// (spike_conv.h), per layer and per call, by the input's measured firing rate.
+//   --conv-algo dense | sparse | auto   (train, eval, bench; SPIKEMESH_CONV_ALGO sets the
+//                                        default; auto when neither is given)
+//   auto: sparse when the firing rate is below the crossover of the pass and shape, a
+//         deterministic function of the geometry (docs/architecture.md §5b gives the measured
+//         table it follows), so the choice never depends on timing noise and a run is
+//         reproducible bit for bit.
+// The input gradient is dense in every mode; fp64 is always dense (the exact reference).
+#pragma once
+#include <string>
+
+#include "spikemesh/kernels/cpu/conv.h"
+
+namespace sm {
+
+enum class SpikeConvAlgo { Dense, Sparse, Auto };
+enum class ConvPass { Forward, Weights };
+
+// "dense" | "sparse" | "auto"; InputError naming `flag` and the valid names otherwise.
+SpikeConvAlgo spike_conv_algo_from_name(const std::string& value, const std::string& flag);
+const char* spike_conv_algo_name(SpikeConvAlgo a);
+// The process-wide mode (default: SPIKEMESH_CONV_ALGO, else auto). Set before training.
+void set_spike_conv_algo(SpikeConvAlgo a);
+SpikeConvAlgo spike_conv_algo();
+// SPIKEMESH_CONV_ALGO checked (InputError on a bad value) and applied.
+void apply_spike_conv_algo_env();
+
+// The firing rate below which the binary-input kernel is the faster one for pass and g.
+double spike_conv_crossover(ConvPass pass, const cpu::Conv2dGeometry& g);
+// Whether the binary-input kernel runs pass over an input of firing rate `density`.
+bool use_spike_kernel(ConvPass pass, const cpu::Conv2dGeometry& g, double density);
+
+}  // namespace sm

@@ -1,0 +1,338 @@
+// spike_conv.cpp — the binary-input convolution of spike_conv.h: the spike bitmap, the
+// per-pixel lists of active inputs, the forward (output-stationary over a tile of rows, one
+// 64-channel register block at a time so the block's weight rows stay in L2) and the weight
+// gradient (one thread per input channel range, samples in order). The sums themselves are
+// spike_conv_sums.inc, compiled for AVX2 and, with GCC, AVX-512 (chosen at run time).
+#include "spikemesh/kernels/cpu/spike_conv.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "spikemesh/core/tensor.h"
+#include "spikemesh/kernels/cpu/gemm.h"
+
+#if !defined(__AVX2__)
+#error "spike_conv.cpp needs AVX2 (MARCH=x86-64-v3 or newer)"
+#endif
+
+#define SM_SUMS_NS sums_avx2
+#define SM_SUMS_AVX512 0
+#include "spike_conv_sums.inc"
+#undef SM_SUMS_NS
+#undef SM_SUMS_AVX512
+
+#if defined(__GNUC__) && !defined(__clang__)
+#define SM_HAVE_AVX512_SUMS 1
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#define SM_SUMS_NS sums_avx512
+#define SM_SUMS_AVX512 1
+#include "spike_conv_sums.inc"
+#undef SM_SUMS_NS
+#undef SM_SUMS_AVX512
+#pragma GCC pop_options
+#else
+#define SM_HAVE_AVX512_SUMS 0
+#endif
+
+namespace sm::cpu {
+namespace {
+
+constexpr int64_t kPad = 16;    // output channels are padded to a multiple of 16 (64-byte rows)
+constexpr int64_t kBlock = 64;  // output channels per register block
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+std::atomic<bool> g_allow_avx512{true};
+
+bool use_avx512() {
+#if SM_HAVE_AVX512_SUMS
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has && g_allow_avx512.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
+// A matrix [rows, CoutP] kept as column blocks: block b (channels [64b, 64b + lanes)) is a
+// contiguous [rows, lanes] piece, so one block's rows share no cache line with another's.
+struct BlockedRows {
+  int64_t rows = 0, coutp = 0;
+  Tensor data;  // F32 [rows · CoutP]
+  int64_t lanes(int64_t b0) const { return std::min(kBlock, coutp - b0); }
+  float* block(int64_t b0) { return data.data<float>() + rows * b0; }
+  const float* block(int64_t b0) const { return data.data<float>() + rows * b0; }
+};
+
+BlockedRows blocked_rows(int64_t rows, int64_t coutp) {
+  BlockedRows m;
+  m.rows = rows;
+  m.coutp = coutp;
+  m.data = Tensor::zeros({rows * coutp}, DType::F32);
+  return m;
+}
+
+// out[p·out_stride + 0..lanes) = start[p·start_stride + 0..lanes) + Σ rows[idx[k]·lanes + 0..lanes)
+// over k in [first[p], first[p+1]).
+void sum_pixels(int64_t lanes, const float* start, int64_t start_stride, const float* rows, const int32_t* first,
+                const int32_t* idx, int64_t pixels, float* out, int64_t out_stride) {
+#if SM_HAVE_AVX512_SUMS
+  if (use_avx512()) {
+    sums_avx512::sum_pixels_lanes(lanes, start, start_stride, rows, lanes, first, idx, pixels, out, out_stride);
+    return;
+  }
+#endif
+  sums_avx2::sum_pixels_lanes(lanes, start, start_stride, rows, lanes, first, idx, pixels, out, out_stride);
+}
+
+// ---- forward -----------------------------------------------------------------------------
+
+struct SpikeBitmap {  // bits [batch, Hp, Wp, words]: bit c of pixel (h, w) = x[n, c, h−p, w−p] ≠ 0
+  int64_t hp = 0, wp = 0, words = 0;
+  Tensor bits;  // u64 stored in an I64 tensor
+  const uint64_t* pixel(int64_t n, int64_t h, int64_t w) const {
+    return reinterpret_cast<const uint64_t*>(bits.data<int64_t>()) + ((n * hp + h) * wp + w) * words;
+  }
+};
+
+SpikeBitmap spike_bitmap(const Conv2dGeometry& g, const float* x) {
+  SpikeBitmap b;
+  b.hp = g.height + 2 * g.padding;
+  b.wp = g.width + 2 * g.padding;
+  b.words = (g.in_channels + 63) / 64;
+  b.bits = Tensor::zeros({g.batch, b.hp, b.wp, b.words}, DType::I64);
+  uint64_t* bits = reinterpret_cast<uint64_t*>(b.bits.data<int64_t>());
+  const int64_t C = g.in_channels, H = g.height, W = g.width, p = g.padding;
+#pragma omp parallel for schedule(static) collapse(2)
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t h = 0; h < H; ++h) {  // one padded row per (n, h): threads never share a word
+      uint64_t* row = bits + ((n * b.hp + h + p) * b.wp + p) * b.words;
+      for (int64_t c = 0; c < C; ++c) {
+        const float* xr = x + ((n * C + c) * H + h) * W;
+        const uint64_t bit = uint64_t{1} << (c & 63);
+        uint64_t* word = row + (c >> 6);
+        int64_t w = 0;
+        for (; w + 8 <= W; w += 8) {  // 8 pixels per compare; set bits are rare
+          const __m256 nz = _mm256_cmp_ps(_mm256_loadu_ps(xr + w), _mm256_setzero_ps(), _CMP_NEQ_UQ);
+          for (unsigned m = static_cast<unsigned>(_mm256_movemask_ps(nz)); m; m &= m - 1)
+            word[(w + __builtin_ctz(m)) * b.words] |= bit;
+        }
+        for (; w < W; ++w)
+          if (xr[w] != 0.0f) word[w * b.words] |= bit;
+      }
+    }
+  }
+  return b;
+}
+
+// wt [K·K·Cin, CoutP] blocked: row (kh·K + kw)·Cin + ci holds w[:, ci, kh, kw] (zero-padded).
+BlockedRows tap_major_weight(const Conv2dGeometry& g, const float* w, int64_t coutp) {
+  const int64_t kk = g.kernel * g.kernel, C = g.in_channels;
+  BlockedRows wt = blocked_rows(kk * C, coutp);
+#pragma omp parallel for schedule(static)
+  for (int64_t ci = 0; ci < C; ++ci)
+    for (int64_t t = 0; t < kk; ++t)
+      for (int64_t co = 0; co < g.out_channels; ++co) {
+        const int64_t b0 = co / kBlock * kBlock;
+        wt.block(b0)[(t * C + ci) * wt.lanes(b0) + co - b0] = w[(co * C + ci) * kk + t];
+      }
+  return wt;
+}
+
+// out[co·out_stride + ow] = tile[ow·ts + co] for co < channels, ow < wo: pixel-major tile
+// back to NCHW, in 8×8 register transposes where whole.
+void store_tile(const float* tile, int64_t ts, int64_t wo, int64_t channels, float* out, int64_t out_stride) {
+  int64_t ow0 = 0;
+  for (; ow0 + 8 <= wo; ow0 += 8) {
+    int64_t c0 = 0;
+    for (; c0 + 8 <= channels; c0 += 8) {
+      __m256 r[8], t[8];
+      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(tile + (ow0 + i) * ts + c0);  // row i: pixel ow0+i
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+      }
+      // r[j] (j < 4): channel c0+j of pixels 0-3 | 4-7 in its low | high half, r[j+4] of pixels 4-7 ...
+      for (int i = 0; i < 8; ++i) {
+        const __m256 lo = r[i & 3], hi = r[(i & 3) + 4];
+        const __m256 v = i < 4 ? _mm256_permute2f128_ps(lo, hi, 0x20) : _mm256_permute2f128_ps(lo, hi, 0x31);
+        _mm256_storeu_ps(out + (c0 + i) * out_stride + ow0, v);
+      }
+    }
+    for (; c0 < channels; ++c0)
+      for (int64_t ow = ow0; ow < ow0 + 8; ++ow) out[c0 * out_stride + ow] = tile[ow * ts + c0];
+  }
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t ow = ow0; ow < wo; ++ow) out[c * out_stride + ow] = tile[ow * ts + c];
+}
+
+// Per-thread scratch of the forward: the CSR lists of one tile and its output block.
+struct ForwardScratch {
+  std::vector<int32_t> first, offs;
+  std::vector<float> tile;
+};
+
+// Output rows [oh0, oh1) of sample n: per pixel, the weight rows of its active (tap,
+// channel) inputs (tap-major, channel ascending); then per 64-channel block the sums over the
+// tile's pixels into tile [pixels, 64] and y (NCHW).
+void forward_tile(const Conv2dGeometry& g, const SpikeBitmap& bm, const BlockedRows& wt, int64_t coutp,
+                  const float* biasp, int64_t n, int64_t oh0, int64_t oh1, ForwardScratch& s, float* y) {
+  const int64_t K = g.kernel, st = g.stride, C = g.in_channels, Wo = g.out_width(), Ho = g.out_height();
+  const int64_t pixels = (oh1 - oh0) * Wo;
+  s.first.resize(pixels + 1);
+  s.offs.resize(pixels * K * K * C);  // the most a tile can hold (every input active)
+  int32_t count = 0;
+  for (int64_t oh = oh0; oh < oh1; ++oh) {
+    for (int64_t ow = 0; ow < Wo; ++ow) {
+      s.first[(oh - oh0) * Wo + ow] = count;
+      for (int64_t kh = 0; kh < K; ++kh) {
+        for (int64_t kw = 0; kw < K; ++kw) {
+          const uint64_t* px = bm.pixel(n, oh * st + kh, ow * st + kw);
+          const int64_t tap_row = (kh * K + kw) * C;
+          for (int64_t i = 0; i < bm.words; ++i)
+            for (uint64_t m = px[i]; m; m &= m - 1)
+              s.offs[count++] = static_cast<int32_t>(tap_row + i * 64 + __builtin_ctzll(m));
+        }
+      }
+    }
+  }
+  s.first[pixels] = count;
+  s.tile.resize(pixels * kBlock);
+  for (int64_t b0 = 0; b0 < coutp; b0 += kBlock) {
+    const int64_t lanes = std::min(kBlock, coutp - b0);
+    sum_pixels(lanes, biasp + b0, 0, wt.block(b0), s.first.data(), s.offs.data(), pixels, s.tile.data(), kBlock);
+    const int64_t channels = std::min(lanes, g.out_channels - b0);
+    for (int64_t oh = oh0; oh < oh1; ++oh)
+      store_tile(s.tile.data() + (oh - oh0) * Wo * kBlock, kBlock, Wo, channels,
+                 y + ((n * g.out_channels + b0) * Ho + oh) * Wo, Ho * Wo);
+  }
+}
+
+// ---- weight gradient ---------------------------------------------------------------------
+
+// dyt [Ho·Wo, CoutP] blocked = dy[n] [Cout, Ho·Wo] transposed (padding columns stay zero),
+// channels split between the threads of the enclosing parallel region.
+void transpose_sample(const float* dyn, int64_t cout, int64_t plane, BlockedRows& dyt) {
+#pragma omp for schedule(static)
+  for (int64_t co = 0; co < cout; ++co) {
+    const int64_t b0 = co / kBlock * kBlock, lanes = dyt.lanes(b0);
+    float* col = dyt.block(b0) + co - b0;
+    for (int64_t q = 0; q < plane; ++q) col[q * lanes] = dyn[co * plane + q];
+  }
+}
+
+// Per-thread scratch of the weight gradient: one plane's active pixels and per tap the dy-row
+// offsets they reach (CSR over the K·K taps).
+struct WeightScratch {
+  std::vector<int32_t> ih, iw, first, offs;
+};
+
+// dwt[ci] [K·K, CoutP] += Σ over the active pixels (ih, iw) of x[n, ci] of the dy rows they
+// reach through each tap: output (oh, ow) = ((ih + p − kh) / s, (iw + p − kw) / s) when that
+// divides exactly and lies inside the output.
+void weight_rows(const Conv2dGeometry& g, const float* xp, const BlockedRows& dyt, int64_t coutp, WeightScratch& s,
+                 float* dwt_ci) {
+  const int64_t K = g.kernel, st = g.stride, p = g.padding, Ho = g.out_height(), Wo = g.out_width();
+  s.ih.clear();
+  s.iw.clear();
+  for (int64_t h = 0; h < g.height; ++h)
+    for (int64_t w = 0; w < g.width; ++w)
+      if (xp[h * g.width + w] != 0.0f) {
+        s.ih.push_back(static_cast<int32_t>(h));
+        s.iw.push_back(static_cast<int32_t>(w));
+      }
+  if (s.ih.empty()) return;
+  const int64_t n_active = static_cast<int64_t>(s.ih.size());
+  s.first.resize(K * K + 1);
+  s.offs.resize(K * K * n_active);
+  int32_t count = 0;
+  for (int64_t t = 0; t < K * K; ++t) {
+    const int64_t kh = t / K, kw = t % K;
+    s.first[t] = count;
+    for (int64_t a = 0; a < n_active; ++a) {
+      int64_t oh = s.ih[a] + p - kh, ow = s.iw[a] + p - kw;
+      if (st != 1) {
+        if (oh < 0 || ow < 0 || oh % st || ow % st) continue;
+        oh /= st;
+        ow /= st;
+      }
+      if (static_cast<uint64_t>(oh) < static_cast<uint64_t>(Ho) && static_cast<uint64_t>(ow) < static_cast<uint64_t>(Wo))
+        s.offs[count++] = static_cast<int32_t>(oh * Wo + ow);
+    }
+  }
+  s.first[K * K] = count;
+  for (int64_t b0 = 0; b0 < coutp; b0 += kBlock)  // the taps are the "pixels": row t of dwt_ci
+    sum_pixels(dyt.lanes(b0), dwt_ci + b0, coutp, dyt.block(b0), s.first.data(), s.offs.data(), K * K, dwt_ci + b0,
+               coutp);
+}
+
+}  // namespace
+
+void spike_conv_allow_avx512(bool allow) { g_allow_avx512.store(allow); }
+bool spike_conv_uses_avx512() { return use_avx512(); }
+
+double nonzero_fraction(const float* x, int64_t n) {
+  if (n <= 0) return 0.0;
+  int64_t count = 0;
+#pragma omp parallel for schedule(static) reduction(+ : count)
+  for (int64_t i = 0; i < n; ++i) count += x[i] != 0.0f;
+  return static_cast<double>(count) / static_cast<double>(n);
+}
+
+void spike_conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y) {
+  const int64_t coutp = round_up(g.out_channels, kPad), Ho = g.out_height(), Wo = g.out_width();
+  const SpikeBitmap bm = spike_bitmap(g, x);
+  const BlockedRows wt = tap_major_weight(g, w, coutp);  // [K·K·Cin, CoutP] blocked
+  std::vector<float> biasp(coutp, 0.0f);
+  if (bias) std::copy(bias, bias + g.out_channels, biasp.begin());
+  // A tile: whole output rows, about 256 pixels (its lists and block stay in L2).
+  const int64_t tile_rows = std::clamp<int64_t>(256 / Wo, 1, Ho), tiles_per_sample = (Ho + tile_rows - 1) / tile_rows;
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  std::vector<ForwardScratch> scratch(threads);
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t task = 0; task < g.batch * tiles_per_sample; ++task) {
+    const int64_t n = task / tiles_per_sample, oh0 = task % tiles_per_sample * tile_rows;
+    forward_tile(g, bm, wt, coutp, biasp.data(), n, oh0, std::min(Ho, oh0 + tile_rows),
+                 scratch[omp_get_thread_num()], y);
+  }
+}
+
+void spike_conv2d_backward_weights(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
+                                   float* dbias) {
+  const int64_t C = g.in_channels, kk = g.kernel * g.kernel, coutp = round_up(g.out_channels, kPad);
+  const int64_t plane = g.out_height() * g.out_width(), in_plane = g.height * g.width;
+  Tensor dwt = Tensor::zeros({C, kk, coutp}, DType::F32);  // dw as [Cin, K·K, CoutP]
+  BlockedRows dyt = blocked_rows(plane, coutp);            // dy[n] as [Ho·Wo, CoutP] blocked
+  const int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(omp_get_max_threads(), C));
+  std::vector<WeightScratch> scratch(threads);
+#pragma omp parallel num_threads(threads)
+  {
+    WeightScratch& s = scratch[omp_get_thread_num()];
+    for (int64_t n = 0; n < g.batch; ++n) {
+      transpose_sample(dy + n * g.out_channels * plane, g.out_channels, plane, dyt);
+      // (implicit barrier: dyt complete)
+#pragma omp for schedule(static)
+      for (int64_t ci = 0; ci < C; ++ci)
+        weight_rows(g, x + (n * C + ci) * in_plane, dyt, coutp, s, dwt.data<float>() + ci * kk * coutp);
+      // (implicit barrier: dyt free for the next sample)
+    }
+  }
+  const float* pt = dwt.data<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t co = 0; co < g.out_channels; ++co)
+    for (int64_t ci = 0; ci < C; ++ci)
+      for (int64_t t = 0; t < kk; ++t) dw[(co * C + ci) * kk + t] += pt[(ci * kk + t) * coutp + co];
+  if (dbias) channel_bias_grad<float>(g.batch, g.out_channels, plane, dy, dbias);
+}
+
+}  // namespace sm::cpu

@@ -1,0 +1,56 @@
+// spike_conv_choice.cpp — the --conv-algo mode and the crossover rule (spike_conv_choice.h).
+#include "spikemesh/kernels/spike_conv_choice.h"
+
+#include <atomic>
+#include <cstdlib>
+
+#include "spikemesh/core/error.h"
+
+namespace sm {
+namespace {
+std::atomic<SpikeConvAlgo> g_algo{SpikeConvAlgo::Auto};
+}  // namespace
+
+SpikeConvAlgo spike_conv_algo_from_name(const std::string& value, const std::string& flag) {
+  if (value == "dense") return SpikeConvAlgo::Dense;
+  if (value == "sparse") return SpikeConvAlgo::Sparse;
+  if (value == "auto") return SpikeConvAlgo::Auto;
+  SM_INPUT_ERROR(flag << " " << value << ": unknown convolution algorithm (valid: dense, sparse, auto)");
+}
+
+const char* spike_conv_algo_name(SpikeConvAlgo a) {
+  switch (a) {
+    case SpikeConvAlgo::Dense: return "dense";
+    case SpikeConvAlgo::Sparse: return "sparse";
+    default: return "auto";
+  }
+}
+
+void set_spike_conv_algo(SpikeConvAlgo a) { g_algo.store(a); }
+SpikeConvAlgo spike_conv_algo() { return g_algo.load(std::memory_order_relaxed); }
+
+void apply_spike_conv_algo_env() {
+  if (const char* e = std::getenv("SPIKEMESH_CONV_ALGO"))
+    set_spike_conv_algo(spike_conv_algo_from_name(e, "SPIKEMESH_CONV_ALGO="));
+}
+
+// Measured on a 2-core Xeon (AVX-512) with bench/spike_conv_sweep (README, "Sparse spike
+// convolution"): the crossover grows with the reduction length Cin·K² (the per-pixel list
+// work is shared by more weight rows) — forward 20–25% at Cin·K² = 576, 30% at 2304–4608;
+// weight gradient 15–20% and 25–30%. The rule takes the lower end of each range so that
+// auto never picks the slower kernel where the two are close.
+double spike_conv_crossover(ConvPass pass, const cpu::Conv2dGeometry& g) {
+  const bool long_reduction = g.in_channels * g.kernel * g.kernel >= 1024;
+  if (pass == ConvPass::Forward) return long_reduction ? 0.28 : 0.20;
+  return long_reduction ? 0.25 : 0.15;
+}
+
+bool use_spike_kernel(ConvPass pass, const cpu::Conv2dGeometry& g, double density) {
+  switch (spike_conv_algo()) {
+    case SpikeConvAlgo::Dense: return false;
+    case SpikeConvAlgo::Sparse: return true;
+    default: return density < spike_conv_crossover(pass, g);
+  }
+}
+
+}  // namespace sm
