@@ -42,6 +42,8 @@ class System:
 
 SYSTEMS = [
     System("spikemesh", "spikemesh", None, None),
+    # today's kernels: every convolution dense (oneDNN), the baseline of the sparse speed-up
+    System("spikemesh_dense", "spikemesh, --conv-algo dense", None, None, ["--conv-algo", "dense"]),
     System("sj", "SpikingJelly, eager", VENV_PY, "bench/sj_bench.py", ["--no-compile"], True),
     System("sj_compile", "SpikingJelly + torch.compile", VENV_PY, "bench/sj_bench.py", ["--compile"], True),
     System("torch", "PyTorch twin, eager", VENV_PY, "bench/torch_bench.py", ["--no-compile"], True),
@@ -95,7 +97,7 @@ def command_of(system, args, log):
         if value is not None:
             common += [flag, str(value)]
     if system.python is None:
-        return [args.spikemesh, "bench", *common, "--device", "cpu", "--precision", "fp32"]
+        return [args.spikemesh, "bench", *common, "--device", "cpu", "--precision", "fp32", *system.extra]
     return [system.python, os.path.join(REPO, system.script), *common, "--device", "cpu",
             "--precision", "fp32", *system.extra]
 

@@ -45,6 +45,10 @@ double spike_conv_crossover(ConvPass pass, const cpu::Conv2dGeometry& g) {
   return long_reduction ? 0.25 : 0.15;
 }
 
+bool use_winograd_backward_data(const cpu::Conv2dGeometry& g) {
+  return spike_conv_algo() == SpikeConvAlgo::Auto && cpu::conv2d_winograd_available(g);
+}
+
 bool use_spike_kernel(ConvPass pass, const cpu::Conv2dGeometry& g, double density) {
   switch (spike_conv_algo()) {
     case SpikeConvAlgo::Dense: return false;

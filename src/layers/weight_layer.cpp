@@ -115,6 +115,12 @@ struct CpuKernels {
       using T = decltype(t);
       const T *pdy = dy.data<T>(), *pw = w.data<T>();
       T* pdx = dx.data<T>();
+      if constexpr (std::is_same_v<T, float>) {
+        if (k == Family::Conv && use_winograd_backward_data(g)) {
+          cpu::conv2d_backward_data_winograd_dnnl(g, pdy, pw, pdx);
+          return;
+        }
+      }
       if (k == Family::Conv) cpu::conv2d_backward_data<T>(g, pdy, pw, pdx);
       if (k == Family::Conv1x1)
         cpu::conv1x1_backward_data<T>(g.batch, g.in_channels, g.out_channels, g.height, pdy, pw, pdx);

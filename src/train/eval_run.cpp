@@ -23,7 +23,7 @@ namespace sm {
 
 const std::vector<std::string>& eval_flag_keys() {
   static const std::vector<std::string> k = {
-      "data", "batch-size", "eval-batch-size", "device", "threads", "allow-nonfinite-checkpoint",
+      "data", "batch-size", "eval-batch-size", "device", "threads", "conv-algo", "allow-nonfinite-checkpoint",
       // the layout, as train takes it
       "distributed-mode", "mesh-shape", "tp-mesh-dim", "dp-mesh-dim", "comm", "comm-timeout", "optimizer-sharding",
       "bucket-mb", "sync-bn", "tp-keep-first", "tp-keep-classifier", "fsdp-reshard-after-forward", "fsdp-param-dtype",

@@ -4,7 +4,7 @@
 //   --conv-algo dense | sparse | auto   (train, eval, bench; SPIKEMESH_CONV_ALGO sets the
 //                                        default; auto when neither is given)
 //   auto: sparse when the firing rate is below the crossover of the pass and shape, a
-//         deterministic function of the geometry (docs/architecture.md §5b gives the measured
+//         deterministic function of the geometry (docs/architecture.md §4b gives the measured
 //         table it follows), so the choice never depends on timing noise and a run is
 //         reproducible bit for bit.
 // The input gradient is dense in every mode; fp64 is always dense (the exact reference).
@@ -31,5 +31,8 @@ void apply_spike_conv_algo_env();
 double spike_conv_crossover(ConvPass pass, const cpu::Conv2dGeometry& g);
 // Whether the binary-input kernel runs pass over an input of firing rate `density`.
 bool use_spike_kernel(ConvPass pass, const cpu::Conv2dGeometry& g, double density);
+// Whether an f32 conv2d's input gradient runs oneDNN's Winograd kernel: in auto mode, for a
+// 3×3 stride-1 convolution on a CPU where oneDNN has one (AVX-512).
+bool use_winograd_backward_data(const cpu::Conv2dGeometry& g);
 
 }  // namespace sm

@@ -123,9 +123,9 @@ Tensor scratch_for(const md& desc, std::unordered_map<int, dnnl::memory>& args) 
 
 enum Direction : int64_t { kForward = 0, kBackwardData = 1, kBackwardWeights = 2 };
 
-std::vector<int64_t> cache_key(Direction dir, const Conv2dGeometry& g, bool bias) {
+std::vector<int64_t> cache_key(Direction dir, const Conv2dGeometry& g, bool bias, bool winograd = false) {
   return {dir,      g.batch,  g.in_channels, g.height,  g.width,
-          g.out_channels, g.kernel, g.stride,  g.padding, bias ? 1 : 0};
+          g.out_channels, g.kernel, g.stride,  g.padding, bias ? 1 : 0, winograd ? 1 : 0};
 }
 
 bool blocked_layout(Direction dir, const Conv2dGeometry& g) {
@@ -200,18 +200,29 @@ void conv2d_forward_dnnl(const Conv2dGeometry& g, const float* x, const float* w
   });
 }
 
-void conv2d_backward_data_dnnl(const Conv2dGeometry& g, const float* dy, const float* w,
-                               float* dx) {
+namespace {
+void backward_data(const Conv2dGeometry& g, const float* dy, const float* w, float* dx, bool winograd) {
   std::shared_ptr<const BackwardDataEntry> e;
-  SM_DNNL_CHECK("conv2d backward-data primitive creation", e = cache<BackwardDataEntry>().get(cache_key(kBackwardData, g, false), [&] {
+  SM_DNNL_CHECK("conv2d backward-data primitive creation", e = cache<BackwardDataEntry>().get(cache_key(kBackwardData, g, false, winograd), [&] {
     Dims d(g);
     const bool blocked = blocked_layout(kBackwardData, g);
     auto hint = forward_pd(d, blocked, false);
-    dnnl::convolution_backward_data::desc desc(
-        dnnl::algorithm::convolution_direct, d.pick(d.src, blocked, tag::nchw),
-        d.pick(d.wei, blocked, tag::oihw), d.pick(d.dst, blocked, tag::nchw), d.strides, d.pad,
-        d.pad);
-    dnnl::convolution_backward_data::primitive_desc pd(desc, user_scratchpad(), dnnl_engine(), hint);
+    auto make_pd = [&](dnnl::algorithm algo) {
+      dnnl::convolution_backward_data::desc desc(algo, d.pick(d.src, blocked, tag::nchw),
+                                                 d.pick(d.wei, blocked, tag::oihw), d.pick(d.dst, blocked, tag::nchw),
+                                                 d.strides, d.pad, d.pad);
+      return dnnl::convolution_backward_data::primitive_desc(desc, user_scratchpad(), dnnl_engine(), hint);
+    };
+    dnnl::convolution_backward_data::primitive_desc pd;
+    bool made = false;
+    if (winograd) {  // where this CPU has no Winograd kernel (AVX2), oneDNN refuses: direct
+      try {
+        pd = make_pd(dnnl::algorithm::convolution_winograd);
+        made = true;
+      } catch (const dnnl::error&) {
+      }
+    }
+    if (!made) pd = make_pd(dnnl::algorithm::convolution_direct);
     note_dnnl_implementation("conv2d backward data", pd.impl_info_str());
     return BackwardDataEntry{dnnl::convolution_backward_data(pd),
                              make_input(d.user_dst(), pd.diff_dst_desc()),
@@ -229,6 +240,35 @@ void conv2d_backward_data_dnnl(const Conv2dGeometry& g, const float* dy, const f
     finish_output(e->diff_src, dsrc, s);
     s.wait();
   });
+}
+
+}  // namespace
+
+void conv2d_backward_data_dnnl(const Conv2dGeometry& g, const float* dy, const float* w, float* dx) {
+  backward_data(g, dy, w, dx, false);
+}
+
+void conv2d_backward_data_winograd_dnnl(const Conv2dGeometry& g, const float* dy, const float* w, float* dx) {
+  backward_data(g, dy, w, dx, true);
+}
+
+bool conv2d_winograd_available(const Conv2dGeometry& g) {
+  if (g.kernel != 3 || g.stride != 1) return false;
+  static DnnlCache<bool> probes;  // per geometry: did oneDNN give a Winograd primitive?
+  std::shared_ptr<const bool> ok = probes.get(cache_key(kBackwardData, g, false, true), [&] {
+    try {
+      Dims d(g);
+      auto hint = forward_pd(d, true, false);
+      dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_winograd, d.pick(d.src, true, tag::nchw),
+                                                 d.pick(d.wei, true, tag::oihw), d.pick(d.dst, true, tag::nchw),
+                                                 d.strides, d.pad, d.pad);
+      dnnl::convolution_backward_data::primitive_desc pd(desc, user_scratchpad(), dnnl_engine(), hint);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  });
+  return *ok;
 }
 
 void conv2d_backward_weights_dnnl(const Conv2dGeometry& g, const float* x, const float* dy,

@@ -7,7 +7,7 @@
 // Cout, Ho, Wo]; forward overwrites y, backward_weights accumulates into dw and dbias). The
 // input x must hold only 0 and 1 (a tensor flagged binary): any nonzero counts as a 1.
 //
-// How (docs/architecture.md §5b):
+// How (docs/architecture.md §4b):
 //  forward   the spikes as a bitmap [batch, H+2p, W+2p, ⌈Cin/64⌉ words] (zero border, so the
 //            taps need no bounds checks) and the weight as [K·K·Cin, CoutP] (CoutP = Cout
 //            rounded up to 16); a task is a tile of whole output rows (~256 pixels) of one
