@@ -158,14 +158,10 @@ void print_layer_profile(int64_t steps, double step_ms) {
               "below the crossover):\n    %-28s %-22s %8s %9s %8s %9s %9s %8s\n",
               spike_conv_algo_name(spike_conv_algo()), "layer", "shape", "density", "forward", "kernel", "crossover",
               "weights", "kernel");
-  auto kernel = [](int64_t sparse, int64_t calls) {
-    return sparse == 0 ? "dense" : sparse == calls ? "sparse" : "mixed";
-  };
   for (const SpikeConvRow& r : conv)
     std::printf("    %-28s %-22s %7.1f%% %9.2f %8s %8.1f%% %9.2f %8s\n", r.layer.c_str(), r.geometry.c_str(),
-                100.0 * r.density_sum / std::max<int64_t>(1, r.forward_calls), r.forward_ms / steps,
-                kernel(r.forward_sparse, r.forward_calls), 100.0 * r.crossover_forward, r.weight_ms / steps,
-                kernel(r.weight_sparse, r.weight_calls));
+                100.0 * r.firing_rate(), r.forward_ms / steps, r.forward_kernel(), 100.0 * r.crossover_forward,
+                r.weight_ms / steps, r.weights_kernel());
 }
 
 // The spec's pp_* fields plus the measured bubble (median over the timed steps), the bubble the
@@ -488,6 +484,21 @@ void add_metric_fields(BenchRecord& r, const BenchOptions& o, RunParts& parts, M
   r["per_device_throughput_sps"] = f.step_ms > 0 ? 1000.0 * N / f.step_ms : 0.0;
   r["peak_allocated_mb"] = f.peak_alloc;
   r["peak_rss_mb"] = f.rss;
+  if (o.profile) {  // this rank's convolutions of spike inputs: firing rate and kernel per pass
+    nlohmann::json layers = nlohmann::json::array();
+    for (const SpikeConvRow& c : layer_profile_spike_conv_report()) {
+      layers.push_back({{"layer", c.layer},
+                        {"shape", c.geometry},
+                        {"firing_rate", c.firing_rate()},
+                        {"forward_kernel", c.forward_kernel()},
+                        {"forward_ms", c.forward_ms / o.steps},
+                        {"weights_kernel", c.weights_kernel()},
+                        {"weights_ms", c.weight_ms / o.steps},
+                        {"crossover_forward", c.crossover_forward},
+                        {"crossover_weights", c.crossover_weights}});
+    }
+    r["spike_conv_layers"] = layers;
+  }
   r["recommendation"] = !o.recommendation.is_null() ? o.recommendation
                          : mesh ? nlohmann::json{{"mode", o.mode}, {"rationale", "as requested"}}
                                 : nlohmann::json{{"mode", "none"}, {"rationale", "one rank"}};

@@ -45,8 +45,14 @@ double spike_conv_crossover(ConvPass pass, const cpu::Conv2dGeometry& g) {
   return long_reduction ? 0.25 : 0.15;
 }
 
-bool use_winograd_backward_data(const cpu::Conv2dGeometry& g) {
-  return spike_conv_algo() == SpikeConvAlgo::Auto && cpu::conv2d_winograd_available(g);
+// Winograd pays where there are many 4×4 output tiles per weight: planes of at least 16×16,
+// weights of at most 256×256×3×3 (its transformed weights, 4× the weight, and per-thread
+// weight-gradient accumulators live in the scratchpad: the 512-channel layers would add
+// ~75 MB to the peak for the little their 12×12 and 6×6 planes gain).
+bool use_winograd(const cpu::Conv2dGeometry& g) {
+  return spike_conv_algo() == SpikeConvAlgo::Auto && g.in_channels >= 16 && g.out_channels >= 16 &&
+         g.in_channels * g.out_channels <= 256 * 256 && g.height >= 16 && g.width >= 16 &&
+         cpu::conv2d_winograd_available(g);
 }
 
 bool use_spike_kernel(ConvPass pass, const cpu::Conv2dGeometry& g, double density) {

@@ -97,6 +97,9 @@ struct CpuKernels {
       const T *px = x.data<T>(), *pw = w.data<T>(), *pb = data_or_null<T>(bias);
       T* py = y.data<T>();
       auto dense = [&] {
+        if constexpr (std::is_same_v<T, float>) {
+          if (k == Family::Conv && use_winograd(g)) return cpu::conv2d_forward_winograd_dnnl(g, px, pw, pb, py);
+        }
         if (k == Family::Conv) cpu::conv2d_forward<T>(g, px, pw, pb, py);
         if (k == Family::Conv1x1)
           cpu::conv1x1_forward<T>(g.batch, g.in_channels, g.out_channels, g.height, px, pw, pb, py);
@@ -116,7 +119,7 @@ struct CpuKernels {
       const T *pdy = dy.data<T>(), *pw = w.data<T>();
       T* pdx = dx.data<T>();
       if constexpr (std::is_same_v<T, float>) {
-        if (k == Family::Conv && use_winograd_backward_data(g)) {
+        if (k == Family::Conv && use_winograd(g)) {
           cpu::conv2d_backward_data_winograd_dnnl(g, pdy, pw, pdx);
           return;
         }
@@ -134,6 +137,9 @@ struct CpuKernels {
       const T *px = x.data<T>(), *pdy = dy.data<T>();
       T *pdw = w.grad.data<T>(), *pdb = b ? b->grad.data<T>() : nullptr;
       auto dense = [&] {
+        if constexpr (std::is_same_v<T, float>) {
+          if (k == Family::Conv && use_winograd(g)) return cpu::conv2d_backward_weights_winograd_dnnl(g, px, pdy, pdw, pdb);
+        }
         if (k == Family::Conv) cpu::conv2d_backward_weights<T>(g, px, pdy, pdw, pdb);
         if (k == Family::Conv1x1)
           cpu::conv1x1_backward_weights<T>(g.batch, g.in_channels, g.out_channels, g.height, px, pdy, pdw, pdb);

@@ -151,6 +151,7 @@ void check_impl(const ConvImpl<T>& impl, const ref::ConvRefShape& s, double rtol
 
 class ConvKernel : public ::testing::TestWithParam<ref::ConvRefShape> {};
 
+
 TEST_P(ConvKernel, FloatMatchesReference) {
   for (const auto& impl : float_impls()) check_impl(impl, GetParam(), 1e-5);
 }
@@ -180,6 +181,29 @@ INSTANTIATE_TEST_SUITE_P(
                       // output plane 48x46 = 2208 > one 2048-column GEMM panel
                       ref::ConvRefShape{1, 3, 48, 46, 4, 3, 1, 1}),
     shape_name);
+
+// oneDNN's Winograd F(4×4, 3×3) kernels (AVX-512 CPUs only; skipped elsewhere), over batches
+// split into chunks of 8 samples (9 and 17 samples: partial chunks). Tolerance: the
+// transforms (entries up to 5.25 in magnitude) round every tile, so the relative L2 error is
+// ~1e-6 here against ~1e-7 for the direct kernel; 2e-5 bounds it with margin (documented in
+// docs/architecture.md §4b), still 50× below the f32-vs-f64 spread of a training step.
+TEST(ConvWinograd, FloatMatchesReference) {
+  const std::vector<ref::ConvRefShape> shapes = {
+      {2, 32, 17, 19, 48, 3, 1, 1}, {9, 64, 16, 16, 64, 3, 1, 1}, {3, 16, 20, 20, 24, 3, 1, 0}, {17, 24, 16, 18, 32, 3, 1, 1}};
+  const ConvImpl<float> wino{"winograd<float>", cpu::conv2d_forward_winograd_dnnl, cpu::conv2d_backward_data_winograd_dnnl,
+                             cpu::conv2d_backward_weights_winograd_dnnl};
+  int ran = 0;
+  for (const auto& s : shapes) {
+    if (!cpu::conv2d_winograd_available(geometry_of(s))) continue;
+    SCOPED_TRACE(shape_name(::testing::TestParamInfo<ref::ConvRefShape>(s, 0)));
+    check_impl(wino, s, 2e-5);
+    ++ran;
+  }
+  if (ran == 0) GTEST_SKIP() << "oneDNN has no Winograd kernel on this CPU (it needs AVX-512)";
+  // where it has none for a geometry (stride 2, 5×5), it says so
+  EXPECT_FALSE(cpu::conv2d_winograd_available(geometry_of({2, 32, 17, 19, 48, 3, 2, 1})));
+  EXPECT_FALSE(cpu::conv2d_winograd_available(geometry_of({2, 32, 17, 19, 48, 5, 1, 2})));
+}
 
 // The 1×1 channel convolution (Conv1d kernels): float (oneDNN batched matmul / 1×1 conv)
 // and double (own) against the reference as a 1×1 Conv2d on [batch, C, 1, L].

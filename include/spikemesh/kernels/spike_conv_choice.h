@@ -31,8 +31,10 @@ void apply_spike_conv_algo_env();
 double spike_conv_crossover(ConvPass pass, const cpu::Conv2dGeometry& g);
 // Whether the binary-input kernel runs pass over an input of firing rate `density`.
 bool use_spike_kernel(ConvPass pass, const cpu::Conv2dGeometry& g, double density);
-// Whether an f32 conv2d's input gradient runs oneDNN's Winograd kernel: in auto mode, for a
-// 3×3 stride-1 convolution on a CPU where oneDNN has one (AVX-512).
-bool use_winograd_backward_data(const cpu::Conv2dGeometry& g);
+// Whether an f32 conv2d pass that runs dense (the input gradient always; the forward and
+// weight gradient when the input is not spikes or fires above the crossover) takes oneDNN's
+// Winograd kernel: in auto mode, for a 3×3 stride-1 convolution of 16–256 channels on a
+// plane of at least 16×16, on a CPU where oneDNN has one (AVX-512).
+bool use_winograd(const cpu::Conv2dGeometry& g);
 
 }  // namespace sm

@@ -36,6 +36,13 @@ struct SpikeConvRow {
   int64_t forward_calls = 0, forward_sparse = 0, weight_calls = 0, weight_sparse = 0;
   double forward_ms = 0.0, weight_ms = 0.0;
   double crossover_forward = 0.0, crossover_weights = 0.0;
+  double firing_rate() const { return forward_calls > 0 ? density_sum / forward_calls : 0.0; }
+  // "dense", "sparse" or "mixed" (both over the calls)
+  const char* forward_kernel() const { return kernel_of(forward_sparse, forward_calls); }
+  const char* weights_kernel() const { return kernel_of(weight_sparse, weight_calls); }
+  static const char* kernel_of(int64_t sparse, int64_t calls) {
+    return sparse == 0 ? "dense" : sparse == calls ? "sparse" : "mixed";
+  }
 };
 void layer_profile_spike_conv(const std::string& layer, const std::string& geometry, bool forward, double density,
                               bool sparse, double ms, double crossover);

@@ -9,6 +9,7 @@
 // Weight/bias gradients accumulate: the primitive writes a temporary and a reorder with a
 // sum post-op adds it into the caller's dw.
 // Primitives are created once per (direction, geometry, bias) and shared process-wide.
+#include <algorithm>
 #include <unordered_map>
 #include <vector>
 
@@ -134,16 +135,27 @@ bool blocked_layout(Direction dir, const Conv2dGeometry& g) {
 }
 
 // The forward descriptor (also the hint for both backward directions).
-dnnl::convolution_forward::primitive_desc forward_pd(const Dims& d, bool blocked, bool bias) {
+dnnl::convolution_forward::primitive_desc forward_pd(const Dims& d, bool blocked, bool bias,
+                                                    dnnl::algorithm algo = dnnl::algorithm::convolution_direct) {
   auto src = d.pick(d.src, blocked, tag::nchw), wei = d.pick(d.wei, blocked, tag::oihw),
        dst = d.pick(d.dst, blocked, tag::nchw);
-  auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                     dnnl::algorithm::convolution_direct, src, wei,
+  auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, src, wei,
                                                      d.user_bias(), dst, d.strides, d.pad, d.pad)
-                   : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                     dnnl::algorithm::convolution_direct, src, wei,
+                   : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, src, wei,
                                                      dst, d.strides, d.pad, d.pad);
   return dnnl::convolution_forward::primitive_desc(desc, user_scratchpad(), dnnl_engine());
+}
+
+// make(winograd) when asked for and oneDNN has a Winograd kernel here, else make(direct).
+template <class Make>
+auto winograd_or_direct(bool winograd, Make&& make) {
+  if (winograd) {
+    try {
+      return make(dnnl::algorithm::convolution_winograd);
+    } catch (const dnnl::error&) {  // no Winograd kernel on this CPU / for this shape
+    }
+  }
+  return make(dnnl::algorithm::convolution_direct);
 }
 
 struct ForwardEntry {
@@ -174,13 +186,15 @@ DnnlCache<E>& cache() {
 
 }  // namespace
 
-void conv2d_forward_dnnl(const Conv2dGeometry& g, const float* x, const float* w,
-                         const float* bias, float* y) {
+namespace {
+void forward(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y, bool winograd) {
   const bool has_bias = bias != nullptr;
   std::shared_ptr<const ForwardEntry> e;
-  SM_DNNL_CHECK("conv2d forward primitive creation", e = cache<ForwardEntry>().get(cache_key(kForward, g, has_bias), [&] {
+  SM_DNNL_CHECK("conv2d forward primitive creation", e = cache<ForwardEntry>().get(cache_key(kForward, g, has_bias, winograd), [&] {
     Dims d(g);
-    auto pd = forward_pd(d, blocked_layout(kForward, g), has_bias);
+    auto pd = winograd_or_direct(winograd, [&](dnnl::algorithm a) {
+      return forward_pd(d, blocked_layout(kForward, g), has_bias, a);
+    });
     note_dnnl_implementation("conv2d forward", pd.impl_info_str());
     return ForwardEntry{dnnl::convolution_forward(pd), make_input(d.user_src(), pd.src_desc()),
                         make_input(d.user_wei(), pd.weights_desc()),
@@ -200,6 +214,37 @@ void conv2d_forward_dnnl(const Conv2dGeometry& g, const float* x, const float* w
   });
 }
 
+}  // namespace
+
+void conv2d_forward_dnnl(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y) {
+  forward(g, x, w, bias, y, false);
+}
+
+namespace {
+// The Winograd kernels' scratchpad holds the transformed tiles of a whole call's input and
+// output (≈ 2.25× each for F(4×4, 3×3)): up to ~100 MB for a VGG layer at T·N = 40. They run
+// over chunks of at most kWinogradChunk samples instead (the passes are per-sample; the weight
+// gradient accumulates chunk by chunk), which keeps the scratchpad a few MB.
+constexpr int64_t kWinogradChunk = 8;
+
+template <class F>
+void over_winograd_chunks(const Conv2dGeometry& g, F&& run_chunk) {  // run_chunk(chunk geometry, first sample)
+  for (int64_t n0 = 0; n0 < g.batch; n0 += kWinogradChunk) {
+    Conv2dGeometry c = g;
+    c.batch = std::min(kWinogradChunk, g.batch - n0);
+    run_chunk(c, n0);
+  }
+}
+}  // namespace
+
+void conv2d_forward_winograd_dnnl(const Conv2dGeometry& g, const float* x, const float* w, const float* bias,
+                                  float* y) {
+  const int64_t in_step = g.input_numel() / g.batch, out_step = g.output_numel() / g.batch;
+  over_winograd_chunks(g, [&](const Conv2dGeometry& c, int64_t n0) {
+    forward(c, x + n0 * in_step, w, bias, y + n0 * out_step, true);
+  });
+}
+
 namespace {
 void backward_data(const Conv2dGeometry& g, const float* dy, const float* w, float* dx, bool winograd) {
   std::shared_ptr<const BackwardDataEntry> e;
@@ -207,22 +252,12 @@ void backward_data(const Conv2dGeometry& g, const float* dy, const float* w, flo
     Dims d(g);
     const bool blocked = blocked_layout(kBackwardData, g);
     auto hint = forward_pd(d, blocked, false);
-    auto make_pd = [&](dnnl::algorithm algo) {
+    auto pd = winograd_or_direct(winograd, [&](dnnl::algorithm algo) {
       dnnl::convolution_backward_data::desc desc(algo, d.pick(d.src, blocked, tag::nchw),
                                                  d.pick(d.wei, blocked, tag::oihw), d.pick(d.dst, blocked, tag::nchw),
                                                  d.strides, d.pad, d.pad);
       return dnnl::convolution_backward_data::primitive_desc(desc, user_scratchpad(), dnnl_engine(), hint);
-    };
-    dnnl::convolution_backward_data::primitive_desc pd;
-    bool made = false;
-    if (winograd) {  // where this CPU has no Winograd kernel (AVX2), oneDNN refuses: direct
-      try {
-        pd = make_pd(dnnl::algorithm::convolution_winograd);
-        made = true;
-      } catch (const dnnl::error&) {
-      }
-    }
-    if (!made) pd = make_pd(dnnl::algorithm::convolution_direct);
+    });
     note_dnnl_implementation("conv2d backward data", pd.impl_info_str());
     return BackwardDataEntry{dnnl::convolution_backward_data(pd),
                              make_input(d.user_dst(), pd.diff_dst_desc()),
@@ -249,7 +284,10 @@ void conv2d_backward_data_dnnl(const Conv2dGeometry& g, const float* dy, const f
 }
 
 void conv2d_backward_data_winograd_dnnl(const Conv2dGeometry& g, const float* dy, const float* w, float* dx) {
-  backward_data(g, dy, w, dx, true);
+  const int64_t in_step = g.input_numel() / g.batch, out_step = g.output_numel() / g.batch;
+  over_winograd_chunks(g, [&](const Conv2dGeometry& c, int64_t n0) {
+    backward_data(c, dy + n0 * out_step, w, dx + n0 * in_step, true);
+  });
 }
 
 bool conv2d_winograd_available(const Conv2dGeometry& g) {
@@ -271,23 +309,23 @@ bool conv2d_winograd_available(const Conv2dGeometry& g) {
   return *ok;
 }
 
-void conv2d_backward_weights_dnnl(const Conv2dGeometry& g, const float* x, const float* dy,
-                                  float* dw, float* dbias) {
+namespace {
+void backward_weights(const Conv2dGeometry& g, const float* x, const float* dy, float* dw, float* dbias,
+                      bool winograd) {
   const bool has_bias = dbias != nullptr;
   std::shared_ptr<const BackwardWeightsEntry> e;
-  SM_DNNL_CHECK("conv2d backward-weights primitive creation", e = cache<BackwardWeightsEntry>().get(cache_key(kBackwardWeights, g, has_bias), [&] {
+  SM_DNNL_CHECK("conv2d backward-weights primitive creation", e = cache<BackwardWeightsEntry>().get(cache_key(kBackwardWeights, g, has_bias, winograd), [&] {
     Dims d(g);
     const bool blocked = blocked_layout(kBackwardWeights, g);
     auto hint = forward_pd(d, blocked, has_bias);
     auto src = d.pick(d.src, blocked, tag::nchw), wei = d.pick(d.wei, blocked, tag::oihw),
          dst = d.pick(d.dst, blocked, tag::nchw);
-    auto desc = has_bias ? dnnl::convolution_backward_weights::desc(
-                               dnnl::algorithm::convolution_direct, src, wei, d.user_bias(), dst,
-                               d.strides, d.pad, d.pad)
-                         : dnnl::convolution_backward_weights::desc(
-                               dnnl::algorithm::convolution_direct, src, wei, dst, d.strides,
-                               d.pad, d.pad);
-    dnnl::convolution_backward_weights::primitive_desc pd(desc, user_scratchpad(), dnnl_engine(), hint);
+    auto pd = winograd_or_direct(winograd, [&](dnnl::algorithm algo) {
+      auto desc = has_bias ? dnnl::convolution_backward_weights::desc(algo, src, wei, d.user_bias(), dst, d.strides,
+                                                                      d.pad, d.pad)
+                           : dnnl::convolution_backward_weights::desc(algo, src, wei, dst, d.strides, d.pad, d.pad);
+      return dnnl::convolution_backward_weights::primitive_desc(desc, user_scratchpad(), dnnl_engine(), hint);
+    });
     note_dnnl_implementation("conv2d backward weights", pd.impl_info_str());
     dnnl::post_ops sum;
     sum.append_sum(1.0f);
@@ -321,6 +359,20 @@ void conv2d_backward_weights_dnnl(const Conv2dGeometry& g, const float* x, const
       const float* b = btemp.data<float>();
       for (int64_t c = 0; c < g.out_channels; ++c) dbias[c] += b[c];
     }
+  });
+}
+
+}  // namespace
+
+void conv2d_backward_weights_dnnl(const Conv2dGeometry& g, const float* x, const float* dy, float* dw, float* dbias) {
+  backward_weights(g, x, dy, dw, dbias, false);
+}
+
+void conv2d_backward_weights_winograd_dnnl(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
+                                           float* dbias) {
+  const int64_t in_step = g.input_numel() / g.batch, out_step = g.output_numel() / g.batch;
+  over_winograd_chunks(g, [&](const Conv2dGeometry& c, int64_t n0) {
+    backward_weights(c, x + n0 * in_step, dy + n0 * out_step, dw, dbias, true);
   });
 }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "spikemesh/core/tensor.h"
@@ -176,10 +177,21 @@ void store_tile(const float* tile, int64_t ts, int64_t wo, int64_t channels, flo
     for (int64_t ow = ow0; ow < wo; ++ow) out[c * out_stride + ow] = tile[ow * ts + c];
 }
 
-// Per-thread scratch of the forward: the CSR lists of one tile and its output block.
+// Per-thread scratch of the forward: the CSR lists of one tile and its output block. The list
+// buffer is sized for a tile whose every input fires but left uninitialised, so only the
+// pages the actual spikes fill are ever touched (resident).
 struct ForwardScratch {
-  std::vector<int32_t> first, offs;
+  std::vector<int32_t> first;
+  std::unique_ptr<int32_t[]> offs;
+  int64_t offs_capacity = 0;
   std::vector<float> tile;
+  int32_t* lists(int64_t n) {
+    if (n > offs_capacity) {
+      offs.reset(new int32_t[static_cast<size_t>(n)]);
+      offs_capacity = n;
+    }
+    return offs.get();
+  }
 };
 
 // Output rows [oh0, oh1) of sample n: per pixel, the weight rows of its active (tap,
@@ -190,7 +202,7 @@ void forward_tile(const Conv2dGeometry& g, const SpikeBitmap& bm, const BlockedR
   const int64_t K = g.kernel, st = g.stride, C = g.in_channels, Wo = g.out_width(), Ho = g.out_height();
   const int64_t pixels = (oh1 - oh0) * Wo;
   s.first.resize(pixels + 1);
-  s.offs.resize(pixels * K * K * C);  // the most a tile can hold (every input active)
+  int32_t* offs = s.lists(pixels * K * K * C);  // the most a tile can hold (every input active)
   int32_t count = 0;
   for (int64_t oh = oh0; oh < oh1; ++oh) {
     for (int64_t ow = 0; ow < Wo; ++ow) {
@@ -201,7 +213,7 @@ void forward_tile(const Conv2dGeometry& g, const SpikeBitmap& bm, const BlockedR
           const int64_t tap_row = (kh * K + kw) * C;
           for (int64_t i = 0; i < bm.words; ++i)
             for (uint64_t m = px[i]; m; m &= m - 1)
-              s.offs[count++] = static_cast<int32_t>(tap_row + i * 64 + __builtin_ctzll(m));
+              offs[count++] = static_cast<int32_t>(tap_row + i * 64 + __builtin_ctzll(m));
         }
       }
     }
@@ -210,7 +222,7 @@ void forward_tile(const Conv2dGeometry& g, const SpikeBitmap& bm, const BlockedR
   s.tile.resize(pixels * kBlock);
   for (int64_t b0 = 0; b0 < coutp; b0 += kBlock) {
     const int64_t lanes = std::min(kBlock, coutp - b0);
-    sum_pixels(lanes, biasp + b0, 0, wt.block(b0), s.first.data(), s.offs.data(), pixels, s.tile.data(), kBlock);
+    sum_pixels(lanes, biasp + b0, 0, wt.block(b0), s.first.data(), offs, pixels, s.tile.data(), kBlock);
     const int64_t channels = std::min(lanes, g.out_channels - b0);
     for (int64_t oh = oh0; oh < oh1; ++oh)
       store_tile(s.tile.data() + (oh - oh0) * Wo * kBlock, kBlock, Wo, channels,

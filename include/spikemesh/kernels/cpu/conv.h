@@ -71,11 +71,15 @@ void conv1x1_backward_weights(int64_t batch, int64_t cin, int64_t cout, int64_t 
 void conv2d_forward_dnnl(const Conv2dGeometry& g, const float* x, const float* w,
                          const float* bias, float* y);
 void conv2d_backward_data_dnnl(const Conv2dGeometry& g, const float* dy, const float* w, float* dx);
-// Backward data through oneDNN's Winograd F(4×4, 3×3) kernel (AVX-512 CPUs; 3×3 stride 1);
-// direct where oneDNN has none. Fewer multiplies, a larger f32 error than direct (the
+// The three passes through oneDNN's Winograd F(4×4, 3×3) kernels (AVX-512 CPUs; 3×3 stride
+// 1); direct where oneDNN has none. Fewer multiplies, a larger f32 error than direct (the
 // transforms' rounding): tests/unit/test_conv.cpp bounds it. conv2d_winograd_available says
-// whether this CPU and geometry get the Winograd kernel.
+// whether this CPU and geometry get the Winograd kernel (probed once per geometry).
+void conv2d_forward_winograd_dnnl(const Conv2dGeometry& g, const float* x, const float* w, const float* bias,
+                                  float* y);
 void conv2d_backward_data_winograd_dnnl(const Conv2dGeometry& g, const float* dy, const float* w, float* dx);
+void conv2d_backward_weights_winograd_dnnl(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
+                                           float* dbias);
 bool conv2d_winograd_available(const Conv2dGeometry& g);
 void conv2d_backward_weights_dnnl(const Conv2dGeometry& g, const float* x, const float* dy,
                                   float* dw, float* dbias);
