@@ -13,6 +13,7 @@
 #include "../ref/neuron_ref.h"
 #include "gradient_check.h"
 #include "spikemesh/core/allocator.h"
+#include "spikemesh/kernels/cpu/neuron.h"
 #include "spikemesh/layers/neuron.h"
 
 using namespace sm;
@@ -464,3 +465,42 @@ TEST(Neuron, ParallelPathMatchesReferenceAndIsThreadCountIndependent) {
   EXPECT_EQ(grad_w[0], grad_w[1]);
   EXPECT_EQ(grad_w[0], grad_w[2]);
 }
+
+namespace sm {
+namespace {
+
+// The f32 sigmoid surrogate gradient of the backward kernel (a vectorised e^x, exp8 in
+// kernels/cpu/neuron.cpp, tail lanes included) against the formula in double, one step so that
+// grad_x = grad_s · surrogate'(h − v_th) with h = x (IF charge from rest 0): within 8 ulp
+// (times σ/(1 − σ) where 1 − σ cancels) of the exact value over h in [−30, 30] (α = 4: e^x from e^−120 to e^120, both clamps reached),
+// results below the normal range (2⁻¹²⁶) within 2⁻¹²⁵ absolute.
+TEST(NeuronKernel, F32SigmoidSurrogateGradientIsWithinUlpsOfTheDoubleFormula) {
+  cpu::NeuronKernelConfig c;
+  c.decay_input = false;
+  c.r = 0.0;  // IF: h = v + x
+  c.hard_reset = true;
+  c.v_reset = 0.0;
+  c.surrogate = cpu::SurrogateFn::Sigmoid;
+  c.alpha = 4.0;
+  const int64_t M = 6001;  // not a multiple of 8 or 64: padded tails
+  std::vector<float> x(M), grad_s(M, 1.0f), grad_x(M);
+  for (int64_t i = 0; i < M; ++i) x[i] = static_cast<float>(-30.0 + 60.0 * i / (M - 1));
+  cpu::neuron_backward<float>(c, grad_s.data(), x.data(), nullptr, 1, M, grad_x.data(), nullptr, nullptr, nullptr);
+  int bad = 0;
+  for (int64_t i = 0; i < M && bad < 5; ++i) {
+    // the argument as the kernel rounds it (u = h − v_th and −α·u in f32: its rounding is the
+    // formula's, amplified by e^x alike in any implementation), the rest exact
+    const float u = x[i] - 1.0f, z = -4.0f * u;
+    const double sig = 1.0 / (1.0 + std::exp(static_cast<double>(z)));
+    const double want = 4.0 * sig * (1.0 - sig);
+    // f32 1 − σ cancels where σ → 1: σ's rounding grows by σ/(1 − σ) there
+    const double amplification = 1.0 + std::min(1e30, sig / (1.0 - sig));
+    if (std::fabs(grad_x[i] - want) > 8 * 0x1p-24 * amplification * std::fabs(want) + 0x1p-125) {  // subnormals: 0 or tiny
+      ADD_FAILURE() << "h " << x[i] << ": " << grad_x[i] << " vs " << want;
+      ++bad;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sm

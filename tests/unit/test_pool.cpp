@@ -37,6 +37,9 @@ const PoolCase kCases[] = {
     {{2, 1, 0}, {1, 1, 3, 4, 3}},   // overlapping windows
     {{4, 3, 2}, {1, 1, 2, 9, 10}},  // large padding
     {{5, 2, 0}, {1, 1, 1, 5, 5}},   // single output pixel per plane
+    {{3, 2, 1}, {1, 2, 3, 9, 40}},  // f32: eight windows at a time (AVX2) and a scalar tail
+    {{3, 2, 1}, {1, 1, 2, 6, 37}},  // the same on an odd width
+    {{3, 2, 0}, {1, 1, 1, 5, 50}},  // ... without padding
 };
 
 ref::PoolRefGeom ref_geom(const PoolCase& k) {
@@ -80,6 +83,43 @@ void check_against_reference(bool is_max) {
 
 TEST(MaxPool2d, MatchesReference) { check_against_reference<MaxPool2d>(true); }
 TEST(AvgPool2d, MatchesReference) { check_against_reference<AvgPool2d>(false); }
+
+// Spikes tie in almost every window and NaN must win as in the scalar path: the f32 kernel
+// (eight windows per AVX2 step on wide rows) against the f64 one (scalar) on the same values,
+// outputs and the gradient's routing (which input won) identical.
+TEST(MaxPool2d, WideRowsWithTiesAndNaNMatchTheScalarPath) {
+  const Shape xs{1, 2, 3, 11, 45};
+  for (int pattern = 0; pattern < 2; ++pattern) {
+    std::vector<double> v(static_cast<size_t>(shape_numel(xs)));
+    CounterRng rng(21, "pool/ties");
+    for (size_t i = 0; i < v.size(); ++i) {
+      v[i] = rng.uniform(i) < 0.3 ? 1.0 : 0.0;  // spikes: ties everywhere
+      if (pattern == 1 && i % 97 == 5) v[i] = std::nan("");
+      if (pattern == 1 && i % 89 == 7) v[i] = -INFINITY;
+    }
+    std::vector<std::vector<double>> ys, dxs;
+    for (DType dt : {DType::F64, DType::F32}) {
+      MaxPool2d layer({3, 2, 1});
+      Tensor x = Tensor::empty(xs, dt);
+      for (size_t i = 0; i < v.size(); ++i) test::detail::set(x, static_cast<int64_t>(i), v[i]);
+      Ctx ctx;
+      Tensor y = layer.forward(x, ctx);
+      Tensor dy = Tensor::empty(y.shape(), dt);
+      for (int64_t i = 0; i < dy.numel(); ++i) test::detail::set(dy, i, 1.0 + static_cast<double>(i));
+      ys.push_back(vec(y));
+      dxs.push_back(vec(layer.backward_input(dy, ctx)));
+    }
+    ASSERT_EQ(ys[0].size(), ys[1].size());
+    for (size_t i = 0; i < ys[0].size(); ++i) {
+      if (std::isnan(ys[0][i])) {
+        EXPECT_TRUE(std::isnan(ys[1][i])) << "y " << i;
+      } else {
+        EXPECT_EQ(ys[0][i], ys[1][i]) << "y " << i;
+      }
+    }
+    EXPECT_EQ(dxs[0], dxs[1]) << "pattern " << pattern;  // the same winner in every window
+  }
+}
 
 // k·k > 256: window offsets no longer fit a byte (wide index path).
 TEST(MaxPool2d, LargeKernelMatchesReference) {

@@ -15,6 +15,13 @@
 
 #include "spikemesh/core/error.h"
 
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define SM_NEURON_VECTOR_EXP 1
+#else
+#define SM_NEURON_VECTOR_EXP 0
+#endif
+
 // no-trapping-math lets GCC if-convert and vectorise the comparisons in the inner loops
 // (h >= v_th); results do not change, it only drops the assumption that FP exception flags
 // are observed. fp-contract=off: GCC contracts a·b + c into FMAs by default in C++ and may do
@@ -34,6 +41,40 @@ namespace {
 constexpr int64_t kBlock = 64;
 // Below this many elements (T·M) a kernel runs on one thread (no fork/join cost).
 constexpr int64_t kParallelMin = 1 << 15;
+
+#if SM_NEURON_VECTOR_EXP
+// e^x for 8 floats: x = n·ln2 + r (|r| ≤ ln2/2, ln2 split in two for an exact n·ln2), e^r by
+// Cephes' degree-6 minimax polynomial, 2^n into the exponent bits. Within 2 ulp of the exact
+// value for x in [−87.3, 88.3]; +inf above (as expf overflows), 2⁻¹²⁶·(…) below (its user,
+// the sigmoid, adds it to 1). tests/unit/test_neuron.cpp checks the surrogate gradient built
+// on it against the double formula.
+inline __m256 exp8(__m256 x_in) {
+  const __m256 hi = _mm256_set1_ps(88.3762626647949f);
+  const __m256 x = _mm256_min_ps(_mm256_max_ps(x_in, _mm256_set1_ps(-87.3365447505531f)), hi);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256 result = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+  return _mm256_blendv_ps(result, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x_in, hi, _CMP_GT_OQ));
+}
+
+// alpha·σ(α(h − v_th))·(1 − σ(...)) for 8 floats, σ(z) = 1 / (1 + e^(−z)).
+inline __m256 sigmoid_grad8(__m256 h, float v_th, float alpha) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 u = _mm256_sub_ps(h, _mm256_set1_ps(v_th));
+  const __m256 sig = _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_mul_ps(_mm256_set1_ps(-alpha), u))));
+  return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(alpha), sig), _mm256_sub_ps(one, sig));
+}
+#endif
 
 // The configuration converted to the kernel's scalar once. The options that branch are
 // compile-time parameters so that the inner loops are branch-free (and vectorise where the
@@ -74,6 +115,24 @@ struct Neuron {
       const T sig = T(1) / (T(1) + std::exp(-alpha * u));
       return alpha * sig * (T(1) - sig);
     }
+  }
+  // out[j] = surrogate_grad(h[j]) for j < n; the f32 sigmoid through exp8 (every element, the
+  // tail padded, so a neuron's value does not depend on its place in the block).
+  void surrogate_grads(const T* h, int64_t n, T* out) const {
+#if SM_NEURON_VECTOR_EXP
+    if constexpr (std::is_same_v<T, float> && !kATan) {
+      int64_t j = 0;
+      for (; j + 8 <= n; j += 8) _mm256_storeu_ps(out + j, sigmoid_grad8(_mm256_loadu_ps(h + j), v_th, alpha));
+      if (j < n) {
+        float tail[8] = {};
+        std::copy(h + j, h + n, tail);
+        _mm256_storeu_ps(tail, sigmoid_grad8(_mm256_loadu_ps(tail), v_th, alpha));
+        std::copy(tail, tail + (n - j), out + j);
+      }
+      return;
+    }
+#endif
+    for (int64_t j = 0; j < n; ++j) out[j] = surrogate_grad(h[j]);
   }
   // ∂v_t/∂h_t given s_t and sg_t.
   T dv_dh(T h, T s, T sg) const {
@@ -175,9 +234,11 @@ void backward_blocks(const K& shared_k, bool decay_input, const T* grad_s, const
         const T* gst = grad_s + t * M + i0;
         const T* ht = hb + t * kBlock;
         T* gxt = grad_x + t * M + i0;
+        T sgb[kBlock];  // the step's surrogate gradients
+        k.surrogate_grads(ht, n, sgb);
         for (int64_t j = 0; j < n; ++j) {
           const T hj = ht[j];
-          const T sg = k.surrogate_grad(hj);
+          const T sg = sgb[j];
           const T grad_h = gst[j] * sg + g_v[j] * k.dv_dh(hj, k.fire(hj), sg);
           gxt[j] = grad_h * x_scale;
           g_v[j] = grad_h * k.one_minus_r;

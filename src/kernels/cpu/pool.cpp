@@ -5,6 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 namespace sm::cpu {
 namespace {
@@ -82,9 +87,44 @@ inline bool takes_over(T v, T best) {
   return (v > best) | ((v != v) & (best == best));
 }
 
+#if defined(__AVX2__)
+// Eight neighbouring stride-2 windows of kernel 3 inside the image, f32: r points at row 0 of
+// the first window's top-left element (columns r[0..17] of the three rows are read). The same
+// row-major order and first-maximum / NaN rule as takes_over, in vector form.
+inline void maxpool3s2_eight(const float* r, int64_t W, float* y, uint8_t* argmax) {
+  __m256 best = _mm256_setzero_ps(), off = _mm256_setzero_ps();
+  for (int a = 0; a < 3; ++a) {
+    const float* row = r + a * W;
+    const __m256 lo = _mm256_loadu_ps(row), hi = _mm256_loadu_ps(row + 8);
+    const __m256 lo2 = _mm256_loadu_ps(row + 2), hi2 = _mm256_loadu_ps(row + 10);
+    const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    __m256 col[3];  // window columns 0, 1, 2 of the 8 windows: row[2j], row[2j+1], row[2j+2]
+    col[0] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)), order);
+    col[1] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)), order);
+    col[2] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(lo2, hi2, _MM_SHUFFLE(2, 0, 2, 0)), order);
+    for (int b = 0; b < 3; ++b) {
+      const __m256 v = col[b];
+      if (a == 0 && b == 0) {
+        best = v;
+        continue;
+      }
+      const __m256 t = _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ),
+                                    _mm256_and_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), _mm256_cmp_ps(best, best, _CMP_ORD_Q)));
+      best = _mm256_blendv_ps(best, v, t);
+      off = _mm256_blendv_ps(off, _mm256_set1_ps(static_cast<float>(a * 3 + b)), t);
+    }
+  }
+  _mm256_storeu_ps(y, best);
+  alignas(32) int32_t o[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(o), _mm256_cvttps_epi32(off));
+  for (int i = 0; i < 8; ++i) argmax[i] = static_cast<uint8_t>(o[i]);
+}
+#endif
+
 // Kernel 3, any stride and padding: a window inside the image is 9 fixed offsets, taken in
 // row-major order with the same first-maximum / NaN rule as the general path; windows that
-// touch the padding are clipped as there.
+// touch the padding are clipped as there. f32 stride 2 (Spikformer's stem) takes eight
+// interior windows at a time in AVX2 registers.
 template <typename T, typename Idx>
 void maxpool3_forward(const PoolGeom& g, const T* x, T* y, Idx* argmax) {
   const int64_t H = g.h, W = g.w, Ho = g.out_h(), Wo = g.out_w();
@@ -100,6 +140,16 @@ void maxpool3_forward(const PoolGeom& g, const T* x, T* y, Idx* argmax) {
       Idx* ar = argmax + (p * Ho + i) * Wo;
       for (int64_t j = 0; j < Wo; ++j) {
         const int64_t w0 = j * st - pad;
+#if defined(__AVX2__)
+        if constexpr (std::is_same_v<T, float> && std::is_same_v<Idx, uint8_t>) {
+          // eight whole windows whose 18 columns lie inside the row
+          if (st == 2 && kh0 == 0 && kh1 == 3 && w0 >= 0 && j + 8 <= Wo && w0 + 18 <= W) {
+            maxpool3s2_eight(xp + h0 * W + w0, W, yr + j, ar + j);
+            j += 7;
+            continue;
+          }
+        }
+#endif
         const int64_t kw0 = std::max<int64_t>(0, -w0), kw1 = std::min<int64_t>(3, W - w0);
         if (kh0 == 0 && kh1 == 3 && kw0 == 0 && kw1 == 3) {
           const T* r = xp + h0 * W + w0;
