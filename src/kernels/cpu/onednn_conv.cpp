@@ -222,16 +222,22 @@ void conv2d_forward_dnnl(const Conv2dGeometry& g, const float* x, const float* w
 
 namespace {
 // The Winograd kernels' scratchpad holds the transformed tiles of a whole call's input and
-// output (≈ 2.25× each for F(4×4, 3×3)): up to ~100 MB for a VGG layer at T·N = 40. They run
-// over chunks of at most kWinogradChunk samples instead (the passes are per-sample; the weight
-// gradient accumulates chunk by chunk), which keeps the scratchpad a few MB.
-constexpr int64_t kWinogradChunk = 8;
+// output (≈ 2.25× each for F(4×4, 3×3)): ~100 MB for a VGG layer at T·N = 40 or one of
+// Spikformer's stem layers at 8 samples. They run over chunks of samples instead (the passes
+// are per-sample; the weight gradient accumulates chunk by chunk): at most 8, and at most
+// what keeps the transformed tiles near 16 MB.
+int64_t winograd_chunk(const Conv2dGeometry& g) {
+  const double per_sample = 2.25 * 4.0 * static_cast<double>(g.in_channels + g.out_channels) *
+                            static_cast<double>(g.out_height() * g.out_width());
+  return std::clamp<int64_t>(static_cast<int64_t>(16.0 * (1 << 20) / per_sample), 1, 8);
+}
 
 template <class F>
 void over_winograd_chunks(const Conv2dGeometry& g, F&& run_chunk) {  // run_chunk(chunk geometry, first sample)
-  for (int64_t n0 = 0; n0 < g.batch; n0 += kWinogradChunk) {
+  const int64_t chunk = winograd_chunk(g);
+  for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
     Conv2dGeometry c = g;
-    c.batch = std::min(kWinogradChunk, g.batch - n0);
+    c.batch = std::min(chunk, g.batch - n0);
     run_chunk(c, n0);
   }
 }

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <memory>
 #include <vector>
 
 #include "spikemesh/core/tensor.h"
@@ -177,21 +176,15 @@ void store_tile(const float* tile, int64_t ts, int64_t wo, int64_t channels, flo
     for (int64_t ow = ow0; ow < wo; ++ow) out[c * out_stride + ow] = tile[ow * ts + c];
 }
 
-// Per-thread scratch of the forward: the CSR lists of one tile and its output block. The list
-// buffer is sized for a tile whose every input fires but left uninitialised, so only the
-// pages the actual spikes fill are ever touched (resident).
+// Per-thread scratch, carved from one tensor of the caching allocator that the calling
+// thread allocates (worker threads never allocate).
 struct ForwardScratch {
-  std::vector<int32_t> first;
-  std::unique_ptr<int32_t[]> offs;
-  int64_t offs_capacity = 0;
-  std::vector<float> tile;
-  int32_t* lists(int64_t n) {
-    if (n > offs_capacity) {
-      offs.reset(new int32_t[static_cast<size_t>(n)]);
-      offs_capacity = n;
-    }
-    return offs.get();
-  }
+  int32_t* first;  // [pixels + 1] CSR starts of one tile
+  int32_t* offs;   // [pixels · K²·Cin] the most a tile can hold (every input active)
+  float* tile;     // [pixels, 64] one output block
+  static int64_t ints(int64_t pixels, int64_t taps) { return (pixels + 1) + pixels * taps + pixels * kBlock; }
+  ForwardScratch(int32_t* base, int64_t pixels, int64_t taps)
+      : first(base), offs(base + pixels + 1), tile(reinterpret_cast<float*>(base + pixels + 1 + pixels * taps)) {}
 };
 
 // Output rows [oh0, oh1) of sample n: per pixel, the weight rows of its active (tap,
@@ -201,8 +194,7 @@ void forward_tile(const Conv2dGeometry& g, const SpikeBitmap& bm, const BlockedR
                   const float* biasp, int64_t n, int64_t oh0, int64_t oh1, ForwardScratch& s, float* y) {
   const int64_t K = g.kernel, st = g.stride, C = g.in_channels, Wo = g.out_width(), Ho = g.out_height();
   const int64_t pixels = (oh1 - oh0) * Wo;
-  s.first.resize(pixels + 1);
-  int32_t* offs = s.lists(pixels * K * K * C);  // the most a tile can hold (every input active)
+  int32_t* offs = s.offs;
   int32_t count = 0;
   for (int64_t oh = oh0; oh < oh1; ++oh) {
     for (int64_t ow = 0; ow < Wo; ++ow) {
@@ -219,13 +211,12 @@ void forward_tile(const Conv2dGeometry& g, const SpikeBitmap& bm, const BlockedR
     }
   }
   s.first[pixels] = count;
-  s.tile.resize(pixels * kBlock);
   for (int64_t b0 = 0; b0 < coutp; b0 += kBlock) {
     const int64_t lanes = std::min(kBlock, coutp - b0);
-    sum_pixels(lanes, biasp + b0, 0, wt.block(b0), s.first.data(), offs, pixels, s.tile.data(), kBlock);
+    sum_pixels(lanes, biasp + b0, 0, wt.block(b0), s.first, offs, pixels, s.tile, kBlock);
     const int64_t channels = std::min(lanes, g.out_channels - b0);
     for (int64_t oh = oh0; oh < oh1; ++oh)
-      store_tile(s.tile.data() + (oh - oh0) * Wo * kBlock, kBlock, Wo, channels,
+      store_tile(s.tile + (oh - oh0) * Wo * kBlock, kBlock, Wo, channels,
                  y + ((n * g.out_channels + b0) * Ho + oh) * Wo, Ho * Wo);
   }
 }
@@ -243,10 +234,13 @@ void transpose_sample(const float* dyn, int64_t cout, int64_t plane, BlockedRows
   }
 }
 
-// Per-thread scratch of the weight gradient: one plane's active pixels and per tap the dy-row
-// offsets they reach (CSR over the K·K taps).
+// Per-thread scratch of the weight gradient (carved like ForwardScratch): one plane's active
+// pixels and per tap the dy-row offsets they reach (CSR over the K·K taps).
 struct WeightScratch {
-  std::vector<int32_t> ih, iw, first, offs;
+  int32_t *ih, *iw, *first, *offs;  // [plane], [plane], [K² + 1], [K²·plane]
+  static int64_t ints(int64_t plane, int64_t taps) { return 2 * plane + taps + 1 + taps * plane; }
+  WeightScratch(int32_t* base, int64_t plane, int64_t taps)
+      : ih(base), iw(base + plane), first(base + 2 * plane), offs(base + 2 * plane + taps + 1) {}
 };
 
 // dwt[ci] [K·K, CoutP] += Σ over the active pixels (ih, iw) of x[n, ci] of the dy rows they
@@ -255,18 +249,14 @@ struct WeightScratch {
 void weight_rows(const Conv2dGeometry& g, const float* xp, const BlockedRows& dyt, int64_t coutp, WeightScratch& s,
                  float* dwt_ci) {
   const int64_t K = g.kernel, st = g.stride, p = g.padding, Ho = g.out_height(), Wo = g.out_width();
-  s.ih.clear();
-  s.iw.clear();
+  int64_t n_active = 0;
   for (int64_t h = 0; h < g.height; ++h)
     for (int64_t w = 0; w < g.width; ++w)
       if (xp[h * g.width + w] != 0.0f) {
-        s.ih.push_back(static_cast<int32_t>(h));
-        s.iw.push_back(static_cast<int32_t>(w));
+        s.ih[n_active] = static_cast<int32_t>(h);
+        s.iw[n_active++] = static_cast<int32_t>(w);
       }
-  if (s.ih.empty()) return;
-  const int64_t n_active = static_cast<int64_t>(s.ih.size());
-  s.first.resize(K * K + 1);
-  s.offs.resize(K * K * n_active);
+  if (n_active == 0) return;
   int32_t count = 0;
   for (int64_t t = 0; t < K * K; ++t) {
     const int64_t kh = t / K, kw = t % K;
@@ -284,7 +274,7 @@ void weight_rows(const Conv2dGeometry& g, const float* xp, const BlockedRows& dy
   }
   s.first[K * K] = count;
   for (int64_t b0 = 0; b0 < coutp; b0 += kBlock)  // the taps are the "pixels": row t of dwt_ci
-    sum_pixels(dyt.lanes(b0), dwt_ci + b0, coutp, dyt.block(b0), s.first.data(), s.offs.data(), K * K, dwt_ci + b0,
+    sum_pixels(dyt.lanes(b0), dwt_ci + b0, coutp, dyt.block(b0), s.first, s.offs, K * K, dwt_ci + b0,
                coutp);
 }
 
@@ -310,12 +300,13 @@ void spike_conv2d_forward(const Conv2dGeometry& g, const float* x, const float* 
   // A tile: whole output rows, about 256 pixels (its lists and block stay in L2).
   const int64_t tile_rows = std::clamp<int64_t>(256 / Wo, 1, Ho), tiles_per_sample = (Ho + tile_rows - 1) / tile_rows;
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  std::vector<ForwardScratch> scratch(threads);
+  const int64_t taps = g.kernel * g.kernel * g.in_channels, per_thread = ForwardScratch::ints(tile_rows * Wo, taps);
+  Tensor scratch = Tensor::empty({threads, per_thread}, DType::I32);
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t task = 0; task < g.batch * tiles_per_sample; ++task) {
     const int64_t n = task / tiles_per_sample, oh0 = task % tiles_per_sample * tile_rows;
-    forward_tile(g, bm, wt, coutp, biasp.data(), n, oh0, std::min(Ho, oh0 + tile_rows),
-                 scratch[omp_get_thread_num()], y);
+    ForwardScratch s(scratch.data<int32_t>() + omp_get_thread_num() * per_thread, tile_rows * Wo, taps);
+    forward_tile(g, bm, wt, coutp, biasp.data(), n, oh0, std::min(Ho, oh0 + tile_rows), s, y);
   }
 }
 
@@ -326,10 +317,11 @@ void spike_conv2d_backward_weights(const Conv2dGeometry& g, const float* x, cons
   Tensor dwt = Tensor::zeros({C, kk, coutp}, DType::F32);  // dw as [Cin, K·K, CoutP]
   BlockedRows dyt = blocked_rows(plane, coutp);            // dy[n] as [Ho·Wo, CoutP] blocked
   const int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(omp_get_max_threads(), C));
-  std::vector<WeightScratch> scratch(threads);
+  const int64_t per_thread = WeightScratch::ints(in_plane, kk);
+  Tensor scratch = Tensor::empty({threads, per_thread}, DType::I32);
 #pragma omp parallel num_threads(threads)
   {
-    WeightScratch& s = scratch[omp_get_thread_num()];
+    WeightScratch s(scratch.data<int32_t>() + omp_get_thread_num() * per_thread, in_plane, kk);
     for (int64_t n = 0; n < g.batch; ++n) {
       transpose_sample(dy + n * g.out_channels * plane, g.out_channels, plane, dyt);
       // (implicit barrier: dyt complete)
