@@ -1,6 +1,7 @@
 // spike_conv_choice.cpp — the --conv-algo mode and the crossover rule (spike_conv_choice.h).
 #include "spikemesh/kernels/spike_conv_choice.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 
@@ -34,15 +35,18 @@ void apply_spike_conv_algo_env() {
     set_spike_conv_algo(spike_conv_algo_from_name(e, "SPIKEMESH_CONV_ALGO="));
 }
 
-// Measured on a 2-core Xeon (AVX-512) with bench/spike_conv_sweep (README, "Sparse spike
-// convolution"): the crossover grows with the reduction length Cin·K² (the per-pixel list
-// work is shared by more weight rows) — forward 20–25% at Cin·K² = 576, 30% at 2304–4608;
-// weight gradient 15–20% and 25–30%. The rule takes the lower end of each range so that
-// auto never picks the slower kernel where the two are close.
+// Fitted to `spikemesh bench --kernel spike-conv` on a 2-core Xeon with AVX-512 (README,
+// "Convolutions of spikes"), the lower end of each measured range so that auto does not pick
+// the slower kernel where the two are close:
+//  * 3×3 forward: ~27% on large planes, less where few output pixels (batch·Ho·Wo) share the
+//    per-call cost of re-laying the weight (512→512 on 6×6 at batch 40: 7%);
+//  * 3×3 weight gradient: 15% for short reductions (Cin·K² < 1024), 25% for longer ones;
+//  * 1×1 (Conv1d over tokens): 10% both ways (one tap: the lists cost as much as the sums).
 double spike_conv_crossover(ConvPass pass, const cpu::Conv2dGeometry& g) {
-  const bool long_reduction = g.in_channels * g.kernel * g.kernel >= 1024;
-  if (pass == ConvPass::Forward) return long_reduction ? 0.28 : 0.20;
-  return long_reduction ? 0.25 : 0.15;
+  if (g.kernel == 1) return 0.10;
+  const double pixels = static_cast<double>(g.batch * g.out_height() * g.out_width());
+  if (pass == ConvPass::Forward) return std::max(0.0, 0.27 - 300.0 / pixels);
+  return g.in_channels * g.kernel * g.kernel >= 1024 ? 0.25 : 0.15;
 }
 
 // Winograd pays where there are many 4×4 output tiles per weight: planes of at least 16×16,

@@ -251,7 +251,7 @@ TEST(SpikeConvLayer, AutoChoosesByFiringRateAndProfileRecordsIt) {
   for (double density : {0.05, 0.6}) {
     auto u = test::wrap(std::make_unique<Conv2d>(Conv2dConfig{16, 8, 3, 1, 1, true, WeightInit::TorchDefault}),
                         DType::F32, 3);
-    run_layer(*u, spike_tensor({2, 2, 16, 6, 6}, DType::F32, density, 13), 14);
+    run_layer(*u, spike_tensor({4, 4, 16, 12, 12}, DType::F32, density, 13), 14);  // crossovers 14% and 15%
   }
   layer_profile_enable(false);
   const auto rows = layer_profile_spike_conv_report();
@@ -262,7 +262,7 @@ TEST(SpikeConvLayer, AutoChoosesByFiringRateAndProfileRecordsIt) {
   EXPECT_EQ(rows[0].weight_calls, 2);
   EXPECT_EQ(rows[0].weight_sparse, 1);
   EXPECT_NEAR(rows[0].density_sum, 0.65, 0.05);
-  EXPECT_EQ(rows[0].geometry, "16->8 6x6 k3");
+  EXPECT_EQ(rows[0].geometry, "16->8 12x12 k3");
 }
 
 TEST(SpikeConvLayer, Fp64AndNonBinaryInputsStayDense) {
