@@ -155,13 +155,13 @@ void print_layer_profile(int64_t steps, double step_ms) {
   const std::vector<SpikeConvRow> conv = layer_profile_spike_conv_report();
   if (conv.empty()) return;
   std::printf("  convolutions of spike inputs (--conv-algo %s; ms per step; kernel: the one that ran, sparse "
-              "below the crossover):\n    %-28s %-22s %8s %9s %8s %9s %9s %8s\n",
+              "below the crossover):\n    %-28s %-22s %8s %9s %8s %9s %9s %8s %9s\n",
               spike_conv_algo_name(spike_conv_algo()), "layer", "shape", "density", "forward", "kernel", "crossover",
-              "weights", "kernel");
+              "weights", "kernel", "crossover");
   for (const SpikeConvRow& r : conv)
-    std::printf("    %-28s %-22s %7.1f%% %9.2f %8s %8.1f%% %9.2f %8s\n", r.layer.c_str(), r.geometry.c_str(),
+    std::printf("    %-28s %-22s %7.1f%% %9.2f %8s %8.1f%% %9.2f %8s %8.1f%%\n", r.layer.c_str(), r.geometry.c_str(),
                 100.0 * r.firing_rate(), r.forward_ms / steps, r.forward_kernel(), 100.0 * r.crossover_forward,
-                r.weight_ms / steps, r.weights_kernel());
+                r.weight_ms / steps, r.weights_kernel(), 100.0 * r.crossover_weights);
 }
 
 // The spec's pp_* fields plus the measured bubble (median over the timed steps), the bubble the

@@ -59,13 +59,15 @@ std::string app_footer() {
          "  spikemesh ckpt export output/csnn/ckpt_000002811.h5 --out csnn.h5   # PyTorch state dict\n"
          "\nEnvironment: SPIKEMESH_LOG_LEVEL=debug|info|warn|error (debug names every oneDNN/cuDNN kernel chosen);\n"
          "  SPIKEMESH_CONV_ALGOS=exact|exact-tuned|fast|fast-tuned (GPU convolutions: exact, the default, is bitwise\n"
-         "  reproducible; fast-tuned is PyTorch's cudnn.benchmark, fastest; see the README).\n"
+         "  reproducible; fast-tuned is PyTorch's cudnn.benchmark, fastest; see the README);\n"
+         "  SPIKEMESH_CONV_ALGO=auto|dense|sparse (CPU f32 convolutions of spikes, the default of --conv-algo).\n"
          "\nErrors print one line 'spikemesh: error: ...' and exit non-zero.";
 }
 
 // The environment's settings, read identically on every rank (InputError on a bad value):
 // SPIKEMESH_LOG_LEVEL = debug | info | warn | error, and SPIKEMESH_CONV_ALGOS checked here so
-// that a typo fails on every device, not at a GPU's first convolution.
+// that a typo fails on every device, not at a GPU's first convolution; SPIKEMESH_CONV_ALGO
+// (the CPU's --conv-algo default) checked and applied.
 void apply_environment() {
   if (const char* level = std::getenv("SPIKEMESH_LOG_LEVEL")) {
     const std::string v = level;

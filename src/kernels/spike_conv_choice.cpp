@@ -16,7 +16,9 @@ SpikeConvAlgo spike_conv_algo_from_name(const std::string& value, const std::str
   if (value == "dense") return SpikeConvAlgo::Dense;
   if (value == "sparse") return SpikeConvAlgo::Sparse;
   if (value == "auto") return SpikeConvAlgo::Auto;
-  SM_INPUT_ERROR(flag << " " << value << ": unknown convolution algorithm (valid: dense, sparse, auto)");
+  // "--conv-algo fast: ..." for a flag, "SPIKEMESH_CONV_ALGO=fast: ..." for the environment
+  const bool assignment = !flag.empty() && flag.back() == '=';
+  SM_INPUT_ERROR(flag << (assignment ? "" : " ") << value << ": unknown convolution algorithm (valid: dense, sparse, auto)");
 }
 
 const char* spike_conv_algo_name(SpikeConvAlgo a) {
