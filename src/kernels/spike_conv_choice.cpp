@@ -9,7 +9,15 @@
 
 namespace sm {
 namespace {
-std::atomic<SpikeConvAlgo> g_algo{SpikeConvAlgo::Auto};
+// SPIKEMESH_CONV_ALGO's mode, read once when the library loads (so test binaries, which have
+// no main() of ours, follow it too); a bad value counts as auto here — the program refuses it
+// at start-up (apply_spike_conv_algo_env).
+SpikeConvAlgo algo_of_environment() {
+  const char* e = std::getenv("SPIKEMESH_CONV_ALGO");
+  const std::string v = e ? e : "";
+  return v == "dense" ? SpikeConvAlgo::Dense : v == "sparse" ? SpikeConvAlgo::Sparse : SpikeConvAlgo::Auto;
+}
+std::atomic<SpikeConvAlgo> g_algo{algo_of_environment()};
 }  // namespace
 
 SpikeConvAlgo spike_conv_algo_from_name(const std::string& value, const std::string& flag) {
