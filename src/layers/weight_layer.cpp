@@ -56,14 +56,15 @@ std::string geometry_text(const Geometry& g) {
 template <typename Sparse, typename Dense>
 void run_maybe_sparse(const std::string& layer, Family k, ConvPass pass, const Geometry& g, const Tensor& x,
                       Sparse&& sparse, Dense&& dense) {
-  if (!x.is_binary() || k == Family::Matmul) {
+  const bool timed = layer_profile_enabled();
+  // dense without the profile's table: no firing rate to count
+  if (!x.is_binary() || k == Family::Matmul || (spike_conv_algo() == SpikeConvAlgo::Dense && !timed)) {
     dense();
     return;
   }
   const Geometry sg = spike_geometry(k, g);
   const double density = cpu::nonzero_fraction(x.data<float>(), x.numel());
   const bool use_sparse = use_spike_kernel(pass, sg, density);
-  const bool timed = layer_profile_enabled();
   const auto t0 = std::chrono::steady_clock::now();
   if (use_sparse)
     sparse(sg);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../ref/conv_ref.h"
+#include "conv_test_util.h"
 #include "gradient_check.h"
 #include "spikemesh/kernels/cpu/conv.h"
 #include "spikemesh/layers/conv1d.h"
@@ -77,18 +78,7 @@ template <typename T>
                                        << " vs " << want[worst_i];
 }
 
-cpu::Conv2dGeometry geometry_of(const ref::ConvRefShape& s) {
-  cpu::Conv2dGeometry g;
-  g.batch = s.n;
-  g.in_channels = s.cin;
-  g.height = s.h;
-  g.width = s.w;
-  g.out_channels = s.cout;
-  g.kernel = s.k;
-  g.stride = s.stride;
-  g.padding = s.pad;
-  return g;
-}
+using test::geometry_of;
 
 // One convolution implementation under test, for scalar T.
 template <typename T>

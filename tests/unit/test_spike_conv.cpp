@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../ref/conv_ref.h"
+#include "conv_test_util.h"
 #include "gradient_check.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/kernels/cpu/spike_conv.h"
@@ -46,18 +47,7 @@ std::vector<double> abs_of(std::vector<double> v) {
   return v;
 }
 
-cpu::Conv2dGeometry geometry_of(const ref::ConvRefShape& s) {
-  cpu::Conv2dGeometry g;
-  g.batch = s.n;
-  g.in_channels = s.cin;
-  g.height = s.h;
-  g.width = s.w;
-  g.out_channels = s.cout;
-  g.kernel = s.k;
-  g.stride = s.stride;
-  g.padding = s.pad;
-  return g;
-}
+using test::geometry_of;
 
 struct Case {
   ref::ConvRefShape shape;
