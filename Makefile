@@ -135,13 +135,13 @@ test:
 	@echo "== include / module dependency check ==" && scripts/check_includes.sh $(CHECK_INCLUDES_FLAGS)
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all $(TEST_BIN)
-	@echo "== unit tests ==" && $(TEST_BIN) --gtest_color=no --gtest_brief=1
+	@echo "== unit tests [$$(date +%T)] ==" && $(TEST_BIN) --gtest_color=no --gtest_brief=1
 	@$(MAKE) --no-print-directory -j$(NPROC) fuzz-replay
 	@$(MAKE) --no-print-directory -j$(NPROC) $(TEST_MPI_BIN)
-	@echo "== MPI tests (np 2, np 4; np 8: the 3-D mesh) ==" && $(MPI_TEST_RUN)
-	@echo "== PyTorch parity ==" && $(PY) tests/parity/torch_parity.py --bin $(BIN)
-	@set -e; for t in tests/e2e/*.sh; do echo "== $$t ==" && BIN=$(BIN) PY=$(PY) bash $$t; done
-	@echo "== all test suites passed =="
+	@echo "== MPI tests (np 2, np 4; np 8: the 3-D mesh) [$$(date +%T)] ==" && $(MPI_TEST_RUN)
+	@echo "== PyTorch parity [$$(date +%T)] ==" && $(PY) tests/parity/torch_parity.py --bin $(BIN)
+	@set -e; for t in tests/e2e/*.sh; do echo "== $$t [$$(date +%T)] ==" && BIN=$(BIN) PY=$(PY) bash $$t; done
+	@echo "== all test suites passed [$$(date +%T)] =="
 
 # CPUs of this machine: nproc alone honours OMP_NUM_THREADS / OMP_THREAD_LIMIT.
 NPROC := $(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
@@ -250,6 +250,10 @@ SAN_ENV    := SPIKEMESH_CONV_ALGO=dense ASAN_OPTIONS=$(SAN_ASAN) \
 # the frame tests/sanitize/lsan.supp matches; their leaks at exit are Open MPI's own.
 SAN_MPI_ENV := $(SAN_ENV) ASAN_OPTIONS=$(SAN_ASAN):fast_unwind_on_malloc=0
 SAN_MPI_FILTER ?= ParallelEquivalence.*:TensorParallel.*:PipelineParallel.*
+# The unit tests run as this many gtest shards at once (tests/sanitize/run_shards.sh), one
+# OpenMP thread each: most tests are small and serial, so shards use the cores that threads
+# cannot.
+SAN_SHARDS ?= $(NPROC)
 SAN_MPIRUN := timeout 1500 mpirun --bind-to none -np 2 $(foreach v,SPIKEMESH_CONV_ALGO ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS OMP_NUM_THREADS,-x $(v))
 
 sanitize:
@@ -258,12 +262,12 @@ sanitize:
 	  rm -rf $(SAN_BUILD)/obj $(SAN_BUILD)/lib $(SAN_BUILD)/bin; echo "$(SAN_OPT)" > $(SAN_BUILD)/.san_flags; fi
 	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=$(SAN_BUILD) CUDA=0 OPT="$(SAN_OPT)" \
 	  $(SAN_BUILD)/bin/spikemesh $(SAN_BUILD)/bin/spikemesh_tests $(SAN_BUILD)/bin/spikemesh_mpi_tests
-	@echo "== unit tests (ASan + UBSan + LSan) ==" && \
-	  $(SAN_ENV) $(SAN_BUILD)/bin/spikemesh_tests --gtest_color=no --gtest_brief=1
-	@echo "== MPI tests, np 2: dp / tp / pp equivalence (ASan + UBSan + LSan) ==" && \
+	@echo "== unit tests (ASan + UBSan + LSan; $(SAN_SHARDS) shards at once, one thread each) [$$(date +%T)] ==" && \
+	  SAN_ENV='$(SAN_ENV)' bash $(SAN_DIR)/run_shards.sh $(SAN_SHARDS) $(SAN_BUILD)/bin/spikemesh_tests $(SAN_BUILD)/shards
+	@echo "== MPI tests, np 2: dp / tp / pp equivalence (ASan + UBSan + LSan) [$$(date +%T)] ==" && \
 	  $(SAN_MPI_ENV) OMP_NUM_THREADS=1 $(SAN_MPIRUN) $(SAN_BUILD)/bin/spikemesh_mpi_tests --gtest_color=no --gtest_brief=1 \
 	    --gtest_filter='$(SAN_MPI_FILTER)'
-	@echo "== sanitizers: clean =="
+	@echo "== sanitizers: clean [$$(date +%T)] =="
 
 # ---- dependencies ----------------------------------------------------------------------
 DEB_PKGS := openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libdnnl-dev libcli11-dev \

@@ -21,6 +21,7 @@
 #include "spikemesh/core/log.h"
 #include "spikemesh/kernels/conv_policy.h"
 #include "spikemesh/kernels/spike_conv_choice.h"
+#include "spikemesh/layers/fused_epilogue.h"
 
 namespace {
 
@@ -60,14 +61,16 @@ std::string app_footer() {
          "\nEnvironment: SPIKEMESH_LOG_LEVEL=debug|info|warn|error (debug names every oneDNN/cuDNN kernel chosen);\n"
          "  SPIKEMESH_CONV_ALGOS=exact|exact-tuned|fast|fast-tuned (GPU convolutions: exact, the default, is bitwise\n"
          "  reproducible; fast-tuned is PyTorch's cudnn.benchmark, fastest; see the README);\n"
-         "  SPIKEMESH_CONV_ALGO=auto|dense|sparse (CPU f32 convolutions of spikes, the default of --conv-algo).\n"
+         "  SPIKEMESH_CONV_ALGO=auto|dense|sparse (CPU f32 convolutions of spikes, the default of --conv-algo);\n"
+         "  SPIKEMESH_FUSE=1|0 (CPU: batch norm and the neuron after it in one pass; 1, the default, is on).\n"
          "\nErrors print one line 'spikemesh: error: ...' and exit non-zero.";
 }
 
 // The environment's settings, read identically on every rank (InputError on a bad value):
 // SPIKEMESH_LOG_LEVEL = debug | info | warn | error, and SPIKEMESH_CONV_ALGOS checked here so
 // that a typo fails on every device, not at a GPU's first convolution; SPIKEMESH_CONV_ALGO
-// (the CPU's --conv-algo default) checked and applied.
+// (the CPU's --conv-algo default) and SPIKEMESH_FUSE (the fused batch-norm epilogue) checked
+// and applied.
 void apply_environment() {
   if (const char* level = std::getenv("SPIKEMESH_LOG_LEVEL")) {
     const std::string v = level;
@@ -79,6 +82,7 @@ void apply_environment() {
   }
   (void)sm::conv_policy_from_env();
   sm::apply_spike_conv_algo_env();
+  sm::apply_fused_epilogues_env();
 }
 
 // Parses and runs the chosen subcommand; returns the process exit code.

@@ -27,6 +27,11 @@
 // not a normal number in the scalar — the forward saves the INPUT x as before. The choice
 // is made per forward call for the whole layer (one channel failing suffices).
 //
+// Fused with the neuron after it (forward_into, CPU): the statistics as above, then the
+// neuron normalises x as it reads it (kernels/cpu/neuron.h NeuronInputAffine, bitwise this
+// layer's y) — y is never written; this layer saves the input x, the neuron x and the
+// normalisation, so the block still holds one full-size tensor.
+//
 // The sums use the running mean as a shift (identical on all ranks of a synced group) so
 // that the single-pass Σ(x-k), Σ(x-k)² stays accurate in one all-reduce.
 #include "spikemesh/layers/batchnorm.h"
@@ -38,6 +43,8 @@
 
 #include "batchnorm_common.h"
 #include "device_ops.h"
+#include "spikemesh/kernels/cpu/neuron.h"
+#include "spikemesh/layers/neuron.h"
 #include "spikemesh/layers/collectives.h"
 #include "spikemesh/layers/slot_store.h"
 
@@ -230,7 +237,17 @@ static Tensor bn_forward_typed(const Tensor& x, const cpu::BnShape& s, const std
   return y;
 }
 
-Tensor BatchNorm::forward_cpu(const Tensor& x, Ctx& ctx) {
+Tensor BatchNorm::forward_cpu(const Tensor& x, Ctx& ctx) { return forward_cpu_then(x, ctx, nullptr); }
+
+Tensor BatchNorm::forward_into(Neuron& next, const Tensor& x, Ctx& ctx) {
+  SM_CHECK(x.device().is_cpu() && !ctx.recompute && !ctx.checkpointed && !ctx.bn_split && !ctx.accumulate_stats &&
+               ctx.bn_moments_for == nullptr,
+           "batchnorm '" << name() << "': the fused epilogue is for plain CPU forwards");
+  last_device_ = x.device();
+  return forward_cpu_then(x, ctx, &next);
+}
+
+Tensor BatchNorm::forward_cpu_then(const Tensor& x, Ctx& ctx, Neuron* next) {
   bn_detail::check_input(*this, x);
   const cpu::BnShape s = bn_shape(x);
   const size_t C = static_cast<size_t>(s.channels);
@@ -297,6 +314,20 @@ Tensor BatchNorm::forward_cpu(const Tensor& x, Ctx& ctx) {
   for (size_t c = 0; c < C; ++c) {
     invstd[c] = 1.0 / std::sqrt(var[c] + cfg_.eps);
     scale[c] = gamma[c] * invstd[c];
+  }
+  if (next) {  // fused: the neuron normalises as it reads x; backward works from x (saved input)
+    auto in = std::make_shared<cpu::NeuronInputAffine>();
+    in->center = mean;
+    in->scale = scale;
+    in->offset = beta;
+    in->channels = s.channels;
+    in->inner = s.inner;
+    sv.saved_output = false;
+    sv.act = x;
+    sv.mean = std::move(mean);
+    sv.invstd = std::move(invstd);
+    sv.scale = std::move(scale);
+    return next->forward_normalized_cpu(x, std::move(in), ctx);
   }
   Tensor y = x.dtype() == DType::F64 ? bn_forward_typed<double>(x, s, mean, scale, beta)
                                      : bn_forward_typed<float>(x, s, mean, scale, beta);

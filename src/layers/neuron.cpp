@@ -24,6 +24,7 @@ struct CpuNeuron {
   using Count = int64_t;
   using GradR = double;
   NeuronState<CpuNeuron>& st;
+  const cpu::NeuronInputAffine* affine = nullptr;  // forward: the fused batch norm's, if any
 
   NeuronState<CpuNeuron>& state() { return st; }
   static DType membrane_dtype(DType x) { return x; }
@@ -34,9 +35,9 @@ struct CpuNeuron {
   void forward(const cpu::NeuronKernelConfig& kc, const Tensor& x, int64_t steps, int64_t M, Tensor& v, Tensor& y,
                Count& fired) {
     if (x.dtype() == DType::F32)
-      fired = cpu::neuron_forward<float>(kc, x.data<float>(), steps, M, v.data<float>(), y.data<float>());
+      fired = cpu::neuron_forward<float>(kc, x.data<float>(), steps, M, v.data<float>(), y.data<float>(), affine);
     else
-      fired = cpu::neuron_forward<double>(kc, x.data<double>(), steps, M, v.data<double>(), y.data<double>());
+      fired = cpu::neuron_forward<double>(kc, x.data<double>(), steps, M, v.data<double>(), y.data<double>(), affine);
   }
 
   void backward(const cpu::NeuronKernelConfig& kc, const Tensor& dy, const NeuronSaved<CpuNeuron>& s, int64_t steps,
@@ -46,12 +47,13 @@ struct CpuNeuron {
     if (dy.dtype() == DType::F32)
       cpu::neuron_backward<float>(kc, dy.data<float>(), x.data<float>(),
                                   s.v_init.defined() ? s.v_init.data<float>() : nullptr, steps, M, dx.data<float>(),
-                                  grad_r, gv_in ? gv_in->data<float>() : nullptr, gv_out ? gv_out->data<float>() : nullptr);
+                                  grad_r, gv_in ? gv_in->data<float>() : nullptr, gv_out ? gv_out->data<float>() : nullptr,
+                                  s.affine.get());
     else
       cpu::neuron_backward<double>(kc, dy.data<double>(), x.data<double>(),
                                    s.v_init.defined() ? s.v_init.data<double>() : nullptr, steps, M,
                                    dx.data<double>(), grad_r, gv_in ? gv_in->data<double>() : nullptr,
-                                   gv_out ? gv_out->data<double>() : nullptr);
+                                   gv_out ? gv_out->data<double>() : nullptr, s.affine.get());
   }
 
   void add_grad_w(Tensor& g, const GradR& grad_r, double r) {
@@ -140,6 +142,15 @@ void Neuron::collect_stats(std::vector<LayerStat>& out) const {
 Tensor Neuron::forward_cpu(const Tensor& x, Ctx& ctx) {
   CpuNeuron dev{cpu_state(impl_)};
   return forward_on(dev, x, ctx);
+}
+
+Tensor Neuron::forward_normalized_cpu(const Tensor& x, std::shared_ptr<const cpu::NeuronInputAffine> in, Ctx& ctx) {
+  SM_CHECK(x.device().is_cpu() && in, type() << " '" << name() << "': the fused normalisation runs on the CPU");
+  last_device_ = x.device();
+  CpuNeuron dev{cpu_state(impl_), in.get()};
+  Tensor y = forward_on(dev, x, ctx);
+  cpu_state(impl_).slots.get(ctx.slot).affine = std::move(in);
+  return y;
 }
 
 Tensor Neuron::backward_input_cpu(const Tensor& dy, Ctx& ctx) {

@@ -45,6 +45,9 @@ struct NeuronSaved {
   bool smooth = false;
   bool has_grad_w = false;   // split: B computed grad_r, W adds it
   typename Dev::GradR grad_r{};
+  // CPU, fused batch norm (Neuron::forward_normalized_cpu): x is the unnormalised input and
+  // this its normalisation; null otherwise.
+  std::shared_ptr<const cpu::NeuronInputAffine> affine;
 };
 
 template <class Dev>

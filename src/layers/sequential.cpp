@@ -3,6 +3,7 @@
 
 #include "device_ops.h"
 #include "spikemesh/core/allocator_cuda.h"
+#include "spikemesh/layers/fused_epilogue.h"
 
 namespace sm {
 
@@ -27,7 +28,15 @@ std::vector<Layer*> Sequential::children() {
 Tensor Sequential::forward_cpu(const Tensor& x, Ctx& ctx) {
   Tensor h = x;
   if (segments_.empty()) {
-    for (auto& l : layers_) h = l->forward(h, ctx);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      Tensor fused;  // a batch norm and its neuron in one pass (layers/fused_epilogue.h)
+      if (i + 1 < layers_.size() && try_fused_forward(*layers_[i], *layers_[i + 1], h, ctx, fused)) {
+        h = fused;
+        ++i;
+        continue;
+      }
+      h = layers_[i]->forward(h, ctx);
+    }
     return h;
   }
   for (size_t s = 0; s < segments_.size(); ++s) h = segment_forward(segments_[s], s, h, ctx);

@@ -178,10 +178,12 @@ void expect_same(const Case& c, int steps, bool split_wgrad = false, int accum =
 }
 
 // The real 48x48 VGG runs its fp64 convolutions in our own OpenMP loops: under `make
-// sanitize` (ASan/UBSan at -O1, one thread) a step takes minutes, so there it runs 2 steps —
-// the sanitizers look for memory errors; the plain build checks the trajectory over 20.
+// sanitize` (ASan/UBSan at -O1) one step takes minutes, which put the sanitizer stage of CI
+// past half an hour, so there the VGG cases are left out (kVggSteps = 0) — the memopt
+// machinery runs under the sanitizers on the CSNN and Spikformer cases, the VGG's layers in
+// their own tests; the plain build checks the VGG trajectory over 20 steps.
 #if defined(__SANITIZE_ADDRESS__)
-constexpr int kVggSteps = 2;
+constexpr int kVggSteps = 0;
 #else
 constexpr int kVggSteps = 20;
 #endif
@@ -197,6 +199,7 @@ TEST(Memopt, Level1EqualsLevel0SpikformerTi) { expect_same(kSformerTi, 20); }
 TEST(Memopt, Level1EqualsLevel0SpikformerS) { expect_same(kSformerS, 20); }
 // The real 48x48 VGG (no size variables) with its dropout: 1 sample, T 2 (~0.4 s per fp64 step).
 TEST(Memopt, Level1EqualsLevel0Cifar10DvsVggWithDropout) {
+  if (kVggSteps == 0) GTEST_SKIP() << "the 48x48 fp64 VGG under the sanitizers (see kVggSteps)";
   expect_same(Case{"cifar10dvs_vgg", {}, 2, 1, 0.25, 0}, kVggSteps);
 }
 TEST(Memopt, Level1EqualsLevel0WithTheBWSplit) {
@@ -211,12 +214,14 @@ TEST(Memopt, TimePiecesEqualLevel0) {
   expect_same(kCsnn, 20, false, 1, Split{2, SplitAxis::Time});
   expect_same(Case{"fmnist_csnn", {"C=4"}, 5, 4, -1.0, 0}, 20, false, 1, Split{3, SplitAxis::Time});  // uneven
   expect_same(kSformerCifar, 20, false, 1, Split{2, SplitAxis::Time});
-  expect_same(Case{"cifar10dvs_vgg", {}, 3, 1, 0.25, 0}, std::min(4, kVggSteps), false, 1, Split{3, SplitAxis::Time});
+  if (kVggSteps > 0)
+    expect_same(Case{"cifar10dvs_vgg", {}, 3, 1, 0.25, 0}, std::min(4, kVggSteps), false, 1, Split{3, SplitAxis::Time});
 }
 TEST(Memopt, SamplePiecesEqualLevel0) {
   expect_same(kCsnn, 20, false, 1, Split{2, SplitAxis::Batch});
   expect_same(kSformerCifar, 20, false, 1, Split{4, SplitAxis::Batch});
-  expect_same(Case{"cifar10dvs_vgg", {}, 2, 2, 0.25, 0}, std::min(4, kVggSteps), false, 1, Split{2, SplitAxis::Batch});
+  if (kVggSteps > 0)
+    expect_same(Case{"cifar10dvs_vgg", {}, 2, 2, 0.25, 0}, std::min(4, kVggSteps), false, 1, Split{2, SplitAxis::Batch});
 }
 TEST(Memopt, PiecesWithTheBWSplitAndMicrobatches) {
   expect_same(kSformerCifar, 20, /*split_wgrad=*/true, 1, Split{2, SplitAxis::Time});
@@ -244,7 +249,7 @@ TEST(Memopt, Level2SearchKeepsTheTrajectory) { expect_search_keeps_trajectory(kS
 TEST(Memopt, Level3SearchKeepsTheTrajectory) { expect_search_keeps_trajectory(kCsnn, 3, 20); }
 TEST(Memopt, Level4SearchKeepsTheTrajectory) {
   expect_search_keeps_trajectory(kSformerCifar, 4, 20);
-  expect_search_keeps_trajectory(Case{"cifar10dvs_vgg", {}, 2, 2, 0.25, 0}, 4, std::min(3, kVggSteps));
+  if (kVggSteps > 0) expect_search_keeps_trajectory(Case{"cifar10dvs_vgg", {}, 2, 2, 0.25, 0}, 4, std::min(3, kVggSteps));
 }
 
 TEST(Memopt, Level2SplitsThePeakSegmentAndLowersThePeak) {

@@ -10,6 +10,8 @@
 
 namespace sm {
 
+class Neuron;  // layers/neuron.h
+
 struct BatchNormConfig {
   int num_features = 0;
   int spatial_dims = 2;  // 1 -> BatchNorm1d, 2 -> BatchNorm2d
@@ -35,6 +37,11 @@ class BatchNorm : public Layer {
   void finish_split_grad_sums(Ctx& ctx);
   void drop_split_state(int slot);
 
+  // The fused epilogue (CPU, a plain forward — no memopt recompute or split): this layer's
+  // forward of x followed by `next`'s, the normalised tensor never written (the neuron
+  // normalises as it reads x). Returns next's spikes; each layer's backward runs as usual.
+  Tensor forward_into(Neuron& next, const Tensor& x, Ctx& ctx);
+
  protected:
   SM_LEAF_HOOKS
   SM_LEAF_WEIGHT_HOOKS
@@ -45,6 +52,7 @@ class BatchNorm : public Layer {
   void finish_split_grad_sums_cuda(Ctx& ctx);
   void drop_split_state_cuda(int slot);
 #endif
+  Tensor forward_cpu_then(const Tensor& x, Ctx& ctx, Neuron* next);
   BatchNormConfig cfg_;
 };
 

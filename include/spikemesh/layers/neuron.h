@@ -11,6 +11,9 @@
 #include "spikemesh/layers/layer.h"
 
 namespace sm {
+namespace cpu {
+struct NeuronInputAffine;  // kernels/cpu/neuron.h
+}
 
 enum class NeuronKind { LIF, PLIF, IF };
 enum class SurrogateKind { Sigmoid, ATan };
@@ -46,6 +49,11 @@ class Neuron : public Layer {
   Tensor membrane();
   void set_membrane(const Tensor& v);
   void clear_time_grad();
+  // The fused batch-norm → neuron epilogue (CPU; BatchNorm::forward_into calls it): the
+  // forward of x [T, N, C, ...] normalised per channel by `in` as the kernel reads it, the
+  // normalised tensor never written. The slot keeps x (a reference) and `in`; backward
+  // recomputes from them and returns, as unfused, the gradient of the normalised input.
+  Tensor forward_normalized_cpu(const Tensor& x, std::shared_ptr<const cpu::NeuronInputAffine> in, Ctx& ctx);
 
  protected:
   SM_LEAF_HOOKS

@@ -4,9 +4,12 @@
 // pair is one OpenMP work item writing its own partial sums, and the partials are added
 // per channel in chunk order. The chunking depends only on the shape, so sums are
 // bit-identical for any thread count. Element-wise passes run over (row, channel) pairs.
+// bn_normalize rounds (x - μ)·a + β with one explicit fma, as the neuron kernels' fused
+// normalisation does (kernels/cpu/neuron.h NeuronInputAffine): fused and unfused agree bitwise.
 #include "spikemesh/kernels/cpu/batchnorm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace sm::cpu {
@@ -114,7 +117,7 @@ void bn_normalize(const T* x, const BnShape& s, const double* center, const doub
     const T a = static_cast<T>(scale[c]);
     const T o = static_cast<T>(offset[c]);
 #pragma omp simd
-    for (int64_t i = p; i < p + n; ++i) y[i] = (x[i] - m) * a + o;
+    for (int64_t i = p; i < p + n; ++i) y[i] = std::fma(x[i] - m, a, o);  // as NeuronInputAffine
   });
 }
 

@@ -165,19 +165,84 @@ void with_neuron(const NeuronKernelConfig& c, F&& f) {
   });
 }
 
+// out[j] = fma(x[j] - c, s, o) for j < n, the constants per element (kPer) or one for all.
+// Explicit FMA instructions: under this file's fp-contract=off GCC does not vectorise
+// std::fma (a scalar loop, 3x the neuron's own time); an fma is exactly rounded however it
+// is computed, so this equals bn_normalize's bitwise.
+template <typename T, bool kPer>
+inline void affine_row(const T* x, int64_t n, const T* c, const T* s, const T* o, T* out) {
+  int64_t j = 0;
+#if SM_NEURON_VECTOR_EXP
+  if constexpr (std::is_same_v<T, float>) {
+    for (; j + 8 <= n; j += 8) {
+      const __m256 cj = kPer ? _mm256_loadu_ps(c + j) : _mm256_set1_ps(*c);
+      const __m256 sj = kPer ? _mm256_loadu_ps(s + j) : _mm256_set1_ps(*s);
+      const __m256 oj = kPer ? _mm256_loadu_ps(o + j) : _mm256_set1_ps(*o);
+      _mm256_storeu_ps(out + j, _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), cj), sj, oj));
+    }
+  } else {
+    for (; j + 4 <= n; j += 4) {
+      const __m256d cj = kPer ? _mm256_loadu_pd(c + j) : _mm256_set1_pd(*c);
+      const __m256d sj = kPer ? _mm256_loadu_pd(s + j) : _mm256_set1_pd(*s);
+      const __m256d oj = kPer ? _mm256_loadu_pd(o + j) : _mm256_set1_pd(*o);
+      _mm256_storeu_pd(out + j, _mm256_fmadd_pd(_mm256_sub_pd(_mm256_loadu_pd(x + j), cj), sj, oj));
+    }
+  }
+#endif
+  for (; j < n; ++j) out[j] = std::fma(x[j] - c[kPer ? j : 0], s[kPer ? j : 0], o[kPer ? j : 0]);
+}
+
+// The input of neurons [i0, i0 + n) as the kernels read it: x itself, or normalised by a
+// NeuronInputAffine (per-neuron constants of the block gathered once, then one fma each).
+template <typename T>
+struct BlockInput {
+  const NeuronInputAffine* a;
+  bool uniform = true;  // the whole block in one channel (the common case: planes of >= 64)
+  T c0 = 0, s0 = 1, o0 = 0;
+  T center[kBlock], scale[kBlock], offset[kBlock];  // per neuron, when not uniform
+  BlockInput(const NeuronInputAffine* affine, int64_t i0, int64_t n) : a(affine) {
+    if (!a) return;
+    int64_t rem = i0 % a->inner, c = (i0 / a->inner) % a->channels;  // two divisions per block
+    c0 = static_cast<T>(a->center[static_cast<size_t>(c)]);
+    s0 = static_cast<T>(a->scale[static_cast<size_t>(c)]);
+    o0 = static_cast<T>(a->offset[static_cast<size_t>(c)]);
+    uniform = rem + n <= a->inner;
+    if (uniform) return;
+    for (int64_t j = 0; j < n; ++j) {
+      center[j] = static_cast<T>(a->center[static_cast<size_t>(c)]);
+      scale[j] = static_cast<T>(a->scale[static_cast<size_t>(c)]);
+      offset[j] = static_cast<T>(a->offset[static_cast<size_t>(c)]);
+      if (++rem == a->inner) rem = 0, c = c + 1 == a->channels ? 0 : c + 1;
+    }
+  }
+  // The n inputs of step t (xt = x + t·M + i0) into out, or xt itself when not normalised.
+  const T* step(const T* xt, int64_t n, T* out) const {
+    if (!a) return xt;
+    if (uniform) {
+      affine_row<T, false>(xt, n, &c0, &s0, &o0, out);
+    } else {
+      affine_row<T, true>(xt, n, center, scale, offset, out);
+    }
+    return out;
+  }
+};
+
 template <typename T, class K>
-int64_t forward_blocks(const K& shared_k, const T* x, int64_t steps, int64_t M, T* v, T* spikes) {
+int64_t forward_blocks(const K& shared_k, const T* x, int64_t steps, int64_t M, T* v, T* spikes,
+                       const NeuronInputAffine* affine) {
   const int64_t blocks = (M + kBlock - 1) / kBlock;
   int64_t fired = 0;
 #pragma omp parallel for schedule(static) reduction(+ : fired) if (steps * M >= kParallelMin)
   for (int64_t b = 0; b < blocks; ++b) {
     const K k = shared_k;  // thread-local: keeps the constants in registers
     const int64_t i0 = b * kBlock, n = std::min(kBlock, M - i0);
+    const BlockInput<T> in(affine, i0, n);
+    T xb[kBlock];  // this step's normalised inputs (affine only)
     T vb[kBlock];  // membranes of this block
     for (int64_t j = 0; j < n; ++j) vb[j] = v ? v[i0 + j] : k.rest;
     T fired_b = 0;  // exact: at most kBlock·steps < 2^24
     for (int64_t t = 0; t < steps; ++t) {
-      const T* xt = x + t * M + i0;
+      const T* xt = in.step(x + t * M + i0, n, xb);
       T* st = spikes + t * M + i0;
       for (int64_t j = 0; j < n; ++j) {
         const T hj = k.charge(vb[j], xt[j]);  // the same three steps as recompute_block
@@ -198,11 +263,13 @@ int64_t forward_blocks(const K& shared_k, const T* x, int64_t steps, int64_t M, 
 // the initial membrane (v_init or rest). Must stay the forward's arithmetic exactly.
 template <typename T, class K>
 void recompute_block(const K& k, const T* x, const T* v_init, int64_t steps, int64_t M, int64_t i0,
-                     int64_t n, T* hb) {
+                     int64_t n, T* hb, const NeuronInputAffine* affine) {
+  const BlockInput<T> in(affine, i0, n);
+  T xb[kBlock];  // this step's normalised inputs (affine only)
   T vb[kBlock];  // membranes of this block
   for (int64_t j = 0; j < n; ++j) vb[j] = v_init ? v_init[i0 + j] : k.rest;
   for (int64_t t = 0; t < steps; ++t) {
-    const T* xt = x + t * M + i0;
+    const T* xt = in.step(x + t * M + i0, n, xb);
     T* ht = hb + t * kBlock;
     for (int64_t j = 0; j < n; ++j) {
       const T hj = k.charge(vb[j], xt[j]);
@@ -214,7 +281,8 @@ void recompute_block(const K& k, const T* x, const T* v_init, int64_t steps, int
 
 template <bool kRateGrad, typename T, class K>
 void backward_blocks(const K& shared_k, bool decay_input, const T* grad_s, const T* x, const T* v_init,
-                     int64_t steps, int64_t M, T* grad_x, double* grad_r, const T* grad_v_in, T* grad_v_out) {
+                     int64_t steps, int64_t M, T* grad_x, double* grad_r, const T* grad_v_in, T* grad_v_out,
+                     const NeuronInputAffine* affine) {
   const T x_scale = decay_input ? shared_k.r : T(1);
   const int64_t blocks = (M + kBlock - 1) / kBlock;
   std::vector<double> block_grad_r(kRateGrad ? blocks : 0, 0.0);
@@ -226,7 +294,7 @@ void backward_blocks(const K& shared_k, bool decay_input, const T* grad_s, const
       const K k = shared_k;  // thread-local: keeps the constants in registers
       const int64_t i0 = b * kBlock, n = std::min(kBlock, M - i0);
       T* hb = h_scratch.data();
-      recompute_block<T>(k, x, v_init, steps, M, i0, n, hb);
+      recompute_block<T>(k, x, v_init, steps, M, i0, n, hb, affine);
       T g_v[kBlock];  // gradient flowing into v_t from step t+1
       for (int64_t j = 0; j < n; ++j) g_v[j] = grad_v_in ? grad_v_in[i0 + j] : T(0);
       double acc_r = 0.0;
@@ -267,36 +335,51 @@ void backward_blocks(const K& shared_k, bool decay_input, const T* grad_s, const
   }
 }
 
+void check_affine(const NeuronInputAffine* a, int64_t M) {
+  if (!a) return;
+  SM_CHECK(a->channels >= 1 && a->inner >= 1 && M % (a->channels * a->inner) == 0 &&
+               a->center.size() == static_cast<size_t>(a->channels) && a->scale.size() == a->center.size() &&
+               a->offset.size() == a->center.size(),
+           "neuron kernel: input normalisation of " << a->channels << " channels x " << a->inner
+                                                    << " does not fit " << M << " neurons");
+}
+
 }  // namespace
 
 template <typename T>
 int64_t neuron_forward(const NeuronKernelConfig& c, const T* x, int64_t steps, int64_t M, T* v,
-                       T* spikes) {
+                       T* spikes, const NeuronInputAffine* affine) {
+  check_affine(affine, M);
   int64_t fired = 0;
-  with_neuron<T>(c, [&](const auto& k) { fired = forward_blocks<T>(k, x, steps, M, v, spikes); });
+  with_neuron<T>(c, [&](const auto& k) { fired = forward_blocks<T>(k, x, steps, M, v, spikes, affine); });
   return fired;
 }
 
 template <typename T>
 void neuron_backward(const NeuronKernelConfig& c, const T* grad_s, const T* x, const T* v_init,
-                     int64_t steps, int64_t M, T* grad_x, double* grad_r, const T* grad_v_in, T* grad_v_out) {
+                     int64_t steps, int64_t M, T* grad_x, double* grad_r, const T* grad_v_in, T* grad_v_out,
+                     const NeuronInputAffine* affine) {
+  check_affine(affine, M);
   SM_CHECK(!(grad_r && c.decay_input && c.r <= 0.0), "rate gradient needs r > 0, got " << c.r);
   with_neuron<T>(c, [&](const auto& k) {
     if (grad_r)
-      backward_blocks<true, T>(k, c.decay_input, grad_s, x, v_init, steps, M, grad_x, grad_r, grad_v_in, grad_v_out);
+      backward_blocks<true, T>(k, c.decay_input, grad_s, x, v_init, steps, M, grad_x, grad_r, grad_v_in, grad_v_out,
+                               affine);
     else
-      backward_blocks<false, T>(k, c.decay_input, grad_s, x, v_init, steps, M, grad_x, nullptr, grad_v_in, grad_v_out);
+      backward_blocks<false, T>(k, c.decay_input, grad_s, x, v_init, steps, M, grad_x, nullptr, grad_v_in,
+                                grad_v_out, affine);
   });
 }
 
 template int64_t neuron_forward<float>(const NeuronKernelConfig&, const float*, int64_t, int64_t,
-                                       float*, float*);
+                                       float*, float*, const NeuronInputAffine*);
 template int64_t neuron_forward<double>(const NeuronKernelConfig&, const double*, int64_t,
-                                        int64_t, double*, double*);
-template void neuron_backward<float>(const NeuronKernelConfig&, const float*, const float*,
-                                     const float*, int64_t, int64_t, float*, double*, const float*, float*);
-template void neuron_backward<double>(const NeuronKernelConfig&, const double*, const double*,
-                                      const double*, int64_t, int64_t, double*, double*, const double*, double*);
+                                        int64_t, double*, double*, const NeuronInputAffine*);
+template void neuron_backward<float>(const NeuronKernelConfig&, const float*, const float*, const float*, int64_t,
+                                     int64_t, float*, double*, const float*, float*, const NeuronInputAffine*);
+template void neuron_backward<double>(const NeuronKernelConfig&, const double*, const double*, const double*,
+                                      int64_t, int64_t, double*, double*, const double*, double*,
+                                      const NeuronInputAffine*);
 
 }  // namespace cpu
 }  // namespace sm

@@ -13,6 +13,7 @@
 // sums are added in block order, so it does not depend on the thread count.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 namespace sm {
 namespace cpu {
@@ -33,12 +34,25 @@ struct NeuronKernelConfig {
   double rest() const { return hard_reset ? v_reset : 0.0; }
 };
 
+// Batch norm's normalisation applied to the input as the kernels read it (the fused
+// BN → neuron epilogue, layers/batchnorm.cpp BatchNorm::forward_into): neuron m of [T, M]
+// belongs to channel (m / inner) % channels and its input is
+// fma(x - center[c], scale[c], offset[c]) in the kernel's scalar (each [C] value rounded to
+// it first) — bitwise what bn_normalize (kernels/cpu/batchnorm.h) writes, so the fused
+// forward fires exactly as normalise-then-neuron, and backward recomputes the same h_t
+// from the unnormalised x. grad_x is then the gradient of the NORMALISED input.
+struct NeuronInputAffine {
+  std::vector<double> center, scale, offset;  // [channels]
+  int64_t channels = 1, inner = 1;            // M = N·channels·inner
+};
+
 // Forward over T steps. v: [M] membrane in/out (in: v_{-1}; out: v_{T-1}); nullptr means
 // "start at rest" (and the final membrane is not returned). x, spikes: [T, M].
 // Returns how many h_t ≥ v_th (step firings, also in smooth mode), for the firing rate.
+// affine (nullable): x is normalised as it is read (NeuronInputAffine).
 template <typename T>
 int64_t neuron_forward(const NeuronKernelConfig& c, const T* x, int64_t steps, int64_t M, T* v,
-                       T* spikes);
+                       T* spikes, const NeuronInputAffine* affine = nullptr);
 
 // BPTT from the forward's input. grad_s, x: [T, M] (x exactly as given to neuron_forward);
 // v_init: [M] membrane the forward started from, or nullptr (= rest). Writes grad_x [T, M].
@@ -49,10 +63,11 @@ int64_t neuron_forward(const NeuronKernelConfig& c, const T* x, int64_t steps, i
 // Time chunks (memopt): grad_v_in [M] (nullable = 0) is d(loss)/d v_{T-1} coming from the steps
 // after this call's last one; grad_v_out [M] (nullable) receives d(loss)/d v_init, what flows
 // into the steps before its first. Without them no gradient flows out through v_init.
+// affine: the forward's (then grad_x is d loss / d normalised input).
 template <typename T>
 void neuron_backward(const NeuronKernelConfig& c, const T* grad_s, const T* x, const T* v_init,
                      int64_t steps, int64_t M, T* grad_x, double* grad_r, const T* grad_v_in = nullptr,
-                     T* grad_v_out = nullptr);
+                     T* grad_v_out = nullptr, const NeuronInputAffine* affine = nullptr);
 
 }  // namespace cpu
 }  // namespace sm

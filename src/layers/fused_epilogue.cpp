@@ -1,0 +1,54 @@
+// fused_epilogue.cpp — when a batch norm and the neuron after it run fused (fused_epilogue.h).
+#include "spikemesh/layers/fused_epilogue.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+
+#include "spikemesh/core/error.h"
+#include "spikemesh/layers/batchnorm.h"
+#include "spikemesh/layers/layer_profile.h"
+#include "spikemesh/layers/neuron.h"
+
+namespace sm {
+namespace {
+// Read once when the library loads (test binaries follow it too); a bad value counts as on
+// here — the program refuses it at start-up (apply_fused_epilogues_env).
+std::atomic<bool> g_fuse{[] {
+  const char* e = std::getenv("SPIKEMESH_FUSE");
+  return !(e && std::string(e) == "0");
+}()};
+}  // namespace
+
+bool fused_epilogues() { return g_fuse.load(std::memory_order_relaxed); }
+void set_fused_epilogues(bool on) { g_fuse.store(on); }
+
+void apply_fused_epilogues_env() {
+  const char* e = std::getenv("SPIKEMESH_FUSE");
+  if (!e) return;
+  const std::string v = e;
+  if (v != "0" && v != "1") SM_INPUT_ERROR("SPIKEMESH_FUSE=" << v << ": expected 0 (off) or 1 (on, the default)");
+  set_fused_epilogues(v == "1");
+}
+
+bool try_fused_forward(Layer& a, Layer& b, const Tensor& x, Ctx& ctx, Tensor& y) {
+  if (!fused_epilogues() || !x.defined() || !x.device().is_cpu()) return false;
+  if (ctx.recompute || ctx.checkpointed || ctx.bn_split || ctx.accumulate_stats || ctx.bn_moments_for ||
+      ctx.bn_grad_sums_for || ctx.time_grad_carry)
+    return false;
+  auto* bn = dynamic_cast<BatchNorm*>(&a);
+  auto* neuron = dynamic_cast<Neuron*>(&b);
+  if (!bn || !neuron || bn->sp_link().role != SpRole::None || neuron->sp_link().role != SpRole::None) return false;
+  if (x.dtype() != DType::F32 && x.dtype() != DType::F64) return false;
+  if (!layer_profile_enabled()) {
+    y = bn->forward_into(*neuron, x, ctx);
+    return true;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  y = bn->forward_into(*neuron, x, ctx);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  layer_profile_add(bn->type() + "+" + neuron->type(), ms, 0.0, true);
+  return true;
+}
+
+}  // namespace sm
