@@ -30,7 +30,9 @@
 // Fused with the neuron after it (forward_into, CPU): the statistics as above, then the
 // neuron normalises x as it reads it (kernels/cpu/neuron.h NeuronInputAffine, bitwise this
 // layer's y) — y is never written; this layer saves the input x, the neuron x and the
-// normalisation, so the block still holds one full-size tensor.
+// normalisation, so the block still holds one full-size tensor. The neuron's backward also
+// sums Σdy, Σdy·(x-μ) for this layer's backward in its own pass (fused_sums), which then
+// reads dy and x once instead of twice.
 //
 // The sums use the running mean as a shift (identical on all ranks of a synced group) so
 // that the single-pass Σ(x-k), Σ(x-k)² stays accurate in one all-reduce.
@@ -60,6 +62,9 @@ struct Saved : bn_detail::SavedBase {
   std::vector<double> invstd;  // [C]
   std::vector<double> scale;   // [C] γ·istd (the a of the input gradient)
   std::vector<double> dgamma, dbeta;  // [C], kept between B and W
+  // Fused with the neuron after it: the backward sums that neuron's backward made (over the
+  // dy this backward gets; kernels/cpu/neuron.h NeuronBnGradSums).
+  std::shared_ptr<cpu::NeuronBnGradSums> fused_sums;
 };
 
 // The batch statistics of a checkpointed forward, kept for its recompute (memopt).
@@ -327,7 +332,8 @@ Tensor BatchNorm::forward_cpu_then(const Tensor& x, Ctx& ctx, Neuron* next) {
     sv.mean = std::move(mean);
     sv.invstd = std::move(invstd);
     sv.scale = std::move(scale);
-    return next->forward_normalized_cpu(x, std::move(in), ctx);
+    sv.fused_sums = std::make_shared<cpu::NeuronBnGradSums>();
+    return next->forward_normalized_cpu(x, std::move(in), sv.fused_sums, ctx);
   }
   Tensor y = x.dtype() == DType::F64 ? bn_forward_typed<double>(x, s, mean, scale, beta)
                                      : bn_forward_typed<float>(x, s, mean, scale, beta);
@@ -367,7 +373,11 @@ Tensor BatchNorm::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
   const std::vector<double>& center = sv.saved_output ? sv.y_offset : sv.mean;
   const std::vector<double> unscale = sv.saved_output ? sv.y_scale : std::vector<double>(C, 1.0);
   std::vector<double> sum_dy(C), sum_dy_xc(C);
-  if (dy.dtype() == DType::F64)
+  if (sv.fused_sums && sv.fused_sums->of == dy.raw() && sv.fused_sums->dy.size() == C) {  // made by the neuron
+    sum_dy = std::move(sv.fused_sums->dy);
+    sum_dy_xc = std::move(sv.fused_sums->dy_xc);
+    sv.fused_sums.reset();
+  } else if (dy.dtype() == DType::F64)
     cpu::bn_backward_moments<double>(dy.data<double>(), sv.act.data<double>(), s, center.data(),
                                      sum_dy.data(), sum_dy_xc.data());
   else

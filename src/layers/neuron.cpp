@@ -48,12 +48,12 @@ struct CpuNeuron {
       cpu::neuron_backward<float>(kc, dy.data<float>(), x.data<float>(),
                                   s.v_init.defined() ? s.v_init.data<float>() : nullptr, steps, M, dx.data<float>(),
                                   grad_r, gv_in ? gv_in->data<float>() : nullptr, gv_out ? gv_out->data<float>() : nullptr,
-                                  s.affine.get());
+                                  s.affine.get(), s.bn_sums.get());
     else
       cpu::neuron_backward<double>(kc, dy.data<double>(), x.data<double>(),
                                    s.v_init.defined() ? s.v_init.data<double>() : nullptr, steps, M,
                                    dx.data<double>(), grad_r, gv_in ? gv_in->data<double>() : nullptr,
-                                   gv_out ? gv_out->data<double>() : nullptr, s.affine.get());
+                                   gv_out ? gv_out->data<double>() : nullptr, s.affine.get(), s.bn_sums.get());
   }
 
   void add_grad_w(Tensor& g, const GradR& grad_r, double r) {
@@ -144,12 +144,15 @@ Tensor Neuron::forward_cpu(const Tensor& x, Ctx& ctx) {
   return forward_on(dev, x, ctx);
 }
 
-Tensor Neuron::forward_normalized_cpu(const Tensor& x, std::shared_ptr<const cpu::NeuronInputAffine> in, Ctx& ctx) {
+Tensor Neuron::forward_normalized_cpu(const Tensor& x, std::shared_ptr<const cpu::NeuronInputAffine> in,
+                                     std::shared_ptr<cpu::NeuronBnGradSums> bn_sums, Ctx& ctx) {
   SM_CHECK(x.device().is_cpu() && in, type() << " '" << name() << "': the fused normalisation runs on the CPU");
   last_device_ = x.device();
   CpuNeuron dev{cpu_state(impl_), in.get()};
   Tensor y = forward_on(dev, x, ctx);
-  cpu_state(impl_).slots.get(ctx.slot).affine = std::move(in);
+  NeuronSaved<CpuNeuron>& s = cpu_state(impl_).slots.get(ctx.slot);
+  s.affine = std::move(in);
+  s.bn_sums = std::move(bn_sums);
   return y;
 }
 

@@ -48,6 +48,8 @@ struct NeuronSaved {
   // CPU, fused batch norm (Neuron::forward_normalized_cpu): x is the unnormalised input and
   // this its normalisation; null otherwise.
   std::shared_ptr<const cpu::NeuronInputAffine> affine;
+  // ... and batch norm's backward sums, which this layer's backward makes for it.
+  std::shared_ptr<cpu::NeuronBnGradSums> bn_sums;
 };
 
 template <class Dev>

@@ -1,5 +1,6 @@
 // test_fused_epilogue.cpp — the fused batch norm → neuron epilogue (layers/fused_epilogue.h):
 // the kernels' normalisation-as-read against normalise-then-neuron (bitwise: the same fma),
+// batch norm's backward sums made in the neuron's backward pass against bn_backward_moments,
 // for every neuron kind and option, both dtypes, sizes that end blocks mid-channel; a
 // Conv → BN → LIF → Conv → BN → PLIF unit fused against unfused (forward output and BN
 // running statistics bitwise; input and parameter gradients within rounding, since BN's
@@ -80,6 +81,22 @@ void expect_kernel_fusion_exact(const cpu::NeuronKernelConfig& kc, int64_t steps
                           nullptr, nullptr, &a);
   expect_bitwise(gx_ref, gx_fused, "input gradient");
   EXPECT_EQ(r_ref, r_fused);
+
+  // The batch-norm sums made in the same pass equal bn_backward_moments over grad_x and x
+  // (double sums in another order: within a few units of double rounding).
+  cpu::NeuronBnGradSums sums;
+  std::vector<T> gx_sums(total);
+  cpu::neuron_backward<T>(kc, gs.data(), x.data(), v0.data(), steps, M, gx_sums.data(), nullptr, nullptr, nullptr, &a,
+                          &sums);
+  expect_bitwise(gx_ref, gx_sums, "input gradient (with the sums)");
+  EXPECT_EQ(sums.of, static_cast<const void*>(gx_sums.data()));
+  std::vector<double> dy(C), dy_xc(C);
+  cpu::bn_backward_moments<T>(gx_sums.data(), x.data(), s, a.center.data(), dy.data(), dy_xc.data());
+  ASSERT_EQ(sums.dy.size(), static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    EXPECT_NEAR(sums.dy[c], dy[c], 1e-12 * (1 + std::fabs(dy[c]))) << "channel " << c;
+    EXPECT_NEAR(sums.dy_xc[c], dy_xc[c], 1e-12 * (1 + std::fabs(dy_xc[c]))) << "channel " << c;
+  }
 }
 
 TEST(FusedEpilogue, KernelNormalisationAsReadIsBitwiseNormaliseThenNeuron) {

@@ -13,6 +13,7 @@
 namespace sm {
 namespace cpu {
 struct NeuronInputAffine;  // kernels/cpu/neuron.h
+struct NeuronBnGradSums;
 }
 
 enum class NeuronKind { LIF, PLIF, IF };
@@ -52,8 +53,10 @@ class Neuron : public Layer {
   // The fused batch-norm → neuron epilogue (CPU; BatchNorm::forward_into calls it): the
   // forward of x [T, N, C, ...] normalised per channel by `in` as the kernel reads it, the
   // normalised tensor never written. The slot keeps x (a reference) and `in`; backward
-  // recomputes from them and returns, as unfused, the gradient of the normalised input.
-  Tensor forward_normalized_cpu(const Tensor& x, std::shared_ptr<const cpu::NeuronInputAffine> in, Ctx& ctx);
+  // recomputes from them and returns, as unfused, the gradient of the normalised input —
+  // and, in the same pass, batch norm's two backward sums over it into bn_sums (nullable).
+  Tensor forward_normalized_cpu(const Tensor& x, std::shared_ptr<const cpu::NeuronInputAffine> in,
+                                std::shared_ptr<cpu::NeuronBnGradSums> bn_sums, Ctx& ctx);
 
  protected:
   SM_LEAF_HOOKS

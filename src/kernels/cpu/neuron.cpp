@@ -279,13 +279,50 @@ void recompute_block(const K& k, const T* x, const T* v_init, int64_t steps, int
   }
 }
 
+// One channel's part of a block's batch-norm sums (backward_blocks with bn_sums).
+struct ChannelSums {
+  size_t channel = 0;
+  double dy = 0.0, dy_xc = 0.0;
+};
+
+// Per neuron of [i0, i0 + n): its channel's centre (double, as batch norm's backward uses it);
+// the two accumulators zeroed.
+inline void channel_centers(const NeuronInputAffine& a, int64_t i0, int64_t n, double* center, double* s0,
+                            double* s1) {
+  int64_t rem = i0 % a.inner, c = (i0 / a.inner) % a.channels;
+  for (int64_t j = 0; j < n; ++j) {
+    center[j] = a.center[static_cast<size_t>(c)];
+    s0[j] = s1[j] = 0.0;
+    if (++rem == a.inner) rem = 0, c = c + 1 == a.channels ? 0 : c + 1;
+  }
+}
+
+// The per-neuron sums of a block added up by channel run, in neuron order, into out; returns
+// how many runs.
+inline int64_t fold_by_channel(const NeuronInputAffine& a, int64_t i0, int64_t n, const double* s0, const double* s1,
+                               ChannelSums* out) {
+  int64_t rem = i0 % a.inner, c = (i0 / a.inner) % a.channels, runs = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (j == 0 || rem == 0) out[runs++] = ChannelSums{static_cast<size_t>(c), 0.0, 0.0};
+    out[runs - 1].dy += s0[j];
+    out[runs - 1].dy_xc += s1[j];
+    if (++rem == a.inner) rem = 0, c = c + 1 == a.channels ? 0 : c + 1;
+  }
+  return runs;
+}
+
 template <bool kRateGrad, typename T, class K>
 void backward_blocks(const K& shared_k, bool decay_input, const T* grad_s, const T* x, const T* v_init,
                      int64_t steps, int64_t M, T* grad_x, double* grad_r, const T* grad_v_in, T* grad_v_out,
-                     const NeuronInputAffine* affine) {
+                     const NeuronInputAffine* affine, NeuronBnGradSums* bn_sums) {
   const T x_scale = decay_input ? shared_k.r : T(1);
   const int64_t blocks = (M + kBlock - 1) / kBlock;
   std::vector<double> block_grad_r(kRateGrad ? blocks : 0, 0.0);
+  // bn_sums: each block's sums by channel run, [blocks][runs] (a block of 64 neurons meets at
+  // most 64 / inner + 2 channels), added in block order at the end.
+  const int64_t runs = bn_sums ? std::min<int64_t>(kBlock, kBlock / affine->inner + 2) : 0;
+  std::vector<ChannelSums> block_sums(static_cast<size_t>(blocks * runs));
+  std::vector<int64_t> block_runs(bn_sums ? blocks : 0);
 #pragma omp parallel if (steps * M >= kParallelMin)
   {
     std::vector<T> h_scratch(static_cast<size_t>(steps * kBlock));  // [steps, kBlock] per thread
@@ -298,6 +335,8 @@ void backward_blocks(const K& shared_k, bool decay_input, const T* grad_s, const
       T g_v[kBlock];  // gradient flowing into v_t from step t+1
       for (int64_t j = 0; j < n; ++j) g_v[j] = grad_v_in ? grad_v_in[i0 + j] : T(0);
       double acc_r = 0.0;
+      double sum_g[kBlock], sum_gx[kBlock], center[kBlock];  // bn_sums: per neuron over t
+      if (bn_sums) channel_centers(*affine, i0, n, center, sum_g, sum_gx);
       for (int64_t t = steps - 1; t >= 0; --t) {
         const T* gst = grad_s + t * M + i0;
         const T* ht = hb + t * kBlock;
@@ -322,16 +361,37 @@ void backward_blocks(const K& shared_k, bool decay_input, const T* grad_s, const
             acc_r += double(grad_h * dh_dr);
           }
         }
+        if (bn_sums) {
+          const T* xt = x + t * M + i0;  // unnormalised
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) {
+            const double g = static_cast<double>(gxt[j]);
+            sum_g[j] += g;
+            sum_gx[j] += g * (static_cast<double>(xt[j]) - center[j]);
+          }
+        }
       }
       if (grad_v_out)
         for (int64_t j = 0; j < n; ++j) grad_v_out[i0 + j] = g_v[j];
       if constexpr (kRateGrad) block_grad_r[b] = acc_r;
+      if (bn_sums) block_runs[b] = fold_by_channel(*affine, i0, n, sum_g, sum_gx, &block_sums[b * runs]);
     }
   }
   if constexpr (kRateGrad) {
     double sum = 0.0;
     for (double g : block_grad_r) sum += g;  // fixed order
     *grad_r = sum;
+  }
+  if (bn_sums) {
+    bn_sums->dy.assign(static_cast<size_t>(affine->channels), 0.0);
+    bn_sums->dy_xc.assign(bn_sums->dy.size(), 0.0);
+    for (int64_t b = 0; b < blocks; ++b)  // fixed order
+      for (int64_t r = 0; r < block_runs[b]; ++r) {
+        const ChannelSums& e = block_sums[b * runs + r];
+        bn_sums->dy[e.channel] += e.dy;
+        bn_sums->dy_xc[e.channel] += e.dy_xc;
+      }
+    bn_sums->of = grad_x;
   }
 }
 
@@ -358,16 +418,17 @@ int64_t neuron_forward(const NeuronKernelConfig& c, const T* x, int64_t steps, i
 template <typename T>
 void neuron_backward(const NeuronKernelConfig& c, const T* grad_s, const T* x, const T* v_init,
                      int64_t steps, int64_t M, T* grad_x, double* grad_r, const T* grad_v_in, T* grad_v_out,
-                     const NeuronInputAffine* affine) {
+                     const NeuronInputAffine* affine, NeuronBnGradSums* bn_sums) {
   check_affine(affine, M);
+  SM_CHECK(!bn_sums || affine, "neuron kernel: batch-norm sums need the input normalisation");
   SM_CHECK(!(grad_r && c.decay_input && c.r <= 0.0), "rate gradient needs r > 0, got " << c.r);
   with_neuron<T>(c, [&](const auto& k) {
     if (grad_r)
       backward_blocks<true, T>(k, c.decay_input, grad_s, x, v_init, steps, M, grad_x, grad_r, grad_v_in, grad_v_out,
-                               affine);
+                               affine, bn_sums);
     else
       backward_blocks<false, T>(k, c.decay_input, grad_s, x, v_init, steps, M, grad_x, nullptr, grad_v_in,
-                                grad_v_out, affine);
+                                grad_v_out, affine, bn_sums);
   });
 }
 
@@ -376,10 +437,11 @@ template int64_t neuron_forward<float>(const NeuronKernelConfig&, const float*, 
 template int64_t neuron_forward<double>(const NeuronKernelConfig&, const double*, int64_t,
                                         int64_t, double*, double*, const NeuronInputAffine*);
 template void neuron_backward<float>(const NeuronKernelConfig&, const float*, const float*, const float*, int64_t,
-                                     int64_t, float*, double*, const float*, float*, const NeuronInputAffine*);
+                                     int64_t, float*, double*, const float*, float*, const NeuronInputAffine*,
+                                     NeuronBnGradSums*);
 template void neuron_backward<double>(const NeuronKernelConfig&, const double*, const double*, const double*,
                                       int64_t, int64_t, double*, double*, const double*, double*,
-                                      const NeuronInputAffine*);
+                                      const NeuronInputAffine*, NeuronBnGradSums*);
 
 }  // namespace cpu
 }  // namespace sm

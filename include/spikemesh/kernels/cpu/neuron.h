@@ -46,6 +46,15 @@ struct NeuronInputAffine {
   int64_t channels = 1, inner = 1;            // M = N·channels·inner
 };
 
+// Batch norm's backward sums made by neuron_backward in its own pass (the fused epilogue's
+// backward, with a NeuronInputAffine): per channel Σ grad_x and Σ grad_x·(x - center[c]), in
+// double, x unnormalised — what bn_backward_moments would read back from memory. Summed per
+// neuron over t, per block by channel, blocks in order: the same for any thread count.
+struct NeuronBnGradSums {
+  std::vector<double> dy, dy_xc;  // [channels]
+  const void* of = nullptr;       // the grad_x they sum (set by neuron_backward)
+};
+
 // Forward over T steps. v: [M] membrane in/out (in: v_{-1}; out: v_{T-1}); nullptr means
 // "start at rest" (and the final membrane is not returned). x, spikes: [T, M].
 // Returns how many h_t ≥ v_th (step firings, also in smooth mode), for the firing rate.
@@ -63,11 +72,13 @@ int64_t neuron_forward(const NeuronKernelConfig& c, const T* x, int64_t steps, i
 // Time chunks (memopt): grad_v_in [M] (nullable = 0) is d(loss)/d v_{T-1} coming from the steps
 // after this call's last one; grad_v_out [M] (nullable) receives d(loss)/d v_init, what flows
 // into the steps before its first. Without them no gradient flows out through v_init.
-// affine: the forward's (then grad_x is d loss / d normalised input).
+// affine: the forward's (then grad_x is d loss / d normalised input); bn_sums (needs affine,
+// nullable) receives batch norm's backward sums over grad_x.
 template <typename T>
 void neuron_backward(const NeuronKernelConfig& c, const T* grad_s, const T* x, const T* v_init,
                      int64_t steps, int64_t M, T* grad_x, double* grad_r, const T* grad_v_in = nullptr,
-                     T* grad_v_out = nullptr, const NeuronInputAffine* affine = nullptr);
+                     T* grad_v_out = nullptr, const NeuronInputAffine* affine = nullptr,
+                     NeuronBnGradSums* bn_sums = nullptr);
 
 }  // namespace cpu
 }  // namespace sm
