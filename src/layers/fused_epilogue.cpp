@@ -12,11 +12,11 @@
 
 namespace sm {
 namespace {
-// Read once when the library loads (test binaries follow it too); a bad value counts as on
+// Read once when the library loads (test binaries follow it too); a bad value counts as off
 // here — the program refuses it at start-up (apply_fused_epilogues_env).
 std::atomic<bool> g_fuse{[] {
   const char* e = std::getenv("SPIKEMESH_FUSE");
-  return !(e && std::string(e) == "0");
+  return e && std::string(e) == "1";
 }()};
 }  // namespace
 
@@ -27,7 +27,7 @@ void apply_fused_epilogues_env() {
   const char* e = std::getenv("SPIKEMESH_FUSE");
   if (!e) return;
   const std::string v = e;
-  if (v != "0" && v != "1") SM_INPUT_ERROR("SPIKEMESH_FUSE=" << v << ": expected 0 (off) or 1 (on, the default)");
+  if (v != "0" && v != "1") SM_INPUT_ERROR("SPIKEMESH_FUSE=" << v << ": expected 0 (off, the default) or 1 (on)");
   set_fused_epilogues(v == "1");
 }
 

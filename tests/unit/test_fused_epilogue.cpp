@@ -192,7 +192,7 @@ UnitRun run_unit(DType dt, bool fuse) {
   for (const LayerTypeTiming& t : layer_profile_report()) r.fused_row = r.fused_row || t.type == "batchnorm2d+lif";
   layer_profile_enable(false);
   layer_profile_reset();
-  set_fused_epilogues(true);
+  set_fused_epilogues(false);  // the default
   return r;
 }
 
@@ -224,14 +224,18 @@ TEST(FusedEpilogue, EnvironmentValueIsChecked) {
   const char* old = std::getenv("SPIKEMESH_FUSE");
   const std::string saved = old ? old : "";
   setenv("SPIKEMESH_FUSE", "yes", 1);
+  const bool before = fused_epilogues();
   const std::string e = error_of([] { apply_fused_epilogues_env(); });
-  EXPECT_NE(e.find("SPIKEMESH_FUSE=yes: expected 0 (off) or 1 (on, the default)"), std::string::npos) << e;
+  EXPECT_NE(e.find("SPIKEMESH_FUSE=yes: expected 0 (off, the default) or 1 (on)"), std::string::npos) << e;
+  setenv("SPIKEMESH_FUSE", "1", 1);
+  apply_fused_epilogues_env();
+  EXPECT_TRUE(fused_epilogues());
   setenv("SPIKEMESH_FUSE", "0", 1);
   apply_fused_epilogues_env();
   EXPECT_FALSE(fused_epilogues());
   if (old) setenv("SPIKEMESH_FUSE", saved.c_str(), 1);
   else unsetenv("SPIKEMESH_FUSE");
-  set_fused_epilogues(true);
+  set_fused_epilogues(before);
 }
 
 }  // namespace

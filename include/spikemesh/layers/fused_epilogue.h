@@ -6,8 +6,10 @@
 // while backward works from the saved input x instead of the normalised output (rounding-
 // level differences, docs/semantics.md §9's tolerances). Only plain CPU forwards qualify:
 // no tensor-parallel sample sharding on either layer, no memopt recompute or split.
-// On by default; SPIKEMESH_FUSE=0 (read when the library loads; the program checks the value
-// at start-up) or set_fused_epilogues(false) turns it off.
+// Off by default — measured, it saves its passes per layer but no whole step within this VM's
+// noise, and moves the host arena's high-water mark (README, "Fused batch norm → neuron");
+// SPIKEMESH_FUSE=1 (read when the library loads; the program checks the value at start-up)
+// or set_fused_epilogues(true) turns it on.
 #pragma once
 #include <string>
 
