@@ -46,6 +46,7 @@
 #include "batchnorm_common.h"
 #include "device_ops.h"
 #include "spikemesh/kernels/cpu/neuron.h"
+#include "spikemesh/layers/fused_epilogue.h"
 #include "spikemesh/layers/neuron.h"
 #include "spikemesh/layers/collectives.h"
 #include "spikemesh/layers/slot_store.h"
@@ -245,8 +246,7 @@ static Tensor bn_forward_typed(const Tensor& x, const cpu::BnShape& s, const std
 Tensor BatchNorm::forward_cpu(const Tensor& x, Ctx& ctx) { return forward_cpu_then(x, ctx, nullptr); }
 
 Tensor BatchNorm::forward_into(Neuron& next, const Tensor& x, Ctx& ctx) {
-  SM_CHECK(x.device().is_cpu() && !ctx.recompute && !ctx.checkpointed && !ctx.bn_split && !ctx.accumulate_stats &&
-               ctx.bn_moments_for == nullptr,
+  SM_CHECK(x.device().is_cpu() && plain_forward(ctx),
            "batchnorm '" << name() << "': the fused epilogue is for plain CPU forwards");
   last_device_ = x.device();
   return forward_cpu_then(x, ctx, &next);

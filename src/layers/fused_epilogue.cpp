@@ -31,11 +31,13 @@ void apply_fused_epilogues_env() {
   set_fused_epilogues(v == "1");
 }
 
+bool plain_forward(const Ctx& ctx) {
+  return !(ctx.recompute || ctx.checkpointed || ctx.bn_split || ctx.accumulate_stats || ctx.bn_moments_for ||
+           ctx.bn_grad_sums_for || ctx.time_grad_carry);
+}
+
 bool try_fused_forward(Layer& a, Layer& b, const Tensor& x, Ctx& ctx, Tensor& y) {
-  if (!fused_epilogues() || !x.defined() || !x.device().is_cpu()) return false;
-  if (ctx.recompute || ctx.checkpointed || ctx.bn_split || ctx.accumulate_stats || ctx.bn_moments_for ||
-      ctx.bn_grad_sums_for || ctx.time_grad_carry)
-    return false;
+  if (!fused_epilogues() || !x.defined() || !x.device().is_cpu() || !plain_forward(ctx)) return false;
   auto* bn = dynamic_cast<BatchNorm*>(&a);
   auto* neuron = dynamic_cast<Neuron*>(&b);
   if (!bn || !neuron || bn->sp_link().role != SpRole::None || neuron->sp_link().role != SpRole::None) return false;

@@ -54,10 +54,9 @@ void expect_kernel_fusion_exact(const cpu::NeuronKernelConfig& kc, int64_t steps
   cpu::NeuronInputAffine a;
   a.channels = C;
   a.inner = inner;
-  for (const std::vector<T>& v : {random_values<T>(C, 9, -0.5, 0.5)}) a.center.assign(v.begin(), v.end());
-  for (const std::vector<T>& v : {random_values<T>(C, 10, 0.3, 2.5)}) a.scale.assign(v.begin(), v.end());
-  for (const std::vector<T>& v : {random_values<T>(C, 11, -0.4, 1.2)}) a.offset.assign(v.begin(), v.end());
-  for (int64_t c = 0; c < C; ++c) a.center[c] += 1e-3 * c;  // not exactly representable in f32
+  a.center = random_values<double>(C, 9, -0.5, 0.5);  // doubles: the kernel rounds them to T
+  a.scale = random_values<double>(C, 10, 0.3, 2.5);
+  a.offset = random_values<double>(C, 11, -0.4, 1.2);
 
   cpu::BnShape s;
   s.outer = steps * N;
@@ -115,7 +114,8 @@ TEST(FusedEpilogue, KernelNormalisationAsReadIsBitwiseNormaliseThenNeuron) {
             kc.alpha = sur == cpu::SurrogateFn::ATan ? 2.0 : 4.0;
             SCOPED_TRACE(std::string(decay ? "decay" : "nodecay") + (hard ? " hard" : " soft") + (detach ? " detach" : "") +
                          (sur == cpu::SurrogateFn::ATan ? " atan" : " sigmoid") + " r=" + std::to_string(r));
-            // 2·5·13 = 130 neurons: blocks of 64 end inside a channel; 3·4·36·… the parallel path.
+            // 2·5·13 = 130 neurons: blocks of 64 span channels; 3·7·144: most blocks inside
+            // one channel (the uniform path), some across two.
             expect_kernel_fusion_exact<float>(kc, 3, 2, 5, 13, r > 0);
             expect_kernel_fusion_exact<double>(kc, 3, 2, 5, 13, r > 0);
             expect_kernel_fusion_exact<float>(kc, 4, 3, 7, 144, false);

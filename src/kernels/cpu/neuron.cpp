@@ -194,6 +194,20 @@ inline void affine_row(const T* x, int64_t n, const T* c, const T* s, const T* o
 
 // The input of neurons [i0, i0 + n) as the kernels read it: x itself, or normalised by a
 // NeuronInputAffine (per-neuron constants of the block gathered once, then one fma each).
+// The channel of neurons i0, i0 + 1, ... under a NeuronInputAffine (neuron m is in channel
+// (m / inner) % channels): two divisions to start, then a step per neuron.
+struct ChannelWalk {
+  const NeuronInputAffine& a;
+  int64_t rem, c;
+  ChannelWalk(const NeuronInputAffine& affine, int64_t i0)
+      : a(affine), rem(i0 % affine.inner), c((i0 / affine.inner) % affine.channels) {}
+  size_t channel() const { return static_cast<size_t>(c); }
+  bool starts_channel() const { return rem == 0; }
+  void next() {
+    if (++rem == a.inner) rem = 0, c = c + 1 == a.channels ? 0 : c + 1;
+  }
+};
+
 template <typename T>
 struct BlockInput {
   const NeuronInputAffine* a;
@@ -202,17 +216,16 @@ struct BlockInput {
   T center[kBlock], scale[kBlock], offset[kBlock];  // per neuron, when not uniform
   BlockInput(const NeuronInputAffine* affine, int64_t i0, int64_t n) : a(affine) {
     if (!a) return;
-    int64_t rem = i0 % a->inner, c = (i0 / a->inner) % a->channels;  // two divisions per block
-    c0 = static_cast<T>(a->center[static_cast<size_t>(c)]);
-    s0 = static_cast<T>(a->scale[static_cast<size_t>(c)]);
-    o0 = static_cast<T>(a->offset[static_cast<size_t>(c)]);
-    uniform = rem + n <= a->inner;
+    ChannelWalk w(*a, i0);
+    c0 = static_cast<T>(a->center[w.channel()]);
+    s0 = static_cast<T>(a->scale[w.channel()]);
+    o0 = static_cast<T>(a->offset[w.channel()]);
+    uniform = w.rem + n <= a->inner;
     if (uniform) return;
-    for (int64_t j = 0; j < n; ++j) {
-      center[j] = static_cast<T>(a->center[static_cast<size_t>(c)]);
-      scale[j] = static_cast<T>(a->scale[static_cast<size_t>(c)]);
-      offset[j] = static_cast<T>(a->offset[static_cast<size_t>(c)]);
-      if (++rem == a->inner) rem = 0, c = c + 1 == a->channels ? 0 : c + 1;
+    for (int64_t j = 0; j < n; ++j, w.next()) {
+      center[j] = static_cast<T>(a->center[w.channel()]);
+      scale[j] = static_cast<T>(a->scale[w.channel()]);
+      offset[j] = static_cast<T>(a->offset[w.channel()]);
     }
   }
   // The n inputs of step t (xt = x + t·M + i0) into out, or xt itself when not normalised.
@@ -289,11 +302,10 @@ struct ChannelSums {
 // the two accumulators zeroed.
 inline void channel_centers(const NeuronInputAffine& a, int64_t i0, int64_t n, double* center, double* s0,
                             double* s1) {
-  int64_t rem = i0 % a.inner, c = (i0 / a.inner) % a.channels;
-  for (int64_t j = 0; j < n; ++j) {
-    center[j] = a.center[static_cast<size_t>(c)];
+  ChannelWalk w(a, i0);
+  for (int64_t j = 0; j < n; ++j, w.next()) {
+    center[j] = a.center[w.channel()];
     s0[j] = s1[j] = 0.0;
-    if (++rem == a.inner) rem = 0, c = c + 1 == a.channels ? 0 : c + 1;
   }
 }
 
@@ -301,12 +313,12 @@ inline void channel_centers(const NeuronInputAffine& a, int64_t i0, int64_t n, d
 // how many runs.
 inline int64_t fold_by_channel(const NeuronInputAffine& a, int64_t i0, int64_t n, const double* s0, const double* s1,
                                ChannelSums* out) {
-  int64_t rem = i0 % a.inner, c = (i0 / a.inner) % a.channels, runs = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    if (j == 0 || rem == 0) out[runs++] = ChannelSums{static_cast<size_t>(c), 0.0, 0.0};
+  ChannelWalk w(a, i0);
+  int64_t runs = 0;
+  for (int64_t j = 0; j < n; ++j, w.next()) {
+    if (j == 0 || w.starts_channel()) out[runs++] = ChannelSums{w.channel(), 0.0, 0.0};
     out[runs - 1].dy += s0[j];
     out[runs - 1].dy_xc += s1[j];
-    if (++rem == a.inner) rem = 0, c = c + 1 == a.channels ? 0 : c + 1;
   }
   return runs;
 }
