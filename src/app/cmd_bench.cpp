@@ -61,7 +61,7 @@ struct BenchOptions {
   std::string cuda_graphs = "auto";  // auto | on | off (train/graph_step_cuda.h)
   int64_t kernel_neurons = 1 << 22;
   std::string conv_algo;  // dense | sparse | auto (empty: SPIKEMESH_CONV_ALGO, else auto)
-  std::vector<std::string> conv_shapes;  // --kernel spike-conv: "Cin,Cout,H,K[,stride]"
+  std::vector<std::string> conv_shapes;  // --kernel spike-conv | winograd: "Cin,Cout,H,K[,stride]"
   int64_t batch_size = 8, steps = 20, warmup = 5, image_size = 0, num_classes = 0, threads = 0;  // 0: the spec's
   double lr = 1e-3;
   uint64_t seed = 1;
@@ -203,8 +203,13 @@ void run_kernel_bench(const BenchOptions& o, const AppEnv& env) {
                          o.batch_size * (o.sel.T > 0 ? o.sel.T : 1), static_cast<int>(std::max<int64_t>(1, o.steps)));
     return;
   }
+  if (o.kernel == "winograd") {  // CPU: the dense 3×3 passes, oneDNN direct vs Winograd kernels
+    run_winograd_sweep(o.conv_shapes.empty() ? default_winograd_shapes() : o.conv_shapes,
+                       o.batch_size * (o.sel.T > 0 ? o.sel.T : 1), static_cast<int>(std::max<int64_t>(1, o.steps)));
+    return;
+  }
   if (o.kernel != "lif")
-    SM_INPUT_ERROR("--kernel " << o.kernel << ": unknown kernel benchmark (valid: lif, spike-conv)");
+    SM_INPUT_ERROR("--kernel " << o.kernel << ": unknown kernel benchmark (valid: lif, spike-conv, winograd)");
   const Device dev = select_device(device_request_from_name(o.device == "cpu" ? "cuda" : o.device), 0);
   if (!dev.is_cuda()) SM_INPUT_ERROR("--kernel lif needs a GPU (" << cuda_unavailable_reason() << ")");
 #ifdef SPIKEMESH_HAVE_CUDA
@@ -688,11 +693,12 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
       ->capture_default_str();
   cmd->add_option("--kernel", o->kernel,
                   "instead of training steps: lif (the fused neuron kernels, GPU) | spike-conv (dense vs binary-input "
-                  "convolution over firing rates, CPU: the crossover per shape; batch = --batch-size x --T, "
-                  "median of --steps)");
+                  "convolution over firing rates, CPU: the crossover per shape) | winograd (the dense 3x3 passes: oneDNN "
+                  "direct, oneDNN Winograd, own F(2x2,3x3), CPU); for the CPU ones batch = --batch-size x --T, "
+                  "median of --steps");
   cmd->add_option("--conv-shape", o->conv_shapes,
-                  "--kernel spike-conv: shapes Cin,Cout,H,K[,stride] (repeatable; default: cifar10dvs_vgg's and "
-                  "spikformer_ti's convolutions of spikes)");
+                  "--kernel spike-conv / winograd: shapes Cin,Cout,H,K[,stride] (repeatable; default: "
+                  "cifar10dvs_vgg's and spikformer_ti's convolutions of spikes / cifar10dvs_vgg's 3x3 ones)");
   cmd->add_option("--kernel-neurons", o->kernel_neurons, "neurons M for --kernel lif")->capture_default_str()
       ->check(range_validator("kernel-neurons", true));
   cmd->add_option("--threads", o->threads, "CPU threads (0: OMP_NUM_THREADS or all cores)")->capture_default_str()

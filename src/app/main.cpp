@@ -62,15 +62,17 @@ std::string app_footer() {
          "  SPIKEMESH_CONV_ALGOS=exact|exact-tuned|fast|fast-tuned (GPU convolutions: exact, the default, is bitwise\n"
          "  reproducible; fast-tuned is PyTorch's cudnn.benchmark, fastest; see the README);\n"
          "  SPIKEMESH_CONV_ALGO=auto|dense|sparse (CPU f32 convolutions of spikes, the default of --conv-algo);\n"
-         "  SPIKEMESH_FUSE=0|1 (CPU: batch norm and the neuron after it in one pass; 0, the default, is off).\n"
+         "  SPIKEMESH_FUSE=0|1 (CPU: batch norm and the neuron after it in one pass; 0, the default, is off);\n"
+         "  SPIKEMESH_WINOGRAD=auto|own|off (CPU 3x3 convolutions: auto takes oneDNN's Winograd where it has one\n"
+         "  (AVX-512), else our F(2x2,3x3) on wide layers; own forces ours; off runs direct).\n"
          "\nErrors print one line 'spikemesh: error: ...' and exit non-zero.";
 }
 
 // The environment's settings, read identically on every rank (InputError on a bad value):
 // SPIKEMESH_LOG_LEVEL = debug | info | warn | error, and SPIKEMESH_CONV_ALGOS checked here so
 // that a typo fails on every device, not at a GPU's first convolution; SPIKEMESH_CONV_ALGO
-// (the CPU's --conv-algo default) and SPIKEMESH_FUSE (the fused batch-norm epilogue) checked
-// and applied.
+// (the CPU's --conv-algo default), SPIKEMESH_FUSE (the fused batch-norm epilogue) and
+// SPIKEMESH_WINOGRAD (the CPU's Winograd kernels) checked and applied.
 void apply_environment() {
   if (const char* level = std::getenv("SPIKEMESH_LOG_LEVEL")) {
     const std::string v = level;
@@ -83,6 +85,7 @@ void apply_environment() {
   (void)sm::conv_policy_from_env();
   sm::apply_spike_conv_algo_env();
   sm::apply_fused_epilogues_env();
+  sm::apply_winograd_env();
 }
 
 // Parses and runs the chosen subcommand; returns the process exit code.

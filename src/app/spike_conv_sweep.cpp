@@ -2,7 +2,9 @@
 // the binary-input (spike_conv.h) f32 kernels of the forward pass and the weight gradient on
 // random spike tensors over a range of firing rates, per convolution shape, and prints each
 // pass's measured crossover (the firing rate where the two take equal time, interpolated)
-// next to the rule --conv-algo auto follows (spike_conv_choice.h). One process, the CPU.
+// next to the rule --conv-algo auto follows (spike_conv_choice.h); and `--kernel winograd`:
+// the dense 3×3 passes (forward, input gradient) through oneDNN direct, oneDNN's Winograd
+// (where this CPU has it) and the own F(2×2, 3×3) (winograd.h). One process, the CPU.
 #include "spike_conv_sweep.h"
 
 #include <omp.h>
@@ -16,6 +18,7 @@
 
 #include "spikemesh/core/error.h"
 #include "spikemesh/kernels/cpu/spike_conv.h"
+#include "spikemesh/kernels/cpu/winograd.h"
 #include "spikemesh/kernels/spike_conv_choice.h"
 
 namespace sm {
@@ -129,6 +132,55 @@ void run_spike_conv_sweep(const std::vector<std::string>& shapes, int64_t batch,
       for (double v : r) std::printf(" %6.2f", v);
       std::printf(" %9.1f %9s %8.0f%%\n", pass == 0 ? dense_f : dense_w, crossover_text(dens, r).c_str(),
                   100 * spike_conv_crossover(pass == 0 ? ConvPass::Forward : ConvPass::Weights, g));
+    }
+    std::fflush(stdout);
+  }
+}
+
+const std::vector<std::string>& default_winograd_shapes() {
+  // cifar10dvs_vgg's 3×3 convolutions (the frame layer, then the spike layers)
+  static const std::vector<std::string> shapes = {"2,64,48,3",    "64,128,48,3",  "128,256,24,3", "256,256,24,3",
+                                                  "256,512,12,3", "512,512,12,3", "512,512,6,3"};
+  return shapes;
+}
+
+void run_winograd_sweep(const std::vector<std::string>& shapes, int64_t batch, int reps) {
+  if (batch < 1) SM_INPUT_ERROR("--kernel winograd needs a batch (--batch-size × --T) >= 1");
+  std::printf("winograd sweep: f32, %d threads, batch·T = %lld, median of %d; ms per pass, and own / direct\n",
+              omp_get_max_threads(), static_cast<long long>(batch), reps);
+  std::printf("  %-16s %-7s %10s %12s %12s %11s\n", "Cin,Cout,H,K", "pass", "direct", "oneDNN wino", "own F(2,3)",
+              "own/direct");
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal;
+  for (const std::string& text : shapes) {
+    const cpu::Conv2dGeometry g = parse_shape(text, batch);
+    if (!cpu::winograd_f2_applies(g)) {
+      std::printf("  %-16s not a 3x3 stride-1 convolution: skipped\n", text.c_str());
+      continue;
+    }
+    std::vector<float> x(g.input_numel()), w(g.weight_numel()), y(g.output_numel()), dy(g.output_numel()),
+        dx(g.input_numel());
+    for (auto* v : {&x, &w, &dy})
+      for (float& e : *v) e = normal(rng);
+    const bool dnnl_wino = cpu::conv2d_winograd_available(g);
+    for (int pass = 0; pass < 2; ++pass) {
+      const auto time = [&](auto fwd, auto bwd) {
+        return median_ms(reps, [&] { pass == 0 ? fwd() : bwd(); });
+      };
+      const double direct = time([&] { cpu::conv2d_forward_dnnl(g, x.data(), w.data(), nullptr, y.data()); },
+                                 [&] { cpu::conv2d_backward_data_dnnl(g, dy.data(), w.data(), dx.data()); });
+      const double own = time([&] { cpu::conv2d_forward_winograd_f2(g, x.data(), w.data(), nullptr, y.data()); },
+                              [&] { cpu::conv2d_backward_data_winograd_f2(g, dy.data(), w.data(), dx.data()); });
+      std::string wino = "none here";
+      if (dnnl_wino) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.1f", time([&] {
+          cpu::conv2d_forward_winograd_dnnl(g, x.data(), w.data(), nullptr, y.data());
+        }, [&] { cpu::conv2d_backward_data_winograd_dnnl(g, dy.data(), w.data(), dx.data()); }));
+        wino = buf;
+      }
+      std::printf("  %-16s %-7s %10.1f %12s %12.1f %11.2f\n", text.c_str(), pass == 0 ? "forward" : "data", direct,
+                  wino.c_str(), own, own / direct);
     }
     std::fflush(stdout);
   }

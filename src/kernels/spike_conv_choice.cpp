@@ -1,4 +1,5 @@
-// spike_conv_choice.cpp — the --conv-algo mode and the crossover rule (spike_conv_choice.h).
+// spike_conv_choice.cpp — the --conv-algo mode, the crossover rule and the Winograd choice
+// (spike_conv_choice.h).
 #include "spikemesh/kernels/spike_conv_choice.h"
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <cstdlib>
 
 #include "spikemesh/core/error.h"
+#include "spikemesh/kernels/cpu/winograd.h"
 
 namespace sm {
 namespace {
@@ -59,14 +61,48 @@ double spike_conv_crossover(ConvPass pass, const cpu::Conv2dGeometry& g) {
   return g.in_channels * g.kernel * g.kernel >= 1024 ? 0.25 : 0.15;
 }
 
-// Winograd pays where there are many 4×4 output tiles per weight: planes of at least 16×16,
-// weights of at most 256×256×3×3 (its transformed weights, 4× the weight, and per-thread
-// weight-gradient accumulators live in the scratchpad: the 512-channel layers would add
-// ~75 MB to the peak for the little their 12×12 and 6×6 planes gain).
-bool use_winograd(const cpu::Conv2dGeometry& g) {
-  return spike_conv_algo() == SpikeConvAlgo::Auto && g.in_channels >= 16 && g.out_channels >= 16 &&
-         g.in_channels * g.out_channels <= 256 * 256 && g.height >= 16 && g.width >= 16 &&
-         cpu::conv2d_winograd_available(g);
+// SPIKEMESH_WINOGRAD's choice of Winograd kernels, read once when the library loads; a bad
+// value counts as auto here — the program refuses it at start-up (apply_winograd_env).
+WinogradChoice winograd_choice_of(const char* value) {
+  const std::string v = value ? value : "";
+  return v == "own" ? WinogradChoice::Own : v == "off" ? WinogradChoice::Off : WinogradChoice::Auto;
+}
+std::atomic<WinogradChoice> g_winograd{winograd_choice_of(std::getenv("SPIKEMESH_WINOGRAD"))};
+
+void set_winograd_choice(WinogradChoice c) { g_winograd.store(c); }
+WinogradChoice winograd_choice() { return g_winograd.load(std::memory_order_relaxed); }
+
+void apply_winograd_env() {
+  const char* e = std::getenv("SPIKEMESH_WINOGRAD");
+  if (!e) return;
+  const std::string v = e;
+  if (v != "auto" && v != "own" && v != "off")
+    SM_INPUT_ERROR("SPIKEMESH_WINOGRAD=" << v << ": unknown Winograd choice (valid: auto, own, off)");
+  set_winograd_choice(winograd_choice_of(e));
+}
+
+// oneDNN's Winograd F(4×4, 3×3) pays where there are many output tiles per weight: planes of at
+// least 16×16, weights of at most 256×256×3×3 (its transformed weights, 4× the weight, and
+// per-thread weight-gradient accumulators live in the scratchpad: the 512-channel layers would
+// add ~75 MB to the peak for the little their 12×12 and 6×6 planes gain).
+// The own F(2×2, 3×3) (forward and input gradient only) pays on CPUs without AVX-512 where the
+// transforms, whose cost grows with Cin + Cout, are small beside the 16 GEMMs (Cin·Cout): at
+// least 128 channels both sides, planes of at least 12×12 (`spikemesh bench --kernel winograd`
+// under ONEDNN_MAX_CPU_ISA=AVX2: 0.68–0.83 of oneDNN direct's time there, 1.03–6× at 64
+// channels or fewer; README, "Winograd without AVX-512"), weights up to 256×512×3×3
+// (transformed weights 16·Cin·Cout floats per call).
+WinogradKernel winograd_kernel(const cpu::Conv2dGeometry& g) {
+  const WinogradChoice choice = winograd_choice();
+  if (spike_conv_algo() != SpikeConvAlgo::Auto || choice == WinogradChoice::Off || !cpu::winograd_f2_applies(g))
+    return WinogradKernel::None;
+  const bool onednn_shape = g.in_channels >= 16 && g.out_channels >= 16 && g.in_channels * g.out_channels <= 256 * 256 &&
+                            g.height >= 16 && g.width >= 16;
+  const bool own_shape = std::min(g.in_channels, g.out_channels) >= 128 &&
+                         g.in_channels * g.out_channels <= 256 * 512 && g.height >= 12 && g.width >= 12;
+  if (choice == WinogradChoice::Own) return onednn_shape || own_shape ? WinogradKernel::Own : WinogradKernel::None;
+  if (onednn_shape && cpu::conv2d_winograd_available(g)) return WinogradKernel::OneDnn;
+  if (own_shape && !cpu::conv2d_winograd_available(g)) return WinogradKernel::Own;
+  return WinogradKernel::None;
 }
 
 bool use_spike_kernel(ConvPass pass, const cpu::Conv2dGeometry& g, double density) {

@@ -9,6 +9,7 @@
 #include "spikemesh/core/bitpack.h"
 #include "spikemesh/kernels/cpu/gemm.h"
 #include "spikemesh/kernels/cpu/spike_conv.h"
+#include "spikemesh/kernels/cpu/winograd.h"
 #include "spikemesh/kernels/spike_conv_choice.h"
 #include "spikemesh/layers/layer_profile.h"
 #include "weight_layer_flow.h"
@@ -99,7 +100,9 @@ struct CpuKernels {
       T* py = y.data<T>();
       auto dense = [&] {
         if constexpr (std::is_same_v<T, float>) {
-          if (k == Family::Conv && use_winograd(g)) return cpu::conv2d_forward_winograd_dnnl(g, px, pw, pb, py);
+          const WinogradKernel wk = k == Family::Conv ? winograd_kernel(g) : WinogradKernel::None;
+          if (wk == WinogradKernel::OneDnn) return cpu::conv2d_forward_winograd_dnnl(g, px, pw, pb, py);
+          if (wk == WinogradKernel::Own) return cpu::conv2d_forward_winograd_f2(g, px, pw, pb, py);
         }
         if (k == Family::Conv) cpu::conv2d_forward<T>(g, px, pw, pb, py);
         if (k == Family::Conv1x1)
@@ -120,10 +123,9 @@ struct CpuKernels {
       const T *pdy = dy.data<T>(), *pw = w.data<T>();
       T* pdx = dx.data<T>();
       if constexpr (std::is_same_v<T, float>) {
-        if (k == Family::Conv && use_winograd(g)) {
-          cpu::conv2d_backward_data_winograd_dnnl(g, pdy, pw, pdx);
-          return;
-        }
+        const WinogradKernel wk = k == Family::Conv ? winograd_kernel(g) : WinogradKernel::None;
+        if (wk == WinogradKernel::OneDnn) return cpu::conv2d_backward_data_winograd_dnnl(g, pdy, pw, pdx);
+        if (wk == WinogradKernel::Own) return cpu::conv2d_backward_data_winograd_f2(g, pdy, pw, pdx);
       }
       if (k == Family::Conv) cpu::conv2d_backward_data<T>(g, pdy, pw, pdx);
       if (k == Family::Conv1x1)
@@ -139,7 +141,8 @@ struct CpuKernels {
       T *pdw = w.grad.data<T>(), *pdb = b ? b->grad.data<T>() : nullptr;
       auto dense = [&] {
         if constexpr (std::is_same_v<T, float>) {
-          if (k == Family::Conv && use_winograd(g)) return cpu::conv2d_backward_weights_winograd_dnnl(g, px, pdy, pdw, pdb);
+          if (k == Family::Conv && winograd_kernel(g) == WinogradKernel::OneDnn)  // the own one: direct
+            return cpu::conv2d_backward_weights_winograd_dnnl(g, px, pdy, pdw, pdb);
         }
         if (k == Family::Conv) cpu::conv2d_backward_weights<T>(g, px, pdy, pdw, pdb);
         if (k == Family::Conv1x1)

@@ -17,6 +17,7 @@
 #include "conv_test_util.h"
 #include "gradient_check.h"
 #include "spikemesh/kernels/cpu/conv.h"
+#include "spikemesh/kernels/cpu/winograd.h"
 #include "spikemesh/layers/conv1d.h"
 #include "spikemesh/layers/conv2d.h"
 
@@ -193,6 +194,52 @@ TEST(ConvWinograd, FloatMatchesReference) {
   // where it has none for a geometry (stride 2, 5×5), it says so
   EXPECT_FALSE(cpu::conv2d_winograd_available(geometry_of({2, 32, 17, 19, 48, 3, 2, 1})));
   EXPECT_FALSE(cpu::conv2d_winograd_available(geometry_of({2, 32, 17, 19, 48, 5, 1, 2})));
+}
+
+// The own Winograd F(2×2, 3×3) (winograd.h: the dense 3×3 passes where oneDNN has no
+// Winograd): forward and input gradient against the naive double reference; the weight
+// gradient goes through oneDNN direct, as in production. Shapes: odd planes (partial 2×2
+// tiles), padding 0–2, channel counts below and past the GEMM's micro-tile, tile counts that
+// leave a partial block. Tolerance: F(2, 3)'s transforms have entries of magnitude ≤ 1 (½ in
+// G), so the error stays near the direct kernel's (relative L2 ≤ 3e-7 measured); 5e-6 bounds
+// it with margin (docs/architecture.md §4b).
+TEST(ConvWinogradOwn, FloatMatchesReference) {
+  const std::vector<ref::ConvRefShape> shapes = {{2, 32, 17, 19, 48, 3, 1, 1}, {3, 5, 9, 7, 7, 3, 1, 0},
+                                                 {2, 16, 11, 12, 17, 3, 1, 2}, {5, 64, 24, 24, 64, 3, 1, 1},
+                                                 {1, 3, 3, 3, 2, 3, 1, 0},     {2, 4, 2, 5, 3, 3, 1, 1}};
+  const ConvImpl<float> wino{"winograd_f2", cpu::conv2d_forward_winograd_f2, cpu::conv2d_backward_data_winograd_f2,
+                             cpu::conv2d_backward_weights_dnnl};
+  for (const auto& s : shapes) {
+    SCOPED_TRACE(shape_name(::testing::TestParamInfo<ref::ConvRefShape>(s, 0)));
+    ASSERT_TRUE(cpu::winograd_f2_applies(geometry_of(s)));
+    check_impl(wino, s, 5e-6);
+  }
+  EXPECT_FALSE(cpu::winograd_f2_applies(geometry_of({2, 8, 9, 9, 8, 3, 2, 1})));  // stride 2
+  EXPECT_FALSE(cpu::winograd_f2_applies(geometry_of({2, 8, 9, 9, 8, 5, 1, 2})));  // 5×5
+  EXPECT_FALSE(cpu::winograd_f2_applies(geometry_of({2, 8, 9, 9, 8, 3, 1, 3})));  // padding 3
+}
+
+// Bitwise the same result for 1, 2 and 3 threads (blocks of tiles fixed by the geometry).
+TEST(ConvWinogradOwn, BitwiseIndependentOfThreads) {
+  const ref::ConvRefShape s{3, 24, 21, 20, 40, 3, 1, 1};
+  const cpu::Conv2dGeometry g = geometry_of(s);
+  const int64_t nx = s.n * s.cin * s.h * s.w, nw = s.cout * s.cin * 9, ny = s.n * s.cout * s.ho() * s.wo();
+  const auto x = cast<float>(random_vec(nx, 21)), w = cast<float>(random_vec(nw, 22)),
+             b = cast<float>(random_vec(s.cout, 23)), dy = cast<float>(random_vec(ny, 24));
+  std::vector<std::vector<float>> results;
+  const int saved_threads = omp_get_max_threads();
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    std::vector<float> y(ny), dx(nx);
+    cpu::conv2d_forward_winograd_f2(g, x.data(), w.data(), b.data(), y.data());
+    cpu::conv2d_backward_data_winograd_f2(g, dy.data(), w.data(), dx.data());
+    y.insert(y.end(), dx.begin(), dx.end());
+    results.push_back(y);
+  }
+  omp_set_num_threads(saved_threads);
+  for (size_t r = 1; r < results.size(); ++r)
+    for (size_t i = 0; i < results[0].size(); ++i)
+      ASSERT_EQ(results[0][i], results[r][i]) << "element " << i << " threads run " << r;
 }
 
 // The 1×1 channel convolution (Conv1d kernels): float (oneDNN batched matmul / 1×1 conv)

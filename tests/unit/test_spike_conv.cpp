@@ -4,12 +4,15 @@
 // within the documented bound |sparse − exact| ≤ (n + 2)·u·(Σ|terms| + |start|), n the number
 // of active terms, u = 2⁻²⁴; bitwise independence of the thread count and of the register
 // width (AVX-512 vs AVX2); and the layers' --conv-algo modes: sparse and dense agree within
-// the bound, auto chooses by the firing rate, fp64 never takes the sparse path.
+// the bound, auto chooses by the firing rate, fp64 never takes the sparse path; the Winograd
+// choice (SPIKEMESH_WINOGRAD) and a layer on the own Winograd kernel against direct.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "../ref/conv_ref.h"
@@ -17,6 +20,7 @@
 #include "gradient_check.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/kernels/cpu/spike_conv.h"
+#include "spikemesh/kernels/cpu/winograd.h"
 #include "spikemesh/kernels/spike_conv_choice.h"
 #include "spikemesh/layers/conv1d.h"
 #include "spikemesh/layers/conv2d.h"
@@ -110,8 +114,9 @@ TEST_P(SpikeConvKernel, ForwardMatchesReferenceWithinBound) {
   cpu::spike_conv2d_forward(g, xf.data(), wf.data(), nullptr, y0.data());
   const auto want0 = ref::conv2d_forward(s, x, w, {});
   expect_within_bound(y0, want0, terms, ref::conv2d_forward(s, x, abs_of(w), {}), "forward without bias");
-  if (GetParam().density == 0.0)
+  if (GetParam().density == 0.0) {
     for (int64_t i = 0; i < g.output_numel(); ++i) ASSERT_EQ(y[i], bf[i / (g.out_height() * g.out_width()) % s.cout]);
+  }
 }
 
 TEST_P(SpikeConvKernel, WeightGradientAccumulatesWithinBound) {
@@ -268,6 +273,84 @@ TEST(SpikeConvLayer, Fp64AndNonBinaryInputsStayDense) {
   layer_profile_enable(false);
   EXPECT_TRUE(layer_profile_spike_conv_report().empty());
   layer_profile_reset();
+}
+
+struct WinogradGuard {  // restores the process-wide Winograd choice
+  WinogradChoice saved = winograd_choice();
+  ~WinogradGuard() { set_winograd_choice(saved); }
+};
+
+cpu::Conv2dGeometry conv3x3(int64_t cin, int64_t cout, int64_t hw) {
+  cpu::Conv2dGeometry g;
+  g.batch = 8, g.in_channels = cin, g.out_channels = cout, g.height = g.width = hw;
+  g.kernel = 3, g.padding = 1;
+  return g;
+}
+
+// The rule of spike_conv_choice.h: off and --conv-algo dense/sparse run direct; own where either
+// shape rule holds; auto takes oneDNN's where this CPU has it, the own one on wide layers where not.
+TEST(SpikeConvChoice, WinogradRule) {
+  AlgoGuard algo;
+  WinogradGuard wino;
+  set_spike_conv_algo(SpikeConvAlgo::Auto);
+  set_winograd_choice(WinogradChoice::Own);
+  EXPECT_EQ(winograd_kernel(conv3x3(64, 64, 24)), WinogradKernel::Own);    // oneDNN's shape rule
+  EXPECT_EQ(winograd_kernel(conv3x3(256, 512, 12)), WinogradKernel::Own);  // the own shape rule
+  EXPECT_EQ(winograd_kernel(conv3x3(2, 64, 48)), WinogradKernel::None);    // too few channels
+  EXPECT_EQ(winograd_kernel(conv3x3(512, 512, 12)), WinogradKernel::None); // transformed weights too large
+  cpu::Conv2dGeometry strided = conv3x3(64, 64, 24);
+  strided.stride = 2;
+  EXPECT_EQ(winograd_kernel(strided), WinogradKernel::None);
+  set_spike_conv_algo(SpikeConvAlgo::Dense);
+  EXPECT_EQ(winograd_kernel(conv3x3(64, 64, 24)), WinogradKernel::None);
+  set_spike_conv_algo(SpikeConvAlgo::Auto);
+  set_winograd_choice(WinogradChoice::Off);
+  EXPECT_EQ(winograd_kernel(conv3x3(64, 64, 24)), WinogradKernel::None);
+  set_winograd_choice(WinogradChoice::Auto);
+  const bool avx512 = cpu::conv2d_winograd_available(conv3x3(64, 64, 24));
+  EXPECT_EQ(winograd_kernel(conv3x3(64, 64, 24)), avx512 ? WinogradKernel::OneDnn : WinogradKernel::None);
+  EXPECT_EQ(winograd_kernel(conv3x3(256, 256, 24)), avx512 ? WinogradKernel::OneDnn : WinogradKernel::Own);
+}
+
+// A Conv2d layer (f32, frames: not spikes) under SPIKEMESH_WINOGRAD=own against off: the own
+// kernel ran (other bits) within f32 rounding for y and dx; dW bitwise (direct in both).
+TEST(SpikeConvLayer, OwnWinogradLayerAgreesWithDirect) {
+  AlgoGuard algo;
+  WinogradGuard wino;
+  set_spike_conv_algo(SpikeConvAlgo::Auto);
+  auto run = [&](WinogradChoice c) {
+    set_winograd_choice(c);
+    auto u = test::wrap(std::make_unique<Conv2d>(Conv2dConfig{32, 24, 3, 1, 1, true, WeightInit::TorchDefault}),
+                        DType::F32, 7);
+    return run_layer(*u, test::random_tensor({2, 2, 32, 17, 16}, DType::F32, 19), 20);
+  };
+  const LayerRun own = run(WinogradChoice::Own), direct = run(WinogradChoice::Off);
+  EXPECT_NE(own.y, direct.y);
+  expect_close(own.y, direct.y, 1e-5, "y");
+  expect_close(own.dx, direct.dx, 1e-5, "dx");
+  EXPECT_EQ(own.dw, direct.dw);
+  EXPECT_EQ(own.db, direct.db);
+}
+
+TEST(SpikeConvChoice, WinogradEnvironmentIsChecked) {
+  WinogradGuard wino;
+  const char* old = std::getenv("SPIKEMESH_WINOGRAD");
+  const std::string saved = old ? old : "";
+  setenv("SPIKEMESH_WINOGRAD", "fast", 1);
+  try {
+    apply_winograd_env();
+    ADD_FAILURE() << "expected an input error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Input);
+    EXPECT_NE(std::string(e.what()).find("SPIKEMESH_WINOGRAD=fast: unknown Winograd choice (valid: auto, own, off)"),
+              std::string::npos)
+        << e.what();
+  }
+  setenv("SPIKEMESH_WINOGRAD", "off", 1);
+  apply_winograd_env();
+  EXPECT_EQ(winograd_choice(), WinogradChoice::Off);
+  if (old) setenv("SPIKEMESH_WINOGRAD", saved.c_str(), 1);
+  else unsetenv("SPIKEMESH_WINOGRAD");
 }
 
 TEST(SpikeConvChoice, NamesAndErrors) {

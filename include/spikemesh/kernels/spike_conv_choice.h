@@ -31,10 +31,23 @@ void apply_spike_conv_algo_env();
 double spike_conv_crossover(ConvPass pass, const cpu::Conv2dGeometry& g);
 // Whether the binary-input kernel runs pass over an input of firing rate `density`.
 bool use_spike_kernel(ConvPass pass, const cpu::Conv2dGeometry& g, double density);
-// Whether an f32 conv2d pass that runs dense (the input gradient always; the forward and
-// weight gradient when the input is not spikes or fires above the crossover) takes oneDNN's
-// Winograd kernel: in auto mode, for a 3×3 stride-1 convolution of 16–256 channels on a
-// plane of at least 16×16, on a CPU where oneDNN has one (AVX-512).
-bool use_winograd(const cpu::Conv2dGeometry& g);
+// Which Winograd kernel an f32 conv2d pass that runs dense takes (the input gradient always;
+// the forward and weight gradient when the input is not spikes or fires above the crossover),
+// in --conv-algo auto only, 3×3 stride 1:
+//   OneDnn  oneDNN's F(4×4, 3×3), all three passes — 16–256 channels on planes of at least
+//           16×16, on a CPU where oneDNN has one (AVX-512);
+//   Own     the own F(2×2, 3×3) (cpu/winograd.h), forward and input gradient (the weight
+//           gradient runs direct) — where oneDNN has none, at least 128 channels both sides on
+//           planes of at least 12×12, weights up to 256×512;
+//   None    direct.
+// SPIKEMESH_WINOGRAD=auto (the default, as above) | own (the own kernel wherever either rule
+// holds, also on AVX-512: for measurement) | off (direct everywhere).
+enum class WinogradKernel { None, OneDnn, Own };
+enum class WinogradChoice { Auto, Own, Off };
+WinogradKernel winograd_kernel(const cpu::Conv2dGeometry& g);
+void set_winograd_choice(WinogradChoice c);
+WinogradChoice winograd_choice();
+// SPIKEMESH_WINOGRAD checked (InputError naming it on a bad value) and applied.
+void apply_winograd_env();
 
 }  // namespace sm

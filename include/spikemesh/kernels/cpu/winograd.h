@@ -1,0 +1,27 @@
+// winograd.h — own Winograd F(2×2, 3×3) convolution on the CPU (f32), for the dense 3×3
+// stride-1 passes on CPUs where oneDNN has no Winograd kernel (it has one only with
+// AVX-512). Same layouts and contracts as conv.h.
+//
+// Method (Lavin & Gray 2016): the output is cut into 2×2 tiles, each read as a 4×4 input
+// patch; U = G·g·Gᵀ per filter, V = Bᵀ·d·B per patch, then for each of the 16 transformed
+// positions one GEMM M = U·V over channels (the own deterministic GEMM of gemm.h), and
+// Y = Aᵀ·M·A per tile. 16 multiplies per 2×2 outputs per channel pair instead of 36.
+//
+// Invariants: tiles are processed in blocks of a size fixed by the geometry, one block per
+// task, each output written by exactly one task; the result is bitwise the same for every
+// OpenMP thread count. The f32 error is a few times the direct kernel's (the transforms
+// round each tile): tests/unit/test_winograd.cpp bounds it against the naive double reference.
+#pragma once
+#include "spikemesh/kernels/cpu/conv.h"
+
+namespace sm::cpu {
+
+// Whether the own Winograd kernels take g: 3×3, stride 1, padding 0–2.
+bool winograd_f2_applies(const Conv2dGeometry& g);
+// y [batch, Cout, Ho, Wo] = x ⋆ w (+ bias; bias may be nullptr). y overwritten.
+void conv2d_forward_winograd_f2(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y);
+// dx [batch, Cin, H, W] = ∂L/∂x given dy: the same kernel on dy with w rotated by 180° and its
+// channel axes swapped, padding 2 − pad. dx overwritten.
+void conv2d_backward_data_winograd_f2(const Conv2dGeometry& g, const float* dy, const float* w, float* dx);
+
+}  // namespace sm::cpu
