@@ -62,7 +62,8 @@ std::string app_footer() {
          "  SPIKEMESH_CONV_ALGOS=exact|exact-tuned|fast|fast-tuned (GPU convolutions: exact, the default, is bitwise\n"
          "  reproducible; fast-tuned is PyTorch's cudnn.benchmark, fastest; see the README);\n"
          "  SPIKEMESH_CONV_ALGO=auto|dense|sparse (CPU f32 convolutions of spikes, the default of --conv-algo);\n"
-         "  SPIKEMESH_FUSE=0|1 (CPU: batch norm and the neuron after it in one pass; 0, the default, is off);\n"
+         "  SPIKEMESH_FUSE=1|0 (CPU: batch norm and the neuron or max pooling after it in one pass; 1, the\n"
+         "  default, is on);\n"
          "  SPIKEMESH_WINOGRAD=auto|own|off (CPU 3x3 convolutions: auto takes oneDNN's Winograd where it has one\n"
          "  (AVX-512), else our F(2x2,3x3) on wide layers; own forces ours; off runs direct).\n"
          "\nErrors print one line 'spikemesh: error: ...' and exit non-zero.";

@@ -27,12 +27,13 @@
 // not a normal number in the scalar — the forward saves the INPUT x as before. The choice
 // is made per forward call for the whole layer (one channel failing suffices).
 //
-// Fused with the neuron after it (forward_into, CPU): the statistics as above, then the
-// neuron normalises x as it reads it (kernels/cpu/neuron.h NeuronInputAffine, bitwise this
-// layer's y) — y is never written; this layer saves the input x, the neuron x and the
-// normalisation, so the block still holds one full-size tensor. The neuron's backward also
-// sums Σdy, Σdy·(x-μ) for this layer's backward in its own pass (fused_sums), which then
-// reads dy and x once instead of twice.
+// Fused with the neuron or max pooling after it (forward_into, CPU): the statistics as above,
+// then the next layer normalises x as it reads it (kernels/cpu/neuron.h NeuronInputAffine,
+// bitwise this layer's y) — y is never written; this layer saves the input x, the next layer
+// a reference to x and the normalisation, so the block still holds one full-size tensor. The
+// next layer's backward also makes Σdy, Σdy·(x-μ) for this layer's backward (fused_sums: the
+// neuron in its own pass, max pooling from its pooled gradient), which then reads dy and x
+// once instead of twice.
 //
 // The sums use the running mean as a shift (identical on all ranks of a synced group) so
 // that the single-pass Σ(x-k), Σ(x-k)² stays accurate in one all-reduce.
@@ -48,6 +49,7 @@
 #include "spikemesh/kernels/cpu/neuron.h"
 #include "spikemesh/layers/fused_epilogue.h"
 #include "spikemesh/layers/neuron.h"
+#include "spikemesh/layers/pool.h"
 #include "spikemesh/layers/collectives.h"
 #include "spikemesh/layers/slot_store.h"
 
@@ -245,14 +247,20 @@ static Tensor bn_forward_typed(const Tensor& x, const cpu::BnShape& s, const std
 
 Tensor BatchNorm::forward_cpu(const Tensor& x, Ctx& ctx) { return forward_cpu_then(x, ctx, nullptr); }
 
-Tensor BatchNorm::forward_into(Neuron& next, const Tensor& x, Ctx& ctx) {
-  SM_CHECK(x.device().is_cpu() && plain_forward(ctx),
-           "batchnorm '" << name() << "': the fused epilogue is for plain CPU forwards");
+bool BatchNorm::fusable_after_batchnorm(const Layer& next) {
+  if (dynamic_cast<const Neuron*>(&next)) return true;
+  const auto* pool = dynamic_cast<const Pool2d*>(&next);
+  return pool && pool->kind() == PoolKind::Max;
+}
+
+Tensor BatchNorm::forward_into(Layer& next, const Tensor& x, Ctx& ctx) {
+  SM_CHECK(x.device().is_cpu() && plain_forward(ctx) && fusable_after_batchnorm(next),
+           "batchnorm '" << name() << "': the fused epilogue is for plain CPU forwards into a neuron or max pooling");
   last_device_ = x.device();
   return forward_cpu_then(x, ctx, &next);
 }
 
-Tensor BatchNorm::forward_cpu_then(const Tensor& x, Ctx& ctx, Neuron* next) {
+Tensor BatchNorm::forward_cpu_then(const Tensor& x, Ctx& ctx, Layer* next) {
   bn_detail::check_input(*this, x);
   const cpu::BnShape s = bn_shape(x);
   const size_t C = static_cast<size_t>(s.channels);
@@ -320,7 +328,7 @@ Tensor BatchNorm::forward_cpu_then(const Tensor& x, Ctx& ctx, Neuron* next) {
     invstd[c] = 1.0 / std::sqrt(var[c] + cfg_.eps);
     scale[c] = gamma[c] * invstd[c];
   }
-  if (next) {  // fused: the neuron normalises as it reads x; backward works from x (saved input)
+  if (next) {  // fused: the next layer normalises as it reads x; backward works from x (saved input)
     auto in = std::make_shared<cpu::NeuronInputAffine>();
     in->center = mean;
     in->scale = scale;
@@ -333,7 +341,8 @@ Tensor BatchNorm::forward_cpu_then(const Tensor& x, Ctx& ctx, Neuron* next) {
     sv.invstd = std::move(invstd);
     sv.scale = std::move(scale);
     sv.fused_sums = std::make_shared<cpu::NeuronBnGradSums>();
-    return next->forward_normalized_cpu(x, std::move(in), sv.fused_sums, ctx);
+    if (auto* neuron = dynamic_cast<Neuron*>(next)) return neuron->forward_normalized_cpu(x, std::move(in), sv.fused_sums, ctx);
+    return static_cast<Pool2d*>(next)->forward_normalized_cpu(x, std::move(in), sv.fused_sums, ctx);
   }
   Tensor y = x.dtype() == DType::F64 ? bn_forward_typed<double>(x, s, mean, scale, beta)
                                      : bn_forward_typed<float>(x, s, mean, scale, beta);

@@ -1,4 +1,5 @@
-// fused_epilogue.cpp — when a batch norm and the neuron after it run fused (fused_epilogue.h).
+// fused_epilogue.cpp — when a batch norm and the neuron or max pooling after it run fused
+// (fused_epilogue.h).
 #include "spikemesh/layers/fused_epilogue.h"
 
 #include <atomic>
@@ -8,15 +9,15 @@
 #include "spikemesh/core/error.h"
 #include "spikemesh/layers/batchnorm.h"
 #include "spikemesh/layers/layer_profile.h"
-#include "spikemesh/layers/neuron.h"
+#include "spikemesh/layers/pool.h"
 
 namespace sm {
 namespace {
-// Read once when the library loads (test binaries follow it too); a bad value counts as off
-// here — the program refuses it at start-up (apply_fused_epilogues_env).
+// Read once when the library loads (test binaries follow it too); on unless SPIKEMESH_FUSE=0
+// — a bad value counts as on here, the program refuses it at start-up (apply_fused_epilogues_env).
 std::atomic<bool> g_fuse{[] {
   const char* e = std::getenv("SPIKEMESH_FUSE");
-  return e && std::string(e) == "1";
+  return !(e && std::string(e) == "0");
 }()};
 }  // namespace
 
@@ -27,7 +28,7 @@ void apply_fused_epilogues_env() {
   const char* e = std::getenv("SPIKEMESH_FUSE");
   if (!e) return;
   const std::string v = e;
-  if (v != "0" && v != "1") SM_INPUT_ERROR("SPIKEMESH_FUSE=" << v << ": expected 0 (off, the default) or 1 (on)");
+  if (v != "0" && v != "1") SM_INPUT_ERROR("SPIKEMESH_FUSE=" << v << ": expected 1 (on, the default) or 0 (off)");
   set_fused_epilogues(v == "1");
 }
 
@@ -39,17 +40,19 @@ bool plain_forward(const Ctx& ctx) {
 bool try_fused_forward(Layer& a, Layer& b, const Tensor& x, Ctx& ctx, Tensor& y) {
   if (!fused_epilogues() || !x.defined() || !x.device().is_cpu() || !plain_forward(ctx)) return false;
   auto* bn = dynamic_cast<BatchNorm*>(&a);
-  auto* neuron = dynamic_cast<Neuron*>(&b);
-  if (!bn || !neuron || bn->sp_link().role != SpRole::None || neuron->sp_link().role != SpRole::None) return false;
+  if (!bn || !BatchNorm::fusable_after_batchnorm(b) || bn->sp_link().role != SpRole::None ||
+      b.sp_link().role != SpRole::None)
+    return false;
   if (x.dtype() != DType::F32 && x.dtype() != DType::F64) return false;
+  if (dynamic_cast<Pool2d*>(&b) && x.ndim() != 5) return false;  // pooling: [T, N, C, H, W] only
   if (!layer_profile_enabled()) {
-    y = bn->forward_into(*neuron, x, ctx);
+    y = bn->forward_into(b, x, ctx);
     return true;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  y = bn->forward_into(*neuron, x, ctx);
+  y = bn->forward_into(b, x, ctx);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  layer_profile_add(bn->type() + "+" + neuron->type(), ms, 0.0, true);
+  layer_profile_add(bn->type() + "+" + b.type(), ms, 0.0, true);
   return true;
 }
 

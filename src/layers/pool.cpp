@@ -2,12 +2,15 @@
 // flow for both kinds and devices; the kernels per device are in pool_kernels.h.
 // Saved per slot: the input shape and, for max pooling, the winner's offset inside its window
 // (u8 when k·k <= 256, else i32); MaxPool keeps the binary flag of its input. No parameters:
-// B always releases the slot.
+// B always releases the slot. Fused after a batch norm (forward_normalized_cpu), max pooling
+// also keeps a reference to the batch norm's input and makes its backward sums.
 #include "spikemesh/layers/pool.h"
 
 #include "device_ops.h"
 #include "pool_kernels.h"
 #include "spikemesh/core/allocator_cuda.h"
+#include "spikemesh/kernels/cpu/neuron.h"
+#include "spikemesh/kernels/cpu/pool.h"
 #include "spikemesh/layers/slot_store.h"
 
 namespace sm {
@@ -16,6 +19,11 @@ namespace {
 struct Saved {
   Shape in_shape;  // [T, N, C, H, W]
   Tensor argmax;   // [T·N·C·Ho·Wo] u8/i32 window offsets (max pooling only), on x's device
+  // Fused after a batch norm (forward_normalized_cpu): its input x [T, N, C, H, W], its
+  // normalisation, and where its backward sums go.
+  Tensor bn_input;
+  std::shared_ptr<const cpu::NeuronInputAffine> affine;
+  std::shared_ptr<cpu::NeuronBnGradSums> bn_sums;
 };
 
 SlotStore<Saved>& slots_of(const std::shared_ptr<void>& p) { return *static_cast<SlotStore<Saved>*>(p.get()); }
@@ -112,7 +120,53 @@ Tensor Pool2d::backward_input_cpu(const Tensor& dy, Ctx& ctx) {  // both devices
            type() << " backward: dy " << shape_str(dy.shape()) << " does not match forward output");
   Tensor dx = Tensor::empty(sv.in_shape, dy.dtype(), dy.device());  // [T, N, C, H, W]
   run(kind_ == PoolKind::Avg ? pool_kernels::Op::AvgBackward : pool_kernels::Op::MaxBackward, g, dy, dx, sv.argmax);
+  if (sv.bn_sums) {  // fused after a batch norm: its two sums over dx, from the pooled dy
+    const int64_t C = sv.affine->channels;
+    cpu::NeuronBnGradSums& out = *sv.bn_sums;
+    out.dy.assign(static_cast<size_t>(C), 0.0);
+    out.dy_xc.assign(static_cast<size_t>(C), 0.0);
+    auto sums = [&](auto t, auto i) {
+      using T = decltype(t);
+      using Idx = decltype(i);
+      cpu::maxpool2d_bn_grad_sums<T, Idx>(dy.data<T>(), sv.argmax.data<Idx>(), sv.bn_input.data<T>(), g, C,
+                                          sv.affine->center.data(), out.dy.data(), out.dy_xc.data());
+    };
+    const bool wide = sv.argmax.dtype() == DType::I32;
+    if (dy.dtype() == DType::F64)
+      wide ? sums(double{}, int32_t{}) : sums(double{}, uint8_t{});
+    else
+      wide ? sums(float{}, int32_t{}) : sums(float{}, uint8_t{});
+    out.of = dx.raw();
+  }
   return dx;
+}
+
+Tensor Pool2d::forward_normalized_cpu(const Tensor& x, std::shared_ptr<const cpu::NeuronInputAffine> in,
+                                      std::shared_ptr<cpu::NeuronBnGradSums> bn_sums, Ctx& ctx) {
+  SM_CHECK(kind_ == PoolKind::Max && x.device().is_cpu() && in && x.ndim() == 5 && in->channels == x.dim(2),
+           type() << " '" << name() << "': the fused normalisation is for max pooling on the CPU");
+  last_device_ = x.device();
+  const Shape ps = output_shape(Shape(x.shape().begin() + 2, x.shape().end()));
+  const cpu::PoolGeom g = geom_of(cfg_, x.shape());
+  Saved& sv = slots_of(impl_).fresh(ctx.slot);
+  sv.in_shape = x.shape();
+  Tensor y = Tensor::empty({x.dim(0), x.dim(1), ps[0], ps[1], ps[2]}, x.dtype(), x.device());  // [T, N, C, Ho, Wo]
+  const bool small = cfg_.kernel * cfg_.kernel <= 256;
+  sv.argmax = Tensor::empty({y.numel()}, small ? DType::U8 : DType::I32, x.device());  // [T·N·C·Ho·Wo]
+  auto pool = [&](auto t, auto i) {
+    using T = decltype(t);
+    using Idx = decltype(i);
+    cpu::maxpool2d_forward_normalized<T, Idx>(x.data<T>(), g, in->channels, in->center.data(), in->scale.data(),
+                                              in->offset.data(), y.data<T>(), sv.argmax.data<Idx>());
+  };
+  if (x.dtype() == DType::F64)
+    small ? pool(double{}, uint8_t{}) : pool(double{}, int32_t{});
+  else
+    small ? pool(float{}, uint8_t{}) : pool(float{}, int32_t{});
+  sv.bn_input = bn_sums ? x : Tensor();
+  sv.affine = std::move(in);
+  sv.bn_sums = std::move(bn_sums);
+  return y;  // a batch norm's output is not binary
 }
 
 }  // namespace sm

@@ -1,11 +1,12 @@
-// test_fused_epilogue.cpp — the fused batch norm → neuron epilogue (layers/fused_epilogue.h):
-// the kernels' normalisation-as-read against normalise-then-neuron (bitwise: the same fma),
-// batch norm's backward sums made in the neuron's backward pass against bn_backward_moments,
-// for every neuron kind and option, both dtypes, sizes that end blocks mid-channel; a
-// Conv → BN → LIF → Conv → BN → PLIF unit fused against unfused (forward output and BN
-// running statistics bitwise; input and parameter gradients within rounding, since BN's
-// backward works from its input instead of its output); the fusion really ran; eval mode;
-// SPIKEMESH_FUSE's check.
+// test_fused_epilogue.cpp — the fused batch norm → neuron / max-pooling epilogues
+// (layers/fused_epilogue.h): the kernels' normalisation-as-read against normalise-then-neuron
+// and normalise-then-pool (bitwise: the same fma; the same winners), batch norm's backward sums
+// made in the neuron's backward pass or from the pooled gradient against bn_backward_moments,
+// for every neuron kind and option, both dtypes, sizes that end blocks mid-channel, pooling
+// windows 3/2/1 (the vector stride-2 path included); Conv → BN → [max pool →] LIF → Conv → BN →
+// [max pool →] PLIF units fused against unfused (forward output and BN running statistics
+// bitwise; input and parameter gradients within rounding, since BN's backward works from its
+// input instead of its output); the fusion really ran; eval mode; SPIKEMESH_FUSE's check.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,11 +18,13 @@
 #include "gradient_check.h"
 #include "spikemesh/kernels/cpu/batchnorm.h"
 #include "spikemesh/kernels/cpu/neuron.h"
+#include "spikemesh/kernels/cpu/pool.h"
 #include "spikemesh/layers/batchnorm.h"
 #include "spikemesh/layers/conv2d.h"
 #include "spikemesh/layers/fused_epilogue.h"
 #include "spikemesh/layers/layer_profile.h"
 #include "spikemesh/layers/neuron.h"
+#include "spikemesh/layers/pool.h"
 #include "spikemesh/layers/unit.h"
 
 namespace sm {
@@ -132,6 +135,53 @@ TEST(FusedEpilogue, KernelRefusesANormalisationThatDoesNotFit) {
   EXPECT_NE(e.find("normalisation of 3 channels x 5 does not fit 16 neurons"), std::string::npos) << e;
 }
 
+// Max pooling of x read through the normalisation == max pooling of bn_normalize(x) (values
+// and winners bitwise); the batch-norm sums from the pooled gradient == bn_backward_moments
+// over the scattered gradient, within double rounding.
+template <typename T>
+void expect_pool_fusion_exact(int64_t outer, int64_t C, int64_t H, int64_t W, int k, int stride, int pad) {
+  cpu::PoolGeom g;
+  g.planes = outer * C, g.h = H, g.w = W, g.kernel = k, g.stride = stride, g.padding = pad;
+  const int64_t n_in = g.planes * H * W, n_out = g.planes * g.out_h() * g.out_w();
+  std::vector<T> x = random_values<T>(n_in, 12, -2.0, 3.0);
+  for (int64_t i = 0; i < n_in; i += 5) x[i] = x[i / 2];  // ties inside windows (first maximum wins)
+  const std::vector<T> dy = random_values<T>(n_out, 13, -1.0, 1.0);
+  const std::vector<double> center = random_values<double>(C, 14, -0.5, 0.5), offset = random_values<double>(C, 16, -0.4, 1.2);
+  std::vector<double> scale = random_values<double>(C, 15, 0.3, 2.5);
+  scale[0] = -scale[0];  // a negative γ: the minimum of x wins, as unfused
+  cpu::BnShape s;
+  s.outer = outer, s.channels = C, s.inner = H * W;
+  std::vector<T> normalized(n_in), y_ref(n_out), y_fused(n_out);
+  std::vector<uint8_t> a_ref(n_out), a_fused(n_out);
+  cpu::bn_normalize<T>(x.data(), s, center.data(), scale.data(), offset.data(), normalized.data());
+  cpu::maxpool2d_forward<T, uint8_t>(normalized.data(), g, y_ref.data(), a_ref.data());
+  cpu::maxpool2d_forward_normalized<T, uint8_t>(x.data(), g, C, center.data(), scale.data(), offset.data(),
+                                                y_fused.data(), a_fused.data());
+  expect_bitwise(y_ref, y_fused, "pooled values");
+  EXPECT_EQ(a_ref, a_fused) << "winners";
+
+  std::vector<T> dx(n_in);
+  cpu::maxpool2d_backward<T, uint8_t>(dy.data(), a_ref.data(), g, dx.data());
+  std::vector<double> want_dy(C), want_dy_xc(C), got_dy(C), got_dy_xc(C);
+  cpu::bn_backward_moments<T>(dx.data(), x.data(), s, center.data(), want_dy.data(), want_dy_xc.data());
+  cpu::maxpool2d_bn_grad_sums<T, uint8_t>(dy.data(), a_fused.data(), x.data(), g, C, center.data(), got_dy.data(),
+                                          got_dy_xc.data());
+  for (int64_t c = 0; c < C; ++c) {
+    // f32: the scattered dx adds overlapping windows' dy in T before the moments see them
+    const double tol = sizeof(T) == 4 ? 1e-5 : 1e-12;
+    EXPECT_NEAR(got_dy[c], want_dy[c], tol * (1 + std::fabs(want_dy[c]))) << "channel " << c;
+    EXPECT_NEAR(got_dy_xc[c], want_dy_xc[c], tol * (1 + std::fabs(want_dy_xc[c]))) << "channel " << c;
+  }
+}
+
+TEST(FusedEpilogue, MaxPoolNormalisationAsReadIsBitwiseNormaliseThenPool) {
+  expect_pool_fusion_exact<float>(3, 5, 40, 37, 3, 2, 1);  // Spikformer's MaxPool2d(3, 2, 1): vector path
+  expect_pool_fusion_exact<double>(2, 3, 11, 9, 3, 2, 1);
+  expect_pool_fusion_exact<float>(2, 4, 10, 7, 2, 2, 0);   // the 2×2 fast path (odd width)
+  expect_pool_fusion_exact<double>(2, 3, 9, 8, 3, 1, 1);   // overlapping stride-1 windows
+  expect_pool_fusion_exact<float>(1, 2, 12, 12, 5, 3, 2);  // the general path
+}
+
 struct UnitRun {
   std::vector<double> out, dx, grads, buffers;
   bool fused_row = false;
@@ -145,13 +195,15 @@ std::vector<double> values(const Tensor& t) {
 
 // Conv(2→6) → BN → LIF → Conv(6→5) → BN → PLIF on [T 3, N 2, 2, 9, 7]: two forwards and
 // backwards (the second continues from the updated running statistics), then one eval forward.
-UnitRun run_unit(DType dt, bool fuse) {
+// pool: a max pooling after each batch norm (3/2/1, then 2/2/0), Spikformer's stem order.
+UnitRun run_unit(DType dt, bool fuse, bool pool = false) {
   set_fused_epilogues(fuse);
   Unit u("block");
   u.add(std::make_unique<Conv2d>(Conv2dConfig{2, 6, 3, 1, 1, true, WeightInit::TorchDefault}));
   BatchNormConfig b1;
   b1.num_features = 6;
   u.add(std::make_unique<BatchNorm>(b1));
+  if (pool) u.add(std::make_unique<MaxPool2d>(PoolConfig{3, 2, 1}));  // 9×7 -> 5×4
   NeuronConfig lif;
   lif.tau = 2.0;
   lif.surrogate = SurrogateKind::ATan;
@@ -162,6 +214,7 @@ UnitRun run_unit(DType dt, bool fuse) {
   BatchNormConfig b2;
   b2.num_features = 5;
   u.add(std::make_unique<BatchNorm>(b2));
+  if (pool) u.add(std::make_unique<MaxPool2d>(PoolConfig{2, 2, 0}));  // 5×4 -> 2×2
   NeuronConfig plif;
   plif.kind = NeuronKind::PLIF;
   plif.decay_input = false;
@@ -174,7 +227,8 @@ UnitRun run_unit(DType dt, bool fuse) {
   layer_profile_enable(true);
   for (int step = 0; step < 2; ++step) {
     Tensor x = test::random_tensor({3, 2, 2, 9, 7}, dt, 20 + step, -1.0, 2.0);
-    Tensor dy = test::random_tensor({3, 2, 5, 9, 7}, dt, 30 + step, -1.0, 1.0);
+    Tensor dy = pool ? test::random_tensor({3, 2, 5, 2, 2}, dt, 30 + step, -1.0, 1.0)
+                     : test::random_tensor({3, 2, 5, 9, 7}, dt, 30 + step, -1.0, 1.0);
     Ctx ctx;
     u.reset_state();
     u.zero_grad();
@@ -189,10 +243,11 @@ UnitRun run_unit(DType dt, bool fuse) {
   eval.training = false;
   u.reset_state();
   for (double v : values(u.forward(test::random_tensor({3, 2, 2, 9, 7}, dt, 40, -1.0, 2.0), eval))) r.out.push_back(v);
-  for (const LayerTypeTiming& t : layer_profile_report()) r.fused_row = r.fused_row || t.type == "batchnorm2d+lif";
+  const std::string fused_type = pool ? "batchnorm2d+maxpool2d" : "batchnorm2d+lif";
+  for (const LayerTypeTiming& t : layer_profile_report()) r.fused_row = r.fused_row || t.type == fused_type;
   layer_profile_enable(false);
   layer_profile_reset();
-  set_fused_epilogues(false);  // the default
+  set_fused_epilogues(true);  // the default
   return r;
 }
 
@@ -203,9 +258,10 @@ double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 TEST(FusedEpilogue, UnitFusedEqualsUnfused) {
+  for (bool pool : {false, true})
   for (DType dt : {DType::F64, DType::F32}) {
-    SCOPED_TRACE(dtype_name(dt));
-    const UnitRun plain = run_unit(dt, false), fused = run_unit(dt, true);
+    SCOPED_TRACE(std::string(dtype_name(dt)) + (pool ? " with max pooling" : ""));
+    const UnitRun plain = run_unit(dt, false, pool), fused = run_unit(dt, true, pool);
     EXPECT_FALSE(plain.fused_row) << "SPIKEMESH_FUSE off: nothing fused";
     EXPECT_TRUE(fused.fused_row) << "the batch norms and neurons did not run fused";
     expect_bitwise(plain.out, fused.out, "outputs (two training forwards, one eval)");
@@ -226,7 +282,7 @@ TEST(FusedEpilogue, EnvironmentValueIsChecked) {
   setenv("SPIKEMESH_FUSE", "yes", 1);
   const bool before = fused_epilogues();
   const std::string e = error_of([] { apply_fused_epilogues_env(); });
-  EXPECT_NE(e.find("SPIKEMESH_FUSE=yes: expected 0 (off, the default) or 1 (on)"), std::string::npos) << e;
+  EXPECT_NE(e.find("SPIKEMESH_FUSE=yes: expected 1 (on, the default) or 0 (off)"), std::string::npos) << e;
   setenv("SPIKEMESH_FUSE", "1", 1);
   apply_fused_epilogues_env();
   EXPECT_TRUE(fused_epilogues());

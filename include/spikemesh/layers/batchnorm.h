@@ -38,9 +38,11 @@ class BatchNorm : public Layer {
   void drop_split_state(int slot);
 
   // The fused epilogue (CPU, a plain forward — no memopt recompute or split): this layer's
-  // forward of x followed by `next`'s, the normalised tensor never written (the neuron
-  // normalises as it reads x). Returns next's spikes; each layer's backward runs as usual.
-  Tensor forward_into(Neuron& next, const Tensor& x, Ctx& ctx);
+  // forward of x followed by `next`'s, the normalised tensor never written (the neuron or the
+  // max pooling normalises as it reads x). Returns next's output; each layer's backward runs
+  // as usual. next: a Neuron or a max-pooling Pool2d (fusable_after_batchnorm).
+  Tensor forward_into(Layer& next, const Tensor& x, Ctx& ctx);
+  static bool fusable_after_batchnorm(const Layer& next);
 
  protected:
   SM_LEAF_HOOKS
@@ -52,7 +54,7 @@ class BatchNorm : public Layer {
   void finish_split_grad_sums_cuda(Ctx& ctx);
   void drop_split_state_cuda(int slot);
 #endif
-  Tensor forward_cpu_then(const Tensor& x, Ctx& ctx, Neuron* next);
+  Tensor forward_cpu_then(const Tensor& x, Ctx& ctx, Layer* next);
   BatchNormConfig cfg_;
 };
 

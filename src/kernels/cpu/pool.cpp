@@ -1,11 +1,13 @@
 // pool.cpp — CPU max/avg pooling kernels (see kernels/cpu/pool.h). OpenMP over planes;
-// a fast path for the common kernel 2, stride 2, no padding; general windows otherwise.
+// a fast path for the common kernel 2, stride 2, no padding; general windows otherwise; max
+// pooling of a batch norm's output read through its normalisation (the fused epilogue).
 #include "spikemesh/kernels/cpu/pool.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -254,6 +256,61 @@ void maxpool2d_backward(const T* dy, const Idx* argmax, const PoolGeom& g, T* dx
   });
 }
 
+template <typename T, typename Idx>
+void maxpool2d_forward_normalized(const T* x, const PoolGeom& g, int64_t channels, const double* center,
+                                  const double* scale, const double* offset, T* y, Idx* argmax) {
+  const int64_t plane = g.h * g.w, out = g.out_h() * g.out_w();
+  PoolGeom one = g;
+  one.planes = 1;
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < g.planes; ++p) {
+    thread_local std::vector<T> normalized;  // [H, W], this thread's plane
+    normalized.resize(static_cast<size_t>(plane));
+    const int64_t c = p % channels;
+    const T m = static_cast<T>(center[c]), a = static_cast<T>(scale[c]), o = static_cast<T>(offset[c]);
+    const T* xp = x + p * plane;
+#pragma omp simd
+    for (int64_t i = 0; i < plane; ++i) normalized[i] = std::fma(xp[i] - m, a, o);  // as bn_normalize
+    maxpool2d_forward<T, Idx>(normalized.data(), one, y + p * out, argmax + p * out);  // nested: one thread
+  }
+}
+
+template <typename T, typename Idx>
+void maxpool2d_bn_grad_sums(const T* dy, const Idx* argmax, const T* x, const PoolGeom& g, int64_t channels,
+                            const double* center, double* sum_dy, double* sum_dy_xc) {
+  const int64_t H = g.h, W = g.w, Ho = g.out_h(), Wo = g.out_w();
+  const int k = g.kernel;
+  // A window offset's distance in x from its window's top-left corner (u8 offsets: a table).
+  std::vector<int64_t> step_of(std::is_same_v<Idx, uint8_t> ? static_cast<size_t>(k) * k : 0);
+  for (size_t off = 0; off < step_of.size(); ++off) step_of[off] = static_cast<int64_t>(off) / k * W + off % k;
+  std::vector<double> plane_dy(static_cast<size_t>(g.planes)), plane_dy_xc(static_cast<size_t>(g.planes));
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const double m = center[p % channels];
+    const T* xp = x + p * H * W;
+    const T* gp = dy + p * Ho * Wo;
+    const Idx* ap = argmax + p * Ho * Wo;
+    double s = 0.0, sx = 0.0;
+    for (int64_t i = 0; i < Ho; ++i)
+      for (int64_t j = 0; j < Wo; ++j) {
+        const int64_t off = ap[i * Wo + j];
+        const double d = gp[i * Wo + j];
+        const int64_t corner = (i * g.stride - g.padding) * W + j * g.stride - g.padding;
+        const int64_t at = corner + (step_of.empty() ? off / k * W + off % k : step_of[off]);
+        s += d;
+        sx += d * (static_cast<double>(xp[at]) - m);
+      }
+    plane_dy[p] = s;
+    plane_dy_xc[p] = sx;
+  }
+  std::fill(sum_dy, sum_dy + channels, 0.0);
+  std::fill(sum_dy_xc, sum_dy_xc + channels, 0.0);
+  for (int64_t p = 0; p < g.planes; ++p) {
+    sum_dy[p % channels] += plane_dy[p];
+    sum_dy_xc[p % channels] += plane_dy_xc[p];
+  }
+}
+
 template <typename T>
 void avgpool2d_forward(const T* x, const PoolGeom& g, T* y) {
   const int64_t H = g.h, W = g.w, Ho = g.out_h(), Wo = g.out_w();
@@ -308,6 +365,14 @@ void avgpool2d_backward(const T* dy, const PoolGeom& g, T* dx) {
   template void maxpool2d_forward<T, int32_t>(const T*, const PoolGeom&, T*, int32_t*);  \
   template void maxpool2d_backward<T, uint8_t>(const T*, const uint8_t*, const PoolGeom&, T*); \
   template void maxpool2d_backward<T, int32_t>(const T*, const int32_t*, const PoolGeom&, T*); \
+  template void maxpool2d_forward_normalized<T, uint8_t>(const T*, const PoolGeom&, int64_t, const double*,     \
+                                                        const double*, const double*, T*, uint8_t*);         \
+  template void maxpool2d_forward_normalized<T, int32_t>(const T*, const PoolGeom&, int64_t, const double*,     \
+                                                        const double*, const double*, T*, int32_t*);         \
+  template void maxpool2d_bn_grad_sums<T, uint8_t>(const T*, const uint8_t*, const T*, const PoolGeom&, int64_t, \
+                                                   const double*, double*, double*);                        \
+  template void maxpool2d_bn_grad_sums<T, int32_t>(const T*, const int32_t*, const T*, const PoolGeom&, int64_t, \
+                                                   const double*, double*, double*);                        \
   template void avgpool2d_forward<T>(const T*, const PoolGeom&, T*);                       \
   template void avgpool2d_backward<T>(const T*, const PoolGeom&, T*);
 SM_POOL_INSTANTIATE(float)

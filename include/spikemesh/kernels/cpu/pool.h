@@ -28,6 +28,23 @@ void maxpool2d_forward(const T* x, const PoolGeom& g, T* y, Idx* argmax);
 template <typename T, typename Idx>
 void maxpool2d_backward(const T* dy, const Idx* argmax, const PoolGeom& g, T* dx);
 
+// Max pooling of a batch norm's output that is never written (the fused epilogue,
+// layers/fused_epilogue.h): plane p, channel c = p mod channels, is read as
+// fma(x − center[c], scale[c], offset[c]) in T — bitwise bn_normalize's output — one plane at a
+// time into a per-thread buffer, then pooled exactly as maxpool2d_forward pools it (same y, same
+// offsets). x: [P, H, W] the batch norm's input.
+template <typename T, typename Idx>
+void maxpool2d_forward_normalized(const T* x, const PoolGeom& g, int64_t channels, const double* center,
+                                  const double* scale, const double* offset, T* y, Idx* argmax);
+
+// The batch norm's backward sums from the pooled gradient (what bn_backward_moments would read
+// from the scattered dx): per channel c, over the outputs o of its planes, Σ dy[o] and
+// Σ dy[o]·(x[winner of o] − center[c]), in double; per plane first, then the planes of a channel
+// in order (the same bits for any thread count). sum_dy, sum_dy_xc: [channels], overwritten.
+template <typename T, typename Idx>
+void maxpool2d_bn_grad_sums(const T* dy, const Idx* argmax, const T* x, const PoolGeom& g, int64_t channels,
+                            const double* center, double* sum_dy, double* sum_dy_xc);
+
 // y[p, i, j] = Σ_window x / (k·k), padding counted as zeros.
 template <typename T>
 void avgpool2d_forward(const T* x, const PoolGeom& g, T* y);
