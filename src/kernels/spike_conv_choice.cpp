@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <string>
 #include <cstdlib>
 
 #include "spikemesh/core/error.h"
@@ -88,9 +89,23 @@ void apply_winograd_env() {
 // The own F(2×2, 3×3) (forward and input gradient only) pays on CPUs without AVX-512 where the
 // transforms, whose cost grows with Cin + Cout, are small beside the 16 GEMMs (Cin·Cout): at
 // least 128 channels both sides, planes of at least 12×12 (`spikemesh bench --kernel winograd`
-// under ONEDNN_MAX_CPU_ISA=AVX2: 0.68–0.83 of oneDNN direct's time there, 1.03–6× at 64
-// channels or fewer; README, "Winograd without AVX-512"), weights up to 256×512×3×3
-// (transformed weights 16·Cin·Cout floats per call).
+// under ONEDNN_MAX_CPU_ISA=AVX2: 0.75–0.87 of oneDNN direct's time there, 0.91–1.03 at 64→128
+// and 1–5× at fewer channels; README, "Winograd without AVX-512"), weights up to 256×512×3×3
+// (transformed weights 16·Cin·Cout floats per call). "Where oneDNN has none" is a property of
+// the CPU, probed once on a shape its Winograd takes everywhere it exists (64→64, 24×24,
+// padding 1): a geometry oneDNN's Winograd refuses on an AVX-512 CPU runs direct, not ours.
+namespace {
+bool onednn_has_winograd() {
+  static const bool has = [] {
+    cpu::Conv2dGeometry probe;
+    probe.batch = 8, probe.in_channels = probe.out_channels = 64, probe.height = probe.width = 24;
+    probe.kernel = 3, probe.padding = 1;
+    return cpu::conv2d_winograd_available(probe);
+  }();
+  return has;
+}
+}  // namespace
+
 WinogradKernel winograd_kernel(const cpu::Conv2dGeometry& g) {
   const WinogradChoice choice = winograd_choice();
   if (spike_conv_algo() != SpikeConvAlgo::Auto || choice == WinogradChoice::Off || !cpu::winograd_f2_applies(g))
@@ -100,9 +115,9 @@ WinogradKernel winograd_kernel(const cpu::Conv2dGeometry& g) {
   const bool own_shape = std::min(g.in_channels, g.out_channels) >= 128 &&
                          g.in_channels * g.out_channels <= 256 * 512 && g.height >= 12 && g.width >= 12;
   if (choice == WinogradChoice::Own) return onednn_shape || own_shape ? WinogradKernel::Own : WinogradKernel::None;
-  if (onednn_shape && cpu::conv2d_winograd_available(g)) return WinogradKernel::OneDnn;
-  if (own_shape && !cpu::conv2d_winograd_available(g)) return WinogradKernel::Own;
-  return WinogradKernel::None;
+  if (onednn_has_winograd()) return onednn_shape && cpu::conv2d_winograd_available(g) ? WinogradKernel::OneDnn
+                                                                                      : WinogradKernel::None;
+  return own_shape ? WinogradKernel::Own : WinogradKernel::None;
 }
 
 bool use_spike_kernel(ConvPass pass, const cpu::Conv2dGeometry& g, double density) {

@@ -382,10 +382,11 @@ Tensor BatchNorm::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
   const std::vector<double>& center = sv.saved_output ? sv.y_offset : sv.mean;
   const std::vector<double> unscale = sv.saved_output ? sv.y_scale : std::vector<double>(C, 1.0);
   std::vector<double> sum_dy(C), sum_dy_xc(C);
-  if (sv.fused_sums && sv.fused_sums->of == dy.raw() && sv.fused_sums->dy.size() == C) {  // made by the neuron
+  if (sv.fused_sums && sv.fused_sums->of == dy.raw() && sv.fused_sums->dy.size() == C) {  // made by the next layer
     sum_dy = std::move(sv.fused_sums->dy);
     sum_dy_xc = std::move(sv.fused_sums->dy_xc);
     sv.fused_sums.reset();
+    ++fused_sums_taken_;
   } else if (dy.dtype() == DType::F64)
     cpu::bn_backward_moments<double>(dy.data<double>(), sv.act.data<double>(), s, center.data(),
                                      sum_dy.data(), sum_dy_xc.data());

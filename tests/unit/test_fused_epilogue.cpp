@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -138,7 +139,7 @@ TEST(FusedEpilogue, KernelRefusesANormalisationThatDoesNotFit) {
 // Max pooling of x read through the normalisation == max pooling of bn_normalize(x) (values
 // and winners bitwise); the batch-norm sums from the pooled gradient == bn_backward_moments
 // over the scattered gradient, within double rounding.
-template <typename T>
+template <typename T, typename Idx = uint8_t>
 void expect_pool_fusion_exact(int64_t outer, int64_t C, int64_t H, int64_t W, int k, int stride, int pad) {
   cpu::PoolGeom g;
   g.planes = outer * C, g.h = H, g.w = W, g.kernel = k, g.stride = stride, g.padding = pad;
@@ -152,20 +153,20 @@ void expect_pool_fusion_exact(int64_t outer, int64_t C, int64_t H, int64_t W, in
   cpu::BnShape s;
   s.outer = outer, s.channels = C, s.inner = H * W;
   std::vector<T> normalized(n_in), y_ref(n_out), y_fused(n_out);
-  std::vector<uint8_t> a_ref(n_out), a_fused(n_out);
+  std::vector<Idx> a_ref(n_out), a_fused(n_out);
   cpu::bn_normalize<T>(x.data(), s, center.data(), scale.data(), offset.data(), normalized.data());
-  cpu::maxpool2d_forward<T, uint8_t>(normalized.data(), g, y_ref.data(), a_ref.data());
-  cpu::maxpool2d_forward_normalized<T, uint8_t>(x.data(), g, C, center.data(), scale.data(), offset.data(),
-                                                y_fused.data(), a_fused.data());
+  cpu::maxpool2d_forward<T, Idx>(normalized.data(), g, y_ref.data(), a_ref.data());
+  cpu::maxpool2d_forward_normalized<T, Idx>(x.data(), g, C, center.data(), scale.data(), offset.data(),
+                                            y_fused.data(), a_fused.data());
   expect_bitwise(y_ref, y_fused, "pooled values");
   EXPECT_EQ(a_ref, a_fused) << "winners";
 
   std::vector<T> dx(n_in);
-  cpu::maxpool2d_backward<T, uint8_t>(dy.data(), a_ref.data(), g, dx.data());
+  cpu::maxpool2d_backward<T, Idx>(dy.data(), a_ref.data(), g, dx.data());
   std::vector<double> want_dy(C), want_dy_xc(C), got_dy(C), got_dy_xc(C);
   cpu::bn_backward_moments<T>(dx.data(), x.data(), s, center.data(), want_dy.data(), want_dy_xc.data());
-  cpu::maxpool2d_bn_grad_sums<T, uint8_t>(dy.data(), a_fused.data(), x.data(), g, C, center.data(), got_dy.data(),
-                                          got_dy_xc.data());
+  cpu::maxpool2d_bn_grad_sums<T, Idx>(dy.data(), a_fused.data(), x.data(), g, C, center.data(), got_dy.data(),
+                                      got_dy_xc.data());
   for (int64_t c = 0; c < C; ++c) {
     // f32: the scattered dx adds overlapping windows' dy in T before the moments see them
     const double tol = sizeof(T) == 4 ? 1e-5 : 1e-12;
@@ -180,11 +181,13 @@ TEST(FusedEpilogue, MaxPoolNormalisationAsReadIsBitwiseNormaliseThenPool) {
   expect_pool_fusion_exact<float>(2, 4, 10, 7, 2, 2, 0);   // the 2×2 fast path (odd width)
   expect_pool_fusion_exact<double>(2, 3, 9, 8, 3, 1, 1);   // overlapping stride-1 windows
   expect_pool_fusion_exact<float>(1, 2, 12, 12, 5, 3, 2);  // the general path
+  expect_pool_fusion_exact<double, int32_t>(1, 2, 40, 38, 17, 5, 8);  // k·k > 256: i32 winners
 }
 
 struct UnitRun {
   std::vector<double> out, dx, grads, buffers;
   bool fused_row = false;
+  int64_t sums_taken = 0;  // batch-norm backwards that took the next layer's sums
 };
 
 std::vector<double> values(const Tensor& t) {
@@ -197,12 +200,15 @@ std::vector<double> values(const Tensor& t) {
 // backwards (the second continues from the updated running statistics), then one eval forward.
 // pool: a max pooling after each batch norm (3/2/1, then 2/2/0), Spikformer's stem order.
 UnitRun run_unit(DType dt, bool fuse, bool pool = false) {
+  const bool before = fused_epilogues();
   set_fused_epilogues(fuse);
   Unit u("block");
   u.add(std::make_unique<Conv2d>(Conv2dConfig{2, 6, 3, 1, 1, true, WeightInit::TorchDefault}));
   BatchNormConfig b1;
   b1.num_features = 6;
-  u.add(std::make_unique<BatchNorm>(b1));
+  auto bn1 = std::make_unique<BatchNorm>(b1);
+  const BatchNorm* bn_first = bn1.get();
+  u.add(std::move(bn1));
   if (pool) u.add(std::make_unique<MaxPool2d>(PoolConfig{3, 2, 1}));  // 9×7 -> 5×4
   NeuronConfig lif;
   lif.tau = 2.0;
@@ -213,7 +219,9 @@ UnitRun run_unit(DType dt, bool fuse, bool pool = false) {
   u.add(std::make_unique<Conv2d>(Conv2dConfig{6, 5, 3, 1, 1, false, WeightInit::TorchDefault}));
   BatchNormConfig b2;
   b2.num_features = 5;
-  u.add(std::make_unique<BatchNorm>(b2));
+  auto bn2 = std::make_unique<BatchNorm>(b2);
+  const BatchNorm* bn_second = bn2.get();
+  u.add(std::move(bn2));
   if (pool) u.add(std::make_unique<MaxPool2d>(PoolConfig{2, 2, 0}));  // 5×4 -> 2×2
   NeuronConfig plif;
   plif.kind = NeuronKind::PLIF;
@@ -236,6 +244,7 @@ UnitRun run_unit(DType dt, bool fuse, bool pool = false) {
     for (double v : values(y)) r.out.push_back(v);
     for (double v : values(u.backward_input(dy, ctx))) r.dx.push_back(v);
   }
+  r.sums_taken = bn_first->fused_sums_taken() + bn_second->fused_sums_taken();
   for (double v : values(u.flat_grad())) r.grads.push_back(v);
   for (Buffer* b : u.buffers())
     for (double v : values(b->value)) r.buffers.push_back(v);
@@ -247,7 +256,7 @@ UnitRun run_unit(DType dt, bool fuse, bool pool = false) {
   for (const LayerTypeTiming& t : layer_profile_report()) r.fused_row = r.fused_row || t.type == fused_type;
   layer_profile_enable(false);
   layer_profile_reset();
-  set_fused_epilogues(true);  // the default
+  set_fused_epilogues(before);
   return r;
 }
 
@@ -264,6 +273,8 @@ TEST(FusedEpilogue, UnitFusedEqualsUnfused) {
     const UnitRun plain = run_unit(dt, false, pool), fused = run_unit(dt, true, pool);
     EXPECT_FALSE(plain.fused_row) << "SPIKEMESH_FUSE off: nothing fused";
     EXPECT_TRUE(fused.fused_row) << "the batch norms and neurons did not run fused";
+    EXPECT_EQ(plain.sums_taken, 0);
+    EXPECT_EQ(fused.sums_taken, 4) << "each batch norm's two backwards take the next layer's sums";
     expect_bitwise(plain.out, fused.out, "outputs (two training forwards, one eval)");
     expect_bitwise(plain.buffers, fused.buffers, "running statistics");
     // Backward: the batch norm works from its input x instead of recovering x̂ from its

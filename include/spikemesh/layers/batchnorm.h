@@ -43,6 +43,9 @@ class BatchNorm : public Layer {
   // as usual. next: a Neuron or a max-pooling Pool2d (fusable_after_batchnorm).
   Tensor forward_into(Layer& next, const Tensor& x, Ctx& ctx);
   static bool fusable_after_batchnorm(const Layer& next);
+  // How many backwards took their two sums from the next layer's backward (fused) instead of
+  // reading dy and x for them.
+  int64_t fused_sums_taken() const { return fused_sums_taken_; }
 
  protected:
   SM_LEAF_HOOKS
@@ -56,6 +59,7 @@ class BatchNorm : public Layer {
 #endif
   Tensor forward_cpu_then(const Tensor& x, Ctx& ctx, Layer* next);
   BatchNormConfig cfg_;
+  int64_t fused_sums_taken_ = 0;
 };
 
 }  // namespace sm

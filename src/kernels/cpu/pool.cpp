@@ -1,7 +1,10 @@
 // pool.cpp — CPU max/avg pooling kernels (see kernels/cpu/pool.h). OpenMP over planes;
 // a fast path for the common kernel 2, stride 2, no padding; general windows otherwise; max
-// pooling of a batch norm's output read through its normalisation (the fused epilogue).
+// pooling of a batch norm's output read through its normalisation (the fused epilogue). The
+// per-plane kernels open no thread team when called inside one (if !omp_in_parallel()).
 #include "spikemesh/kernels/cpu/pool.h"
+
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -30,7 +33,7 @@ template <class Begin, class PerWindow>
 void for_each_window(const PoolGeom& g, Begin begin, PerWindow win) {
   const int64_t H = g.h, W = g.w, Ho = g.out_h(), Wo = g.out_w();
   const int k = g.kernel, st = g.stride, pad = g.padding;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (!omp_in_parallel())
   for (int64_t p = 0; p < g.planes; ++p) {
     begin(p);
     for (int64_t i = 0; i < Ho; ++i) {
@@ -50,7 +53,7 @@ void for_each_window(const PoolGeom& g, Begin begin, PerWindow win) {
 template <typename T, class RowPair>
 void k2s2_forward(const PoolGeom& g, const T* x, RowPair rows) {
   const int64_t H = g.h, W = g.w, Ho = g.out_h();
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (!omp_in_parallel())
   for (int64_t p = 0; p < g.planes; ++p) {
     for (int64_t i = 0; i < Ho; ++i) {
       const T* r0 = x + (p * H + 2 * i) * W;
@@ -66,7 +69,7 @@ void k2s2_forward(const PoolGeom& g, const T* x, RowPair rows) {
 template <typename T, class RowPair>
 void k2s2_backward(const PoolGeom& g, T* dx, RowPair rows) {
   const int64_t H = g.h, W = g.w, Ho = g.out_h(), Wo = g.out_w();
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (!omp_in_parallel())
   for (int64_t p = 0; p < g.planes; ++p) {
     for (int64_t i = 0; i < (H + 1) / 2; ++i) {
       T* x0 = dx + (p * H + 2 * i) * W;
@@ -132,7 +135,7 @@ void maxpool3_forward(const PoolGeom& g, const T* x, T* y, Idx* argmax) {
   const int64_t H = g.h, W = g.w, Ho = g.out_h(), Wo = g.out_w();
   const int64_t st = g.stride, pad = g.padding;
   const int64_t offs[9] = {0, 1, 2, W, W + 1, W + 2, 2 * W, 2 * W + 1, 2 * W + 2};
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (!omp_in_parallel())
   for (int64_t p = 0; p < g.planes; ++p) {
     const T* xp = x + p * H * W;
     for (int64_t i = 0; i < Ho; ++i) {
@@ -271,7 +274,7 @@ void maxpool2d_forward_normalized(const T* x, const PoolGeom& g, int64_t channel
     const T* xp = x + p * plane;
 #pragma omp simd
     for (int64_t i = 0; i < plane; ++i) normalized[i] = std::fma(xp[i] - m, a, o);  // as bn_normalize
-    maxpool2d_forward<T, Idx>(normalized.data(), one, y + p * out, argmax + p * out);  // nested: one thread
+    maxpool2d_forward<T, Idx>(normalized.data(), one, y + p * out, argmax + p * out);  // inside: no new team
   }
 }
 

@@ -58,12 +58,16 @@ struct Tiling {
   int64_t count() const { return batch * tiles_h * tiles_w; }
 };
 
-// Tiles per block: V [16, ins, block] and M [16, outs, block] together about 4 MB (a
-// function of the channels only, so the rounding never depends on the thread count),
-// a multiple of the GEMM's 16-column micro-tile, 32–256.
+// Tiles per block: V [16, ins, block] and M [16, outs, block] together at most about 4 MB,
+// and small enough that every thread gets about four blocks; a multiple of the GEMM's
+// 16-column micro-tile, 32–256. The rounding does not depend on it: each output sums the
+// same products in the same order whatever block its tile is in (the GEMM reduces every C
+// element over the channels in one fixed order, gemm.h), so neither does it depend on the
+// thread count.
 int64_t block_tiles(const Tiling& t) {
   const int64_t fit = (int64_t{1} << 20) / (kPositions * (t.ins + t.outs));
-  return std::clamp<int64_t>(fit / 16 * 16, 32, kMaxBlock);
+  const int64_t share = (t.count() + 4 * omp_get_max_threads() - 1) / (4 * omp_get_max_threads());
+  return std::clamp<int64_t>(std::min(fit / 16 * 16, (share + 15) / 16 * 16), 32, kMaxBlock);
 }
 
 // A run of consecutive tiles in one row of tiles: tiles j0 … j0+len−1 of the block are the

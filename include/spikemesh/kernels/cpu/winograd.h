@@ -7,10 +7,11 @@
 // positions one GEMM M = U·V over channels (the own deterministic GEMM of gemm.h), and
 // Y = Aᵀ·M·A per tile. 16 multiplies per 2×2 outputs per channel pair instead of 36.
 //
-// Invariants: tiles are processed in blocks of a size fixed by the geometry, one block per
-// task, each output written by exactly one task; the result is bitwise the same for every
-// OpenMP thread count. The f32 error is a few times the direct kernel's (the transforms
-// round each tile): tests/unit/test_winograd.cpp bounds it against the naive double reference.
+// Invariants: tiles are processed in blocks, one block per task, each output written by
+// exactly one task; every output sums the same products in the same order whatever the block
+// size, so the result is bitwise the same for every OpenMP thread count. The f32 error stays
+// near the direct kernel's (F(2, 3)'s transforms have entries of magnitude ≤ 1): ConvWinogradOwn
+// in tests/unit/test_conv.cpp bounds it against the naive double reference.
 #pragma once
 #include "spikemesh/kernels/cpu/conv.h"
 
