@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <string>
 #include <cstdlib>
+#include <string>
 
 #include "spikemesh/core/error.h"
 #include "spikemesh/kernels/cpu/winograd.h"

@@ -39,13 +39,24 @@ cpu::PoolGeom geom_of(const PoolConfig& c, const Shape& in) {  // in: [T, N, C, 
   return g;
 }
 
+// Calls f(T{}, Idx{}) for the activations' dtype (f32/f64) and the winners' (u8, or i32 when
+// argmax is i32; u8 also when argmax is undefined, for average pooling).
+template <class F>
+void with_types(const Tensor& activations, const Tensor& argmax, F&& f) {
+  const bool wide = argmax.defined() && argmax.dtype() == DType::I32;
+  if (activations.dtype() == DType::F64)
+    wide ? f(double{}, int32_t{}) : f(double{}, uint8_t{});
+  else
+    wide ? f(float{}, int32_t{}) : f(float{}, uint8_t{});
+}
+
 // Runs op on the device of `in` (argmax: undefined for average pooling).
 void run(pool_kernels::Op op, const cpu::PoolGeom& g, const Tensor& in, Tensor& out, const Tensor& argmax) {
   using pool_kernels::Op;
 #ifdef SPIKEMESH_HAVE_CUDA
   if (in.device().is_cuda()) return pool_kernels::run_cuda(op, g, in, out, argmax);
 #endif
-  auto typed = [&](auto t, auto i) {
+  with_types(in, argmax, [&](auto t, auto i) {
     using T = decltype(t);
     using Idx = decltype(i);
     const T* a = in.data<T>();
@@ -54,12 +65,19 @@ void run(pool_kernels::Op op, const cpu::PoolGeom& g, const Tensor& in, Tensor& 
     if (op == Op::MaxBackward) cpu::maxpool2d_backward<T, Idx>(a, argmax.data<Idx>(), g, b);
     if (op == Op::AvgForward) cpu::avgpool2d_forward<T>(a, g, b);
     if (op == Op::AvgBackward) cpu::avgpool2d_backward<T>(a, g, b);
-  };
-  const bool wide = argmax.defined() && argmax.dtype() == DType::I32;  // else u8 offsets (or none)
-  if (in.dtype() == DType::F64)
-    wide ? typed(double{}, int32_t{}) : typed(double{}, uint8_t{});
-  else
-    wide ? typed(float{}, int32_t{}) : typed(float{}, uint8_t{});
+  });
+}
+
+// The output [T, N, C, Ho, Wo] of pool over x, and the slot's state for its backward (the
+// winners' offsets allocated for max pooling: u8 when k·k <= 256, else i32).
+Tensor start_forward(const Pool2d& pool, const Tensor& x, Saved& sv) {
+  const Shape ps = pool.output_shape(Shape(x.shape().begin() + 2, x.shape().end()));
+  sv.in_shape = x.shape();
+  Tensor y = Tensor::empty({x.dim(0), x.dim(1), ps[0], ps[1], ps[2]}, x.dtype(), x.device());  // [T, N, C, Ho, Wo]
+  const int k = pool.config().kernel;
+  if (pool.kind() == PoolKind::Max)
+    sv.argmax = Tensor::empty({y.numel()}, k * k <= 256 ? DType::U8 : DType::I32, x.device());  // [T·N·C·Ho·Wo]
+  return y;
 }
 
 }  // namespace
@@ -93,17 +111,13 @@ Tensor Pool2d::forward_cpu(const Tensor& x, Ctx& ctx) {  // both devices
   layer_ops::check_activation(x, what.c_str(), name());
   const std::string label_what = what + " forward";
   CudaAllocLabel label(label_what.c_str(), &name_);
-  const Shape ps = output_shape(Shape(x.shape().begin() + 2, x.shape().end()));
   const cpu::PoolGeom g = geom_of(cfg_, x.shape());
   Saved& sv = slots_of(impl_).fresh(ctx.slot);
-  sv.in_shape = x.shape();
-  Tensor y = Tensor::empty({x.dim(0), x.dim(1), ps[0], ps[1], ps[2]}, x.dtype(), x.device());  // [T, N, C, Ho, Wo]
+  Tensor y = start_forward(*this, x, sv);  // [T, N, C, Ho, Wo]
   if (kind_ == PoolKind::Avg) {
     run(pool_kernels::Op::AvgForward, g, x, y, sv.argmax);
     return y;
   }
-  const bool small = cfg_.kernel * cfg_.kernel <= 256;
-  sv.argmax = Tensor::empty({y.numel()}, small ? DType::U8 : DType::I32, x.device());  // [T·N·C·Ho·Wo]
   run(pool_kernels::Op::MaxForward, g, x, y, sv.argmax);
   y.set_binary(x.is_binary());  // the max of spikes is a spike
   return y;
@@ -125,17 +139,12 @@ Tensor Pool2d::backward_input_cpu(const Tensor& dy, Ctx& ctx) {  // both devices
     cpu::NeuronBnGradSums& out = *sv.bn_sums;
     out.dy.assign(static_cast<size_t>(C), 0.0);
     out.dy_xc.assign(static_cast<size_t>(C), 0.0);
-    auto sums = [&](auto t, auto i) {
+    with_types(dy, sv.argmax, [&](auto t, auto i) {
       using T = decltype(t);
       using Idx = decltype(i);
       cpu::maxpool2d_bn_grad_sums<T, Idx>(dy.data<T>(), sv.argmax.data<Idx>(), sv.bn_input.data<T>(), g, C,
                                           sv.affine->center.data(), out.dy.data(), out.dy_xc.data());
-    };
-    const bool wide = sv.argmax.dtype() == DType::I32;
-    if (dy.dtype() == DType::F64)
-      wide ? sums(double{}, int32_t{}) : sums(double{}, uint8_t{});
-    else
-      wide ? sums(float{}, int32_t{}) : sums(float{}, uint8_t{});
+    });
     out.of = dx.raw();
   }
   return dx;
@@ -146,23 +155,15 @@ Tensor Pool2d::forward_normalized_cpu(const Tensor& x, std::shared_ptr<const cpu
   SM_CHECK(kind_ == PoolKind::Max && x.device().is_cpu() && in && x.ndim() == 5 && in->channels == x.dim(2),
            type() << " '" << name() << "': the fused normalisation is for max pooling on the CPU");
   last_device_ = x.device();
-  const Shape ps = output_shape(Shape(x.shape().begin() + 2, x.shape().end()));
   const cpu::PoolGeom g = geom_of(cfg_, x.shape());
   Saved& sv = slots_of(impl_).fresh(ctx.slot);
-  sv.in_shape = x.shape();
-  Tensor y = Tensor::empty({x.dim(0), x.dim(1), ps[0], ps[1], ps[2]}, x.dtype(), x.device());  // [T, N, C, Ho, Wo]
-  const bool small = cfg_.kernel * cfg_.kernel <= 256;
-  sv.argmax = Tensor::empty({y.numel()}, small ? DType::U8 : DType::I32, x.device());  // [T·N·C·Ho·Wo]
-  auto pool = [&](auto t, auto i) {
+  Tensor y = start_forward(*this, x, sv);  // [T, N, C, Ho, Wo]
+  with_types(x, sv.argmax, [&](auto t, auto i) {
     using T = decltype(t);
     using Idx = decltype(i);
     cpu::maxpool2d_forward_normalized<T, Idx>(x.data<T>(), g, in->channels, in->center.data(), in->scale.data(),
                                               in->offset.data(), y.data<T>(), sv.argmax.data<Idx>());
-  };
-  if (x.dtype() == DType::F64)
-    small ? pool(double{}, uint8_t{}) : pool(double{}, int32_t{});
-  else
-    small ? pool(float{}, uint8_t{}) : pool(float{}, int32_t{});
+  });
   sv.bn_input = bn_sums ? x : Tensor();
   sv.affine = std::move(in);
   sv.bn_sums = std::move(bn_sums);
