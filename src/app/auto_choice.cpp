@@ -35,7 +35,7 @@ Device planning_device(const std::string& device_flag, const std::string& precis
   const DeviceRequest r = device_request_from_name(device_flag);
   const int visible = cuda_device_count();
   if (r == DeviceRequest::Cpu || p == Precision::FP64 || visible == 0) return Device::cpu();
-  return Device::cuda(local_rank % visible);
+  return gpu_for_local_rank(local_rank, visible);
 }
 
 ProfileRequest profile_request_of(const ModelSelection& sel, const std::string& precision, Device dev,

@@ -8,6 +8,8 @@
 // Invariant: under mpirun the mesh is validated collectively (Mesh::create) before anything
 // is printed, so a bad --mesh-shape gives one message from rank 0 and a non-zero exit on
 // every rank.
+#include <omp.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
@@ -17,7 +19,9 @@
 #include "spikemesh/app/model_options.h"
 #include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/mesh.h"
+#include "spikemesh/core/device.h"
 #include "spikemesh/core/error.h"
+#include "spikemesh/core/log.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/tp_plan.h"
 #include "spikemesh/train/flag_ranges.h"
@@ -61,7 +65,17 @@ struct PlanOptions {
   MemoptOptions memopt;  // --memopt-level and its flags: measured on one process
   std::string config;  // --config: a training config file as defaults
   AutoPlanFlags autoplan;  // --prefer and the planner's flags
+  int gpus_per_node = -1;  // --gpus-per-node: plan as if each node showed this many GPUs (-1: what this process sees)
 };
+
+// This rank's entry of the placement table: the GPU training would select (local rank %
+// visible GPUs, core/device.h), or its CPU threads when there is none.
+std::string placement_entry(int gpus_per_node, int local_rank) {
+  const int visible = gpus_per_node >= 0 ? gpus_per_node : cuda_device_count();
+  if (visible > 0) return gpu_for_local_rank(local_rank, visible).str();
+  const int t = omp_get_max_threads();
+  return std::to_string(t) + (t == 1 ? " thread" : " threads");
+}
 
 // The plan's flags from a training config file (app/config_defaults.h): only the keys the
 // file sets and the command line does not.
@@ -183,6 +197,10 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
                   "pp: memopt on round(ratio x stages) logical stages (those keeping the most activation memory)")
       ->check(range_validator("pp-memopt-stage-budget-ratio", false));
   add_auto_plan_flags(*cmd, o->autoplan, true);
+  cmd->add_option("--gpus-per-node", o->gpus_per_node,
+                  "show the GPU each rank would take if every node showed this many GPUs (training takes local rank "
+                  "% visible GPUs); default: the GPUs this process sees (none: CPU threads)")
+      ->check(CLI::Range(0, 1024));
   cmd->add_option("--config", o->config,
                   "a training config file (TOML, as for `spikemesh train --config`): its model, mesh, batch and "
                   "pp keys are the defaults here; flags override single keys (--var NAME=INT one variable)");
@@ -209,6 +227,14 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
     }
     auto mesh = Mesh::create(env.world, o->mesh);  // collective over the world
     std::string text = mesh->describe();
+    text += "placement" + std::string(o->gpus_per_node >= 0 ? " (as if each node had " + std::to_string(o->gpus_per_node) +
+                                                                  " GPUs: --gpus-per-node)"
+                                                            : "") +
+            ":\n" + mesh->placement(placement_entry(o->gpus_per_node, mesh->local_rank()));  // collective over the world
+    const int gpus = o->gpus_per_node >= 0 ? o->gpus_per_node : cuda_device_count();
+    if (gpus > 0 && mesh->local_size() > gpus && mesh->local_rank() == 0)  // one line per such node, from its first rank
+      SM_WARN(mesh->host() << " has " << mesh->local_size() << " ranks for " << gpus << " GPU" << (gpus == 1 ? "" : "s")
+                           << ": ranks share GPUs (one task per GPU: srun --gpus-per-task=1, or fewer --ntasks-per-node)");
     // Rank 0 prints; a bad flag found there fails every rank (collective over the world).
     agree_on_error(&mesh->world(), [&] {
       if (env.rank != 0) return;

@@ -17,6 +17,8 @@
 #include <string>
 
 #include "spikemesh/app/commands.h"
+#include "spikemesh/comm/comm.h"
+#include "spikemesh/comm/reachability.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/log.h"
 #include "spikemesh/kernels/conv_policy.h"
@@ -37,6 +39,21 @@ void default_thread_count(MPI_Comm world) {
   MPI_Comm_free(&node);
   int threads = omp_get_num_procs() / (local > 0 ? local : 1);
   omp_set_num_threads(threads > 0 ? threads : 1);
+}
+
+// --comm-timeout S (or --comm-timeout=S) from the raw command line, for the exchanges that
+// precede parsing (check_ring_reachable). Anything unparsable is left to the parser's message.
+void preset_comm_timeout(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    std::string v;
+    if (a == "--comm-timeout" && i + 1 < argc) v = argv[i + 1];
+    else if (a.rfind("--comm-timeout=", 0) == 0) v = a.substr(15);
+    else continue;
+    char* end = nullptr;
+    const double s = std::strtod(v.c_str(), &end);
+    if (end && *end == '\0' && end != v.c_str() && s >= 0) sm::set_comm_timeout_seconds(s);
+  }
 }
 
 void print_error(const std::string& msg) {
@@ -151,16 +168,20 @@ int main(int argc, char** argv) {
     print_error("MPI_Init_thread failed");
     return 1;
   }
+  // Before anything that communicates (MPI_Comm_dup already does): one message each way
+  // with the ring neighbours, under --comm-timeout when the command line gives it.
   sm::AppEnv env;
-  MPI_Comm_dup(MPI_COMM_WORLD, &env.world);
-  MPI_Comm_rank(env.world, &env.rank);
-  MPI_Comm_size(env.world, &env.size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &env.rank);  // local calls: no communication yet
+  MPI_Comm_size(MPI_COMM_WORLD, &env.size);
   char host[MPI_MAX_PROCESSOR_NAME] = {0};
   int host_len = 0;
   MPI_Get_processor_name(host, &host_len);
   env.host.assign(host, static_cast<size_t>(host_len));
   sm::set_process_identity(env.rank, env.host);
   sm::log_set_rank(env.rank);
+  preset_comm_timeout(argc, argv);
+  sm::check_ring_reachable(MPI_COMM_WORLD);
+  MPI_Comm_dup(MPI_COMM_WORLD, &env.world);  // the same ranks and order as MPI_COMM_WORLD
   if (provided < MPI_THREAD_SERIALIZED)
     SM_WARN("the MPI library provides thread level " << provided << " < MPI_THREAD_SERIALIZED; "
             "keep data prefetch on the main thread");

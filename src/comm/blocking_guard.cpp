@@ -73,8 +73,8 @@ class DeadlineThread {
         std::fprintf(stderr,
                      "spikemesh: error: comm timeout: %s did not complete within %g s (--comm-timeout) on %s; every "
                      "rank had arrived at it, so it is blocked inside the library (a file that differs between "
-                     "ranks, a hung file system or network?). Aborting the job.\n",
-                     a.what.c_str(), timeout, where_am_i().c_str());
+                     "ranks, a hung file system or network?).%s Aborting the job.\n",
+                     a.what.c_str(), timeout, where_am_i().c_str(), comm_detail::lost_ranks_note().c_str());
         std::fflush(stderr);
         MPI_Abort(comm_detail::abort_comm_or(a.abort_comm), 3);
         ::_exit(3);  // MPI_Abort does not return; belt and braces

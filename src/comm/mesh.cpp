@@ -14,6 +14,7 @@
 
 #include "mesh_internal.h"
 #include "pending_op.h"
+#include "spikemesh/comm/agree.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/log.h"
 
@@ -240,14 +241,12 @@ std::unique_ptr<Mesh> Mesh::create(MPI_Comm world, const MeshShape& shape, const
   SM_MPI_CHECK(MPI_Allgather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME,
                              MPI_CHAR, world));
   for (int r = 0; r < world_size; ++r) m->hosts_.emplace_back(&names[static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
+  comm_detail::set_world_hosts(m->hosts_);
 
-  for (const auto& g : groups(s, "tp")) {
-    std::set<int> nodes;
-    for (int r : g) nodes.insert(m->node_of_[r]);
-    if (nodes.size() > 1)
-      SM_WARN("tensor-parallel group " << group_str(g) << " spans " << nodes.size()
-                                       << " nodes: tp traffic will cross the network (place tp peers on one node)");
-  }
+  if (world_rank == 0)
+    for (const std::string& w : m->tp_span_warnings())
+      SM_WARN(w << ": tp traffic will cross the network (place tp peers on one node: ranks are numbered tp fastest, "
+                   "so give each node a multiple of tp consecutive ranks)");
   return m;
 }
 
@@ -288,10 +287,38 @@ std::string Mesh::describe() const {
     std::snprintf(line, sizeof line, "  %4d %3d %3d %3d %5d  %s\n", r, c.dp, c.tp, c.pp, node_of_[r], hosts_[r].c_str());
     os << line;
   }
-  for (const auto& g : groups(s, "tp")) {
+  for (const std::string& w : tp_span_warnings()) os << "warning: " << w << "\n";
+  return os.str();
+}
+
+std::vector<std::string> Mesh::tp_span_warnings() const {
+  std::vector<std::string> out;
+  for (const auto& g : groups(shape_, "tp")) {
     std::set<int> nodes;
     for (int r : g) nodes.insert(node_of_[r]);
-    if (nodes.size() > 1) os << "warning: tp group " << group_str(g) << " spans " << nodes.size() << " nodes\n";
+    if (nodes.size() > 1)
+      out.push_back("tensor-parallel group " + group_str(g) + " spans " + std::to_string(nodes.size()) + " nodes (" +
+                    comm_detail::join_ranks_on_hosts(g) + ")");
+  }
+  return out;
+}
+
+std::string Mesh::placement(const std::string& mine) {
+  const std::vector<std::string> all = all_gather_strings(*world_, mine);
+  std::ostringstream os;
+  for (int n = 0; n < node_count_; ++n) {
+    std::vector<int> ranks;
+    for (int r = 0; r < world_size_; ++r)
+      if (node_of_[r] == n) ranks.push_back(r);
+    const bool same = std::all_of(ranks.begin(), ranks.end(), [&](int r) { return all[r] == all[ranks[0]]; });
+    os << "  " << hosts_[ranks[0]] << ": rank" << (ranks.size() == 1 ? " " : "s ") << comm_detail::join_ranks(ranks)
+       << " (" << ranks.size() << " on the node): ";
+    if (same) {
+      os << all[ranks[0]] << (ranks.size() > 1 ? " each" : "");
+    } else {
+      for (size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i] << " " << all[ranks[i]];
+    }
+    os << "\n";
   }
   return os.str();
 }

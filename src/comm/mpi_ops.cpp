@@ -64,8 +64,8 @@ class RequestSet {
       auto& v = is_recv_[i] ? recv_peers : send_peers;
       if (std::find(v.begin(), v.end(), w) == v.end()) v.push_back(w);
     }
-    if (!recv_peers.empty()) return "data from world rank(s) " + join_ranks(recv_peers);
-    if (!send_peers.empty()) return "world rank(s) " + join_ranks(send_peers) + " to receive our data";
+    if (!recv_peers.empty()) return "data from world rank(s) " + join_ranks_on_hosts(recv_peers);
+    if (!send_peers.empty()) return "world rank(s) " + join_ranks_on_hosts(send_peers) + " to receive our data";
     return unknown ? "unknown peers" : "nothing (completed)";
   }
 

@@ -40,4 +40,14 @@ MPI_Comm abort_comm_or(MPI_Comm fallback);
 // "0,2,5" (world ranks of the given comm ranks).
 std::string join_ranks(const std::vector<int>& ranks);
 
+// " No heartbeat from world rank(s) 2 on node3 (last 14 s ago): a lost node or a killed
+// process?" when comm/heartbeat.h finds stale ranks, else "": appended to timeout messages.
+std::string lost_ranks_note();
+
+// Host of every world rank (set by Mesh::create once gathered; empty before): the watchdog's
+// messages then say where a missing peer runs.
+void set_world_hosts(const std::vector<std::string>& hosts);
+// "2,3 on node3" / "0 on node1, 4 on node3"; plain join_ranks while the hosts are unknown.
+std::string join_ranks_on_hosts(const std::vector<int>& world_ranks);
+
 }  // namespace sm::comm_detail

@@ -46,14 +46,19 @@ Device select_device(DeviceRequest req, int local_rank) {
     SM_INFO("--device auto: no usable GPU (" << cuda_unavailable_reason() << "); running on the CPU");
     return Device::cpu();
   }
-  SM_CHECK(local_rank >= 0, "negative local rank " << local_rank);
-  const Device d = Device::cuda(local_rank % visible);
+  const Device d = gpu_for_local_rank(local_rank, visible);
 #ifdef SPIKEMESH_HAVE_CUDA
   cuda::set_current_device(d.ordinal);
   SM_INFO("device: " << d.str() << " (" << cuda::device_description(d.ordinal) << ") for local rank " << local_rank
                      << ", " << visible << " GPU" << (visible > 1 ? "s" : "") << " visible");
 #endif
   return d;
+}
+
+Device gpu_for_local_rank(int local_rank, int visible) {
+  SM_CHECK(local_rank >= 0, "negative local rank " << local_rank);
+  SM_CHECK(visible > 0, "no visible GPU to choose from");
+  return Device::cuda(local_rank % visible);
 }
 
 #ifndef SPIKEMESH_HAVE_CUDA

@@ -13,12 +13,14 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iomanip>
 #include <mutex>
 #include <sstream>
 
 #include "spikemesh/comm/agree.h"
+#include "spikemesh/comm/heartbeat.h"
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/core/allocator.h"
 #include "spikemesh/train/memopt_search.h"
@@ -96,6 +98,7 @@ namespace {
 // collective over the world (or the layout's groups, which every rank joins in the same order).
 class TrainingRun {
  public:
+  ~TrainingRun() { stop_heartbeat(); }
   TrainingRun(const TrainConfig& cfg, const std::string& config_toml, Mesh* mesh, const LayoutPlan* layout_plan)
       : cfg_(cfg), toml_(config_toml), mesh_(mesh), world_(mesh ? &mesh->world() : nullptr),
         // data first: a bad file fails before anything is written (collective over the data group)
@@ -177,6 +180,13 @@ void TrainingRun::set_up_output() {
     if (root_) make_dirs(run_dir_, "--output");
   });
   check_shared_directory(world_, run_dir_, "--output");  // checkpoints are written collectively
+  if (world_ && comm_timeout_seconds() > 0) {  // so that a comm timeout can name ranks that stopped (a lost node)
+    const std::string beats = run_dir_ + "/.heartbeat";
+    agree_on_error(world_, [&] {
+      if (root_) make_dirs(beats, "--output");
+    });
+    start_heartbeat(beats, mesh_->world_rank(), mesh_->world_size(), std::clamp(comm_timeout_seconds() / 4, 0.5, 30.0));
+  }
   agree_on_error(world_, [&] { log_ = std::make_unique<RunLog>(run_dir_ + "/log.txt", root_); });
   ckpt_ = std::make_unique<CheckpointManager>(*parts_.layout, *parts_.optimizer, run_dir_, toml_, cfg_.precision,
                                               static_cast<int>(cfg_.keep));
@@ -190,6 +200,19 @@ void TrainingRun::set_up_output() {
     metrics_ = std::make_unique<MetricsWriter>(run_dir_ + "/metrics.h5", resume_from_.empty() ? -1 : st_.step);
   });
   log_->line(header_line(cfg_, ds_, *parts_.layout, parts_, plan_, run_dir_));
+  if (mesh_ && mesh_->world_size() > 1) {  // where the ranks run: threads follow the ranks of each node
+    std::string mine;
+    if (parts_.device.is_cuda()) {
+      const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+      mine = parts_.device.str() + (cvd ? std::string(" (CUDA_VISIBLE_DEVICES=") + cvd + ")" : "");
+    } else {
+      const int t = omp_get_max_threads();
+      mine = std::to_string(t) + (t == 1 ? " thread" : " threads");
+    }
+    std::string where = mesh_->placement(mine);  // collective over the world
+    where.pop_back();
+    log_->line("placement:\n" + where);
+  }
   std::string plan_text = parts_.layout->plan().describe();  // the resolved layout plan
   plan_text.pop_back();                                      // its last newline: log.line adds one
   log_->line(plan_text);

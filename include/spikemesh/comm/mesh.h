@@ -95,6 +95,14 @@ class Mesh {
   // Multi-line human description: shape, nodes, each group's world ranks and hosts, and
   // a warning line for every tp group that spans nodes. Same text on every rank.
   std::string describe() const;
+  // "tensor-parallel group {0,1,2,3} spans 2 nodes (0,1 on node1, 2,3 on node2)", one per
+  // such group (pure: no communication).
+  std::vector<std::string> tp_span_warnings() const;
+  // Collective over the world: where the ranks run, one line per node, from each rank's own
+  // short description `mine` ("1 thread", "cuda:1"):
+  //   "  node1: ranks 0,1 (2 on the node): 1 thread each\n  node2: rank 2 (1 on the node): 2 threads\n"
+  // Same text on every rank.
+  std::string placement(const std::string& mine);
 
   ~Mesh();
 

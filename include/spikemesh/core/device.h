@@ -72,4 +72,10 @@ const char* device_request_name(DeviceRequest r);
 // Prints one line naming the chosen GPU (rank 0; other ranks with SPIKEMESH_LOG_ALL_RANKS).
 Device select_device(DeviceRequest req, int local_rank);
 
+// The GPU that local rank `local_rank` (its index among the ranks of its node) takes when
+// `visible` > 0 GPUs are visible to it: cuda:(local_rank % visible). With Slurm's
+// --gpus-per-task=1 each task sees one GPU (always cuda:0, a different physical one per task);
+// with every GPU visible (mpirun) the ranks of a node take consecutive GPUs. Pure.
+Device gpu_for_local_rank(int local_rank, int visible);
+
 }  // namespace sm
