@@ -80,7 +80,7 @@ TEST_UNIT_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_UNIT_SRC))
 TEST_BIN      := $(BUILD)/bin/spikemesh_tests
 GTEST_LIBS    := -lgtest_main -lgtest -lpthread
 
-.PHONY: all deps test test-unit test-mpi summary clean format run bench bench-deps datasets-check check-includes sanitize
+.PHONY: all deps test test-cluster test-unit test-mpi summary clean format run bench bench-deps datasets-check check-includes sanitize
 all: summary $(BIN)
 
 summary:
@@ -142,6 +142,17 @@ test:
 	@echo "== PyTorch parity [$$(date +%T)] ==" && $(PY) tests/parity/torch_parity.py --bin $(BIN)
 	@set -e; for t in tests/e2e/*.sh; do echo "== $$t [$$(date +%T)] ==" && BIN=$(BIN) PY=$(PY) bash $$t; done
 	@echo "== all test suites passed [$$(date +%T)] =="
+
+# make test-cluster (root; after make test in .ci/run): a virtual Slurm cluster of 3 nodes in
+# network namespaces on this machine (tests/cluster/virtual_cluster.sh) and the multi-node
+# tests on it (tests/cluster/run.sh: placement, dp x tp / pp / ZeRO-1 across nodes = one rank,
+# a checkpoint from two nodes read by one, SIGTERM, a lost node then resume on fewer nodes,
+# the faults); torn down on exit and checked to leave nothing. ~2 minutes.
+test-cluster:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory -j$(NPROC) all
+	@echo "== virtual Slurm cluster, 3 nodes (tests/cluster/run.sh) [$$(date +%T)] ==" && \
+	  timeout 1200 env BIN=$(BIN) PY=$(PY) bash tests/cluster/run.sh
 
 # CPUs of this machine: nproc alone honours OMP_NUM_THREADS / OMP_THREAD_LIMIT.
 NPROC := $(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
@@ -272,7 +283,7 @@ sanitize:
 # ---- dependencies ----------------------------------------------------------------------
 DEB_PKGS := openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libdnnl-dev libcli11-dev \
             nlohmann-json3-dev libtomlplusplus-dev libgtest-dev libzip-dev dataset-fashion-mnist \
-            python3-torch python3-h5py python3-numpy python3-matplotlib slurm-wlm munge
+            python3-torch python3-h5py python3-numpy python3-matplotlib slurm-wlm munge iproute2 util-linux
 MISSING = $(shell for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done)
 
 deps:

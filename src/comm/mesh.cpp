@@ -316,7 +316,7 @@ std::string Mesh::placement(const std::string& mine) {
     if (same) {
       os << all[ranks[0]] << (ranks.size() > 1 ? " each" : "");
     } else {
-      for (size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i] << " " << all[ranks[i]];
+      for (size_t i = 0; i < ranks.size(); ++i) os << (i ? "; " : "") << ranks[i] << ": " << all[ranks[i]];
     }
     os << "\n";
   }

@@ -201,13 +201,16 @@ void TrainingRun::set_up_output() {
   });
   log_->line(header_line(cfg_, ds_, *parts_.layout, parts_, plan_, run_dir_));
   if (mesh_ && mesh_->world_size() > 1) {  // where the ranks run: threads follow the ranks of each node
+    // "cuda:0 (CUDA_VISIBLE_DEVICES=3)"; on the CPU "2 threads", plus the GPUs Slurm bound
+    // when this rank runs on the CPU anyway (fp64, --device cpu, or no usable GPU).
+    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+    const std::string bound = cvd && *cvd ? std::string(" (CUDA_VISIBLE_DEVICES=") + cvd + ")" : "";
     std::string mine;
     if (parts_.device.is_cuda()) {
-      const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
-      mine = parts_.device.str() + (cvd ? std::string(" (CUDA_VISIBLE_DEVICES=") + cvd + ")" : "");
+      mine = parts_.device.str() + bound;
     } else {
       const int t = omp_get_max_threads();
-      mine = std::to_string(t) + (t == 1 ? " thread" : " threads");
+      mine = std::to_string(t) + (t == 1 ? " thread" : " threads") + bound;
     }
     std::string where = mesh_->placement(mine);  // collective over the world
     where.pop_back();

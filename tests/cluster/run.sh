@@ -8,7 +8,8 @@
 #      salloc + mpirun (oob and btl on the bridge) spans the nodes too
 #   2. srun -N 2 -n 4 train dp x tp (tp inside a node) = one rank (fp64), checkpoint every 4;
 #      the checkpoint written from two nodes is read by one rank on the third (resume to step 8)
-#   3. sbatch --nodes 2 jobs/train_dp.sbatch with SM_MESH="2 2 1" = one rank
+#   3. sbatch --nodes 2 jobs/train_multinode.sbatch (SM_TP=2, one fake GPU per task bound by
+#      Slurm: each local rank shows its own) = one rank
 #   4. pp across nodes (stages on node1 and node2) = one rank accumulating its 2 microbatches;
 #      dp across 3 nodes with ZeRO-1 = one rank
 #   5. faults: more nodes than exist (Slurm's reason), a checkpoint directory on node-local /tmp
@@ -167,8 +168,8 @@ if grep -q "node1: ranks 0,1 (2 on the node): 1 thread each" plan_threads.log &&
   ok "threads per rank follow each node's ranks (2 ranks: 1 thread each; 1 rank: every core)"
 else bad "threads per rank by node"; cat plan_threads.log; fi
 vc srun -N 2 -n 4 "$BIN" plan --mesh-shape 4 1 1 --gpus-per-node 2 >plan_gpu.log 2>&1
-if grep -q "node1: ranks 0,1 (2 on the node): 0 cuda:0, 1 cuda:1" plan_gpu.log &&
-   grep -q "node2: ranks 2,3 (2 on the node): 2 cuda:0, 3 cuda:1" plan_gpu.log && ! grep -q "share GPUs" plan_gpu.log; then
+if grep -q "node1: ranks 0,1 (2 on the node): 0: cuda:0; 1: cuda:1" plan_gpu.log &&
+   grep -q "node2: ranks 2,3 (2 on the node): 2: cuda:0; 3: cuda:1" plan_gpu.log && ! grep -q "share GPUs" plan_gpu.log; then
   ok "GPU by local rank (--gpus-per-node 2): cuda:0, cuda:1 on each node"
 else bad "GPU selection by local rank"; cat plan_gpu.log; fi
 vc srun -N 2 -n 4 "$BIN" plan --mesh-shape 4 1 1 --gpus-per-node 1 >plan_gpu1.log 2>&1
@@ -189,14 +190,21 @@ if grep -q "resumed from .*ckpt_000000004.h5 at step 4" dptp_read.log && same_lo
   ok "the checkpoint written from node1 + node2 (dp x tp) is read by one rank on node3, which continues on the trajectory"
 else bad "checkpoint read by one rank on another node"; tail -5 dptp_read.log; fi
 
-section "3. sbatch --nodes 2 jobs/train_dp.sbatch, dp x tp"
-jid=$(cd "$ROOT" && SM_BIN="$BIN" SM_OUTPUT="$WORK/out" SM_MESH="2 2 1" vc sbatch --parsable --nodes 2 --ntasks-per-node 2 \
-  --output="$WORK/slurm-%j.out" jobs/train_dp.sbatch "${ARGS[@]}" --max-steps 6)
+section "3. sbatch --nodes 2 jobs/train_multinode.sbatch, dp x tp, one (fake) GPU per task"
+# The script as a cluster gets it (#SBATCH --gpus-per-task=1 --gpu-bind=single:1), sized down to
+# this cluster on the command line. The fake GPUs cannot run anything: the ranks train on the
+# CPU (fp64) and report the GPU Slurm bound to each.
+jid=$(cd "$ROOT" && SM_BIN="$BIN" SM_OUTPUT="$WORK/out" SM_TP=2 vc sbatch --parsable --nodes 2 --ntasks-per-node 2 \
+  --cpus-per-task 1 --output="$WORK/slurm-%j.out" jobs/train_multinode.sbatch "${ARGS[@]}" --max-steps 6)
 jid=${jid%%;*}; JOBS+=("$jid")
 if [ -n "$jid" ] && wait_job "$jid" 180 && same_losses "$REF" "out/$jid/metrics.h5" 6 &&
-   grep -q "4 ranks on node\[1-2\]" "slurm-$jid.out"; then
-  ok "sbatch --nodes 2 train_dp.sbatch (SM_MESH=\"2 2 1\") = one rank over 6 steps (job $jid)"
+   grep -q "4 ranks on node\[1-2\] (2 per node), mode dp, mesh 2 2 1" "slurm-$jid.out"; then
+  ok "sbatch --nodes 2 train_multinode.sbatch (SM_TP=2: tp inside each node) = one rank over 6 steps (job $jid)"
 else bad "sbatch --nodes 2 dp x tp (job $jid)"; tail -5 "slurm-$jid.out"; fi
+if grep -q "node1: ranks 0,1 (2 on the node): 0: 1 thread (CUDA_VISIBLE_DEVICES=0); 1: 1 thread (CUDA_VISIBLE_DEVICES=1)" "slurm-$jid.out" &&
+   grep -q "node2: ranks 2,3 (2 on the node): 2: 1 thread (CUDA_VISIBLE_DEVICES=0); 3: 1 thread (CUDA_VISIBLE_DEVICES=1)" "slurm-$jid.out"; then
+  ok "--gpus-per-task=1 --gpu-bind=single:1: each local rank of a node gets its own GPU, shown per rank"
+else bad "GPU binding per local rank"; grep -A3 "^placement" "slurm-$jid.out"; fi
 
 section "4. pp across nodes; dp across 3 nodes with ZeRO-1"
 # A pipeline step runs 2 microbatches (batch norm per microbatch): the reference accumulates 2.

@@ -20,12 +20,13 @@
 # Invariants: needs root; state under $SM_VC_DIR (default /var/tmp/spikemesh-vc, not /tmp, which is
 # per node); `down` is idempotent and stops only what this script recorded or what runs inside
 # its namespaces; every wait is bounded.
-#   SM_VC_NODES (3)  SM_VC_CPUS (2 per node)  SM_VC_NET (10.77.0)  SM_VC_PORT (17817)
+#   SM_VC_NODES (3)  SM_VC_CPUS (2 per node)  SM_VC_GPUS (2 fake GPUs per node)  SM_VC_NET (10.77.0)  SM_VC_PORT (17817)
 #   SM_VC_REGISTER_TIMEOUT (60 s)  SM_VC_UNPLUGGED ("": node numbers whose network stays down)
 set -euo pipefail
 DIR=${SM_VC_DIR:-/var/tmp/spikemesh-vc}
 NODES=${SM_VC_NODES:-3}
 CPUS=${SM_VC_CPUS:-2}
+GPUS=${SM_VC_GPUS:-2}   # fake GPUs per node (placeholders for Slurm's GPU binding)
 NET=${SM_VC_NET:-10.77.0}
 PORT=${SM_VC_PORT:-17817}
 CONF=$DIR/slurm.conf
@@ -71,11 +72,19 @@ MinJobAge=300
 SlurmdTimeout=15
 MessageTimeout=10
 CONF
+    echo "GresTypes=gpu"
     for i in $(seq "$NODES"); do
-      echo "NodeName=node$i NodeAddr=$NET.1$i NodeHostname=node$i CPUs=$CPUS State=UNKNOWN"
+      echo "NodeName=node$i NodeAddr=$NET.1$i NodeHostname=node$i CPUs=$CPUS Gres=gpu:$GPUS State=UNKNOWN"
     done
     echo "PartitionName=vc Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES"
   } >"$CONF"
+  # Fake GPUs: Slurm allocates and binds them (CUDA_VISIBLE_DEVICES per task) from these
+  # placeholder character devices (/dev/null's numbers); no process can use them as a GPU.
+  mkdir -p "$DIR/dev"
+  local g
+  for g in $(seq 0 $((GPUS - 1))); do rm -f "$DIR/dev/gpu$g"; mknod -m 600 "$DIR/dev/gpu$g" c 1 3; done  # as /dev/null
+  echo "AutoDetect=off
+NodeName=node[1-$NODES] Name=gpu File=$DIR/dev/gpu[0-$((GPUS - 1))]" >"$DIR/gres.conf"
 }
 
 start_munge() {

@@ -1,7 +1,8 @@
 // test_mesh.cpp — Mesh: which world ranks land in which dp/tp/pp/dptp group for every shape
 // of the current world size (np 2 and np 4), hard-coded tables for some shapes, traffic on
 // the sub-communicators, flag resolution (DP TP PP and SpikingJelly's --tp/--dp-mesh-dim),
-// and bad meshes (an Input error on every rank, no hang).
+// and bad meshes (an Input error on every rank, no hang); the per-node placement table and the
+// ring reachability exchange.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -10,6 +11,7 @@
 
 #include "mpi_test_env.h"
 #include "spikemesh/comm/mesh.h"
+#include "spikemesh/comm/reachability.h"
 
 namespace sm {
 namespace {
@@ -204,6 +206,39 @@ TEST(MeshCreate, CountersSumOverTheMesh) {
   EXPECT_EQ(c[CommOp::AllReduce].calls, 2u);
   EXPECT_EQ(c[CommOp::AllReduce].payload_bytes, 80u);
   EXPECT_EQ(c[CommOp::Barrier].calls, 1u);
+}
+
+TEST(MeshPlacement, OneLinePerNodeWithEveryRanksEntry) {
+  const int w = test::world_size(), r = test::world_rank();
+  auto mesh = Mesh::create(test::world(), MeshShape{w, 1, 1});
+  EXPECT_TRUE(mesh->tp_span_warnings().empty());  // tp = 1: nothing can span nodes
+  // Ranks of one node share a host name; under mpirun on this machine they are all one node.
+  ASSERT_EQ(mesh->node_count(), 1);
+  const std::string same = mesh->placement("1 thread");
+  EXPECT_EQ(same, "  " + mesh->host() + ": ranks " + [&] {
+    std::string s;
+    for (int i = 0; i < w; ++i) s += (i ? "," : "") + std::to_string(i);
+    return s;
+  }() + " (" + std::to_string(w) + " on the node): 1 thread each\n");
+  const std::string differ = mesh->placement("cuda:" + std::to_string(r));
+  EXPECT_NE(differ.find(": 0: cuda:0; 1: cuda:1"), std::string::npos) << differ;
+}
+
+TEST(MeshPlacement, TpGroupAcrossNodesIsOneWarningNamingHosts) {
+  // One node here: the warning text is checked on the virtual cluster (tests/cluster/run.sh);
+  // here: no warning for any shape on one node.
+  const int w = test::world_size();
+  for (int tp : {1, 2, w})
+    if (w % tp == 0) EXPECT_TRUE(Mesh::create(test::world(), MeshShape{w / tp, tp, 1})->tp_span_warnings().empty());
+}
+
+TEST(RingReachable, CompletesAndLeavesNoMessageBehind) {
+  check_ring_reachable(test::world());
+  check_ring_reachable(test::world());  // twice: the first exchange matched every message it sent
+  int probe = 0;
+  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, test::world(), &probe, MPI_STATUS_IGNORE);
+  EXPECT_EQ(probe, 0);
+  MPI_Barrier(test::world());
 }
 
 }  // namespace

@@ -101,6 +101,7 @@ class Mesh {
   // Collective over the world: where the ranks run, one line per node, from each rank's own
   // short description `mine` ("1 thread", "cuda:1"):
   //   "  node1: ranks 0,1 (2 on the node): 1 thread each\n  node2: rank 2 (1 on the node): 2 threads\n"
+  // and where entries differ "  node1: ranks 0,1 (2 on the node): 0: cuda:0; 1: cuda:1\n".
   // Same text on every rank.
   std::string placement(const std::string& mine);
 
