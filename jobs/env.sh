@@ -5,6 +5,8 @@
 
 # --- cluster modules (examples; uncomment what your site provides) ---------------------
 # module load openmpi/4.1 hdf5/1.12-parallel cuda/12.4 cudnn/9 nccl/2.21
+# Nodes with several networks: the one MPI's TCP traffic should use (interface or CIDR).
+# export OMPI_MCA_btl_tcp_if_include=ib0
 
 SM_ROOT=${SM_ROOT:-${SLURM_SUBMIT_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}}
 SM_BIN=${SM_BIN:-$SM_ROOT/build/bin/spikemesh}
