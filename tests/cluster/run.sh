@@ -271,8 +271,10 @@ if wait_line "slurm-$jid.out" "^epoch .* step (1[0-9]|[2-9][0-9])/" 120; then
   if [ "$st" = FAILED ] && [ $dt -le 16 ] && grep -qE "comm timeout: .*world rank\(s\) 2 on node3" "slurm-$jid.out"; then
     ok "node3 killed mid-run: a rank stopped after $dt s (--comm-timeout 10) naming world rank 2 on node3; job FAILED after $dt2 s"
   else bad "lost node: fails within the timeout naming rank 2 on node3 (state $st; $dt s, $dt2 s)"; grep -v "^epoch" "slurm-$jid.out" | tail -12; fi
-  # The newest complete checkpoint: what --resume auto must pick.
+  # The newest complete checkpoint: what --resume auto must pick (a write cut short by the
+  # kill leaves only a .tmp, never a ckpt_*.h5).
   last=$(ls out/"$jid"/ckpt_*.h5 2>/dev/null | sort | tail -1)
+  partial=$(ls out/"$jid"/ 2>/dev/null | grep -c '\.tmp$')
   cstep=$(basename "$last" .h5); cstep=$((10#${cstep#ckpt_}))
   jid2=$(cd "$ROOT" && SM_BIN="$BIN" SM_OUTPUT="$WORK/out" SM_RUN="$jid" vc sbatch --parsable --nodes 2 --ntasks-per-node 1 \
     --output="$WORK/slurm-%j.out" jobs/train_dp.sbatch "${ARGS[@]}" --max-steps $((cstep + 5)) --ckpt-every 5)
@@ -280,6 +282,6 @@ if wait_line "slurm-$jid.out" "^epoch .* step (1[0-9]|[2-9][0-9])/" 120; then
   if wait_job "$jid2" 180 && grep -qE "resumed from .*ckpt_0*${cstep}\.h5 at step ${cstep}" "slurm-$jid2.out" &&
      grep -q "2 ranks on node\[1-2\]" "slurm-$jid2.out" && timeout 60 "$BIN" ckpt verify "$last" >/dev/null 2>&1 &&
      same_losses "$REF" "out/$jid/metrics.h5" $((cstep + 5)); then
-    ok "resubmitted on node1,node2 (dp 2, global batch 6): resumed from the complete checkpoint at step $cstep, on the one-rank trajectory to step $((cstep + 5)) (job $jid2)"
+    ok "resubmitted on node1,node2 (dp 2, global batch 6): resumed from the complete checkpoint at step $cstep ($partial partial file(s) left by the kill, not loaded), on the one-rank trajectory to step $((cstep + 5)) (job $jid2)"
   else bad "resume on 2 nodes after the loss (job $jid2)"; tail -6 "slurm-$jid2.out"; fi
 else bad "3-node job reached step 10 (job $jid)"; job_report "$jid"; fi

@@ -240,11 +240,14 @@ leftovers() {
   local f
   for f in /run/netns/smn* /run/netns/$SW; do [[ -e $f ]] && echo "namespace $(basename "$f")"; done
   pgrep -a -f "slurm(ctld|d) -f $CONF" | sed 's/^/process /' || true
-  local mine pid; mine=$(readlink /proc/$$/ns/net)
-  for f in /proc/[0-9]*/ns/net; do  # a slurm or spikemesh process in another network namespace
-    [[ $(readlink "$f" 2>/dev/null || echo "$mine") == "$mine" ]] && continue
-    pid=${f#/proc/}; pid=${pid%%/*}
-    grep -qaE "slurm|spikemesh|munge" "/proc/$pid/cmdline" 2>/dev/null && echo "process $pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
+  # Any process in another network or mount namespace (a node's; its private /tmp lives as
+  # long as one does). Kernel threads and helpers without a command line are not ours.
+  local net mnt p cmd; net=$(readlink /proc/$$/ns/net); mnt=$(readlink /proc/$$/ns/mnt)
+  for p in /proc/[0-9]*; do
+    [[ $(readlink "$p/ns/net" 2>/dev/null || echo "$net") == "$net" &&
+       $(readlink "$p/ns/mnt" 2>/dev/null || echo "$mnt") == "$mnt" ]] && continue
+    cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)
+    [[ -n $cmd ]] && echo "process ${p#/proc/} in a node's namespace: $cmd"
   done
   return 0
 }
