@@ -227,9 +227,10 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
     }
     auto mesh = Mesh::create(env.world, o->mesh);  // collective over the world
     std::string text = mesh->describe();
-    text += "placement" + std::string(o->gpus_per_node >= 0 ? " (as if each node had " + std::to_string(o->gpus_per_node) +
-                                                                  " GPUs: --gpus-per-node)"
-                                                            : "") +
+    const std::string as_if = o->gpus_per_node >= 0 ? " (as if each node showed " + std::to_string(o->gpus_per_node) +
+                                                          (o->gpus_per_node == 1 ? " GPU" : " GPUs") + ": --gpus-per-node)"
+                                                    : "";
+    text += "placement" + as_if +
             ":\n" + mesh->placement(placement_entry(o->gpus_per_node, mesh->local_rank()));  // collective over the world
     const int gpus = o->gpus_per_node >= 0 ? o->gpus_per_node : cuda_device_count();
     if (gpus > 0 && mesh->local_size() > gpus && mesh->local_rank() == 0)  // one line per such node, from its first rank

@@ -15,7 +15,8 @@
 #   5. faults: more nodes than exist (Slurm's reason), a checkpoint directory on node-local /tmp
 #      (refused on every rank before training), MPI's ports blocked to node3 (one line per
 #      waiting rank naming the peer, within --comm-timeout)
-#   6. scancel --signal=TERM of a 2-node job: checkpoint, exit 0 on every node
+#   6. scancel --signal=TERM of a 2-node job, and sbatch --time=1 --signal=B:USR1@50: checkpoint,
+#      exit 0 on every node
 #   7. a lost node (SIGKILL of node3's slurmd and ranks, its link unplugged) in a dp-3 job:
 #      the job fails within --comm-timeout naming the lost rank and host; a second submission on
 #      the remaining 2 nodes (dp 2, same global batch) resumes from the last complete checkpoint
@@ -244,7 +245,7 @@ if [ $rc -ne 0 ] && [ $dt -le 30 ] &&
   ok "node3 unreachable on MPI's ports: $(grep -oE 'rank [01] on node[12]; waiting for a first message from world rank\(s\) 2' fw.log | head -1) (--comm-timeout 6; ended after $dt s)"
 else bad "unreachable peer named within the timeout (rc $rc, $dt s)"; grep -v "^$" fw.log | head -8; fi
 
-section "6. scancel --signal=TERM of a 2-node job"
+section "6. Slurm's signals to a 2-node job: scancel --signal=TERM, --signal=B:USR1@50"
 jid=$(cd "$ROOT" && SM_BIN="$BIN" SM_OUTPUT="$WORK/out" vc sbatch --parsable --nodes 2 --ntasks-per-node 1 \
   --output="$WORK/slurm-%j.out" jobs/train_dp.sbatch "${ARGS[@]}" --max-steps 100000)
 jid=${jid%%;*}; JOBS+=("$jid")
@@ -258,6 +259,18 @@ if wait_line "slurm-$jid.out" "^epoch .* step [0-9]+/" 120; then
       bad "checkpoint $f verifies"
   else bad "SIGTERM: checkpoint and exit 0 (job $jid)"; tail -5 "slurm-$jid.out"; fi
 else bad "2-node job started (job $jid)"; job_report "$jid"; fi
+
+# Slurm's own early warning: --signal=B:USR1@50 with a 1-minute limit reaches the batch shell
+# (Slurm checks limits every ~30 s), which forwards USR1 to the step on both nodes.
+jid=$(cd "$ROOT" && SM_BIN="$BIN" SM_OUTPUT="$WORK/out" SM_NO_REQUEUE=1 vc sbatch --parsable --nodes 2 --ntasks-per-node 1 \
+  --time=1 --signal=B:USR1@50 --output="$WORK/slurm-%j.out" jobs/train_dp.sbatch "${ARGS[@]}" --max-steps 100000000)
+jid=${jid%%;*}; JOBS+=("$jid")
+if wait_job "$jid" 90 && grep -q "stop requested (signal 10): checkpointing at step" "slurm-$jid.out"; then
+  step=$(sed -n 's/.*checkpointing at step \([0-9]*\).*/\1/p' "slurm-$jid.out" | head -1)
+  timeout 60 "$BIN" ckpt verify "$(printf 'out/%s/ckpt_%09d.h5' "$jid" "$step")" >/dev/null 2>&1 &&
+    ok "sbatch --time=1 --signal=B:USR1@50 on 2 nodes: USR1 forwarded, checkpoint at step $step (verified), exit 0 (job $jid)" ||
+    bad "USR1 checkpoint verifies (job $jid)"
+else bad "--signal=B:USR1@50: checkpoint and exit 0 (job $jid)"; grep -v "^epoch" "slurm-$jid.out" | tail -5; fi
 
 section "7. a lost node"
 jid=$(cd "$ROOT" && SM_BIN="$BIN" SM_OUTPUT="$WORK/out" vc sbatch --parsable --no-requeue --nodes 3 --ntasks-per-node 1 \
