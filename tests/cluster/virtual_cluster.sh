@@ -207,6 +207,7 @@ down() {
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   fi
   rm -f "$DIR"/*.pid
+  rm -rf "$DIR/dev"   # the fake GPUs' device nodes
   say "down"
 }
 
