@@ -200,7 +200,7 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--gpus-per-node", o->gpus_per_node,
                   "show the GPU each rank would take if every node showed this many GPUs (training takes local rank "
                   "% visible GPUs); default: the GPUs this process sees (none: CPU threads)")
-      ->check(CLI::Range(0, 1024));
+      ->check(range_validator("gpus-per-node", true));
   cmd->add_option("--config", o->config,
                   "a training config file (TOML, as for `spikemesh train --config`): its model, mesh, batch and "
                   "pp keys are the defaults here; flags override single keys (--var NAME=INT one variable)");

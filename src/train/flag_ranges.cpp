@@ -75,6 +75,7 @@ const std::map<std::string, FlagRange>& table() {
       {"tp-mesh-dim", R(-1, 2, "-1: DP TP PP order")},
       {"dp-mesh-dim", R(-1, 2, "-1: DP TP PP order")},
       {"comm-timeout", R(0, 1e7, "seconds; 0: never")},
+      {"gpus-per-node", R(0, 1024, "plan: GPUs each node shows")},
       {"bucket-mb", open_lo(0, 1 << 20)},
       {"pp-virtual-stages", R(1, 1024)},
       {"pp-microbatches", R(0, 1 << 20, "0: automatic")},
