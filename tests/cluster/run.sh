@@ -21,7 +21,8 @@
 #      the job fails within --comm-timeout naming the lost rank and host; a second submission on
 #      the remaining 2 nodes (dp 2, same global batch) resumes from the last complete checkpoint
 #      on the one-rank trajectory
-# Every reference is a one-rank fp64 run of the same global batch (6). Needs root. Every wait is
+# Every reference is a one-rank fp64 run of the same global batch (6). Jobs whose checks name
+# hosts ask for them (-w): Slurm may otherwise pick any idle node. Needs root. Every wait is
 # bounded; the cluster is torn down on exit (also on failure or timeout) and the run checks that
 # nothing of it is left. Writes under build/test-cluster/ (removed unless SM_KEEP=1). ~5 min.
 set -uo pipefail
@@ -146,42 +147,42 @@ PYEOF
 # ARGS: the run's settings (jobs/train_dp.sbatch adds --output, --run-name, --resume auto);
 # TRAIN: the same as a srun command line.
 ARGS=(--model fmnist_csnn --var C=4 --T 2 --data "$WORK/data.h5" --global-batch-size 6 --precision fp64 --seed 5
-      --epochs 1000 --lr-schedule constant --sync-bn --eval-batch-size 12 --log-every 1 --comm-timeout 10)
+      --epochs 100000 --lr-schedule constant --sync-bn --eval-batch-size 12 --log-every 1 --comm-timeout 10)
 TRAIN=(train "${ARGS[@]}" --output "$WORK/out")
-section "one-rank reference (40 steps)"
-timeout 300 "$BIN" "${TRAIN[@]}" --max-steps 40 --run-name ref >ref.log 2>&1 && ok "one-rank reference" ||
+section "one-rank reference (150 steps)"
+timeout 300 "$BIN" "${TRAIN[@]}" --max-steps 150 --run-name ref >ref.log 2>&1 && ok "one-rank reference" ||
   { bad "one-rank reference"; tail -5 ref.log; exit 1; }
 REF="$WORK/out/ref/metrics.h5"
 
 section "1. placement"
-vc srun -N 2 -n 4 "$BIN" plan --mesh-shape 2 2 1 >plan.log 2>&1
+vc srun -N 2 -w "node[1-2]" -n 4 "$BIN" plan --mesh-shape 2 2 1 >plan.log 2>&1
 if grep -qE "^ +0 +0 +0 +0 +0 +node1$" plan.log && grep -qE "^ +3 +1 +1 +0 +1 +node2$" plan.log &&
    grep -q "4 ranks on 2 nodes" plan.log && ! grep -q "warning" plan.log; then
   ok "srun -N 2 -n 4 plan --mesh-shape 2 2 1: ranks 0,1 on node1, 2,3 on node2, tp inside a node, no warning"
 else bad "plan shows the hosts"; cat plan.log; fi
-vc srun -N 2 -n 4 "$BIN" plan --mesh-shape 1 4 1 >plan_tp4.log 2>&1
+vc srun -N 2 -w "node[1-2]" -n 4 "$BIN" plan --mesh-shape 1 4 1 >plan_tp4.log 2>&1
 if [ "$(grep -c 'spans 2 nodes (0,1 on node1, 2,3 on node2): tp traffic' plan_tp4.log)" = 1 ]; then
   ok "tp group across nodes: one warning naming the hosts"
 else bad "tp across nodes warns once naming the hosts"; cat plan_tp4.log; fi
-vc srun -N 2 -n 3 env -u OMP_NUM_THREADS "$BIN" plan --mesh-shape 3 1 1 >plan_threads.log 2>&1
+vc srun -N 2 -w "node[1-2]" -n 3 env -u OMP_NUM_THREADS "$BIN" plan --mesh-shape 3 1 1 >plan_threads.log 2>&1
 if grep -q "node1: ranks 0,1 (2 on the node): 1 thread each" plan_threads.log &&
    grep -q "node2: rank 2 (1 on the node): $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) thread" plan_threads.log; then
   ok "threads per rank follow each node's ranks (2 ranks: 1 thread each; 1 rank: every core)"
 else bad "threads per rank by node"; cat plan_threads.log; fi
-vc srun -N 2 -n 4 "$BIN" plan --mesh-shape 4 1 1 --gpus-per-node 2 >plan_gpu.log 2>&1
+vc srun -N 2 -w "node[1-2]" -n 4 "$BIN" plan --mesh-shape 4 1 1 --gpus-per-node 2 >plan_gpu.log 2>&1
 if grep -q "node1: ranks 0,1 (2 on the node): 0: cuda:0; 1: cuda:1" plan_gpu.log &&
    grep -q "node2: ranks 2,3 (2 on the node): 2: cuda:0; 3: cuda:1" plan_gpu.log && ! grep -q "share GPUs" plan_gpu.log; then
   ok "GPU by local rank (--gpus-per-node 2): cuda:0, cuda:1 on each node"
 else bad "GPU selection by local rank"; cat plan_gpu.log; fi
-vc srun -N 2 -n 4 "$BIN" plan --mesh-shape 4 1 1 --gpus-per-node 1 >plan_gpu1.log 2>&1
+vc srun -N 2 -w "node[1-2]" -n 4 "$BIN" plan --mesh-shape 4 1 1 --gpus-per-node 1 >plan_gpu1.log 2>&1
 [ "$(grep -c 'has 2 ranks for 1 GPU: ranks share GPUs' plan_gpu1.log)" = 2 ] &&
   ok "2 ranks per node for 1 GPU: each node warns once" || { bad "GPU sharing warning"; cat plan_gpu1.log; }
-vc salloc -N 2 -n 4 mpirun --bind-to none --mca oob_tcp_if_include $NET.0/24 "$BIN" plan --mesh-shape 2 2 1 >plan_mpirun.log 2>&1
+vc salloc -N 2 -w "node[1-2]" -n 4 mpirun --bind-to none --mca oob_tcp_if_include $NET.0/24 "$BIN" plan --mesh-shape 2 2 1 >plan_mpirun.log 2>&1
 grep -q "4 ranks on 2 nodes" plan_mpirun.log && grep -qE " node2$" plan_mpirun.log &&
   ok "salloc -N 2 + mpirun (oob/btl on the bridge): 4 ranks on 2 nodes" || { bad "salloc + mpirun"; tail -5 plan_mpirun.log; }
 
 section "2. srun -N 2 -n 4 train dp x tp; read back by one rank"
-vc srun -N 2 -n 4 "$BIN" "${TRAIN[@]}" --distributed-mode dp --mesh-shape 2 2 1 --max-steps 4 --ckpt-every 4 \
+vc srun -N 2 -w "node[1-2]" -n 4 "$BIN" "${TRAIN[@]}" --distributed-mode dp --mesh-shape 2 2 1 --max-steps 4 --ckpt-every 4 \
   --run-name dptp >dptp.log 2>&1
 if same_losses "$REF" out/dptp/metrics.h5 4 && grep -q "node2: ranks 2,3" dptp.log; then
   ok "srun -N 2 -n 4 train dp 2 x tp 2 (tp inside each node) = one rank over 4 steps"
@@ -195,7 +196,7 @@ section "3. sbatch --nodes 2 jobs/train_multinode.sbatch, dp x tp, one (fake) GP
 # The script as a cluster gets it (#SBATCH --gpus-per-task=1 --gpu-bind=single:1), sized down to
 # this cluster on the command line. The fake GPUs cannot run anything: the ranks train on the
 # CPU (fp64) and report the GPU Slurm bound to each.
-jid=$(cd "$ROOT" && SM_BIN="$BIN" SM_OUTPUT="$WORK/out" SM_TP=2 vc sbatch --parsable --nodes 2 --ntasks-per-node 2 \
+jid=$(cd "$ROOT" && SM_BIN="$BIN" SM_OUTPUT="$WORK/out" SM_TP=2 vc sbatch --parsable --nodes 2 --nodelist "node[1-2]" --ntasks-per-node 2 \
   --cpus-per-task 1 --output="$WORK/slurm-%j.out" jobs/train_multinode.sbatch "${ARGS[@]}" --max-steps 6)
 jid=${jid%%;*}; JOBS+=("$jid")
 if [ -n "$jid" ] && wait_job "$jid" 180 && same_losses "$REF" "out/$jid/metrics.h5" 6 &&
@@ -211,7 +212,7 @@ section "4. pp across nodes; dp across 3 nodes with ZeRO-1"
 # A pipeline step runs 2 microbatches (batch norm per microbatch): the reference accumulates 2.
 timeout 300 "$BIN" "${TRAIN[@]}" --max-steps 5 --grad-accum 2 --run-name ref_accum2 >ref_accum2.log 2>&1 ||
   { bad "one-rank reference with --grad-accum 2"; tail -3 ref_accum2.log; }
-vc srun -N 2 -n 2 "$BIN" "${TRAIN[@]}" --distributed-mode pp --mesh-shape 1 1 2 --pp-microbatches 2 --max-steps 5 --run-name pp >pp.log 2>&1
+vc srun -N 2 -w "node[1-2]" -n 2 "$BIN" "${TRAIN[@]}" --distributed-mode pp --mesh-shape 1 1 2 --pp-microbatches 2 --max-steps 5 --run-name pp >pp.log 2>&1
 if same_losses out/ref_accum2/metrics.h5 out/pp/metrics.h5 5 && grep -q "node1: rank 0 " pp.log && grep -q "node2: rank 1 " pp.log; then
   ok "pp 2 (2 microbatches) with stage 0 on node1, stage 1 on node2 = one rank with --grad-accum 2 over 5 steps"
 else bad "pp across nodes"; tail -5 pp.log; fi
@@ -228,7 +229,7 @@ if [ $rc -ne 0 ] && grep -q "Requested node configuration is not available" sbat
 elif [ -n "$jid" ] && ! wait_job "$jid" 60 >sbatch4.log && grep -qE "can never start: PENDING \(Partition(NodeLimit|Config)\)" sbatch4.log; then
   ok "sbatch --nodes 4 on 3 nodes: Slurm's reason surfaced: $(grep -o 'PENDING ([A-Za-z]*)' sbatch4.log)"
 else bad "4 nodes refused with Slurm's reason"; cat sbatch4.err sbatch4.log 2>/dev/null; fi
-vc srun -N 2 -n 2 "$BIN" train "${ARGS[@]}" --max-steps 2 --distributed-mode dp --output /tmp/node-local --run-name x >local.log 2>&1
+vc srun -N 2 -w "node[1-2]" -n 2 "$BIN" train "${ARGS[@]}" --max-steps 2 --distributed-mode dp --output /tmp/node-local --run-name x >local.log 2>&1
 rc=$?
 if [ $rc -ne 0 ] && grep -q "spikemesh: error: --output: rank 1 (rank 1 on node2) does not see the directory /tmp/node-local/x" local.log &&
    grep -q "node1: task 0: Exited with exit code 1" local.log && grep -q "node2: task 1: Exited with exit code 1" local.log &&
