@@ -224,9 +224,9 @@ TEST(MeshPlacement, OneLinePerNodeWithEveryRanksEntry) {
   EXPECT_NE(differ.find(": 0: cuda:0; 1: cuda:1"), std::string::npos) << differ;
 }
 
-TEST(MeshPlacement, TpGroupAcrossNodesIsOneWarningNamingHosts) {
-  // One node here: the warning text is checked on the virtual cluster (tests/cluster/run.sh);
-  // here: no warning for any shape on one node.
+TEST(MeshPlacement, NoTpWarningWhileEveryRankIsOnOneNode) {
+  // The warning across nodes (its text, once, naming the hosts) is checked on the virtual
+  // cluster (tests/cluster/run.sh); here every shape keeps its tp groups on the one node.
   const int w = test::world_size();
   for (int tp : {1, 2, w})
     if (w % tp == 0) EXPECT_TRUE(Mesh::create(test::world(), MeshShape{w / tp, tp, 1})->tp_span_warnings().empty());
