@@ -55,7 +55,7 @@ void apply_spike_conv_algo_env() {
 //    per-call cost of re-laying the weight (512→512 on 6×6 at batch 40: 7%);
 //  * 3×3 weight gradient: 15% for short reductions (Cin·K² < 1024), 25% for longer ones;
 //  * 1×1 (Conv1d over tokens): 10% both ways (one tap: the lists cost as much as the sums).
-double spike_conv_crossover(ConvPass pass, const cpu::Conv2dGeometry& g) {
+double spike_conv_crossover_vs_direct(ConvPass pass, const cpu::Conv2dGeometry& g) {
   if (g.kernel == 1) return 0.10;
   const double pixels = static_cast<double>(g.batch * g.out_height() * g.out_width());
   if (pass == ConvPass::Forward) return std::max(0.0, 0.27 - 300.0 / pixels);
@@ -82,10 +82,11 @@ void apply_winograd_env() {
   set_winograd_choice(winograd_choice_of(e));
 }
 
-// oneDNN's Winograd F(4×4, 3×3) pays where there are many output tiles per weight: planes of at
-// least 16×16, weights of at most 256×256×3×3 (its transformed weights, 4× the weight, and
-// per-thread weight-gradient accumulators live in the scratchpad: the 512-channel layers would
-// add ~75 MB to the peak for the little their 12×12 and 6×6 planes gain).
+// oneDNN's Winograd F(4×4, 3×3) pays where a plane holds whole 4×4 tiles: planes of at least
+// 12×12 (`spikemesh bench --kernel winograd`, batch·T 40: 0.5–0.6 of direct's time on 12×12
+// for all three passes, 1.3× slower on 6×6), weights up to 512×512×3×3 (its transformed
+// weights, 4× the weight, live in the scratchpad; the calls run over chunks of samples, so
+// the VGG's peak RSS fell, 501 → 471 MB, when its 512-channel 12×12 layers joined).
 // The own F(2×2, 3×3) (forward and input gradient only) pays on CPUs without AVX-512 where the
 // transforms, whose cost grows with Cin + Cout, are small beside the 16 GEMMs (Cin·Cout): at
 // least 128 channels both sides, planes of at least 12×12 (`spikemesh bench --kernel winograd`
@@ -110,14 +111,26 @@ WinogradKernel winograd_kernel(const cpu::Conv2dGeometry& g) {
   const WinogradChoice choice = winograd_choice();
   if (spike_conv_algo() != SpikeConvAlgo::Auto || choice == WinogradChoice::Off || !cpu::winograd_f2_applies(g))
     return WinogradKernel::None;
-  const bool onednn_shape = g.in_channels >= 16 && g.out_channels >= 16 && g.in_channels * g.out_channels <= 256 * 256 &&
-                            g.height >= 16 && g.width >= 16;
+  const bool onednn_shape = g.in_channels >= 16 && g.out_channels >= 16 && g.in_channels * g.out_channels <= 512 * 512 &&
+                            g.height >= 12 && g.width >= 12;
   const bool own_shape = std::min(g.in_channels, g.out_channels) >= 128 &&
                          g.in_channels * g.out_channels <= 256 * 512 && g.height >= 12 && g.width >= 12;
   if (choice == WinogradChoice::Own) return onednn_shape || own_shape ? WinogradKernel::Own : WinogradKernel::None;
   if (onednn_has_winograd()) return onednn_shape && cpu::conv2d_winograd_available(g) ? WinogradKernel::OneDnn
                                                                                       : WinogradKernel::None;
   return own_shape ? WinogradKernel::Own : WinogradKernel::None;
+}
+
+// Where the dense pass runs oneDNN's Winograd instead of direct, the binary-input kernel must
+// beat that: its crossover scales by Winograd's time over direct's (`spikemesh bench --kernel
+// winograd`, 2-core Xeon, batch·T 40: forward and weight gradient 0.33–0.50 on planes of 24×24
+// and more, 0.52–0.75 on 12×12), the upper end of each range so that the sparse kernel keeps
+// the layers where the two are close (512→512 on 12×12 at 15 %: sparse 53 / 63 ms, Winograd
+// 58 / 78 ms for forward / weights).
+double spike_conv_crossover(ConvPass pass, const cpu::Conv2dGeometry& g) {
+  const double direct = spike_conv_crossover_vs_direct(pass, g);
+  if (g.kernel != 3 || winograd_kernel(g) != WinogradKernel::OneDnn) return direct;
+  return direct * (std::min(g.height, g.width) >= 24 ? 0.5 : 0.75);
 }
 
 bool use_spike_kernel(ConvPass pass, const cpu::Conv2dGeometry& g, double density) {

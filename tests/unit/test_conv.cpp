@@ -180,7 +180,8 @@ INSTANTIATE_TEST_SUITE_P(
 // docs/architecture.md §4b), still 50× below the f32-vs-f64 spread of a training step.
 TEST(ConvWinograd, FloatMatchesReference) {
   const std::vector<ref::ConvRefShape> shapes = {
-      {2, 32, 17, 19, 48, 3, 1, 1}, {9, 64, 16, 16, 64, 3, 1, 1}, {3, 16, 20, 20, 24, 3, 1, 0}, {17, 24, 16, 18, 32, 3, 1, 1}};
+      {2, 32, 17, 19, 48, 3, 1, 1}, {9, 64, 16, 16, 64, 3, 1, 1}, {3, 16, 20, 20, 24, 3, 1, 0}, {17, 24, 16, 18, 32, 3, 1, 1},
+      {2, 128, 12, 12, 160, 3, 1, 1}};  // 12×12 planes and long reductions (the VGG's 512-channel layers' form)
   const ConvImpl<float> wino{"winograd<float>", cpu::conv2d_forward_winograd_dnnl, cpu::conv2d_backward_data_winograd_dnnl,
                              cpu::conv2d_backward_weights_winograd_dnnl};
   int ran = 0;

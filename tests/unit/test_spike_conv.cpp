@@ -280,9 +280,9 @@ struct WinogradGuard {  // restores the process-wide Winograd choice
   ~WinogradGuard() { set_winograd_choice(saved); }
 };
 
-cpu::Conv2dGeometry conv3x3(int64_t cin, int64_t cout, int64_t hw) {
+cpu::Conv2dGeometry conv3x3(int64_t cin, int64_t cout, int64_t hw, int64_t batch = 8) {
   cpu::Conv2dGeometry g;
-  g.batch = 8, g.in_channels = cin, g.out_channels = cout, g.height = g.width = hw;
+  g.batch = batch, g.in_channels = cin, g.out_channels = cout, g.height = g.width = hw;
   g.kernel = 3, g.padding = 1;
   return g;
 }
@@ -297,7 +297,9 @@ TEST(SpikeConvChoice, WinogradRule) {
   EXPECT_EQ(winograd_kernel(conv3x3(64, 64, 24)), WinogradKernel::Own);    // oneDNN's shape rule
   EXPECT_EQ(winograd_kernel(conv3x3(256, 512, 12)), WinogradKernel::Own);  // the own shape rule
   EXPECT_EQ(winograd_kernel(conv3x3(2, 64, 48)), WinogradKernel::None);    // too few channels
-  EXPECT_EQ(winograd_kernel(conv3x3(512, 512, 12)), WinogradKernel::None); // transformed weights too large
+  EXPECT_EQ(winograd_kernel(conv3x3(512, 512, 12)), WinogradKernel::Own);  // oneDNN's, up to 512x512 on 12x12
+  EXPECT_EQ(winograd_kernel(conv3x3(512, 1024, 12)), WinogradKernel::None); // transformed weights too large
+  EXPECT_EQ(winograd_kernel(conv3x3(512, 512, 6)), WinogradKernel::None);   // too few tiles
   cpu::Conv2dGeometry strided = conv3x3(64, 64, 24);
   strided.stride = 2;
   EXPECT_EQ(winograd_kernel(strided), WinogradKernel::None);
@@ -310,6 +312,34 @@ TEST(SpikeConvChoice, WinogradRule) {
   const bool avx512 = cpu::conv2d_winograd_available(conv3x3(64, 64, 24));
   EXPECT_EQ(winograd_kernel(conv3x3(64, 64, 24)), avx512 ? WinogradKernel::OneDnn : WinogradKernel::None);
   EXPECT_EQ(winograd_kernel(conv3x3(256, 256, 24)), avx512 ? WinogradKernel::OneDnn : WinogradKernel::Own);
+  EXPECT_EQ(winograd_kernel(conv3x3(512, 512, 12)), avx512 ? WinogradKernel::OneDnn : WinogradKernel::None);
+}
+
+// The binary-input kernel competes with the dense kernel that would run: where that is oneDNN's
+// Winograd its crossover is direct's scaled by 0.5 (planes of 24x24 and more) or 0.75 (smaller);
+// where the dense pass runs direct (no Winograd on this CPU, SPIKEMESH_WINOGRAD=off, 6x6
+// planes, 1x1 kernels) it is direct's.
+TEST(SpikeConvChoice, CrossoverFollowsTheDenseKernelThatWouldRun) {
+  AlgoGuard algo;
+  WinogradGuard wino;
+  set_spike_conv_algo(SpikeConvAlgo::Auto);
+  set_winograd_choice(WinogradChoice::Auto);
+  const bool avx512 = cpu::conv2d_winograd_available(conv3x3(64, 64, 24));
+  for (ConvPass pass : {ConvPass::Forward, ConvPass::Weights}) {
+    for (const auto& [g, scale] : {std::pair{conv3x3(256, 256, 24), 0.5}, std::pair{conv3x3(64, 128, 48), 0.5},
+                                   std::pair{conv3x3(512, 512, 12), 0.75}, std::pair{conv3x3(512, 512, 6, 40), 1.0}}) {
+      const double direct = spike_conv_crossover_vs_direct(pass, g);
+      EXPECT_GT(direct, 0.0);
+      EXPECT_DOUBLE_EQ(spike_conv_crossover(pass, g), avx512 ? scale * direct : direct)
+          << g.in_channels << "->" << g.out_channels << " " << g.height << "x" << g.width;
+    }
+    set_winograd_choice(WinogradChoice::Off);
+    EXPECT_DOUBLE_EQ(spike_conv_crossover(pass, conv3x3(256, 256, 24)),
+                     spike_conv_crossover_vs_direct(pass, conv3x3(256, 256, 24)));
+    set_winograd_choice(WinogradChoice::Auto);
+  }
+  // 15 % spikes into 256->256 on 24x24: sparse against direct, Winograd where it runs
+  EXPECT_EQ(use_spike_kernel(ConvPass::Forward, conv3x3(256, 256, 24), 0.15), !avx512);
 }
 
 // A Conv2d layer (f32, frames: not spikes) under SPIKEMESH_WINOGRAD=own against off: the own

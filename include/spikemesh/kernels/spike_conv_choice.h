@@ -27,15 +27,19 @@ SpikeConvAlgo spike_conv_algo();
 // SPIKEMESH_CONV_ALGO checked (InputError on a bad value) and applied.
 void apply_spike_conv_algo_env();
 
-// The firing rate below which the binary-input kernel is the faster one for pass and g.
+// The firing rate below which the binary-input kernel is faster than oneDNN's direct kernel
+// for pass and g (fitted to `spikemesh bench --kernel spike-conv`).
+double spike_conv_crossover_vs_direct(ConvPass pass, const cpu::Conv2dGeometry& g);
+// The firing rate below which the binary-input kernel is the faster one for pass and g: the
+// above, scaled down where the dense pass runs oneDNN's Winograd (winograd_kernel below).
 double spike_conv_crossover(ConvPass pass, const cpu::Conv2dGeometry& g);
 // Whether the binary-input kernel runs pass over an input of firing rate `density`.
 bool use_spike_kernel(ConvPass pass, const cpu::Conv2dGeometry& g, double density);
 // Which Winograd kernel an f32 conv2d pass that runs dense takes (the input gradient always;
 // the forward and weight gradient when the input is not spikes or fires above the crossover),
 // in --conv-algo auto only, 3×3 stride 1:
-//   OneDnn  oneDNN's F(4×4, 3×3), all three passes — 16–256 channels on planes of at least
-//           16×16, on a CPU where oneDNN has one (AVX-512);
+//   OneDnn  oneDNN's F(4×4, 3×3), all three passes — at least 16 channels each side, weights
+//           up to 512×512, planes of at least 12×12, on a CPU where oneDNN has one (AVX-512);
 //   Own     the own F(2×2, 3×3) (cpu/winograd.h), forward and input gradient (the weight
 //           gradient runs direct) — where oneDNN has none, at least 128 channels both sides on
 //           planes of at least 12×12, weights up to 256×512;
