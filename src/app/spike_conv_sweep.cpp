@@ -3,8 +3,10 @@
 // random spike tensors over a range of firing rates, per convolution shape, and prints each
 // pass's measured crossover (the firing rate where the two take equal time, interpolated)
 // next to the rule --conv-algo auto follows (spike_conv_choice.h); and `--kernel winograd`:
-// the dense 3×3 passes (forward, input gradient) through oneDNN direct, oneDNN's Winograd
-// (where this CPU has it) and the own F(2×2, 3×3) (winograd.h). One process, the CPU.
+// the 3×3 passes (forward, input gradient, weight gradient) through oneDNN direct, oneDNN's
+// Winograd (where this CPU has it), the own F(2×2, 3×3) (winograd.h; no weight gradient) and
+// the binary-input kernel on random spikes at 15 % (not the input gradient) — every kernel
+// --conv-algo auto chooses between. One process, the CPU.
 #include "spike_conv_sweep.h"
 
 #include <omp.h>

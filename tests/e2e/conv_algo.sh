@@ -8,7 +8,8 @@
 #   * training 12 steps with sparse vs dense: the same trajectory within f32 rounding (loss
 #     per logged step within 1e-4 relative);
 #   * bench --profile names the layer, its firing rate and the kernel that ran, and the record
-#     carries conv_algo and spike_conv_layers; bench --kernel spike-conv prints the sweep;
+#     carries conv_algo and spike_conv_layers; bench --kernel spike-conv and --kernel winograd
+#     print their sweeps;
 #   * bad input: an unknown --conv-algo, SPIKEMESH_CONV_ALGO or --conv-shape gives one
 #     'spikemesh: error:' line naming it and a non-zero exit.
 # Usage: BIN=build/bin/spikemesh tests/e2e/conv_algo.sh   (needs $PY with h5py and numpy)
@@ -68,6 +69,16 @@ run "bench --kernel spike-conv" "$BIN" bench --kernel spike-conv --conv-shape 16
 grep -Eq "^  16,16,8,3 +forward( +[0-9.]+){9} +[0-9.]+ +[<>]?[0-9]+% +[0-9]+%$" "bench --kernel spike-conv.log" &&
   grep -Eq "^  32,24,6,1 +weights" "bench --kernel spike-conv.log" &&
   ok "bench --kernel spike-conv: ratios, dense ms, crossover, rule" || { bad "sweep table"; cat "bench --kernel spike-conv.log"; }
+# the Winograd sweep: three passes per 3x3 shape; the own F(2,3) has no weight pass and the
+# binary-input kernel no input-gradient pass ("-"); a 1x1 shape is skipped, named
+run "bench --kernel winograd" "$BIN" bench --kernel winograd --conv-shape 16,16,12,3 --conv-shape 16,16,12,1 \
+  --batch-size 2 --T 2 --steps 1
+W="bench --kernel winograd.log"
+grep -Eq "^  16,16,12,3 +forward +[0-9.]+ +([0-9.]+|none here) +[0-9.]+ +[0-9.]+$" "$W" &&
+  grep -Eq "^  16,16,12,3 +data +[0-9.]+ +([0-9.]+|none here) +[0-9.]+ +-$" "$W" &&
+  grep -Eq "^  16,16,12,3 +weights +[0-9.]+ +([0-9.]+|none here) +- +[0-9.]+$" "$W" &&
+  grep -Eq "16,16,12,1 +not a 3x3 stride-1 convolution: skipped" "$W" &&
+  ok "bench --kernel winograd: direct, oneDNN Winograd, own, spikes per pass" || { bad "winograd table"; cat "$W"; }
 
 # ---- bad input ---------------------------------------------------------------------------------
 expect_error() {  # expect_error NAME PATTERN COMMAND...: non-zero exit, one error line matching
