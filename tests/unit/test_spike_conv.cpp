@@ -315,31 +315,34 @@ TEST(SpikeConvChoice, WinogradRule) {
   EXPECT_EQ(winograd_kernel(conv3x3(512, 512, 12)), avx512 ? WinogradKernel::OneDnn : WinogradKernel::None);
 }
 
-// The binary-input kernel competes with the dense kernel that would run: where that is oneDNN's
-// Winograd its crossover is direct's scaled by 0.5 (planes of 24x24 and more) or 0.75 (smaller);
-// where the dense pass runs direct (no Winograd on this CPU, SPIKEMESH_WINOGRAD=off, 6x6
-// planes, 1x1 kernels) it is direct's.
-TEST(SpikeConvChoice, CrossoverFollowsTheDenseKernelThatWouldRun) {
+// The binary-input kernel's weight gradient competes with the dense kernel that would run:
+// where that is oneDNN's Winograd its crossover is direct's scaled by 0.5 (planes of 24x24 and
+// more) or 0.75 (smaller); where it runs direct (no Winograd on this CPU, SPIKEMESH_WINOGRAD=off,
+// 6x6 planes) it is direct's. The forward crossover is never scaled: a forward pass of spikes
+// stays with the kernels of direct's accuracy (spike_conv_choice.cpp says why).
+TEST(SpikeConvChoice, WeightCrossoverFollowsTheDenseKernelThatWouldRun) {
   AlgoGuard algo;
   WinogradGuard wino;
   set_spike_conv_algo(SpikeConvAlgo::Auto);
   set_winograd_choice(WinogradChoice::Auto);
   const bool avx512 = cpu::conv2d_winograd_available(conv3x3(64, 64, 24));
-  for (ConvPass pass : {ConvPass::Forward, ConvPass::Weights}) {
-    for (const auto& [g, scale] : {std::pair{conv3x3(256, 256, 24), 0.5}, std::pair{conv3x3(64, 128, 48), 0.5},
-                                   std::pair{conv3x3(512, 512, 12), 0.75}, std::pair{conv3x3(512, 512, 6, 40), 1.0}}) {
-      const double direct = spike_conv_crossover_vs_direct(pass, g);
-      EXPECT_GT(direct, 0.0);
-      EXPECT_DOUBLE_EQ(spike_conv_crossover(pass, g), avx512 ? scale * direct : direct)
-          << g.in_channels << "->" << g.out_channels << " " << g.height << "x" << g.width;
-    }
-    set_winograd_choice(WinogradChoice::Off);
-    EXPECT_DOUBLE_EQ(spike_conv_crossover(pass, conv3x3(256, 256, 24)),
-                     spike_conv_crossover_vs_direct(pass, conv3x3(256, 256, 24)));
-    set_winograd_choice(WinogradChoice::Auto);
+  for (const auto& [g, scale] : {std::pair{conv3x3(256, 256, 24), 0.5}, std::pair{conv3x3(64, 128, 48), 0.5},
+                                 std::pair{conv3x3(512, 512, 12), 0.75}, std::pair{conv3x3(512, 512, 6, 40), 1.0}}) {
+    SCOPED_TRACE(std::to_string(g.in_channels) + "->" + std::to_string(g.out_channels) + " " +
+                 std::to_string(g.height) + "x" + std::to_string(g.width));
+    const double weights = spike_conv_crossover_vs_direct(ConvPass::Weights, g);
+    EXPECT_GT(weights, 0.0);
+    EXPECT_DOUBLE_EQ(spike_conv_crossover(ConvPass::Weights, g), avx512 ? scale * weights : weights);
+    EXPECT_DOUBLE_EQ(spike_conv_crossover(ConvPass::Forward, g), spike_conv_crossover_vs_direct(ConvPass::Forward, g));
   }
-  // 15 % spikes into 256->256 on 24x24: sparse against direct, Winograd where it runs
-  EXPECT_EQ(use_spike_kernel(ConvPass::Forward, conv3x3(256, 256, 24), 0.15), !avx512);
+  set_winograd_choice(WinogradChoice::Off);
+  EXPECT_DOUBLE_EQ(spike_conv_crossover(ConvPass::Weights, conv3x3(256, 256, 24)),
+                   spike_conv_crossover_vs_direct(ConvPass::Weights, conv3x3(256, 256, 24)));
+  set_winograd_choice(WinogradChoice::Auto);
+  // 15 % spikes into 256->256 on 24x24: the forward sparse everywhere; the weight gradient
+  // sparse against direct, Winograd where it runs (crossover 25 % x 0.5)
+  EXPECT_TRUE(use_spike_kernel(ConvPass::Forward, conv3x3(256, 256, 24), 0.15));
+  EXPECT_EQ(use_spike_kernel(ConvPass::Weights, conv3x3(256, 256, 24), 0.15), !avx512);
 }
 
 // A Conv2d layer (f32, frames: not spikes) under SPIKEMESH_WINOGRAD=own against off: the own

@@ -30,8 +30,10 @@ void apply_spike_conv_algo_env();
 // The firing rate below which the binary-input kernel is faster than oneDNN's direct kernel
 // for pass and g (fitted to `spikemesh bench --kernel spike-conv`).
 double spike_conv_crossover_vs_direct(ConvPass pass, const cpu::Conv2dGeometry& g);
-// The firing rate below which the binary-input kernel is the faster one for pass and g: the
-// above, scaled down where the dense pass runs oneDNN's Winograd (winograd_kernel below).
+// The firing rate below which auto runs the binary-input kernel for pass and g: the above,
+// for the weight gradient scaled down where the dense pass runs oneDNN's Winograd
+// (winograd_kernel below); never for the forward, whose output feeds a threshold and keeps
+// direct-level rounding.
 double spike_conv_crossover(ConvPass pass, const cpu::Conv2dGeometry& g);
 // Whether the binary-input kernel runs pass over an input of firing rate `density`.
 bool use_spike_kernel(ConvPass pass, const cpu::Conv2dGeometry& g, double density);
