@@ -694,8 +694,8 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--kernel", o->kernel,
                   "instead of training steps: lif (the fused neuron kernels, GPU) | spike-conv (dense vs binary-input "
                   "convolution over firing rates, CPU: the crossover per shape) | winograd (the 3x3 passes: oneDNN direct, "
-                  "oneDNN Winograd, own F(2x2,3x3), and the binary-input kernel on 15% spikes, CPU); for the CPU ones batch = --batch-size x --T, "
-                  "median of --steps");
+                  "oneDNN Winograd, own F(2x2,3x3), and the binary-input kernel on 15% spikes, CPU); for the CPU ones "
+                  "batch = --batch-size x --T, median of --steps");
   cmd->add_option("--conv-shape", o->conv_shapes,
                   "--kernel spike-conv / winograd: shapes Cin,Cout,H,K[,stride] (repeatable; default: "
                   "cifar10dvs_vgg's and spikformer_ti's convolutions of spikes / cifar10dvs_vgg's 3x3 ones)");

@@ -133,7 +133,7 @@ WinogradKernel winograd_kernel(const cpu::Conv2dGeometry& g) {
 // trajectory (loss 4.5 % off) where the binary-input kernel stays within 1e-8.
 double spike_conv_crossover(ConvPass pass, const cpu::Conv2dGeometry& g) {
   const double direct = spike_conv_crossover_vs_direct(pass, g);
-  if (pass != ConvPass::Weights || g.kernel != 3 || winograd_kernel(g) != WinogradKernel::OneDnn) return direct;
+  if (pass != ConvPass::Weights || winograd_kernel(g) != WinogradKernel::OneDnn) return direct;  // 3×3 only
   return direct * (std::min(g.height, g.width) >= 24 ? 0.5 : 0.75);
 }
 
