@@ -3,6 +3,7 @@
 # (tests/cluster/virtual_cluster.sh: one network, UTS and mount namespace per node, Open MPI
 # over TCP between them, the project directory as the shared file system, /tmp node-local).
 #   0. a node that never registers: `up` fails naming it and why (its link is down)
+#   then up over a cluster left by a killed run (torn down first; one in use is refused)
 #   1. placement: `srun -N 2 -n 4 plan` shows the hosts; tp across nodes warns naming them; CPU
 #      threads per rank follow each node's ranks; GPU by local rank (plan --gpus-per-node);
 #      salloc + mpirun (oob and btl on the bridge) spans the nodes too
@@ -33,6 +34,7 @@ PY="${PY:-/usr/bin/python3}"
 VC="$ROOT/tests/cluster/virtual_cluster.sh"
 export SM_VC_DIR="${SM_VC_DIR:-/var/tmp/spikemesh-vc}"
 export SLURM_CONF="$SM_VC_DIR/slurm.conf"
+export SM_VC_OWNER=$$   # the clusters this run brings up are its own (a killed run's are torn down by the next)
 NET=${SM_VC_NET:-10.77.0}
 pass=0; fail=0; T0=$(date +%s)
 ok() { pass=$((pass + 1)); echo "  ok   $1"; }
@@ -130,8 +132,18 @@ elif grep -q "node3 never registered: its network link is down" unplugged.log &&
 else bad "the failure names node3 and why"; sed 's/^/       /' unplugged.log; fi
 "$VC" down >/dev/null 2>&1
 
-section "cluster up"
-if ! timeout 120 "$VC" up >up.log 2>&1; then bad "virtual cluster up"; cat up.log; exit 1; fi
+section "cluster up (over one left by a killed run)"
+# A run killed before its teardown leaves its cluster up: it belongs to a process that is gone
+# (here a shell that has exited), so the next `up` tears it down first; one whose owner is
+# still running (this run's) is refused, naming that process.
+gone=$(sh -c 'echo $$')
+if ! SM_VC_OWNER=$gone timeout 120 "$VC" up >stale.log 2>&1; then bad "virtual cluster up"; cat stale.log; exit 1; fi
+if ! timeout 120 "$VC" up >up.log 2>&1; then bad "virtual cluster up over a killed run's"; cat up.log; exit 1; fi
+if grep -q "left by process $gone, which is gone" up.log; then ok "a killed run's cluster (process $gone gone) is torn down by the next up"
+else bad "up over a killed run's cluster says so"; sed 's/^/       /' up.log; fi
+if ! timeout 30 "$VC" up >inuse.log 2>&1 && grep -q "already up.*made by process $$, still running" inuse.log; then
+  ok "up over a cluster in use is refused, naming its process"
+else bad "up over a cluster in use"; sed 's/^/       /' inuse.log; fi
 ok "3 nodes up: $(vc sinfo -h -N -o '%N:%T' | tr '\n' ' ')"
 
 # Data: a Fashion-MNIST-shaped file (36 train / 12 test samples) on the shared file system.

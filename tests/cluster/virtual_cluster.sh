@@ -22,6 +22,8 @@
 # its namespaces; every wait is bounded.
 #   SM_VC_NODES (3)  SM_VC_CPUS (2 per node)  SM_VC_GPUS (2 fake GPUs per node)  SM_VC_NET (10.77.0)  SM_VC_PORT (17817)
 #   SM_VC_REGISTER_TIMEOUT (60 s)  SM_VC_UNPLUGGED ("": node numbers whose network stays down)
+#   SM_VC_OWNER (the caller's PID): the process the cluster belongs to; `up` finding a cluster
+#   whose owner is gone (a run killed before its teardown) tears that one down first
 set -euo pipefail
 DIR=${SM_VC_DIR:-/var/tmp/spikemesh-vc}
 NODES=${SM_VC_NODES:-3}
@@ -138,9 +140,17 @@ up() {
   [[ $(id -u) == 0 ]] || die "needs root (network namespaces, slurmd, munged)"
   local c
   for c in slurmctld slurmd munged nsenter unshare ip; do command -v $c >/dev/null || die "$c is not installed (make deps)"; done
-  [[ ! -e /run/netns/$SW ]] || die "a virtual cluster is already up ($DIR); '$0 down' first"
+  if [[ -e /run/netns/$SW ]]; then  # one is up: in use, or left by a run that was killed
+    if [[ -f $DIR/owner.pid ]] && ! alive "$DIR/owner.pid"; then
+      say "a cluster left by process $(cat "$DIR/owner.pid"), which is gone (a killed run): tearing it down first"
+      down
+    else
+      die "a virtual cluster is already up ($DIR, made by process $(cat "$DIR/owner.pid" 2>/dev/null || echo '?'), still running); '$0 down' first"
+    fi
+  fi
   rm -rf "$DIR/spool" "$DIR/log"   # a fresh cluster: no jobs or node states from an earlier one
   mkdir -p "$DIR"
+  echo "${SM_VC_OWNER:-$PPID}" >"$DIR/owner.pid"  # whose cluster it is: a later `up` tears it down once that process is gone
   write_conf
   start_munge
   make_network
