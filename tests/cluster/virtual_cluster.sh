@@ -145,7 +145,9 @@ up() {
       say "a cluster left by process $(cat "$DIR/owner.pid"), which is gone (a killed run): tearing it down first"
       down
     else
-      die "a virtual cluster is already up ($DIR, made by process $(cat "$DIR/owner.pid" 2>/dev/null || echo '?'), still running); '$0 down' first"
+      local owner="its owner unknown"  # none recorded: a cluster made before owners were
+      [[ -f $DIR/owner.pid ]] && owner="made by process $(cat "$DIR/owner.pid"), still running"
+      die "a virtual cluster is already up ($DIR, $owner); '$0 down' first"
     fi
   fi
   rm -rf "$DIR/spool" "$DIR/log"   # a fresh cluster: no jobs or node states from an earlier one
