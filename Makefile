@@ -18,7 +18,12 @@ SHELL := /bin/bash
 BUILD   ?= build
 MARCH   ?= x86-64-v3
 OPT     ?= -O3
-CXX     := mpicxx
+# A compiler cache when one is installed (make deps installs Debian's ccache): keyed on paths
+# relative to the checkout (CCACHE_BASEDIR), so a fresh clone in another folder hits it.
+CCACHE  := $(shell command -v ccache 2>/dev/null)
+CXX     := $(if $(CCACHE),$(CCACHE) )mpicxx
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 PY      := /usr/bin/python3
 
 HDF5_DIR := /usr/lib/x86_64-linux-gnu/hdf5/openmpi
@@ -99,7 +104,7 @@ $(BUILD)/obj/%.o: %.cpp
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -c $< -o $@
+	$(if $(CCACHE),$(CCACHE) )$(NVCC) $(NVFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -282,7 +287,7 @@ sanitize:
 
 # ---- dependencies ----------------------------------------------------------------------
 DEB_PKGS := openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libdnnl-dev libcli11-dev \
-            nlohmann-json3-dev libtomlplusplus-dev libgtest-dev libzip-dev dataset-fashion-mnist \
+            nlohmann-json3-dev libtomlplusplus-dev libgtest-dev ccache libzip-dev dataset-fashion-mnist \
             python3-torch python3-h5py python3-numpy python3-matplotlib slurm-wlm munge iproute2 util-linux
 MISSING = $(shell for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done)
 

@@ -114,7 +114,7 @@ std::unique_ptr<Plan> make_plan(int device, const cpu::Conv2dGeometry& g, DType 
   p->what = describe(g, dt);
   p->dt = dt;
   p->strict_f32 = dt == DType::F32 && !o.allow_tf32;
-  p->deterministic = o.deterministic && !o.allow_imprecise;
+  p->deterministic = o.deterministic;
   p->allow_imprecise = o.allow_imprecise;
   p->tuned = o.tuned;
   p->max_ws = o.max_workspace_bytes;
@@ -403,14 +403,13 @@ void conv2d_backward_filter_cudnn(int device, const cpu::Conv2dGeometry& g, DTyp
 }
 
 ConvOptions default_conv_options() {
-  static const ConvOptions options = [] {
-    const ConvPolicy policy = conv_policy_from_env();
-    ConvOptions o;
-    o.allow_imprecise = policy.allow_imprecise;
-    o.tuned = policy.tuned;
-    return o;
-  }();
-  return options;
+  const GpuNumerics& n = gpu_numerics();  // set once by the command's front end
+  ConvOptions o;
+  o.allow_tf32 = n.conv_fp32 == Fp32Precision::TF32;
+  o.deterministic = n.conv.deterministic;
+  o.allow_imprecise = n.conv.allow_imprecise;
+  o.tuned = n.conv.tuned;
+  return o;
 }
 
 std::vector<std::string> conv_plan_summary() {
