@@ -21,6 +21,7 @@
 #include "spikemesh/comm/reachability.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/log.h"
+#include "spikemesh/kernels/conv_engine_policy.h"
 #include "spikemesh/kernels/conv_policy.h"
 #include "spikemesh/kernels/spike_conv_choice.h"
 #include "spikemesh/layers/fused_epilogue.h"
@@ -82,15 +83,17 @@ std::string app_footer() {
          "  SPIKEMESH_FUSE=1|0 (CPU: batch norm and the neuron or max pooling after it in one pass; 1, the\n"
          "  default, is on);\n"
          "  SPIKEMESH_WINOGRAD=auto|own|off (CPU 3x3 convolutions: auto takes oneDNN's Winograd where it has one\n"
-         "  (AVX-512), else our F(2x2,3x3) on wide layers; own forces ours; off runs direct).\n"
+         "  (AVX-512), else our F(2x2,3x3) on wide layers; own forces ours; off runs direct);\n"
+         "  SPIKEMESH_CUDNN_API=auto|graph|legacy (GPU convolutions: auto, the default, runs cuDNN's graph API and\n"
+         "  its legacy API for a shape the graph API cannot plan).\n"
          "\nErrors print one line 'spikemesh: error: ...' and exit non-zero.";
 }
 
 // The environment's settings, read identically on every rank (InputError on a bad value):
-// SPIKEMESH_LOG_LEVEL = debug | info | warn | error, and SPIKEMESH_CONV_ALGOS checked here so
-// that a typo fails on every device, not at a GPU's first convolution; SPIKEMESH_CONV_ALGO
-// (the CPU's --conv-algo default), SPIKEMESH_FUSE (the fused batch-norm epilogue) and
-// SPIKEMESH_WINOGRAD (the CPU's Winograd kernels) checked and applied.
+// SPIKEMESH_LOG_LEVEL = debug | info | warn | error, and SPIKEMESH_CONV_ALGOS and
+// SPIKEMESH_CUDNN_API checked here so that a typo fails on every device, not at a GPU's first
+// convolution; SPIKEMESH_CONV_ALGO (the CPU's --conv-algo default), SPIKEMESH_FUSE (the fused
+// batch-norm epilogue) and SPIKEMESH_WINOGRAD (the CPU's Winograd kernels) checked and applied.
 void apply_environment() {
   if (const char* level = std::getenv("SPIKEMESH_LOG_LEVEL")) {
     const std::string v = level;
@@ -101,6 +104,7 @@ void apply_environment() {
     else SM_INPUT_ERROR("SPIKEMESH_LOG_LEVEL=" << v << ": unknown level (valid: debug, info, warn, error)");
   }
   (void)sm::conv_policy_from_env();
+  (void)sm::cuda::conv_api_from_env();  // SPIKEMESH_CUDNN_API
   sm::apply_spike_conv_algo_env();
   sm::apply_fused_epilogues_env();
   sm::apply_winograd_env();
