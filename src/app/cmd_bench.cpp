@@ -43,6 +43,7 @@
 #include "spikemesh/train/graph_step_cuda.h"
 #include "spikemesh/train/memopt_search.h"
 #include "auto_choice.h"
+#include "conv_layout_bench.h"
 #include "spike_conv_sweep.h"
 #include "synthetic_batch.h"
 #include "spikemesh/train/train_step.h"
@@ -208,8 +209,12 @@ void run_kernel_bench(const BenchOptions& o, const AppEnv& env) {
                        o.batch_size * (o.sel.T > 0 ? o.sel.T : 1), static_cast<int>(std::max<int64_t>(1, o.steps)));
     return;
   }
+  if (o.kernel == "conv-layout")  // GPU: bf16 NCHW vs NHWC through cuDNN's graph API (T: the VGG's 10)
+    return run_conv_layout_bench(o.conv_shapes, o.batch_size * (o.sel.T > 0 ? o.sel.T : 10),
+                                 static_cast<int>(o.steps), static_cast<int>(o.warmup), o.device);
   if (o.kernel != "lif")
-    SM_INPUT_ERROR("--kernel " << o.kernel << ": unknown kernel benchmark (valid: lif, spike-conv, winograd)");
+    SM_INPUT_ERROR("--kernel " << o.kernel
+                               << ": unknown kernel benchmark (valid: lif, spike-conv, winograd, conv-layout)");
   const Device dev = select_device(device_request_from_name(o.device == "cpu" ? "cuda" : o.device), 0);
   if (!dev.is_cuda()) SM_INPUT_ERROR("--kernel lif needs a GPU (" << cuda_unavailable_reason() << ")");
 #ifdef SPIKEMESH_HAVE_CUDA
@@ -694,8 +699,9 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--kernel", o->kernel,
                   "instead of training steps: lif (the fused neuron kernels, GPU) | spike-conv (dense vs binary-input "
                   "convolution over firing rates, CPU: the crossover per shape) | winograd (the 3x3 passes: oneDNN direct, "
-                  "oneDNN Winograd, own F(2x2,3x3), and the binary-input kernel on 15% spikes, CPU); for the CPU ones "
-                  "batch = --batch-size x --T, median of --steps");
+                  "oneDNN Winograd, own F(2x2,3x3), and the binary-input kernel on 15% spikes, CPU) | conv-layout (bf16 "
+                  "NCHW vs NHWC through cuDNN's graph API, each pass timed with CUDA events, GPU; --T default 10); "
+                  "for these batch = --batch-size x --T, median of --steps");
   cmd->add_option("--conv-shape", o->conv_shapes,
                   "--kernel spike-conv / winograd: shapes Cin,Cout,H,K[,stride] (repeatable; default: "
                   "cifar10dvs_vgg's and spikformer_ti's convolutions of spikes / cifar10dvs_vgg's 3x3 ones)");

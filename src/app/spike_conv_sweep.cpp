@@ -26,36 +26,6 @@
 namespace sm {
 namespace {
 
-// "Cin,Cout,H,K[,stride]" -> geometry of batch `batch` with padding K/2.
-cpu::Conv2dGeometry parse_shape(const std::string& text, int64_t batch) {
-  std::vector<int64_t> v;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      size_t used = 0;
-      v.push_back(std::stoll(item, &used));
-      if (used != item.size()) throw std::invalid_argument(item);
-    } catch (const std::exception&) {
-      SM_INPUT_ERROR("--conv-shape " << text << ": '" << item << "' is not an integer (expected Cin,Cout,H,K[,stride])");
-    }
-  }
-  if (v.size() != 4 && v.size() != 5)
-    SM_INPUT_ERROR("--conv-shape " << text << ": expected Cin,Cout,H,K[,stride] (e.g. 256,256,24,3)");
-  for (int64_t e : v)
-    if (e < 1) SM_INPUT_ERROR("--conv-shape " << text << ": every field must be >= 1");
-  cpu::Conv2dGeometry g;
-  g.batch = batch;
-  g.in_channels = v[0];
-  g.out_channels = v[1];
-  g.height = g.width = v[2];
-  g.kernel = v[3];
-  g.stride = v.size() == 5 ? v[4] : 1;
-  g.padding = g.kernel / 2;
-  if (g.height + 2 * g.padding < g.kernel) SM_INPUT_ERROR("--conv-shape " << text << ": kernel larger than the input");
-  return g;
-}
-
 template <typename F>
 double median_ms(int reps, F&& f) {
   f();  // warm-up (oneDNN primitive creation, page faults)
@@ -85,6 +55,35 @@ std::string crossover_text(const std::vector<double>& dens, const std::vector<do
 
 }  // namespace
 
+cpu::Conv2dGeometry parse_conv_shape(const std::string& text, int64_t batch) {
+  std::vector<int64_t> v;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      v.push_back(std::stoll(item, &used));
+      if (used != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      SM_INPUT_ERROR("--conv-shape " << text << ": '" << item << "' is not an integer (expected Cin,Cout,H,K[,stride])");
+    }
+  }
+  if (v.size() != 4 && v.size() != 5)
+    SM_INPUT_ERROR("--conv-shape " << text << ": expected Cin,Cout,H,K[,stride] (e.g. 256,256,24,3)");
+  for (int64_t e : v)
+    if (e < 1) SM_INPUT_ERROR("--conv-shape " << text << ": every field must be >= 1");
+  cpu::Conv2dGeometry g;
+  g.batch = batch;
+  g.in_channels = v[0];
+  g.out_channels = v[1];
+  g.height = g.width = v[2];
+  g.kernel = v[3];
+  g.stride = v.size() == 5 ? v[4] : 1;
+  g.padding = g.kernel / 2;
+  if (g.height + 2 * g.padding < g.kernel) SM_INPUT_ERROR("--conv-shape " << text << ": kernel larger than the input");
+  return g;
+}
+
 const std::vector<std::string>& default_spike_conv_shapes() {
   // cifar10dvs_vgg's convolutions of spikes (features.1/3/5/7) and spikformer_ti's 1×1 ones
   static const std::vector<std::string> shapes = {"64,128,48,3", "256,256,24,3", "512,512,12,3", "512,512,6,3",
@@ -106,7 +105,7 @@ void run_spike_conv_sweep(const std::vector<std::string>& shapes, int64_t batch,
   std::normal_distribution<float> normal;
   std::uniform_real_distribution<float> uniform;
   for (const std::string& text : shapes) {
-    const cpu::Conv2dGeometry g = parse_shape(text, batch);
+    const cpu::Conv2dGeometry g = parse_conv_shape(text, batch);
     std::vector<float> w(g.weight_numel()), dy(g.output_numel()), y(g.output_numel()), dw(g.weight_numel());
     for (float& v : w) v = normal(rng);
     for (float& v : dy) v = normal(rng);
@@ -155,7 +154,7 @@ void run_winograd_sweep(const std::vector<std::string>& shapes, int64_t batch, i
   std::mt19937 rng(2);
   std::normal_distribution<float> normal;
   for (const std::string& text : shapes) {
-    const cpu::Conv2dGeometry g = parse_shape(text, batch);
+    const cpu::Conv2dGeometry g = parse_conv_shape(text, batch);
     if (!cpu::winograd_f2_applies(g)) {
       std::printf("  %-16s not a 3x3 stride-1 convolution: skipped\n", text.c_str());
       continue;

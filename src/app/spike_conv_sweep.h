@@ -6,7 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "spikemesh/kernels/cpu/conv.h"
+
 namespace sm {
+
+// "Cin,Cout,H,K[,stride]" -> the geometry of batch `batch`, padding K/2 (InputError naming
+// --conv-shape on a malformed one).
+cpu::Conv2dGeometry parse_conv_shape(const std::string& text, int64_t batch);
 
 // cifar10dvs_vgg's and spikformer_ti's convolutions of spikes, as "Cin,Cout,H,K".
 const std::vector<std::string>& default_spike_conv_shapes();

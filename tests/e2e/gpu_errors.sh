@@ -5,7 +5,9 @@
 #    line "spikemesh: error: --device cuda: no usable GPU (rank 0 on HOST: reason)" and a
 #    non-zero exit; --device auto runs on the CPU after a one-line notice;
 #  * anywhere: an unknown --device or --precision, and bf16/fp16 on the CPU, are one-line errors;
-#  * with a GPU: --device cuda/auto run on it (bf16 and fp16 too), fp64 there is refused.
+#    so are an unknown SPIKEMESH_CUDNN_API and bench --kernel conv-layout without a GPU;
+#  * with a GPU: --device cuda/auto run on it (bf16 and fp16 too), fp64 there is refused;
+#    bench --kernel conv-layout prints its table; SPIKEMESH_CUDNN_API=graph and legacy both run.
 #    (The out-of-memory message is checked by the unit test GpuAllocator.OutOfMemoryIsOneClearMessage:
 #    no built-in model fills an 80 GB GPU within cuDNN's 2^31-element tensor limit.)
 # Every error must exit non-zero (not by a signal, no core dump) with exactly one stderr line
@@ -83,6 +85,11 @@ expect_error "unknown SPIKEMESH_LOG_LEVEL" "SPIKEMESH_LOG_LEVEL=loud" "debug, in
   env SPIKEMESH_LOG_LEVEL=loud "${TINY[@]}" --device cpu
 expect_ok "SPIKEMESH_LOG_LEVEL=debug names the CPU kernels" "oneDNN conv2d forward" -- \
   env SPIKEMESH_LOG_LEVEL=debug "${TINY[@]}" --device cpu
+expect_error "unknown SPIKEMESH_CUDNN_API" "SPIKEMESH_CUDNN_API=v8" "auto" "graph, legacy" -- \
+  env SPIKEMESH_CUDNN_API=v8 "${TINY[@]}" --device cpu
+# cuDNN's bf16 layout benchmark: a GPU tool, refused by name elsewhere
+LAYOUT=("$BIN" bench --kernel conv-layout --conv-shape 8,16,12,3 --batch-size 2 --T 2 --steps 2 --warmup 1)
+expect_error "bench --kernel conv-layout --device cpu" "--kernel conv-layout" "--device cpu" -- "${LAYOUT[@]}" --device cpu
 
 # spikemesh train: the same choices; --device defaults to auto.
 "$BIN" data synth-dvs --out "$T/dvs.h5" --T 2 --train 8 --test 4 >/dev/null 2>&1 || fail "synth-dvs" "could not make data"
@@ -102,6 +109,13 @@ if nvidia-smi -L >/dev/null 2>&1; then
   expect_ok "train: the default device is the GPU" "device: cuda:0" "test accuracy" -- "${TRAIN[@]}" --run-name d
   expect_ok "train: bf16 on the GPU" "bf16 activations" "test accuracy" -- "${TRAIN[@]}" --run-name e --precision bf16
   expect_error "train: fp64 on the GPU" "--precision fp64" "CPU only" -- "${TRAIN[@]}" --run-name f --device cuda --precision fp64
+  expect_ok "bench --kernel conv-layout times NCHW and NHWC" "conv-layout: bf16" "8,16,12,3" "fwd" "bwd-data" \
+    "bwd-filter" "total" -- "${LAYOUT[@]}"
+  for api in graph legacy; do
+    expect_ok "SPIKEMESH_CUDNN_API=$api runs the GPU step" "on cuda:0" -- env SPIKEMESH_CUDNN_API=$api "${TINY[@]}" --device cuda
+  done
+  expect_ok "SPIKEMESH_LOG_LEVEL=debug names the cuDNN engine per shape" "cuDNN graph fwd f32" ": engine " "workspace" -- \
+    env SPIKEMESH_LOG_LEVEL=debug "${TINY[@]}" --device cuda
 else
   echo "(no GPU visible: checking the no-GPU paths)"
   expect_error "--device cuda without a GPU" "--device cuda: no usable GPU" "rank 0" -- "${TINY[@]}" --device cuda
@@ -109,6 +123,7 @@ else
     "${TINY[@]}" --device auto
   expect_error "train --device cuda without a GPU" "--device cuda: no usable GPU" "rank 0" -- "${TRAIN[@]}" --run-name g --device cuda
   expect_error "train: bf16 without a GPU" "--precision bf16" "needs a GPU" -- "${TRAIN[@]}" --run-name h --precision bf16
+  expect_error "bench --kernel conv-layout without a GPU" "--kernel conv-layout needs a GPU" -- "${LAYOUT[@]}"
   expect_ok "train: the default device falls back to the CPU" "no usable GPU" "running on the CPU" "test accuracy" -- \
     "${TRAIN[@]}" --run-name i
 fi
