@@ -79,7 +79,7 @@ expect_error "unsupported precision" "--precision fp8" "fp32, bf16, fp16, fp64" 
 expect_error "bf16 on the CPU" "--precision bf16" "GPU only" -- "${TINY[@]}" --device cpu --precision bf16
 expect_error "fp16 on the CPU" "--precision fp16" "GPU only" -- "${TINY[@]}" --device cpu --precision fp16
 # the environment's settings are checked at start-up, on every device
-expect_error "unknown SPIKEMESH_CONV_ALGOS" "SPIKEMESH_CONV_ALGOS=fastest" "exact, exact-tuned, fast, fast-tuned" -- \
+expect_error "unknown SPIKEMESH_CONV_ALGOS" "SPIKEMESH_CONV_ALGOS=fastest" "exact, deterministic, fast" -- \
   env SPIKEMESH_CONV_ALGOS=fastest "${TINY[@]}" --device cpu
 expect_error "unknown SPIKEMESH_LOG_LEVEL" "SPIKEMESH_LOG_LEVEL=loud" "debug, info, warn, error" -- \
   env SPIKEMESH_LOG_LEVEL=loud "${TINY[@]}" --device cpu
