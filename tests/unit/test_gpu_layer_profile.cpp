@@ -84,9 +84,11 @@ TEST(GpuLayerProfile, EveryLeafPassInCallOrder) {
   EXPECT_EQ(t[0].layer, t[3].layer);
   double sum = 0.0;
   for (const PassTiming& p : t) {
-    EXPECT_GT(p.ms, 0.0) << p.layer << " " << profile_pass_name(p.pass);
+    EXPECT_GE(p.ms, 0.0) << p.layer << " " << profile_pass_name(p.pass);
     sum += p.ms;
   }
+  EXPECT_GT(t[0].ms, 0.0);  // a convolution's kernels take longer than the events' resolution
+  EXPECT_GT(t[3].ms, 0.0);
   EXPECT_GT(step_ms, 0.0);
   EXPECT_LE(sum, step_ms * (1 + 1e-6) + 1e-3);  // event resolution ~0.5 µs
   const StepProfile p = build_step_profile(t, step_ms, "cuda-events");
