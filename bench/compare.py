@@ -19,8 +19,14 @@ Peak memory: torch.cuda.max_memory_allocated-style "peak_allocated_mb" on CUDA, 
 Exit status: 0 when at least one spikemesh/pytorch pair was printed, 1 otherwise.
 
 --all: every system per configuration (spikemesh, the PyTorch twin and SpikingJelly, eager and
-torch.compile), one line each with spikemesh's speed-up and memory ratio against it; the GPU
-procedure (scripts/gpu_check.sh) prints this. Exit status 0 when any record was printed.
+torch.compile), one line each with spikemesh's speed-up and memory ratio against it and the GPU
+numerics it ran with (convolution policy; fp32 precision of convolutions and matrix products);
+the GPU procedure (scripts/gpu_check.sh) prints this. Exit status 0 when any record was printed.
+
+fp32 on a GPU: conv_fp32_precision / matmul_fp32_precision ("ieee" | "tf32") are part of the
+configuration; records without them count as a peer's "tf32" switch says (both) or, for
+spikemesh, as IEEE. A peer pairs with a spikemesh run of the same convolution precision (its
+matrix-product precision is shown, not matched: a TF32 peer sets both).
 """
 import argparse
 import json
@@ -33,10 +39,15 @@ CONFIG_FIELDS = [
     "dp_mesh_dim", "memopt_compress_x", "pp_microbatches", "pp_memopt_stage_budget_ratio",
     "pp_schedule", "pp_virtual_stages", "pp_layout", "pp_delay_wgrad", "pp_memopt_stages",
     "backend", "device", "precision", "threads", "hostname", "cuda_graphs", "conv_algos",
-    "pp_transfer_path", "tf32",
+    "pp_transfer_path", "tf32", "conv_fp32_precision", "matmul_fp32_precision",
     "compile",  # torch_bench.py only
 ]
 IGNORED_FOR_PAIRING = {"backend", "compile"}
+# Part of a configuration (two runs that differ only here are two rows) but not of pairing: a
+# TF32 peer sets both precisions, spikemesh's TF32 convolution runs may keep IEEE matrix
+# products; "tf32" is the peers' older single switch, superseded by conv_fp32_precision.
+NOT_PAIRED = {"matmul_fp32_precision", "tf32"}
+FP32_PRECISIONS = ("conv_fp32_precision", "matmul_fp32_precision")
 BACKENDS = ("spikemesh", "pytorch")
 
 
@@ -65,17 +76,40 @@ def read_records(paths):
     return records
 
 
+def fp32_precisions(rec):
+    """{conv_fp32_precision, matmul_fp32_precision} of a CUDA fp32 record ("ieee" | "tf32"),
+    {} otherwise (TF32 only concerns fp32 on a GPU). Records older than these fields: a peer's
+    "tf32" switch set both; spikemesh's fp32 was strict IEEE."""
+    if rec.get("device") != "cuda" or rec.get("precision") != "fp32":
+        return {}
+    legacy = "tf32" if rec.get("tf32") else "ieee"
+    return {f: rec.get(f) or legacy for f in FP32_PRECISIONS}
+
+
 def config_of(rec):
     """The configuration fields rec sets (None counts as unset), backend and compile excluded;
     on a GPU the host thread count is not part of the configuration (spikemesh records its
-    OpenMP threads, the peers torch's: neither runs the step's arithmetic there)."""
-    return {f: rec[f] for f in CONFIG_FIELDS
-            if f not in IGNORED_FOR_PAIRING and rec.get(f) is not None
-            and not (f == "threads" and rec.get("device") == "cuda")}
+    OpenMP threads, the peers torch's: neither runs the step's arithmetic there); the fp32
+    precisions as fp32_precisions() resolves them."""
+    cfg = {f: rec[f] for f in CONFIG_FIELDS
+           if f not in IGNORED_FOR_PAIRING and f not in FP32_PRECISIONS and rec.get(f) is not None
+           and not (f == "threads" and rec.get("device") == "cuda")}
+    cfg.update(fp32_precisions(rec))
+    return cfg
 
 
 def compatible(a, b):
-    return all(a[f] == b[f] for f in a.keys() & b.keys())
+    return all(a[f] == b[f] for f in (a.keys() & b.keys()) - NOT_PAIRED)
+
+
+def numerics_label(rec):
+    """The GPU numerics a record ran with: convolution policy (peers: cudnn.benchmark) and the
+    fp32 precision of convolutions/matrix products, e.g. "fast-tuned conv tf32 mm ieee"."""
+    if rec.get("device") != "cuda":
+        return ""
+    policy = rec.get("conv_algos") or ("exact" if rec.get("backend") == "spikemesh" else "cudnn.benchmark")
+    p = fp32_precisions(rec)
+    return policy + (f" conv {p['conv_fp32_precision']} mm {p['matmul_fp32_precision']}" if p else "")
 
 
 def latest_by_config(records, backend):
@@ -114,10 +148,12 @@ def describe(cfg, torch_rec):
         parts.append(f"W{cfg['world_size']}")
     if cfg.get("cuda_graphs") is False and cfg.get("device") == "cuda":
         parts.append("no-cuda-graphs")
-    if cfg.get("tf32"):
-        parts.append("tf32")
     if cfg.get("conv_algos") not in (None, "exact"):
         parts.append(f"conv-{cfg['conv_algos']}")
+    if cfg.get("conv_fp32_precision") == "tf32":
+        parts.append("conv-tf32")
+    if cfg.get("matmul_fp32_precision") == "tf32":
+        parts.append("matmul-tf32")
     if cfg.get("memopt_level"):
         parts.append(f"memopt{cfg['memopt_level']}")
     if torch_rec is not None and torch_rec.get("compile"):
@@ -206,7 +242,7 @@ def print_all_systems(records, out=sys.stdout):
         if k not in used:
             blocks.append((json.loads(k[1]), None, [p]))
     print(f"{'system':<34} {'samples/s':>10} {'step ms':>9} {'peak MB':>9}   "
-          f"{'spikemesh speed-up':>18} {'memory ratio':>12}", file=out)
+          f"{'spikemesh speed-up':>18} {'memory ratio':>12}   numerics (GPU)", file=out)
     for cfg, s, ps in blocks:
         print(f"-- {describe(cfg, None)}", file=out)
         s_sps = s.get("global_throughput_sps") if s else None
@@ -217,10 +253,11 @@ def print_all_systems(records, out=sys.stdout):
             speed = "" if rec is s else fmt_ratio(ratio(s_sps, sps))
             mem_r = "" if rec is s else fmt_ratio(ratio(s_mem, mem) if kind == s_kind else None)
             print(f"   {system_label(rec):<31} {fmt(sps, '10.2f'):>10} {fmt(lat, '9.2f'):>9} "
-                  f"{fmt(mem, '9.1f'):>9}   {speed:>18} {mem_r:>12}", file=out)
+                  f"{fmt(mem, '9.1f'):>9}   {speed:>18} {mem_r:>12}   {numerics_label(rec)}".rstrip(), file=out)
     print("speed-up = spikemesh samples/s / the system's (> 1 favours spikemesh); memory ratio = "
-          "spikemesh peak / the system's (< 1 favours spikemesh); peak = allocated (CUDA) or RSS (CPU).",
-          file=out)
+          "spikemesh peak / the system's (< 1 favours spikemesh); peak = allocated (CUDA) or RSS (CPU). "
+          "numerics: convolution policy, fp32 precision of convolutions (conv) and matrix products (mm); "
+          "a peer pairs by its convolution precision.", file=out)
     return len(blocks)
 
 

@@ -35,9 +35,13 @@ def add_common_args(ap, model_choices, default_model="cifar10dvs_vgg"):
                     help="bf16: forward and loss under torch.autocast(bfloat16); params stay fp32")
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                     help="torch.compile the model (default: on for cuda, off for cpu)")
-    ap.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=False,
-                    help="cuda fp32: let cuDNN and cuBLAS use TF32 tensor cores (torch's own default "
-                         "for convolutions); off by default, as spikemesh's fp32 is strict fp32")
+    ap.add_argument("--tf32", nargs="?", const="on", default="off", choices=("on", "off"),
+                    help="cuda fp32: on lets cuDNN convolutions and cuBLAS matrix products use TF32 tensor "
+                         "cores (torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32; "
+                         "PyTorch's own default is TF32 convolutions); off (the default) is strict IEEE fp32, "
+                         "as spikemesh's default. A bare --tf32 means on; the record's conv_fp32_precision and "
+                         "matmul_fp32_precision say which ran")
+    ap.add_argument("--no-tf32", dest="tf32", action="store_const", const="off", help="the same as --tf32 off")
     ap.add_argument("--image-size", type=int, default=224, help="spikformer_*: input image size")
     ap.add_argument("--num-classes", type=int, default=1000, help="spikformer_*: classes")
     ap.add_argument("--optimizer", choices=("adam",), default="adam")
@@ -63,9 +67,10 @@ def check_common_args(ap, args):
         ap.error("--warmup must be >= 0")
     if args.device == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda: torch.cuda.is_available() is False")
+    args.tf32 = args.tf32 == "on"
     if args.device == "cuda":  # set before any model is built or compiled
-        torch.backends.cudnn.allow_tf32 = bool(args.tf32)
-        torch.backends.cuda.matmul.allow_tf32 = bool(args.tf32)
+        torch.backends.cudnn.allow_tf32 = args.tf32
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32
     if args.compile is None:
         args.compile = args.device == "cuda" and hasattr(torch, "compile")
     elif args.compile and not hasattr(torch, "compile"):
@@ -84,6 +89,15 @@ def synthetic_batch(args, input_shape, classes, static_input, device):
         x = torch.randn((args.T, args.batch_size) + shape, generator=g)
     y = torch.randint(0, classes, (args.batch_size,), generator=g)
     return x.to(device), y.to(device)
+
+
+def fp32_precision(args, kind):
+    """"tf32" or "ieee": what torch.backends allowed for fp32 `kind` ("conv" or "matmul") as the
+    run set it; None off the GPU (where TF32 does not exist)."""
+    if args.device != "cuda":
+        return None
+    allowed = torch.backends.cudnn.allow_tf32 if kind == "conv" else torch.backends.cuda.matmul.allow_tf32
+    return "tf32" if allowed else "ieee"
 
 
 # ---------------------------------------------------------------------------- timing
@@ -209,6 +223,9 @@ def run_benchmark(args, work, opt, x, y, backend, num_classes):
         "threads": args.threads,
         "compile": bool(args.compile),
         "tf32": bool(args.tf32) if args.device == "cuda" else None,
+        # spikemesh's names for the same settings (--conv-fp32-precision, --matmul-fp32-precision)
+        "conv_fp32_precision": fp32_precision(args, "conv"),
+        "matmul_fp32_precision": fp32_precision(args, "matmul"),
         # metrics (bench_metric_fields)
         "step_latency_ms": latency,
         "global_throughput_sps": sps,

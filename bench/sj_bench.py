@@ -12,6 +12,13 @@ Neurons: SpikingJelly's automatic dispatch picks its fastest operator for the de
 reference otherwise); `sj_neuron_impl` records that the dispatch chose. The membrane state is reset
 with `functional.reset_net` at the start of every step (timed with the forward). The record is
 peer_bench.py's with backend "spikingjelly" plus `spikingjelly_version`. Nothing is downloaded.
+
+fp32 on a GPU: `--tf32 off` (the default) is strict IEEE fp32, `--tf32 on` PyTorch's TF32 tensor
+cores for cuDNN convolutions and cuBLAS matrix products (torch.backends.cudnn.allow_tf32 and
+torch.backends.cuda.matmul.allow_tf32; PyTorch's own default is TF32 convolutions); the record's
+conv_fp32_precision and matmul_fp32_precision ("ieee" | "tf32", spikemesh's names) and tf32 say
+which ran, and bench/compare.py pairs it with the spikemesh runs of the same convolution precision.
+cuDNN runs in benchmark mode (cudnn.benchmark = True) either way.
 """
 import argparse
 import importlib.metadata

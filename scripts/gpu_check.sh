@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu_check.sh — the whole GPU procedure in one device call (issue 22), sized for the lease:
+# gpu_check.sh — the whole GPU procedure in one call on a GPU machine, sized to fit:
 # one command of at most ~540 s on a bare GPU machine (no MPI/HDF5/oneDNN, no network).
 #
 #   bash scripts/gpu_check.sh            on the GPU machine: run(command=..., carry=['.device'],
@@ -7,7 +7,7 @@
 #   bash scripts/gpu_check.sh --no-gpu   the rehearsal (make gpu-rehearsal): every step that needs
 #                                        no GPU, on a bare root, so a broken bundle shows up here
 #
-# Order (fail fast, correctness before speed, peers while time lasts):
+# Order (fail fast, correctness before speed, where the time goes, peers while time lasts):
 #   0. preflight — tools (timeout, tar; Python's tarfile when xz is missing), unpack
 #      .device/spikemesh.tar.xz, glibc >= the bundle's need (.device/manifest.txt), `ldd` of
 #      every bundled program and library with nothing "not found", `nvidia-smi -L` lists a GPU
@@ -19,27 +19,41 @@
 #      GPU test subset. With a GPU visible, a skipped GPU test is a FAILURE (tests that need
 #      more GPUs than the machine has are named *MultiGpu* and left out). --no-gpu runs the CPU
 #      unit tests instead.
-#   2. spikemesh's benchmarks — fused LIF kernel vs device copy; cifar10dvs_vgg T10 b2/b32 and
-#      spikformer_ti 224 b4 T8, fp32 and bf16 (CUDA graphs auto), vgg b2 fp32 without graphs, and
-#      spikformer_ti bf16 at --memopt-level 1 and 4 (the CUDA allocator's peaks).
-#   2b. conv — cifar10dvs_vgg fp32 b32 and b2 under SPIKEMESH_CONV_ALGOS=exact, exact-tuned, fast
-#      and fast-tuned, with
-#      SPIKEMESH_LOG_LEVEL=debug so that bench.log names every cuDNN algorithm chosen.
+#   2. bench — spikemesh's benchmarks at the default numerics: fused LIF kernel vs device copy;
+#      cifar10dvs_vgg T10 b2/b32 and spikformer_ti 224 b4 T8, fp32 and bf16 (CUDA graphs auto),
+#      vgg b2 fp32 without graphs, spikformer_ti bf16 at --memopt-level 1 and 4 (the CUDA
+#      allocator's peaks). --no-gpu: a CPU `bench --profile` (its record and tables).
+#   2a. profile — `bench --profile` (one eager step, CUDA events around every leaf layer's
+#      pass): vgg b32 fp32 (default numerics, and fast-tuned with TF32 convolutions), vgg b32
+#      bf16, spikformer_ti fp32; the tables go to bench.log, every row to the records'
+#      layer_profile in bench.jsonl; then a check that the fp32 profiles are there and plausible
+#      (rows positive, their sum within the step), its lines also in the summary.
+#   2b. conv — vgg b32 fp32 under --conv-algos exact|deterministic|fast (each also -tuned) x
+#      --conv-fp32-precision ieee|tf32 with SPIKEMESH_LOG_LEVEL=debug (bench.log names every
+#      engine chosen); vgg b2 fp32 with SPIKEMESH_CONV_ALGOS=fast-tuned (the variable as the
+#      flags' default); vgg b32 bf16 fast-tuned; spikformer_ti fp32 fast-tuned with conv and
+#      matmul precision ieee, then tf32; `bench --kernel conv-layout` (bf16 NCHW vs NHWC
+#      convolutions) as information only: its failure fails nothing, and a build without it
+#      gets a note.
 #   2c. auto — mpirun -np 2 spikemesh calibrate --device cuda --model cifar10dvs_vgg: the cost
 #      model's calibration and profile on the GPU, the ranking `--distributed-mode auto` uses.
-#   3. the peers on the same GPU — SpikingJelly 2.0 eager (wheels from .device/wheels), then the
-#      PyTorch twin and SpikingJelly under torch.compile — while the budget lasts.
+#   3. the peers on the same GPU — SpikingJelly 2.0 eager (wheels from .device/wheels; vgg b32
+#      fp32 both strict and with --tf32 on), then the PyTorch twin and SpikingJelly under
+#      torch.compile — while the budget lasts.
 # Deadline: no step starts after GPU_CHECK_BUDGET_S (default 480 s; 1500 with --no-gpu) and no
 # step runs past GPU_CHECK_HARD_S (default budget + 45 s); every step runs under `timeout`.
-# A correctness step left out by the deadline counts as a failure; a peer left out does not.
-# The summary and the side-by-side table (bench/compare.py --all) are printed by an EXIT trap,
-# so they come back even when the deadline or a timeout cut the run.
+# A correctness step left out by the deadline counts as a failure; a peer or an informational
+# step left out or failing does not.
+# The summary and the side-by-side table (bench/compare.py --all, with each row's convolution
+# policy and fp32 precisions) are printed by an EXIT trap, so they come back even when the
+# deadline or a timeout cut the run.
 # Python runs with the machine's own PATH and LD_LIBRARY_PATH (never the bundle's libraries).
-# GPU_CHECK_PARTS (default all) picks step groups for a targeted rerun on a short lease, comma-
-# separated from: cpu unit graphs mpi errors memcheck bench conv auto peers-eager peers-compile. A group not
-# picked is listed as "----" and counts neither as a pass nor as a failure; preflight always runs.
+# GPU_CHECK_PARTS (default all) picks step groups for a short targeted rerun, comma-
+# separated from: cpu unit graphs mpi errors memcheck bench profile conv auto peers-eager
+# peers-compile. A group not picked is listed as "----" and counts neither as a pass nor as a
+# failure; preflight always runs.
 # Files in $OUT (default /tmp/gpu_check), 7 at most: summary.txt preflight.log tests.log
-# mpi_tests.log checks.log bench.log bench.jsonl.
+# mpi_tests.log checks.log bench.log (with the profile tables) bench.jsonl (with the profiles).
 # Exit: 0 all correctness steps passed; 1 a correctness step failed or was not run; 2 preflight.
 set -uo pipefail
 
@@ -76,11 +90,11 @@ SUM=$OUT/summary.txt PRE=$OUT/preflight.log TESTS=$OUT/tests.log MPIT=$OUT/mpi_t
 CHECKS=$OUT/checks.log BLOG=$OUT/bench.log JSONL=$OUT/bench.jsonl
 : >"$SUM"; : >"$PRE"
 status=0
-PARTS=${GPU_CHECK_PARTS:-cpu,unit,graphs,mpi,errors,memcheck,bench,conv,auto,peers-eager,peers-compile}
+PARTS=${GPU_CHECK_PARTS:-cpu,unit,graphs,mpi,errors,memcheck,bench,profile,conv,auto,peers-eager,peers-compile}
 PART=""  # the group of the steps that follow; set before each group
 for p in ${PARTS//,/ }; do
-  case $p in cpu|unit|graphs|mpi|errors|memcheck|bench|conv|auto|peers-eager|peers-compile) ;;
-    *) echo "gpu_check: unknown group '$p' in GPU_CHECK_PARTS (cpu unit graphs mpi errors memcheck bench conv auto peers-eager peers-compile)" >&2; exit 2 ;;
+  case $p in cpu|unit|graphs|mpi|errors|memcheck|bench|profile|conv|auto|peers-eager|peers-compile) ;;
+    *) echo "gpu_check: unknown group '$p' in GPU_CHECK_PARTS (cpu unit graphs mpi errors memcheck bench profile conv auto peers-eager peers-compile)" >&2; exit 2 ;;
   esac
 done
 ORIG_PATH=$PATH ORIG_LD=${LD_LIBRARY_PATH:-}
@@ -108,7 +122,8 @@ trap finish EXIT
 
 die() { say "PREFLIGHT FAILED: $*"; status=2; exit 2; }
 
-# step KIND NAME LIMIT_S LOG COMMAND...   KIND: must (a failure or omission fails the run) | peer
+# step KIND NAME LIMIT_S LOG COMMAND...   KIND: must (a failure or omission fails the run) | peer |
+# info (neither: a peer's run, or a measurement that is informational)
 step() {
   local kind=$1 name=$2 limit=$3 log=$4; shift 4
   local left=$((HARD - (SECONDS - START)))
@@ -135,7 +150,7 @@ step() {
   if [ "$kind" = must ]; then
     status=1; say "FAIL  $name: $why (${took} s; $(basename "$log"))"
   else
-    say "peer  $name: $why (${took} s; $(basename "$log"))"
+    say "$kind  $name: $why (${took} s; $(basename "$log"))"
   fi
   tail -n 6 "$log" | sed 's/^/        /' | tee -a "$SUM"
   return 0
@@ -277,25 +292,86 @@ if [ "$MODE" = gpu ]; then
   grep -h "ssa forward" "$TESTS" 2>/dev/null | sed 's/^/note  /' | tee -a "$SUM"
   grep -hi "GB/s" "$BLOG" 2>/dev/null | head -4 | sed 's/^/note  /' | tee -a "$SUM"
 else
-  step must "spikemesh bench on the CPU (the record and the table)" 120 "$BLOG" "$SM" bench --model fmnist_csnn \
-    --var C=4 --T 2 --batch-size 2 --steps 2 --warmup 1 --device cpu --result-log "$JSONL"
+  step must "spikemesh bench --profile on the CPU (the record and the tables)" 120 "$BLOG" "$SM" bench \
+    --model fmnist_csnn --var C=4 --T 2 --batch-size 2 --steps 2 --warmup 1 --device cpu --profile --result-log "$JSONL"
+  step must "bench --profile's CPU table in bench.log" 10 "$BLOG" grep -q "per layer type (ms per step, leaf layers, CPU)" "$BLOG"
 fi
 
-# ---- 2b. the cuDNN algorithm policies; 2c. the cost model on the GPU --------------------------
+# ---- 2a. where the time goes: one step per layer and pass, CUDA events (bench --profile) -------
+# Own runs (the same configurations as above): a profile that fails cannot take the plain
+# records with it. The table goes to bench.log, every row to the record's layer_profile.
+PART=profile
+# $WORK/profile_check.py JSONL: the vgg b32 fp32 and spikformer_ti fp32 records carry a profile
+# whose rows are positive and fit in its step (run by the machine's python3)
+cat >"$WORK/profile_check.py" <<'PYEOF'
+import json, sys
+try:
+    recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+except OSError as e:
+    sys.exit(f"no records: {e}")
+bad = []
+for model, batch in (("cifar10dvs_vgg", 32), ("spikformer_ti", 4)):
+    p = [r["layer_profile"] for r in recs if r.get("backend") == "spikemesh" and r.get("model") == model
+         and r.get("batch_size") == batch and r.get("precision") == "fp32" and "layer_profile" in r]
+    if not p:
+        bad.append(f"{model} b{batch} fp32: no record with layer_profile"); continue
+    for q in p:
+        rows = q["rows"]; total = sum(x["ms"] for x in rows)
+        top = ", ".join(f'{x["layer"]} {x["pass"]} {x["ms"]:.2f} ms' for x in rows[:3])
+        print(f"{model} b{batch} fp32: step {q['step_ms']:.2f} ms, {len(rows)} rows, layers {total:.2f} ms; top: {top}")
+        if not rows or q["step_ms"] <= 0 or any(x["ms"] < 0 for x in rows) or total > 1.02 * q["step_ms"] + 0.05:
+            bad.append(f"{model}: implausible profile")
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+PYEOF
+if [ "$MODE" = gpu ]; then
+  step must "spikemesh cifar10dvs_vgg b32 fp32 --profile" 90 "$BLOG" "$SM" bench "${VGG[@]}" --batch-size 32 \
+    --device cuda --precision fp32 --profile --result-log "$JSONL"
+  step must "spikemesh cifar10dvs_vgg b32 fp32 --conv-algos fast-tuned --conv-fp32-precision tf32 --profile" 90 "$BLOG" \
+    "$SM" bench "${VGG[@]}" --batch-size 32 --device cuda --precision fp32 --conv-algos fast-tuned \
+    --conv-fp32-precision tf32 --profile --result-log "$JSONL"
+  step must "spikemesh cifar10dvs_vgg b32 bf16 --profile" 90 "$BLOG" "$SM" bench "${VGG[@]}" --batch-size 32 \
+    --device cuda --precision bf16 --profile --result-log "$JSONL"
+  step must "spikemesh spikformer_ti 224 b4 fp32 --profile" 120 "$BLOG" "$SM" bench "${SPK[@]}" --device cuda \
+    --precision fp32 --profile --result-log "$JSONL"
+  step must "the profiles are in bench.jsonl (rows positive, within the step)" 30 "$BLOG" \
+    env PATH="$ORIG_PATH" LD_LIBRARY_PATH="$ORIG_LD" python3 "$WORK/profile_check.py" "$JSONL"
+  grep -q "^ok    the profiles are in" "$SUM" && grep -A4 "^===== the profiles are in" "$BLOG" | tail -n +2 |
+    grep -v '^$' | sed 's/^/note  /' | tee -a "$SUM"
+fi
+
+# ---- 2b. GPU numerics: convolution policy x fp32 precision; 2c. the cost model on the GPU -----
+# --conv-algos exact|deterministic|fast (each also -tuned) x --conv-fp32-precision ieee|tf32 at
+# vgg b32 fp32, with SPIKEMESH_LOG_LEVEL=debug so that bench.log names every engine chosen; the
+# environment variable as the flags' default once (vgg b2); bf16 and spikformer_ti fp32 under
+# fast-tuned, the latter also with TF32 matrix products; the bf16 NCHW/NHWC convolution timing.
 if [ "$MODE" = gpu ]; then
   PART=conv
-  for b in 32 2; do
-    for policy in exact exact-tuned fast fast-tuned; do
-      step must "spikemesh cifar10dvs_vgg b$b fp32 SPIKEMESH_CONV_ALGOS=$policy (cuDNN choices in bench.log)" 90 "$BLOG" \
-        env SPIKEMESH_CONV_ALGOS=$policy SPIKEMESH_LOG_LEVEL=debug "$SM" bench "${VGG[@]}" --batch-size "$b" \
-        --device cuda --precision fp32 --result-log "$JSONL"
+  for fp in ieee tf32; do
+    for policy in exact exact-tuned deterministic deterministic-tuned fast fast-tuned; do
+      step must "spikemesh cifar10dvs_vgg b32 fp32 --conv-algos $policy --conv-fp32-precision $fp" 90 "$BLOG" \
+        env SPIKEMESH_LOG_LEVEL=debug "$SM" bench "${VGG[@]}" --batch-size 32 --device cuda --precision fp32 \
+        --conv-algos "$policy" --conv-fp32-precision "$fp" --result-log "$JSONL"
     done
   done
-  step must "spikemesh cifar10dvs_vgg b32 bf16 SPIKEMESH_CONV_ALGOS=fast-tuned" 90 "$BLOG" \
-    env SPIKEMESH_CONV_ALGOS=fast-tuned "$SM" bench "${VGG[@]}" --batch-size 32 --device cuda --precision bf16 \
+  step must "spikemesh cifar10dvs_vgg b2 fp32 SPIKEMESH_CONV_ALGOS=fast-tuned (the variable as the default)" 90 "$BLOG" \
+    env SPIKEMESH_CONV_ALGOS=fast-tuned "$SM" bench "${VGG[@]}" --batch-size 2 --device cuda --precision fp32 \
     --result-log "$JSONL"
-  step must "spikemesh spikformer_ti 224 b4 fp32 SPIKEMESH_CONV_ALGOS=fast-tuned" 120 "$BLOG" \
-    env SPIKEMESH_CONV_ALGOS=fast-tuned "$SM" bench "${SPK[@]}" --device cuda --precision fp32 --result-log "$JSONL"
+  step must "spikemesh cifar10dvs_vgg b32 bf16 --conv-algos fast-tuned" 90 "$BLOG" "$SM" bench "${VGG[@]}" \
+    --batch-size 32 --device cuda --precision bf16 --conv-algos fast-tuned --result-log "$JSONL"
+  for fp in ieee tf32; do
+    step must "spikemesh spikformer_ti 224 b4 fp32 --conv-algos fast-tuned --conv-fp32-precision $fp --matmul-fp32-precision $fp" 120 \
+      "$BLOG" "$SM" bench "${SPK[@]}" --device cuda --precision fp32 --conv-algos fast-tuned \
+      --conv-fp32-precision "$fp" --matmul-fp32-precision "$fp" --result-log "$JSONL"
+  done
+  # informational (a failure does not fail the check): a build without this kernel benchmark
+  # says so in a note instead
+  if timeout 30 "$SM" bench --help 2>/dev/null | grep -q "conv-layout"; then
+    step info "spikemesh bench --kernel conv-layout (bf16 NCHW vs NHWC convolutions)" 90 "$BLOG" \
+      "$SM" bench --kernel conv-layout --device cuda --batch-size 32 --T 10
+  elif [[ ",$PARTS," == *",conv,"* ]]; then
+    say "note  bench --kernel conv-layout is not in this build: left out"
+  fi
   PART=auto
   step must "mpirun -np 2 spikemesh calibrate --device cuda --model cifar10dvs_vgg (cost model on the GPU)" 150 \
     "$CHECKS" "${MPIRUN[@]}" -np 2 "$SM" calibrate --device cuda --model cifar10dvs_vgg --T 4 --batch-size 4 \
@@ -325,6 +401,9 @@ if [ "$MODE" = gpu ]; then
     for b in 2 32; do
       peer_run "SpikingJelly eager vgg b$b $prec" 90 bench/sj_bench.py "${VGG[@]}" --batch-size "$b" --precision "$prec" --no-compile
     done
+    # fp32 b32 also with TF32 (PyTorch's default for convolutions): the TF32 target's peer
+    [ "$prec" = fp32 ] && peer_run "SpikingJelly eager vgg b32 fp32 --tf32 on" 90 bench/sj_bench.py "${VGG[@]}" \
+      --batch-size 32 --precision fp32 --tf32 on --no-compile
     peer_run "SpikingJelly eager spikformer_ti b4 $prec" 120 bench/sj_bench.py "${SPK[@]}" --precision "$prec" --no-compile
   done
   PART=peers-compile

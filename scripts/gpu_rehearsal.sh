@@ -151,7 +151,7 @@ chroot "$RFS" /usr/bin/env -i HOME=/root LANG=C.UTF-8 PATH=/work/fakegpu:/usr/sb
   OUT=/work/out/e bash /work/spikemesh/scripts/gpu_check.sh >"$DIR/out/e.log" 2>&1
 rc=$?
 cp -a "$RFS/work/out/e/." "$DIR/out/e/" 2>/dev/null || true
-steps=$(grep -cE '^(ok|FAIL|peer|SKIP|note) ' "$DIR/out/e.log")
+steps=$(grep -cE '^(ok|FAIL|peer|info|SKIP|note) ' "$DIR/out/e.log")
 bashbug=$(cat "$DIR/out/e.log" "$DIR/out/e"/*.log 2>/dev/null | grep -E 'unbound variable|syntax error|command not found|bad substitution' | head -3)
 if [ $rc -eq 1 ] && [ -z "$bashbug" ] && grep -q "FAIL  unit \*Gpu\* tests (no skips): exit 3" "$DIR/out/e.log" &&
    grep -q "note  compute-sanitizer cannot attach" "$DIR/out/e.log" && grep -q "^peer  SpikingJelly eager" "$DIR/out/e.log" &&

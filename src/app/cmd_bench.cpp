@@ -43,6 +43,7 @@
 #include "spikemesh/train/graph_step_cuda.h"
 #include "spikemesh/train/memopt_search.h"
 #include "auto_choice.h"
+#include "bench_profile.h"
 #include "conv_layout_bench.h"
 #include "spike_conv_sweep.h"
 #include "synthetic_batch.h"
@@ -133,36 +134,6 @@ void choose_bench_layout(BenchOptions& o, const AppEnv& env) {
                                     {"rationale", res.reason},
                                     {"predicted_step_ms", res.ranked.front().prediction.step_ms},
                                     {"predicted_peak_mb", res.ranked.front().prediction.peak_mb}};
-}
-
-// Per-layer-type time per step of the timed steps (layer_profile.h). Matrix-product layers also
-// get their achieved rate; their backward does two products of the forward's size (data and
-// weights), so its rate is computed from 2× the forward FLOPs.
-void print_layer_profile(int64_t steps, double step_ms) {
-  std::printf("  per layer type (ms per step, leaf layers, CPU):\n"
-              "    %-12s %10s %10s %7s %12s %12s\n", "type", "forward", "backward", "share", "fwd GFLOP/s",
-              "bwd GFLOP/s");
-  double total = 0.0;
-  for (const LayerTypeTiming& r : layer_profile_report()) {
-    const double f = r.forward_ms / steps, b = r.backward_ms / steps;
-    total += f + b;
-    char fr[32] = "", br[32] = "";
-    if (r.forward_flops > 0 && f > 0) std::snprintf(fr, sizeof fr, "%.0f", r.forward_flops / steps / (f * 1e6));
-    if (r.forward_flops > 0 && b > 0) std::snprintf(br, sizeof br, "%.0f", 2 * r.forward_flops / steps / (b * 1e6));
-    std::printf("    %-12s %10.2f %10.2f %6.1f%% %12s %12s\n", r.type.c_str(), f, b, 100.0 * (f + b) / step_ms, fr, br);
-  }
-  std::printf("    %-12s %21.2f %6.1f%%  (rest: loss, optimizer, framework)\n", "all layers", total,
-              100.0 * total / step_ms);
-  const std::vector<SpikeConvRow> conv = layer_profile_spike_conv_report();
-  if (conv.empty()) return;
-  std::printf("  convolutions of spike inputs (--conv-algo %s; ms per step; kernel: the one that ran, sparse "
-              "below the crossover):\n    %-28s %-22s %8s %9s %8s %9s %9s %8s %9s\n",
-              spike_conv_algo_name(spike_conv_algo()), "layer", "shape", "density", "forward", "kernel", "crossover",
-              "weights", "kernel", "crossover");
-  for (const SpikeConvRow& r : conv)
-    std::printf("    %-28s %-22s %7.1f%% %9.2f %8s %8.1f%% %9.2f %8s %8.1f%%\n", r.layer.c_str(), r.geometry.c_str(),
-                100.0 * r.firing_rate(), r.forward_ms / steps, r.forward_kernel(), 100.0 * r.crossover_forward,
-                r.weight_ms / steps, r.weights_kernel(), 100.0 * r.crossover_weights);
 }
 
 // The spec's pp_* fields plus the measured bubble (median over the timed steps), the bubble the
@@ -556,8 +527,10 @@ void add_metric_fields(BenchRecord& r, const BenchOptions& o, RunParts& parts, M
   }
 }
 
-// Rank 0: the summary lines, the layer profile, the result log and its comparison.
-void report_bench(const BenchRecord& r, const BenchOptions& o, RunParts& parts, Mesh* mesh, const BenchFigures& f) {
+// Rank 0: the summary lines, the layer profile (gpu_profile: the GPU's one-step table, or
+// null), the result log and its comparison.
+void report_bench(const BenchRecord& r, const BenchOptions& o, RunParts& parts, Mesh* mesh, const BenchFigures& f,
+                  const StepProfile* gpu_profile) {
   std::printf("  step latency %.2f ms (median of %lld; forward %.2f, backward %.2f, optimizer %.2f, reset %.3f)\n"
               "  throughput   %.2f samples/s\n  peak memory  %.1f MB allocated, %.1f MB RSS\n",
               f.step_ms, static_cast<long long>(o.steps), f.fwd, f.bwd, f.optm, f.rst,
@@ -583,7 +556,10 @@ void report_bench(const BenchRecord& r, const BenchOptions& o, RunParts& parts, 
                 r["pp_microbatches"].get<int>(), r["pp_layout"].get<std::string>().c_str(),
                 100 * r["pp_bubble_measured"].get<double>(), 100 * r["pp_bubble_simulated"].get<double>(),
                 r["pp_activation_bytes_per_step"].get<double>() / 1048576.0);
-  if (o.profile) print_layer_profile(o.steps, f.step_ms);
+  if (gpu_profile)
+    std::printf("%s", format_step_profile(*gpu_profile, kProfileTableRows).c_str());
+  else if (o.profile)
+    print_cpu_layer_profile(o.steps, f.step_ms);
   if (!o.result_log.empty()) {
     auto prev = find_previous_record(o.result_log, r);
     append_bench_record(o.result_log, r);
@@ -614,7 +590,16 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
   if (parts.layout->pipeline())  // collective over the world
     add_pipeline_fields(r, *parts.layout, ts.pp_steps, ts.pp_at, o.steps, f.local_peak_alloc);
   add_metric_fields(r, o, parts, mesh.get(), ts, f);
-  if (env.rank == 0) report_bench(r, o, parts, mesh.get(), f);
+  std::unique_ptr<StepProfile> gpu_profile;  // --profile on a GPU: one more step, eager, after every figure
+  if (o.profile && parts.device.is_cuda()) {
+    Ctx ctx;
+    ctx.seed = o.seed;
+    ctx.step = o.warmup + o.steps;
+    gpu_profile = std::make_unique<StepProfile>(
+        profile_gpu_step(*parts.layout, *parts.optimizer, micro, ctx, StepOptions{0.0, &parts.scaler}));
+    r["layer_profile"] = step_profile_json(*gpu_profile);
+  }
+  if (env.rank == 0) report_bench(r, o, parts, mesh.get(), f, gpu_profile.get());
 }
 }  // namespace
 
@@ -721,7 +706,11 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
   cmd->add_flag("--tp-debug-comm", o->tp_debug_comm, "print each layer's tensor-parallel all-reduce once: layer, direction, bytes (tp rank 0 of each group)");
   cmd->add_flag("--json", o->print_json, "print the record as JSON");
   cmd->add_flag("--profile", o->profile,
-                "time every layer type in the timed steps (CPU) and print a table with GFLOP/s of conv/linear");
+                "CPU: time every layer type in the timed steps (host clock) and print a table with GFLOP/s of "
+                "conv/linear. GPU: after the timed steps, ONE more step run eagerly (never a CUDA-graph replay, "
+                "whatever --cuda-graphs says) with CUDA events around every leaf layer's pass: a table per layer and "
+                "pass (forward, backward or backward-input/-weight; the first 40 rows), the rest of the step "
+                "(optimizer, loss, gaps) and the per-type totals; every row also in the record's layer_profile");
   cmd->callback([o, cmd, &env]() {
     for (const char* k : {"mesh-shape", "optimizer-sharding", "pp-schedule", "pp-virtual-stages", "pp-microbatches",
                           "pp-layout", "memopt-level", "prefer"})

@@ -2,8 +2,10 @@
 #include "spikemesh/layers/layer.h"
 
 #include <chrono>
+#include <type_traits>
 
 #include "spikemesh/layers/collectives.h"
+#include "spikemesh/layers/gpu_layer_profile.h"
 #include "spikemesh/layers/layer_profile.h"
 
 namespace sm {
@@ -12,6 +14,22 @@ namespace {
 bool timed(Layer& l, const Device& d) { return layer_profile_enabled() && d.is_cpu() && l.children().empty(); }
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+// B's pass name: plain backward when it also accumulates the parameter gradients.
+ProfilePass input_pass(const Ctx& ctx) { return ctx.split_wgrad ? ProfilePass::BackwardInput : ProfilePass::Backward; }
+// A CUDA pass of a leaf bracketed by CUDA events (gpu_layer_profile.h; only while armed).
+template <class Run>
+auto gpu_timed(Layer& l, const Device& d, ProfilePass pass, Run run) -> decltype(run()) {
+  if (!l.children().empty()) return run();
+  const size_t k = gpu_profile_pass_start(d);
+  if constexpr (std::is_void_v<decltype(run())>) {
+    run();
+    gpu_profile_pass_end(k, l.name(), l.type(), pass);
+  } else {
+    auto out = run();
+    gpu_profile_pass_end(k, l.name(), l.type(), pass);
+    return out;
+  }
 }
 }  // namespace
 
@@ -42,7 +60,10 @@ Tensor Layer::backward_input(const Tensor& dy, Ctx& ctx) {
 
 Tensor Layer::forward_dispatch(const Tensor& x, Ctx& ctx) {
   last_device_ = x.device();
-  if (x.device().is_cuda()) return forward_cuda(x, ctx);
+  if (x.device().is_cuda()) {
+    if (!gpu_profile_armed()) return forward_cuda(x, ctx);
+    return gpu_timed(*this, x.device(), ProfilePass::Forward, [&] { return forward_cuda(x, ctx); });
+  }
   if (!timed(*this, x.device())) return forward_cpu(x, ctx);
   auto t0 = std::chrono::steady_clock::now();
   Tensor y = forward_cpu(x, ctx);
@@ -58,7 +79,10 @@ Tensor Layer::forward_dispatch(const Tensor& x, Ctx& ctx) {
 }
 
 Tensor Layer::backward_dispatch(const Tensor& dy, Ctx& ctx) {
-  if (dy.device().is_cuda()) return backward_input_cuda(dy, ctx);
+  if (dy.device().is_cuda()) {
+    if (!gpu_profile_armed()) return backward_input_cuda(dy, ctx);
+    return gpu_timed(*this, dy.device(), input_pass(ctx), [&] { return backward_input_cuda(dy, ctx); });
+  }
   if (!timed(*this, dy.device())) return backward_input_cpu(dy, ctx);
   auto t0 = std::chrono::steady_clock::now();
   Tensor dx = backward_input_cpu(dy, ctx);
@@ -67,7 +91,10 @@ Tensor Layer::backward_dispatch(const Tensor& dy, Ctx& ctx) {
 }
 
 void Layer::backward_weight(Ctx& ctx) {
-  if (last_device_.is_cuda()) return backward_weight_cuda(ctx);
+  if (last_device_.is_cuda()) {
+    if (!gpu_profile_armed() || own_params_.empty()) return backward_weight_cuda(ctx);
+    return gpu_timed(*this, last_device_, ProfilePass::BackwardWeight, [&] { backward_weight_cuda(ctx); });
+  }
   if (!timed(*this, last_device_)) return backward_weight_cpu(ctx);
   auto t0 = std::chrono::steady_clock::now();
   backward_weight_cpu(ctx);

@@ -69,6 +69,23 @@ check "compare.py --all on cuda: different thread counts still pair" "$PY" -c "
 import re, sys
 t = sys.stdin.read()
 sys.exit(0 if re.search(r'^   PyTorch twin, eager +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+x', t, re.M) and t.count('-- cifar10dvs_vgg') == 1 else 1)" <<<"$cuda_table"
+# fp32 on a GPU: each spikemesh run pairs with the peer of its convolution precision (strict
+# IEEE with strict, TF32 with TF32), and the numerics column says which row is which
+prec_table=$("$PY" -c "
+import json
+base = dict(model='cifar10dvs_vgg', T=10, batch_size=32, device='cuda', precision='fp32', mode='none',
+            peak_allocated_mb=100.0, step_latency_ms=10.0)
+for kw in [dict(backend='spikemesh', conv_algos='fast-tuned', conv_fp32_precision='ieee', matmul_fp32_precision='ieee', global_throughput_sps=500),
+           dict(backend='spikemesh', conv_algos='fast-tuned', conv_fp32_precision='tf32', matmul_fp32_precision='ieee', global_throughput_sps=1000),
+           dict(backend='spikingjelly', compile=False, tf32=False, global_throughput_sps=250),
+           dict(backend='spikingjelly', compile=False, tf32=True, global_throughput_sps=2000)]:
+    print(json.dumps(dict(base, **kw)))" > "$TMP/prec.jsonl" && "$PY" "$ROOT/bench/compare.py" --all "$TMP/prec.jsonl" 2>&1)
+check "compare.py --all: strict pairs with strict, TF32 with TF32, numerics shown" "$PY" -c "
+import re, sys
+t = sys.stdin.read()
+strict = re.search(r'^-- .*fp32 conv-fast-tuned\n.*\n   SpikingJelly, eager .* 2\.00x .*cudnn\.benchmark conv ieee mm ieee$', t, re.M)
+tf32 = re.search(r'^-- .*fp32 conv-fast-tuned conv-tf32\n.*fast-tuned conv tf32 mm ieee\n   SpikingJelly, eager .* 0\.50x .*conv tf32 mm tf32$', t, re.M)
+sys.exit(0 if strict and tf32 and t.count('-- cifar10dvs_vgg') == 2 else 1)" <<<"$prec_table"
 check "report.png is a PNG" bash -c "head -c 8 '$TMP/a/report.png' | od -An -c | grep -q 'P   N   G'"
 
 # 2. a venv whose peer cannot be imported

@@ -56,6 +56,14 @@ run "bench --profile sparse" "$BIN" bench --model fmnist_csnn --var C=16 --batch
 grep -q "convolutions of spike inputs (--conv-algo sparse" "bench --profile sparse.log" &&
   grep -Eq "^    [^ ]+ +16->16 14x14 k3 +[0-9.]+% +[0-9.]+ +sparse" "bench --profile sparse.log" &&
   ok "bench --profile: layer, firing rate, kernel" || { bad "bench --profile table"; tail -n 6 "bench --profile sparse.log"; }
+# the per-layer-type table of the CPU (host clock over the timed steps), not the GPU's one-step table
+grep -q "^  per layer type (ms per step, leaf layers, CPU):" "bench --profile sparse.log" &&
+  grep -Eq "^    conv2d +[0-9.]+ +[0-9.]+ +[0-9.]+% +[0-9]+ +[0-9]+$" "bench --profile sparse.log" &&
+  grep -Eq "^    all layers +[0-9.]+ +[0-9.]+%  \(rest: loss, optimizer, framework\)" "bench --profile sparse.log" &&
+  ! grep -q "one step, per layer and pass" "bench --profile sparse.log" &&
+  ok "bench --profile on the CPU: the per-layer-type table" || { bad "bench --profile CPU table"; tail -n 12 "bench --profile sparse.log"; }
+"$BIN" bench --help 2>&1 | grep -q "ONE more step run eagerly" && ok "bench --help: the GPU profile runs one eager step" ||
+  bad "bench --help does not say the GPU profile's step is eager"
 "$PY" - <<'PYEOF' && ok "bench record: conv_algo and spike_conv_layers" || bad "bench record fields"
 import json
 r = json.loads(open("bench.jsonl").read().splitlines()[-1])
@@ -63,6 +71,7 @@ assert r["conv_algo"] == "sparse", r.get("conv_algo")
 layers = r["spike_conv_layers"]
 assert len(layers) == 1 and layers[0]["forward_kernel"] == "sparse" and layers[0]["weights_kernel"] == "sparse", layers
 assert 0 < layers[0]["firing_rate"] < 1 and layers[0]["shape"] == "16->16 14x14 k3", layers
+assert "layer_profile" not in r  # the one-step CUDA-event profile is the GPU's
 PYEOF
 run "bench --kernel spike-conv" "$BIN" bench --kernel spike-conv --conv-shape 16,16,8,3 --conv-shape 32,24,6,1 \
   --batch-size 2 --T 2 --steps 1
