@@ -178,17 +178,18 @@ void TrainConfigResolver::add_options(CLI::App& cmd) {
 
 void TrainConfigResolver::add_options(CLI::App& cmd, const std::vector<std::string>& keys) {
   auto wanted = [&](const std::string& key) { return std::find(keys.begin(), keys.end(), key) != keys.end(); };
-  if (wanted(GpuNumericsFlags::key(0))) {  // the three GPU numerics flags: registered together, help there
-    const auto opts = add_gpu_numerics_flags(cmd, gpu_numerics_cli_);
-    for (auto& f : fields_)
-      for (int i = 0; i < GpuNumericsFlags::kCount; ++i)
-        if (f->key == GpuNumericsFlags::key(i)) {
-          f->opt = opts[i];
-          f->cli_source = &gpu_numerics_cli_.at(i);
-        }
-  }
   for (auto& f : fields_) {
     if (f->cli_source || !wanted(f->key)) continue;
+    if (f->key == GpuNumericsFlags::key(0)) {  // the three GPU numerics flags: registered together, help there
+      const auto opts = add_gpu_numerics_flags(cmd, gpu_numerics_cli_);
+      for (auto& g : fields_)
+        for (int i = 0; i < GpuNumericsFlags::kCount; ++i)
+          if (g->key == GpuNumericsFlags::key(i)) {
+            g->opt = opts[i];
+            g->cli_source = &gpu_numerics_cli_.at(i);
+          }
+      continue;
+    }
     std::string flag = "--" + f->key;
     const std::string range = flag_range_text(f->key);
     if (!range.empty() && f->kind != Field::Kind::StrList) f->help += "; range " + range;

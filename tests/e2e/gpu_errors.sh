@@ -119,7 +119,8 @@ fi
 sed -i "s/^conv-algos = 'exact'$/conv-algos = 'fast'/" "$T/runs/n2/config.toml"
 expect_ok "train --resume: a flag changing the recorded --conv-algos warns once" \
   "--conv-algos exact differs from the run's recorded fast: the resumed run continues with exact" "test accuracy" -- \
-  "${TRAIN[@]}" --run-name n2 --device cpu --resume auto --max-steps 2 --conv-algos exact
+  "$BIN" train --model cifar10dvs_vgg --data "$T/dvs.h5" --batch-size 2 --max-steps 2 --output "$T/runs" \
+  --run-name n2 --device cpu --resume auto --conv-algos exact
 
 if nvidia-smi -L >/dev/null 2>&1; then
   echo "(a GPU is visible: checking the GPU paths)"
