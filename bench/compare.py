@@ -33,7 +33,7 @@ CONFIG_FIELDS = [
     "dp_mesh_dim", "memopt_compress_x", "pp_microbatches", "pp_memopt_stage_budget_ratio",
     "pp_schedule", "pp_virtual_stages", "pp_layout", "pp_delay_wgrad", "pp_memopt_stages",
     "backend", "device", "precision", "threads", "hostname", "cuda_graphs", "conv_algos",
-    "pp_transfer_path", "tf32",
+    "conv_fp32_precision", "matmul_fp32_precision", "pp_transfer_path", "tf32",
     "compile",  # torch_bench.py only
 ]
 IGNORED_FOR_PAIRING = {"backend", "compile"}
@@ -69,9 +69,15 @@ def config_of(rec):
     """The configuration fields rec sets (None counts as unset), backend and compile excluded;
     on a GPU the host thread count is not part of the configuration (spikemesh records its
     OpenMP threads, the peers torch's: neither runs the step's arithmetic there)."""
-    return {f: rec[f] for f in CONFIG_FIELDS
-            if f not in IGNORED_FOR_PAIRING and rec.get(f) is not None
-            and not (f == "threads" and rec.get("device") == "cuda")}
+    cfg = {f: rec[f] for f in CONFIG_FIELDS
+           if f not in IGNORED_FOR_PAIRING and rec.get(f) is not None
+           and not (f == "threads" and rec.get("device") == "cuda")}
+    # spikemesh's two fp32 precisions as the peers' one --tf32 switch (cuDNN and cuBLAS together):
+    # both tf32 pair with tf32, both ieee with strict fp32, a mix with neither.
+    conv, matmul = rec.get("conv_fp32_precision"), rec.get("matmul_fp32_precision")
+    if rec.get("tf32") is None and conv is not None and matmul is not None:
+        cfg["tf32"] = conv == "tf32" if conv == matmul else f"conv {conv}, matmul {matmul}"
+    return cfg
 
 
 def compatible(a, b):
@@ -114,8 +120,10 @@ def describe(cfg, torch_rec):
         parts.append(f"W{cfg['world_size']}")
     if cfg.get("cuda_graphs") is False and cfg.get("device") == "cuda":
         parts.append("no-cuda-graphs")
-    if cfg.get("tf32"):
+    if cfg.get("tf32") is True:
         parts.append("tf32")
+    elif isinstance(cfg.get("tf32"), str):
+        parts.append(cfg["tf32"])
     if cfg.get("conv_algos") not in (None, "exact"):
         parts.append(f"conv-{cfg['conv_algos']}")
     if cfg.get("memopt_level"):

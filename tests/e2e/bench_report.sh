@@ -6,7 +6,8 @@
 #     exiting 1): the rows carry that error, no number, and it is tried once only;
 #   * spikemesh and Debian's PyTorch measured: numbers in both rows, records.jsonl has both, the
 #     PNG chart exists; exit status 0 (spikemesh and one peer ran);
-#   * bench/compare.py --all over those records: one block, spikemesh and the twin with ratios;
+#   * bench/compare.py --all over those records: one block, spikemesh and the twin with ratios
+#     (also on cuda, where spikemesh's fp32 precisions pair with the peers' --tf32 switch);
 #   * spikemesh alone failing (a binary that exits 1): exit status non-zero.
 # Prints "bench_report: N passed, M failed"; exits non-zero when anything failed. ~30 s.
 set -uo pipefail
@@ -69,6 +70,23 @@ check "compare.py --all on cuda: different thread counts still pair" "$PY" -c "
 import re, sys
 t = sys.stdin.read()
 sys.exit(0 if re.search(r'^   PyTorch twin, eager +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+x', t, re.M) and t.count('-- cifar10dvs_vgg') == 1 else 1)" <<<"$cuda_table"
+# spikemesh's conv and matmul fp32 precisions pair with the peers' one --tf32 switch: both tf32
+# with --tf32; both ieee not with --tf32 (two blocks, no ratio against the twin)
+for prec in tf32 ieee; do
+  "$PY" -c "
+import json
+for l in open('$TMP/cuda.jsonl'):
+    r = json.loads(l)
+    if r.get('backend') == 'spikemesh': r['conv_fp32_precision'] = r['matmul_fp32_precision'] = '$prec'
+    else: r['tf32'] = True
+    print(json.dumps(r))" > "$TMP/$prec.jsonl"
+done
+tf32_table=$("$PY" "$ROOT/bench/compare.py" --all "$TMP/tf32.jsonl" 2>&1)
+ieee_table=$("$PY" "$ROOT/bench/compare.py" --all "$TMP/ieee.jsonl" 2>&1)
+check "compare.py: spikemesh tf32/tf32 pairs with the peers' --tf32, ieee/ieee does not" "$PY" -c "
+import re, sys
+paired = lambda t: re.search(r'^   PyTorch twin, eager +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+x', t, re.M)
+sys.exit(0 if paired(sys.argv[1]) and not paired(sys.argv[2]) else 1)" "$tf32_table" "$ieee_table"
 check "report.png is a PNG" bash -c "head -c 8 '$TMP/a/report.png' | od -An -c | grep -q 'P   N   G'"
 
 # 2. a venv whose peer cannot be imported
