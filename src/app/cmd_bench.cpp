@@ -40,6 +40,7 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/train/run_setup.h"
 #include "spikemesh/train/flag_ranges.h"
+#include "spikemesh/train/gpu_numerics_flags.h"
 #include "spikemesh/train/graph_step_cuda.h"
 #include "spikemesh/train/memopt_search.h"
 #include "auto_choice.h"
@@ -63,6 +64,7 @@ struct BenchOptions {
   std::string cuda_graphs = "auto";  // auto | on | off (train/graph_step_cuda.h)
   int64_t kernel_neurons = 1 << 22;
   std::string conv_algo;  // dense | sparse | auto (empty: SPIKEMESH_CONV_ALGO, else auto)
+  GpuNumericsFlags gpu_numerics;  // --conv-algos, --conv-fp32-precision, --matmul-fp32-precision
   std::vector<std::string> conv_shapes;  // --kernel spike-conv | winograd: "Cin,Cout,H,K[,stride]"
   int64_t batch_size = 8, steps = 20, warmup = 5, image_size = 0, num_classes = 0, threads = 0;  // 0: the spec's
   double lr = 1e-3;
@@ -417,7 +419,10 @@ void add_config_fields(BenchRecord& r, const BenchOptions& o, const AppEnv& env,
   r["precision"] = precision_name(parts.precision);
   if (parts.device.is_cuda()) {
     r["cuda_graphs"] = ts.replays > 0;  // were timed steps replayed as a CUDA graph
-    r["conv_algos"] = conv_policy_from_env().name;  // kernels/conv_policy.h
+    const GpuNumericsFlags n = gpu_numerics_names(gpu_numerics());  // as resolved by run_bench
+    r["conv_algos"] = n.conv_algos;
+    r["conv_fp32_precision"] = n.conv_fp32_precision;
+    r["matmul_fp32_precision"] = n.matmul_fp32_precision;
   }
   r["threads"] = omp_get_max_threads();
   if (!parts.device.is_cuda()) r["conv_algo"] = spike_conv_algo_name(spike_conv_algo());  // spike_conv_choice.h
@@ -574,6 +579,12 @@ void report_bench(const BenchRecord& r, const BenchOptions& o, RunParts& parts, 
 }
 
 void run_bench(BenchOptions& o, const AppEnv& env) {
+  {  // the GPU numerics (train/gpu_numerics_flags.h), before any GPU work; kernel benches: their device
+    const std::string dev = o.kernel.empty() ? o.device : o.kernel == "lif" ? "cuda" : "cpu";
+    apply_gpu_numerics(resolve_gpu_numerics(o.gpu_numerics, {}, gpu_numerics_env_values(),
+                                            gpu_numerics_target(dev, o.precision)),
+                       env.rank == 0);
+  }
   if (!o.kernel.empty()) {
     if (env.size > 1) SM_INPUT_ERROR("--kernel benchmarks run on one rank (got " << env.size << " ranks)");
     return run_kernel_bench(o, env);
@@ -698,6 +709,7 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
                   "CPU f32 convolutions of spike inputs: dense (oneDNN) | sparse (binary-input kernel) | auto (by the "
                   "measured firing rate; the default, or SPIKEMESH_CONV_ALGO)")
       ->check(CLI::IsMember({"dense", "sparse", "auto"}));
+  add_gpu_numerics_flags(*cmd, o->gpu_numerics);
   cmd->add_option("--optimizer", o->optimizer, "sgd | adam | adamw")->capture_default_str();
   cmd->add_option("--lr", o->lr, "learning rate")->capture_default_str()
       ->check(range_validator("lr", false));

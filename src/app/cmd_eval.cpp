@@ -16,6 +16,7 @@
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/train/eval_run.h"
+#include "spikemesh/train/gpu_numerics_flags.h"
 
 namespace sm {
 
@@ -32,11 +33,15 @@ void run_eval(EvalCommand& e, const AppEnv& env) {
   if (env.size > 1) world = std::make_unique<Comm>(env.world, "world");
   const std::string path = resolve_eval_checkpoint(world.get(), e.checkpoint);
   const CheckpointInfo ci = read_checkpoint_info(world.get(), path);  // rank 0 reads, every rank learns
+  GpuNumericsResolution numerics;  // flags, else the environment (train/gpu_numerics_flags.h)
   resolve_agreed(env, e.resolver, [&] {
     apply_checkpoint_settings(e.resolver, e.cfg, ci);
     e.resolver.apply_given_flags();
     validate_train_config(e.cfg);
+    numerics = resolve_gpu_numerics(e.cfg.gpu_numerics, {}, gpu_numerics_env_values(),
+                                    gpu_numerics_target(e.cfg.device, e.cfg.precision));
   });
+  apply_gpu_numerics(numerics, env.rank == 0);  // before any GPU work
   const Split split = e.split == "train" ? Split::Train : Split::Test;
   const std::string out = e.out.empty() ? default_eval_path(path, split) : e.out;
   LayoutPlan plan;

@@ -5,11 +5,15 @@
 // over the world before any other work, so ranks started with different flags or files stop
 // with a clear message instead of hanging in the first mismatched collective.
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <memory>
 
 #include "spikemesh/app/commands.h"
 #include "spikemesh/app/run_mesh.h"
+#include "spikemesh/comm/agree.h"
+#include "spikemesh/comm/comm.h"
 #include "spikemesh/comm/mesh.h"
+#include "spikemesh/core/text_file.h"
 #include "spikemesh/train/train_config.h"
 #include "spikemesh/train/train_plan.h"
 #include "spikemesh/train/trainer.h"
@@ -22,6 +26,46 @@ struct TrainCommand {
   TrainConfig cfg;
   TrainConfigResolver resolver{cfg};
 };
+
+// The config.toml of the run a --resume continues ("" when none: a fresh run, a default run
+// name, or an older run directory without one): <output>/<run-name>/ for auto, the checkpoint's
+// directory for a file. Rank 0 reads it; collective over `world` (null: one rank).
+std::string resumed_run_config(Comm* world, const TrainConfig& c, std::string& path) {
+  if (c.resume.empty() || (c.resume == "auto" && c.run_name.empty())) return "";
+  if (c.resume == "auto") {
+    path = c.output + "/" + c.run_name + "/config.toml";
+  } else {
+    const size_t slash = c.resume.rfind('/');
+    path = (slash == std::string::npos ? std::string(".") : c.resume.substr(0, slash)) + "/config.toml";
+  }
+  std::string text;
+  agree_on_error(world, [&] {
+    std::error_code ec;
+    const bool reader = !world || world->rank() == 0;
+    if (reader && std::filesystem::is_regular_file(path, ec)) text = read_text_file(path, "--resume");
+  });
+  return world ? broadcast_string(*world, text, 0) : text;
+}
+
+// The run's GPU numerics (train/gpu_numerics_flags.h): flags and --config keys, else the resumed
+// run's config.toml, else the environment, else exact/ieee/ieee; refused on the CPU when given.
+// Sets them for the process and stores the resolved names in `c` (config.toml, checkpoints).
+// Collective over the world, before any GPU work.
+void resolve_train_numerics(TrainConfig& c, const AppEnv& env) {
+  std::unique_ptr<Comm> world;
+  if (env.size > 1) world = std::make_unique<Comm>(env.world, "world");
+  std::string origin;
+  const std::string recorded = resumed_run_config(world.get(), c, origin);
+  GpuNumericsResolution res;
+  auto resolve = [&] {
+    res = resolve_gpu_numerics(c.gpu_numerics, recorded_gpu_numerics(recorded, origin), gpu_numerics_env_values(),
+                               gpu_numerics_target(c.device, c.precision), origin);
+  };
+  if (world) collective_check(*world, resolve);
+  else resolve();
+  apply_gpu_numerics(res, env.rank == 0);
+  c.gpu_numerics = gpu_numerics_names(res.numerics);
+}
 }  // namespace
 
 void add_train_command(CLI::App& app, const AppEnv& env) {
@@ -43,6 +87,7 @@ void add_train_command(CLI::App& app, const AppEnv& env) {
   tc->resolver.add_options(*cmd);
   cmd->callback([tc, &env]() {
     resolve_agreed(env, tc->resolver, [&] { tc->resolver.resolve(); });  // collective over the world
+    resolve_train_numerics(tc->cfg, env);  // collective too; before any GPU work (a calibration's too)
     apply_auto_layout(tc->cfg, tc->resolver.given_keys(), env);            // auto / --prefer: collective too
     const TrainConfig& c = tc->cfg;
     LayoutPlan plan;  // the layout plan, resolved once before any communicator

@@ -77,8 +77,10 @@ std::string app_footer() {
          "  spikemesh ckpt verify output/csnn/ckpt_*.h5\n"
          "  spikemesh ckpt export output/csnn/ckpt_000002811.h5 --out csnn.h5   # PyTorch state dict\n"
          "\nEnvironment: SPIKEMESH_LOG_LEVEL=debug|info|warn|error (debug names every oneDNN/cuDNN kernel chosen);\n"
-         "  SPIKEMESH_CONV_ALGOS=exact|exact-tuned|fast|fast-tuned (GPU convolutions: exact, the default, is bitwise\n"
-         "  reproducible; fast-tuned is PyTorch's cudnn.benchmark, fastest; see the README);\n"
+         "  SPIKEMESH_CONV_ALGOS=exact|deterministic|fast[-tuned], SPIKEMESH_CONV_FP32_PRECISION=ieee|tf32,\n"
+         "  SPIKEMESH_MATMUL_FP32_PRECISION=ieee|tf32 (GPU numerics: the defaults of --conv-algos,\n"
+         "  --conv-fp32-precision and --matmul-fp32-precision of train, bench and eval; exact, ieee, ieee\n"
+         "  when unset; ignored by CPU runs);\n"
          "  SPIKEMESH_CONV_ALGO=auto|dense|sparse (CPU f32 convolutions of spikes, the default of --conv-algo);\n"
          "  SPIKEMESH_FUSE=1|0 (CPU: batch norm and the neuron or max pooling after it in one pass; 1, the\n"
          "  default, is on);\n"
@@ -90,7 +92,8 @@ std::string app_footer() {
 }
 
 // The environment's settings, read identically on every rank (InputError on a bad value):
-// SPIKEMESH_LOG_LEVEL = debug | info | warn | error, and SPIKEMESH_CONV_ALGOS and
+// SPIKEMESH_LOG_LEVEL = debug | info | warn | error, and the GPU numerics variables
+// (SPIKEMESH_CONV_ALGOS, SPIKEMESH_CONV_FP32_PRECISION, SPIKEMESH_MATMUL_FP32_PRECISION) and
 // SPIKEMESH_CUDNN_API checked here so that a typo fails on every device, not at a GPU's first
 // convolution; SPIKEMESH_CONV_ALGO (the CPU's --conv-algo default), SPIKEMESH_FUSE (the fused
 // batch-norm epilogue) and SPIKEMESH_WINOGRAD (the CPU's Winograd kernels) checked and applied.
@@ -103,7 +106,7 @@ void apply_environment() {
     else if (v == "error") sm::log_set_level(sm::LogLevel::Error);
     else SM_INPUT_ERROR("SPIKEMESH_LOG_LEVEL=" << v << ": unknown level (valid: debug, info, warn, error)");
   }
-  (void)sm::conv_policy_from_env();
+  (void)sm::gpu_numerics_from_env();
   (void)sm::cuda::conv_api_from_env();  // SPIKEMESH_CUDNN_API
   sm::apply_spike_conv_algo_env();
   sm::apply_fused_epilogues_env();

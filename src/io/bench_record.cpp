@@ -35,8 +35,9 @@ const std::vector<std::string>& bench_config_fields() {
       "memory_budget_mb",
       // ours, GPU records only: whether the timed steps were replayed as a CUDA graph
       "cuda_graphs",
-      // ours, GPU records only: the cuDNN algorithm policy (SPIKEMESH_CONV_ALGOS: exact | fast)
-      "conv_algos",
+      // ours, GPU records only: the GPU numerics (--conv-algos: exact | deterministic | fast, each
+      // optionally -tuned; --conv-fp32-precision and --matmul-fp32-precision: ieee | tf32)
+      "conv_algos", "conv_fp32_precision", "matmul_fp32_precision",
       // ours, CPU records only: the kernel mode of f32 convolutions of spike inputs (--conv-algo)
       "conv_algo",
       // ours, pipeline records only: how stage boundaries travelled (staged | nccl-channels | mpi-channels)

@@ -8,6 +8,13 @@
 
 namespace sm {
 
+namespace {
+// "--conv-algos fast" for a flag, "SPIKEMESH_CONV_ALGOS=fast" for a variable or file key.
+std::string given_as(const std::string& source, const std::string& value) {
+  return source.rfind("--", 0) == 0 ? source + " " + value : source + "=" + value;
+}
+}  // namespace
+
 ConvPolicy conv_policy_from_name(const std::string& value, const std::string& source) {
   ConvPolicy p;
   std::string base = value.empty() ? "exact" : value;
@@ -26,7 +33,7 @@ ConvPolicy conv_policy_from_name(const std::string& value, const std::string& so
     p.deterministic = false;
     p.allow_imprecise = true;
   } else {
-    SM_INPUT_ERROR(source << "=" << value
+    SM_INPUT_ERROR(given_as(source, value)
                           << ": unknown convolution policy (valid: exact, deterministic, fast, each optionally "
                              "with -tuned: exact, exact-tuned, deterministic, deterministic-tuned, fast, fast-tuned)");
   }
@@ -42,7 +49,7 @@ ConvPolicy conv_policy_from_env() {
 Fp32Precision fp32_precision_from_name(const std::string& value, const std::string& source) {
   if (value.empty() || value == "ieee") return Fp32Precision::IEEE;
   if (value == "tf32") return Fp32Precision::TF32;
-  SM_INPUT_ERROR(source << "=" << value << ": unknown fp32 precision (valid: ieee, tf32)");
+  SM_INPUT_ERROR(given_as(source, value) << ": unknown fp32 precision (valid: ieee, tf32)");
 }
 
 const char* fp32_precision_name(Fp32Precision p) { return p == Fp32Precision::TF32 ? "tf32" : "ieee"; }

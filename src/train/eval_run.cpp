@@ -28,7 +28,9 @@ const std::vector<std::string>& eval_flag_keys() {
       "distributed-mode", "mesh-shape", "tp-mesh-dim", "dp-mesh-dim", "comm", "comm-timeout", "optimizer-sharding",
       "bucket-mb", "sync-bn", "tp-keep-first", "tp-keep-classifier", "fsdp-reshard-after-forward", "fsdp-param-dtype",
       "fsdp-reduce-dtype", "pp-schedule", "pp-virtual-stages", "pp-microbatches", "pp-layout", "pp-transport",
-      "pp-delay-wgrad", "pp-schedule-file"};
+      "pp-delay-wgrad", "pp-schedule-file",
+      // the GPU numerics (train/gpu_numerics_flags.h): the evaluation's own, not the checkpoint's
+      "conv-algos", "conv-fp32-precision", "matmul-fp32-precision"};
   return k;
 }
 

@@ -169,7 +169,9 @@ namespace {
 //    pp-microbatches — compared as the global batch they give instead;
 //  * cuda-graphs (replay computes the eager trajectory bit for bit);
 //  * memopt-level, memopt-compress-x, memory-budget-mb, pp-memopt-stage-budget-ratio (every level
-//    computes the level-0 trajectory).
+//    computes the level-0 trajectory);
+//  * conv-algos, conv-fp32-precision, matmul-fp32-precision: `train` keeps the run's recorded values
+//    and warns itself when a flag changes one (train/gpu_numerics_flags.h).
 bool ignored_on_resume(const std::string& key) {
   static const std::set<std::string> kIgnored = {
       "resume", "max-steps", "epochs", "output", "run-name", "log-every", "ckpt-every", "keep", "eval-batch-size",
@@ -177,7 +179,8 @@ bool ignored_on_resume(const std::string& key) {
       "comm-timeout", "distributed-mode", "mesh-shape", "tp-mesh-dim", "dp-mesh-dim", "optimizer-sharding",
       "bucket-mb", "pp-schedule", "pp-virtual-stages", "pp-layout", "pp-delay-wgrad", "pp-schedule-file", "pp-transport",
       "sync-bn", "batch-size", "grad-accum", "global-batch-size", "pp-microbatches", "memopt-level",
-      "memopt-compress-x", "memory-budget-mb", "pp-memopt-stage-budget-ratio"};
+      "memopt-compress-x", "memory-budget-mb", "pp-memopt-stage-budget-ratio", "conv-algos", "conv-fp32-precision",
+      "matmul-fp32-precision"};
   return kIgnored.count(key) || key.rfind("fsdp-", 0) == 0 || key.rfind("tp-", 0) == 0;
 }
 

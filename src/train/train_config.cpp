@@ -32,6 +32,7 @@ struct TrainConfigResolver::Field {
   bool cli_flag = false;                // Bool: value given by --key / --no-key
   CLI::Option* opt = nullptr;
   CLI::Option* neg = nullptr;
+  const std::string* cli_source = nullptr;  // Str flags registered elsewhere (the GPU numerics flags)
 };
 
 void merge_var_assignment(std::vector<std::string>& vars, const std::string& assignment) {
@@ -93,6 +94,8 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
   add("conv-algo", K::Str, &c.conv_algo,
       "CPU f32 convolutions of spike inputs: dense (oneDNN) | sparse (binary-input kernel) | auto (by the measured "
       "firing rate; default, or SPIKEMESH_CONV_ALGO)");
+  // GPU numerics (train/gpu_numerics_flags.h): help and flags from add_gpu_numerics_flags.
+  for (int i = 0; i < GpuNumericsFlags::kCount; ++i) add(GpuNumericsFlags::key(i), K::Str, &c.gpu_numerics.at(i), "");
   add("output", K::Str, &c.output, "directory holding run directories");
   add("run-name", K::Str, &c.run_name, "run directory name under --output (default: <model>-<date>-<time>)");
   add("ckpt-every", K::Int, &c.ckpt_every, "checkpoint every N steps (0: at the end and on SIGTERM/SIGUSR1 only)");
@@ -174,8 +177,19 @@ void TrainConfigResolver::add_options(CLI::App& cmd) {
 }
 
 void TrainConfigResolver::add_options(CLI::App& cmd, const std::vector<std::string>& keys) {
+  auto wanted = [&](const std::string& key) { return std::find(keys.begin(), keys.end(), key) != keys.end(); };
   for (auto& f : fields_) {
-    if (std::find(keys.begin(), keys.end(), f->key) == keys.end()) continue;
+    if (f->cli_source || !wanted(f->key)) continue;
+    if (f->key == GpuNumericsFlags::key(0)) {  // the three GPU numerics flags: registered together, help there
+      const auto opts = add_gpu_numerics_flags(cmd, gpu_numerics_cli_);
+      for (auto& g : fields_)
+        for (int i = 0; i < GpuNumericsFlags::kCount; ++i)
+          if (g->key == GpuNumericsFlags::key(i)) {
+            g->opt = opts[i];
+            g->cli_source = &gpu_numerics_cli_.at(i);
+          }
+      continue;
+    }
     std::string flag = "--" + f->key;
     const std::string range = flag_range_text(f->key);
     if (!range.empty() && f->kind != Field::Kind::StrList) f->help += "; range " + range;
@@ -293,7 +307,7 @@ void TrainConfigResolver::apply_given_flags() {
       static_cast<std::vector<int64_t>*>(f->target)->clear();
       for (auto& s : f->cli_values) set(f->key, s, origin);
     } else {
-      set(f->key, f->cli_value, origin);
+      set(f->key, f->cli_source ? *f->cli_source : f->cli_value, origin);
     }
   }
 }
@@ -355,6 +369,10 @@ void validate_train_config(const TrainConfig& c) {
   if (c.log_every <= 0) SM_INPUT_ERROR("--log-every must be positive, got " << c.log_every);
   if (c.threads < 0) SM_INPUT_ERROR("--threads must be >= 0, got " << c.threads);
   if (!c.conv_algo.empty()) (void)spike_conv_algo_from_name(c.conv_algo, "--conv-algo");
+  if (!c.gpu_numerics.conv_algos.empty()) (void)conv_policy_from_name(c.gpu_numerics.conv_algos, "--conv-algos");
+  for (int i = 1; i < GpuNumericsFlags::kCount; ++i)
+    if (!c.gpu_numerics.at(i).empty())
+      (void)fp32_precision_from_name(c.gpu_numerics.at(i), std::string("--") + GpuNumericsFlags::key(i));
   if (c.eval_batch_size < 0) SM_INPUT_ERROR("--eval-batch-size must be >= 0");
   if (c.optimizer != "sgd" && c.optimizer != "adam" && c.optimizer != "adamw")
     SM_INPUT_ERROR("--optimizer must be sgd, adam or adamw, got '" << c.optimizer << "'");

@@ -6,7 +6,8 @@
 #     exiting 1): the rows carry that error, no number, and it is tried once only;
 #   * spikemesh and Debian's PyTorch measured: numbers in both rows, records.jsonl has both, the
 #     PNG chart exists; exit status 0 (spikemesh and one peer ran);
-#   * bench/compare.py --all over those records: one block, spikemesh and the twin with ratios;
+#   * bench/compare.py --all over those records: one block, spikemesh and the twin with ratios
+#     (also on cuda, where spikemesh's fp32 precisions pair with the peers' --tf32 switch);
 #   * spikemesh alone failing (a binary that exits 1): exit status non-zero.
 # Prints "bench_report: N passed, M failed"; exits non-zero when anything failed. ~30 s.
 set -uo pipefail

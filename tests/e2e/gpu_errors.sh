@@ -7,7 +7,11 @@
 #  * anywhere: an unknown --device or --precision, and bf16/fp16 on the CPU, are one-line errors;
 #    so are an unknown SPIKEMESH_CUDNN_API and bench --kernel conv-layout without a GPU;
 #  * with a GPU: --device cuda/auto run on it (bf16 and fp16 too), fp64 there is refused;
-#    bench --kernel conv-layout prints its table; SPIKEMESH_CUDNN_API=graph and legacy both run.
+#    bench --kernel conv-layout prints its table; SPIKEMESH_CUDNN_API=graph and legacy both run;
+#  * the GPU numerics flags (--conv-algos, --conv-fp32-precision, --matmul-fp32-precision): a
+#    non-default value given for a CPU or fp64 run is a one-line error naming the flag; the same
+#    values from the environment are ignored there (config.toml records exact/ieee/ieee); a resume
+#    whose flag differs from the run's recorded value warns once and continues with the flag.
 #    (The out-of-memory message is checked by the unit test GpuAllocator.OutOfMemoryIsOneClearMessage:
 #    no built-in model fills an 80 GB GPU within cuDNN's 2^31-element tensor limit.)
 # Every error must exit non-zero (not by a signal, no core dump) with exactly one stderr line
@@ -79,8 +83,19 @@ expect_error "unsupported precision" "--precision fp8" "fp32, bf16, fp16, fp64" 
 expect_error "bf16 on the CPU" "--precision bf16" "GPU only" -- "${TINY[@]}" --device cpu --precision bf16
 expect_error "fp16 on the CPU" "--precision fp16" "GPU only" -- "${TINY[@]}" --device cpu --precision fp16
 # the environment's settings are checked at start-up, on every device
-expect_error "unknown SPIKEMESH_CONV_ALGOS" "SPIKEMESH_CONV_ALGOS=fastest" "exact, deterministic, fast" -- \
+expect_error "unknown SPIKEMESH_CONV_ALGOS" "SPIKEMESH_CONV_ALGOS=fastest" "exact, deterministic, fast" "-tuned" -- \
   env SPIKEMESH_CONV_ALGOS=fastest "${TINY[@]}" --device cpu
+expect_error "unknown SPIKEMESH_CONV_FP32_PRECISION" "SPIKEMESH_CONV_FP32_PRECISION=half" "ieee, tf32" -- \
+  env SPIKEMESH_CONV_FP32_PRECISION=half "${TINY[@]}" --device cpu
+expect_error "unknown --matmul-fp32-precision" "--matmul-fp32-precision TF32" "ieee, tf32" -- \
+  "${TINY[@]}" --matmul-fp32-precision TF32
+expect_error "--conv-fp32-precision tf32 on the CPU" "--conv-fp32-precision tf32" "only on CUDA devices" "--device cpu" -- \
+  "${TINY[@]}" --device cpu --conv-fp32-precision tf32
+expect_error "--matmul-fp32-precision tf32 with fp64" "--matmul-fp32-precision tf32" "--precision fp64" -- \
+  "${TINY[@]}" --precision fp64 --matmul-fp32-precision tf32
+expect_ok "GPU numerics from the environment: ignored on the CPU" "on cpu" -- \
+  env SPIKEMESH_CONV_ALGOS=fast-tuned SPIKEMESH_CONV_FP32_PRECISION=tf32 SPIKEMESH_MATMUL_FP32_PRECISION=tf32 \
+  "${TINY[@]}" --device cpu --conv-algos exact
 expect_error "unknown SPIKEMESH_LOG_LEVEL" "SPIKEMESH_LOG_LEVEL=loud" "debug, info, warn, error" -- \
   env SPIKEMESH_LOG_LEVEL=loud "${TINY[@]}" --device cpu
 expect_ok "SPIKEMESH_LOG_LEVEL=debug names the CPU kernels" "oneDNN conv2d forward" -- \
@@ -97,6 +112,22 @@ TRAIN=("$BIN" train --model cifar10dvs_vgg --data "$T/dvs.h5" --batch-size 2 --m
 expect_error "train: bf16 on the CPU" "--precision bf16" "GPU only" -- "${TRAIN[@]}" --run-name a --device cpu --precision bf16
 expect_ok "train: fp64 with the default device runs on the CPU" "fp64" "test accuracy" -- \
   "${TRAIN[@]}" --run-name b --precision fp64
+expect_error "train: --conv-algos fast on the CPU" "--conv-algos fast" "--device cpu" -- \
+  "${TRAIN[@]}" --run-name n1 --device cpu --conv-algos fast
+expect_ok "train: GPU numerics from the environment on the CPU" "test accuracy" -- \
+  env SPIKEMESH_CONV_FP32_PRECISION=tf32 SPIKEMESH_CONV_ALGOS=fast "${TRAIN[@]}" --run-name n2 --device cpu
+if grep -qx "conv-algos = 'exact'" "$T/runs/n2/config.toml" && grep -qx "conv-fp32-precision = 'ieee'" "$T/runs/n2/config.toml" &&
+  grep -qx "matmul-fp32-precision = 'ieee'" "$T/runs/n2/config.toml"; then
+  pass "train: config.toml records the numerics the CPU run used (exact/ieee/ieee)"
+else
+  fail "train: config.toml numerics" "$(grep -e '-algos' -e 'fp32-precision' "$T/runs/n2/config.toml" 2>&1 | tr '\n' ' ')"
+fi
+# A resume reads the run's recorded value; a flag that changes it wins with one warning.
+sed -i "s/^conv-algos = 'exact'$/conv-algos = 'fast'/" "$T/runs/n2/config.toml"
+expect_ok "train --resume: a flag changing the recorded --conv-algos warns once" \
+  "--conv-algos exact differs from the run's recorded fast: the resumed run continues with exact" "test accuracy" -- \
+  "$BIN" train --model cifar10dvs_vgg --data "$T/dvs.h5" --batch-size 2 --max-steps 2 --output "$T/runs" \
+  --run-name n2 --device cpu --resume auto --conv-algos exact
 
 if nvidia-smi -L >/dev/null 2>&1; then
   echo "(a GPU is visible: checking the GPU paths)"

@@ -145,6 +145,36 @@ TEST_F(BenchRecordTest, FieldMissingOnBothSidesMatchesButMissingOnOneSideDoesNot
   EXPECT_EQ((*prev)["step_latency_ms"], 2.0);
 }
 
+// GPU records carry the three numerics choices (--conv-algos, --conv-fp32-precision,
+// --matmul-fp32-precision): each is configuration, so records differing in one never compare.
+TEST_F(BenchRecordTest, GpuNumericsChoicesAreConfigurationFields) {
+  const auto& cfg = sm::bench_config_fields();
+  for (const char* f : {"conv_algos", "conv_fp32_precision", "matmul_fp32_precision"})
+    EXPECT_NE(std::find(cfg.begin(), cfg.end(), f), cfg.end()) << f;
+  const std::string p = path("log.jsonl");
+  auto gpu = [](const char* algos, const char* conv, const char* matmul, double ms) {
+    BenchRecord r = with_latency(config("none", 32), ms);
+    r["device"] = "cuda";
+    r["conv_algos"] = algos;
+    r["conv_fp32_precision"] = conv;
+    r["matmul_fp32_precision"] = matmul;
+    return r;
+  };
+  sm::append_bench_record(p, gpu("exact", "ieee", "ieee", 1.0));
+  sm::append_bench_record(p, gpu("exact", "tf32", "ieee", 2.0));
+  sm::append_bench_record(p, gpu("exact", "ieee", "tf32", 3.0));
+  sm::append_bench_record(p, gpu("fast-tuned", "ieee", "ieee", 4.0));
+  const double want[] = {1.0, 2.0, 3.0, 4.0};
+  const BenchRecord queries[] = {gpu("exact", "ieee", "ieee", 0), gpu("exact", "tf32", "ieee", 0),
+                                 gpu("exact", "ieee", "tf32", 0), gpu("fast-tuned", "ieee", "ieee", 0)};
+  for (int i = 0; i < 4; ++i) {
+    auto prev = sm::find_previous_record(p, queries[i]);
+    ASSERT_TRUE(prev.has_value()) << i;
+    EXPECT_EQ((*prev)["step_latency_ms"], want[i]) << i;
+  }
+  EXPECT_FALSE(sm::find_previous_record(p, gpu("exact", "tf32", "tf32", 0)).has_value());
+}
+
 TEST_F(BenchRecordTest, MetricsTimestampAndRecommendationDoNotAffectMatching) {
   const std::string p = path("log.jsonl");
   BenchRecord old = with_latency(config("dp", 8), 9.0);

@@ -42,5 +42,33 @@ TEST(ConvPolicy, UnknownNameIsAnInputErrorNamingTheVariable) {
   }
 }
 
+// As a flag (--conv-algos, --conv-fp32-precision) the message reads "FLAG VALUE", as a
+// variable "VAR=VALUE"; fp32 precisions are ieee | tf32 ("" = ieee).
+TEST(ConvPolicy, FlagSourcesAndFp32PrecisionNames) {
+  try {
+    (void)conv_policy_from_name("fastest", "--conv-algos");
+    ADD_FAILURE() << "fastest accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--conv-algos fastest: unknown convolution policy"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(fp32_precision_from_name("", "--conv-fp32-precision"), Fp32Precision::IEEE);
+  EXPECT_EQ(fp32_precision_from_name("ieee", "--conv-fp32-precision"), Fp32Precision::IEEE);
+  EXPECT_EQ(fp32_precision_from_name("tf32", "--conv-fp32-precision"), Fp32Precision::TF32);
+  EXPECT_STREQ(fp32_precision_name(Fp32Precision::TF32), "tf32");
+  for (const auto& [source, want] : {std::pair<const char*, const char*>{"--matmul-fp32-precision", "--matmul-fp32-precision fp16"},
+                                     {"SPIKEMESH_MATMUL_FP32_PRECISION", "SPIKEMESH_MATMUL_FP32_PRECISION=fp16"}}) {
+    try {
+      (void)fp32_precision_from_name("fp16", source);
+      ADD_FAILURE() << "fp16 accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Input);
+      EXPECT_NE(std::string(e.what()).find(std::string(want) + ": unknown fp32 precision (valid: ieee, tf32)"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sm

@@ -289,3 +289,45 @@ TEST(TrainConfig, ResolvedTomlReadsBackIntoTheSameConfig) {
 }
 
 }  // namespace sm
+
+namespace sm {
+
+// The GPU numerics keys (train/gpu_numerics_flags.h): flags and --config keys of the same names,
+// flags over the file, "" when neither gives one (the front end resolves the environment and a
+// resumed record), names checked by validation naming the flag, and the resolved names written
+// to and read back from config.toml.
+TEST(TrainConfig, GpuNumericsKeysFromFileAndFlagsRoundTrip) {
+  TrainConfig none = resolve_args({"--data", "d.h5"});
+  EXPECT_EQ(none.gpu_numerics.conv_algos + none.gpu_numerics.conv_fp32_precision +
+                none.gpu_numerics.matmul_fp32_precision,
+            "");
+  const std::string p = write_file("numerics",
+                                   "data = 'd.h5'\nconv-algos = 'deterministic-tuned'\nconv-fp32-precision = 'tf32'\n"
+                                   "matmul-fp32-precision = 'tf32'\n");
+  TrainConfig c;
+  TrainConfigResolver r(c);
+  parse_and_resolve(r, {"--config", p, "--matmul-fp32-precision", "ieee"});
+  EXPECT_EQ(c.gpu_numerics.conv_algos, "deterministic-tuned");
+  EXPECT_EQ(c.gpu_numerics.conv_fp32_precision, "tf32");
+  EXPECT_EQ(c.gpu_numerics.matmul_fp32_precision, "ieee");  // the flag over the file
+  EXPECT_TRUE(r.given_keys().count("matmul-fp32-precision"));
+  EXPECT_TRUE(r.given_keys().count("conv-algos"));
+  const std::string toml = r.to_toml();
+  for (const char* line : {"conv-algos = 'deterministic-tuned'", "conv-fp32-precision = 'tf32'",
+                           "matmul-fp32-precision = 'ieee'"})
+    EXPECT_NE(toml.find(line), std::string::npos) << line << "\n" << toml;
+  TrainConfig b;
+  TrainConfigResolver rb(b);
+  rb.apply_toml_text(toml, "config.toml");
+  EXPECT_EQ(b.gpu_numerics.conv_algos, "deterministic-tuned");
+  EXPECT_EQ(b.gpu_numerics.matmul_fp32_precision, "ieee");
+  EXPECT_EQ(recorded_gpu_numerics(toml, "config.toml").conv_fp32_precision, "tf32");  // what a resume reads
+  std::remove(p.c_str());
+  for (const auto& [flag, bad] : {std::pair<std::string, std::string>{"--conv-algos", "fastest"},
+                                  {"--conv-fp32-precision", "fp16"}, {"--matmul-fp32-precision", "TF32"}}) {
+    const std::string m = error_of([&] { resolve_args({"--data", "d.h5", flag, bad}); });
+    EXPECT_NE(m.find(flag + " " + bad + ": unknown"), std::string::npos) << m;
+  }
+}
+
+}  // namespace sm

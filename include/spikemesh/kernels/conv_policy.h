@@ -13,7 +13,8 @@
 // fp32 precision (--conv-fp32-precision / --matmul-fp32-precision, defaults from
 // SPIKEMESH_CONV_FP32_PRECISION / SPIKEMESH_MATMUL_FP32_PRECISION): ieee (full fp32 FMA) or
 // tf32 (TF32 tensor cores, ~1e-3 relative). Only f32 data on a CUDA device is affected; the
-// CPU (oneDNN) and f64/bf16/f16 ignore them, and the front ends refuse non-default values there.
+// CPU (oneDNN) and f64/bf16/f16 ignore them. The front ends refuse a non-default value GIVEN for
+// a CPU or fp64 run and ignore one from the environment there (train/gpu_numerics_flags.h).
 //
 // Invariant: set_gpu_numerics() is called once per process, by the command's front end, before
 // the first GPU kernel; every later reader (conv_cudnn, gemm_cublas) sees that one value.
@@ -34,7 +35,8 @@ struct ConvPolicy {
 };
 
 // The policy named by `value` ("" = exact); InputError naming `source` (the flag or variable,
-// default SPIKEMESH_CONV_ALGOS) and the valid names.
+// default SPIKEMESH_CONV_ALGOS) and the valid names. Messages read "FLAG VALUE" when `source` is
+// a flag ("--..."), "SOURCE=VALUE" otherwise (also for fp32_precision_from_name).
 ConvPolicy conv_policy_from_name(const std::string& value, const std::string& source = "SPIKEMESH_CONV_ALGOS");
 // SPIKEMESH_CONV_ALGOS's policy (exact when unset).
 ConvPolicy conv_policy_from_env();

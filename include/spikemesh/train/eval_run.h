@@ -4,7 +4,8 @@
 // that say what was trained and how it was fed (eval_checkpoint_keys: model, spec, variables,
 // T, dropout, precision, optimizer, data, encoding, seed, batch sizes), then the train flags
 // `eval` takes (eval_flag_keys: data, batch sizes, device, threads, every layout and comm
-// flag). Every other setting keeps train's default.
+// flag, and the GPU numerics flags, which default to the environment, not to the checkpoint's
+// record). Every other setting keeps train's default.
 // The run is train's: run_request_for, setup_run, CheckpointManager::load (the resume path:
 // every check, any layout into any other) and evaluate_split with train's EvalSettings — so
 // the numbers equal those train logs at that step for the same layout and evaluation batch.

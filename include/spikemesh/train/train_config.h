@@ -14,6 +14,7 @@
 
 #include "spikemesh/core/dtype.h"
 #include "spikemesh/parallel/layout.h"
+#include "spikemesh/train/gpu_numerics_flags.h"
 
 namespace CLI {
 class App;
@@ -54,6 +55,9 @@ struct TrainConfig {
   std::string cuda_graphs = "auto";  // auto | on | off (train/graph_step_cuda.h)
   int64_t threads = 0;            // 0: cores / ranks on this node
   std::string conv_algo;          // dense | sparse | auto (empty: SPIKEMESH_CONV_ALGO, else auto)
+  // --conv-algos, --conv-fp32-precision, --matmul-fp32-precision (train/gpu_numerics_flags.h):
+  // "" = not given; the front end stores the run's resolved names before config.toml is written.
+  GpuNumericsFlags gpu_numerics;
   std::string output = "output";
   std::string run_name;           // default: <model>-<date>-<time>
   int64_t ckpt_every = 0;         // 0: only at the end (and on SIGTERM/SIGUSR1)
@@ -132,6 +136,7 @@ class TrainConfigResolver {
   std::vector<std::unique_ptr<Field>> fields_;
   std::string config_file_;
   std::set<std::string> file_keys_;
+  GpuNumericsFlags gpu_numerics_cli_;  // the GPU numerics flags' values (add_gpu_numerics_flags)
 };
 
 // Sets NAME of "NAME=..." in `vars`: replaces the entry with the same NAME, else appends

@@ -73,7 +73,8 @@ cublasComputeType_t compute_type(DType ab, DType c, const GemmOptions& opt, bool
   }
   if (ab == DType::F32) {
     SM_CHECK(c == DType::F32, "f32 GEMM with " << dtype_name(c) << " output");
-    return opt.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    // TF32 only through the compute type: the handle's math mode stays CUBLAS_DEFAULT_MATH.
+    return gemm_allows_tf32(opt, gpu_numerics()) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   }
   SM_CHECK(ab == DType::BF16 || ab == DType::F16, "GEMM inputs in " << dtype_name(ab));
   SM_CHECK(c == ab || c == DType::F32, dtype_name(ab) << " GEMM with " << dtype_name(c) << " output");
@@ -154,6 +155,12 @@ void gemm_strided_batched(int, bool, bool, int64_t, int64_t, int64_t, double, co
 }
 
 #endif  // SPIKEMESH_HAVE_CUBLAS
+
+GemmOptions default_gemm_options() {
+  GemmOptions o;
+  o.allow_tf32 = gemm_allows_tf32(GemmOptions{}, gpu_numerics());
+  return o;
+}
 
 // y [M, Fout] = x [M, Fin] · w [Fout, Fin]ᵀ
 void linear_forward(int device, int64_t M, int64_t fin, int64_t fout, const void* x, const void* w, void* y,

@@ -8,7 +8,9 @@
 //
 // Precision (GemmOptions): compute is always f32 (CUBLAS_COMPUTE_32F) except f64
 // (CUBLAS_COMPUTE_64F). A/B in f32: plain FMA (the handle's math mode is CUBLAS_DEFAULT_MATH,
-// which never uses TF32) unless allow_tf32 (CUBLAS_COMPUTE_32F_FAST_TF32). A/B in bf16 or f16:
+// which never uses TF32) unless TF32 is allowed (CUBLAS_COMPUTE_32F_FAST_TF32): by
+// GemmOptions::allow_tf32 when a caller sets it, else by the process's --matmul-fp32-precision
+// (gpu_numerics().matmul_fp32, kernels/conv_policy.h; default ieee). A/B in bf16 or f16:
 // tensor cores, f32 accumulation, C in the same dtype or f32 (weight gradients go straight
 // into f32 master gradients with beta = 1). cuBLAS is deterministic here (atomics mode off).
 //
@@ -19,15 +21,26 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "spikemesh/core/dtype.h"
+#include "spikemesh/kernels/conv_policy.h"
 
 namespace sm {
 namespace cuda {
 
 struct GemmOptions {
-  bool allow_tf32 = false;  // f32 inputs only
+  // f32 inputs only: TF32 tensor cores. Unset (the default, what every layer passes): the
+  // process's matmul fp32 precision, read at each call.
+  std::optional<bool> allow_tf32;
 };
+
+// Whether an f32 GEMM under `opt` uses TF32: opt.allow_tf32 when set, else n.matmul_fp32 == tf32.
+inline bool gemm_allows_tf32(const GemmOptions& opt, const GpuNumerics& n) {
+  return opt.allow_tf32.value_or(n.matmul_fp32 == Fp32Precision::TF32);
+}
+// The process's GEMM options made explicit: allow_tf32 = gpu_numerics().matmul_fp32 == tf32.
+GemmOptions default_gemm_options();
 
 // C[m, n] = alpha·op(A)·op(B) + beta·C, all row-major: op(A) [m, k] (A stored [m, k] with
 // lda >= k, or [k, m] with lda >= m when trans_a), op(B) [k, n] likewise, C [m, n] (ldc >= n).
