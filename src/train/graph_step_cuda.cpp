@@ -213,8 +213,15 @@ struct CudaGraphStep::Impl {
     clip_norm = update ? max_norm : 0.0;
     if (with_update) {
       skip_word = Tensor::zeros({1}, DType::I32, dev);
-      if (clip_norm > 0) clip = std::make_unique<DeviceGradClip>(layout.optimizer_params(), layout.norm_params(), clip_norm);
       if (!host_sum_sq.defined()) host_sum_sq = Tensor::empty_pinned({1}, DType::F64);
+      try {
+        if (clip_norm > 0)
+          clip = std::make_unique<DeviceGradClip>(layout.optimizer_params(), layout.norm_params(), clip_norm);
+      } catch (const std::exception& e) {
+        const std::string why = first_line(e.what());
+        destroy();
+        return why;
+      }
     }
     SM_CUDA_CHECK(cudaStreamSynchronize(st));
     rec = std::make_unique<GraphCapture>();
@@ -283,7 +290,8 @@ struct CudaGraphStep::Impl {
     }
     if (update_exec) SM_CUDA_CHECK(cudaGraphLaunch(update_exec, st));
     if (clip)
-      SM_CUDA_CHECK(cudaMemcpyAsync(host_sum_sq.raw(), clip->sum_sq().raw(), sizeof(double), cudaMemcpyDeviceToHost, st));
+      SM_CUDA_CHECK(
+          cudaMemcpyAsync(host_sum_sq.raw(), clip->sum_sq().raw(), sizeof(double), cudaMemcpyDeviceToHost, st));
     for (size_t i = 0; i < rec->guards.size(); ++i)  // guards: one micro-batch only
       SM_CUDA_CHECK(cudaMemcpyAsync(host_flags.data<int32_t>() + i, rec->guards[i].flag.raw(), sizeof(int32_t),
                                     cudaMemcpyDeviceToHost, st));
