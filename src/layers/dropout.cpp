@@ -81,6 +81,13 @@ Tensor Dropout::forward_cpu(const Tensor& x, Ctx& ctx) {  // both devices
       m.step_on_device = g->step_on_device;
     }
   m.sample_offset = ctx.sample_offset;
+  if (x.device().is_cuda())
+    if (const GraphCapture* g = active_graph_capture(); g && g->sample_offset_on_device) {
+      // The micro-batch's offset is read at run time: the graph keeps only this layer's
+      // distance from it (a replay per micro-batch of a gradient-accumulation step).
+      m.sample_offset_on_device = g->sample_offset_on_device;
+      m.sample_offset = ctx.sample_offset - g->sample_offset_base;
+    }
   m.N = x.dim(1);
   m.F = x.numel() / std::max<int64_t>(1, x.dim(0) * m.N);
   s.identity = false;

@@ -14,7 +14,8 @@ Tensor draw_mask_cuda(const MaskSpec& s, Device dev) {
   Tensor bits = Tensor::empty({cuda::dropout_mask_bytes_cuda(s.N, s.F)}, DType::U8, dev);
   const cuda::PhiloxKey key = cuda::philox_key(s.seed, hash_name(s.stream));
   cuda::dropout_draw_mask_cuda(key, s.p, s.step, s.sample_offset, s.N, s.F, bits.data<uint8_t>(),
-                               cuda::stream_for(dev), static_cast<const uint32_t*>(s.step_on_device));
+                               cuda::stream_for(dev), static_cast<const uint32_t*>(s.step_on_device),
+                               static_cast<const int64_t*>(s.sample_offset_on_device));
   return bits;
 }
 

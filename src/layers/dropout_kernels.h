@@ -15,6 +15,7 @@ struct MaskSpec {
   double p = 0.0;          // drop probability
   uint32_t step = 0;       // low 32 bits of the optimizer step
   const void* step_on_device = nullptr;  // CUDA graphs: a device u32 holding `step` at run time
+  const void* sample_offset_on_device = nullptr;  // CUDA graphs: a device i64 added to sample_offset
   int64_t sample_offset = 0, N = 0, F = 0;
 };
 

@@ -40,6 +40,12 @@ void Optimizer::set_step_count(int64_t steps) {
   step_count_ = steps;
 }
 
+void Optimizer::stage_step() { SM_CHECK(false, "optimizer '" << cfg_.name << "' has no device-resident step"); }
+
+void Optimizer::enqueue_update(const int32_t*) {
+  SM_CHECK(false, "optimizer '" << cfg_.name << "' has no device-resident step");
+}
+
 Tensor Optimizer::zeros_like_param(const Param& p) {
   return Tensor::zeros(p.value.shape(), p.value.dtype(), p.value.device());
 }

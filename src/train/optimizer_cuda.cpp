@@ -2,11 +2,15 @@
 // kernels/cuda/optim.h (contracts in train/optimizer_cuda.h).
 #include "spikemesh/train/optimizer_cuda.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "spikemesh/core/stream_cuda.h"
 #include "spikemesh/kernels/cuda/optim.h"
+#include "spikemesh/kernels/cuda/optim_multi.h"
+#include "spikemesh/kernels/multi_tensor.h"
 #endif
 
 namespace sm {
@@ -30,6 +34,17 @@ void check_state(const Param& p, const Tensor& s, const char* what) {
                      << p.value.device().str());
 }
 
+// Host bytes of `v` as a device U8 tensor on `dev` (a synchronous upload).
+template <typename T>
+Tensor device_bytes(const std::vector<T>& v, Device dev) {
+  Tensor host = Tensor::empty({static_cast<int64_t>(std::max<size_t>(1, v.size() * sizeof(T)))}, DType::U8);
+  if (!v.empty()) std::memcpy(host.raw(), v.data(), v.size() * sizeof(T));
+  return host.to(dev);
+}
+
+// One launch per step over every param (kernels/cuda/optim_multi.h): a device table of the
+// params' pointers and a chunk table, built at construction; the per-step values in a device
+// struct written by stage_step(). The table is rebuilt (in place) when a param's storage moved.
 class CudaOptimizer final : public Optimizer {
  public:
   enum class Kind { Sgd, Adam, AdamW };
@@ -45,18 +60,67 @@ class CudaOptimizer final : public Optimizer {
         second_.push_back(zeros_like_param(*p));
       }
     }
+    if (params_.empty()) return;
+    dev_ = params_.front()->value.device();
+    for (const Param* p : params_)
+      SM_CHECK(p->value.device() == dev_, "the CUDA optimizer's params live on " << dev_.str() << " and "
+                                                                                  << p->value.device().str());
+    std::vector<int64_t> sizes;
+    for (const Param* p : params_) sizes.push_back(p->value.numel());
+    const std::vector<TensorChunk> chunks = build_chunk_table(sizes, kMultiTensorChunk);
+    num_chunks_ = static_cast<int64_t>(chunks.size());
+    cuda::DeviceGuard guard(dev_.ordinal);
+    table_host_ = param_table();
+    table_ = device_bytes(table_host_, dev_);
+    chunks_ = device_bytes(chunks, dev_);
+    scalars_ = Tensor::zeros({static_cast<int64_t>(sizeof(OptimStepScalars))}, DType::U8, dev_);
   }
 
   void step() override {
+    stage_step();
+    enqueue_update(nullptr);
+  }
+
+  bool supports_captured_update() const override { return true; }
+
+  void stage_step() override {
     ++step_count_;
-    for (size_t k = 0; k < params_.size(); ++k) {
-      Param& p = *params_[k];
-      const double wd = decay_of(p);
-      if (kind_ == Kind::Sgd)
-        sgd_update_cuda(p, first_.empty() ? nullptr : &first_[k], cfg_.lr, wd, cfg_.momentum, cfg_.nesterov);
-      else
-        adam_update_cuda(p, first_[k], second_[k], cfg_.lr, cfg_.beta1, cfg_.beta2, cfg_.eps, wd,
-                         kind_ == Kind::AdamW, step_count_);
+    if (params_.empty()) return;
+    const std::vector<cuda::MultiTensorParam> now = param_table();
+    cuda::DeviceGuard guard(dev_.ordinal);
+    if (now.size() != table_host_.size() ||
+        std::memcmp(now.data(), table_host_.data(), now.size() * sizeof(now[0])) != 0) {
+      // A param's storage moved: the same device buffer (a captured update reads it) gets the new pointers.
+      table_.copy_from(device_bytes(now, Device::cpu()));
+      table_host_ = now;
+    }
+    const OptimStepScalars s = kind_ == Kind::Sgd ? sgd_step_scalars(cfg_.lr)
+                                                  : adam_step_scalars(cfg_.lr, cfg_.beta1, cfg_.beta2,
+                                                                      cfg_.weight_decay, kind_ == Kind::AdamW,
+                                                                      step_count_);
+    cuda::store_step_scalars_cuda(reinterpret_cast<OptimStepScalars*>(scalars_.raw()), s, cuda::stream_for(dev_));
+  }
+
+  void enqueue_update(const int32_t* skip) override {
+    if (params_.empty()) return;
+    cuda::DeviceGuard guard(dev_.ordinal);
+    const auto* table = reinterpret_cast<const cuda::MultiTensorParam*>(table_.raw());
+    const auto* chunks = reinterpret_cast<const TensorChunk*>(chunks_.raw());
+    const auto* scalars = reinterpret_cast<const OptimStepScalars*>(scalars_.raw());
+    if (kind_ == Kind::Sgd) {
+      cuda::MultiSgdArgs a;
+      a.weight_decay = cfg_.weight_decay;
+      a.momentum = cfg_.momentum;
+      a.nesterov = cfg_.nesterov;
+      cuda::sgd_multi_step_cuda(table, chunks, num_chunks_, a, scalars, skip, cuda::stream_for(dev_));
+    } else {
+      cuda::MultiAdamArgs a;
+      a.weight_decay = cfg_.weight_decay;
+      a.beta1 = cfg_.beta1;
+      a.beta2 = cfg_.beta2;
+      a.eps = cfg_.eps;
+      a.decoupled = kind_ == Kind::AdamW;
+      cuda::adam_multi_step_cuda(table, chunks, num_chunks_, a, scalars, skip, cuda::stream_for(dev_));
     }
   }
 
@@ -83,6 +147,25 @@ class CudaOptimizer final : public Optimizer {
   Kind kind_;
   std::vector<Tensor> first_;   // momentum_buffer (sgd, momentum != 0) or exp_avg
   std::vector<Tensor> second_;  // exp_avg_sq (adam/adamw)
+  Device dev_ = Device::cpu();
+  std::vector<cuda::MultiTensorParam> table_host_;  // what table_ holds
+  Tensor table_, chunks_, scalars_;                 // device: MultiTensorParam[], TensorChunk[], OptimStepScalars
+  int64_t num_chunks_ = 0;
+
+  // The params' current pointers and sizes.
+  std::vector<cuda::MultiTensorParam> param_table() const {
+    std::vector<cuda::MultiTensorParam> t(params_.size());
+    for (size_t k = 0; k < params_.size(); ++k) {
+      const Param& p = *params_[k];
+      t[k].p = p.value.data<float>();
+      t[k].g = p.grad.data<float>();
+      t[k].state1 = first_.empty() ? nullptr : first_[k].data<float>();
+      t[k].state2 = second_.empty() ? nullptr : second_[k].data<float>();
+      t[k].n = p.value.numel();
+      t[k].decayed = p.weight_decay && cfg_.weight_decay != 0.0 ? 1 : 0;
+    }
+    return t;
+  }
 };
 
 void check_beta(const char* opt, const char* which, double beta) {
@@ -172,7 +255,85 @@ double clip_grad_norm_cuda(const std::vector<Param*>& params, double max_norm, C
   return norm;
 }
 
+struct DeviceGradClip::Impl {
+  Device dev = Device::cpu();
+  double max_norm = 0.0;
+  Tensor scaled_spans, scaled_chunks;  // device GradSpan[], TensorChunk[] (kMultiTensorChunk)
+  Tensor counted_spans, counted_chunks, counted_starts;  // kGradNormBlock chunks, starts [count + 1]
+  int64_t scaled_num_chunks = 0, counted_num_chunks = 0, counted_count = 0;
+  Tensor scratch, sum_sq;  // device f64 [chunks + count], f64 [1]
+};
+
+namespace {
+std::vector<cuda::GradSpan> spans_of(const std::vector<Param*>& params, Device& dev) {
+  std::vector<cuda::GradSpan> spans;
+  for (Param* p : params) {
+    SM_CHECK(p != nullptr, "clip_grad_norm: null param");
+    SM_CHECK(p->grad.defined() && p->grad.device().is_cuda() && p->grad.dtype() == DType::F32,
+             "param '" << p->name << "': clipping on the device needs f32 CUDA grads");
+    SM_CHECK(dev.is_cpu() || dev == p->grad.device(), "clip_grad_norm over two devices");
+    dev = p->grad.device();
+    spans.push_back({p->grad.data<float>(), p->grad.numel()});
+  }
+  return spans;
+}
+std::vector<int64_t> sizes_of(const std::vector<cuda::GradSpan>& spans) {
+  std::vector<int64_t> sizes;
+  for (const cuda::GradSpan& s : spans) sizes.push_back(s.n);
+  return sizes;
+}
+}  // namespace
+
+DeviceGradClip::DeviceGradClip(const std::vector<Param*>& scaled, const std::vector<Param*>& counted,
+                               double max_norm)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.max_norm = max_norm;
+  const std::vector<cuda::GradSpan> s = spans_of(scaled, m.dev), c = spans_of(counted, m.dev);
+  SM_CHECK(m.dev.is_cuda(), "DeviceGradClip: no CUDA gradient");
+  const std::vector<TensorChunk> sc = build_chunk_table(sizes_of(s), kMultiTensorChunk);
+  const std::vector<TensorChunk> cc = build_chunk_table(sizes_of(c), kGradNormBlock);
+  m.scaled_num_chunks = static_cast<int64_t>(sc.size());
+  m.counted_num_chunks = static_cast<int64_t>(cc.size());
+  m.counted_count = static_cast<int64_t>(c.size());
+  cuda::DeviceGuard guard(m.dev.ordinal);
+  m.scaled_spans = device_bytes(s, m.dev);
+  m.scaled_chunks = device_bytes(sc, m.dev);
+  m.counted_spans = device_bytes(c, m.dev);
+  m.counted_chunks = device_bytes(cc, m.dev);
+  m.counted_starts = device_bytes(chunk_starts(cc, m.counted_count), m.dev);
+  m.scratch = Tensor::zeros({m.counted_num_chunks + m.counted_count + 1}, DType::F64, m.dev);
+  m.sum_sq = Tensor::zeros({1}, DType::F64, m.dev);
+}
+
+DeviceGradClip::~DeviceGradClip() = default;
+
+void DeviceGradClip::enqueue() {
+  Impl& m = *impl_;
+  cuda::DeviceGuard guard(m.dev.ordinal);
+  cudaStream_t st = cuda::stream_for(m.dev);
+  cuda::grad_sum_squares_multi_cuda(reinterpret_cast<const cuda::GradSpan*>(m.counted_spans.raw()),
+                                    reinterpret_cast<const TensorChunk*>(m.counted_chunks.raw()),
+                                    m.counted_num_chunks, reinterpret_cast<const int64_t*>(m.counted_starts.raw()),
+                                    m.counted_count, m.scratch.data<double>(), m.sum_sq.data<double>(), st);
+  cuda::clip_grads_multi_cuda(reinterpret_cast<const cuda::GradSpan*>(m.scaled_spans.raw()),
+                              reinterpret_cast<const TensorChunk*>(m.scaled_chunks.raw()), m.scaled_num_chunks,
+                              m.sum_sq.data<double>(), m.max_norm, st);
+}
+
+const Tensor& DeviceGradClip::sum_sq() const { return impl_->sum_sq; }
+
 #else  // !SPIKEMESH_HAVE_CUDA
+
+struct DeviceGradClip::Impl {
+  Tensor sum_sq;
+};
+DeviceGradClip::DeviceGradClip(const std::vector<Param*>&, const std::vector<Param*>&, double) {
+  SM_CHECK(false, "clipping CUDA gradients needs a CUDA build");
+}
+DeviceGradClip::~DeviceGradClip() = default;
+void DeviceGradClip::enqueue() {}
+const Tensor& DeviceGradClip::sum_sq() const { return impl_->sum_sq; }
 
 std::unique_ptr<Optimizer> make_optimizer_cuda(const OptimizerConfig&, std::vector<Param*>) {
   SM_CHECK(false, "the CUDA optimizer needs a CUDA build");

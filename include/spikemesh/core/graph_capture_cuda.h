@@ -8,7 +8,9 @@
 //  * the loss keeps its loss / correct count on the device (`loss`, `correct`) instead of
 //    reading them back; the driver reads them after each replay;
 //  * dropout reads the step (its Philox sub-stream) from `step_on_device`, a device u32 the
-//    driver writes before each replay;
+//    driver writes before each replay, and the micro-batch's sample offset from
+//    `sample_offset_on_device` (a device i64; the layer keeps its distance from
+//    `sample_offset_base`), so one graph serves every micro-batch of a step;
 //  * batch norm cannot ask the device whether its output may be kept (a host decision, read
 //    back every eager forward): it repeats its last eager decision, records the device flag
 //    and that decision in `guards` (the driver compares them after each replay) and the
@@ -33,6 +35,10 @@ struct GraphCapture {
     int32_t expected = 0;  // the decision frozen into the graph (0/1)
   };
   const void* step_on_device = nullptr;  // device u32: low 32 bits of ctx.step at replay
+  // device i64: the replayed micro-batch's sample offset (null: the captured one is kept);
+  // sample_offset_base is the offset of the micro-batch captured.
+  const void* sample_offset_on_device = nullptr;
+  int64_t sample_offset_base = 0;
   Tensor loss;                           // device f64 [>= 1]: [0] is the loss
   Tensor correct;                        // device i64 [1]
   std::vector<Guard> guards;

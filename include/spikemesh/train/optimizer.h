@@ -61,6 +61,19 @@ class Optimizer {
   // function of the configuration alone: the same on a rank that holds no parameter.
   virtual std::vector<std::string> state_names() const = 0;
 
+  // Device-resident stepping, for an update captured once in a CUDA graph and replayed
+  // (train/graph_step_cuda.h). For an optimizer that supports it, step() is exactly
+  // stage_step() followed by enqueue_update(nullptr):
+  //  * stage_step(): increments step_count and writes this step's values (lr, Adam's bias
+  //    corrections of step t) to device memory, in stream order (no host synchronisation);
+  //  * enqueue_update(skip): the update of every param reading those values from device
+  //    memory (capturable); when `skip` (a device i32) is non-null and nonzero at run time,
+  //    nothing is written.
+  // The others (CPU optimizers) answer false and throw an internal error from both.
+  virtual bool supports_captured_update() const { return false; }
+  virtual void stage_step();
+  virtual void enqueue_update(const int32_t* skip);
+
   const OptimizerConfig& config() const { return cfg_; }  // cfg.lr is the current lr
   std::vector<Param*>& params() { return params_; }
 

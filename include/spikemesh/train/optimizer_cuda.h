@@ -11,9 +11,16 @@
 //  * sgd_update_cuda / adam_update_cuda: one parameter's update, for a device dispatch inside
 //    the CPU optimizers' step loops (their state tensors are allocated on the param's device).
 // In a build without CUDA these throw an internal error.
+//
+// make_optimizer_cuda's optimizers update every parameter in ONE launch per step (the
+// multi-tensor kernels of kernels/cuda/optim_multi.h) and support the device-resident step
+// (Optimizer::stage_step / enqueue_update): lr and Adam's bias corrections are read from
+// device memory, so the update can be captured in a CUDA graph.
 #pragma once
 #include <memory>
 #include <vector>
+
+#include "spikemesh/core/tensor.h"
 
 #include "spikemesh/layers/collectives.h"
 #include "spikemesh/train/optimizer.h"
@@ -37,5 +44,26 @@ void adam_update_cuda(Param& p, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, 
 // Returns the norm before clipping (one synchronisation).
 double clip_grad_norm_cuda(const std::vector<Param*>& params, double max_norm, Collectives* group = nullptr,
                            const std::vector<Param*>* counted = nullptr);
+
+// Clipping by the global norm with every value on the device, for a step captured in a CUDA
+// graph (one rank, no all-reduce): enqueue() computes sum_sq() (f64 [1], device) over the
+// `counted` grads exactly as clip_grad_norm_cuda does (bitwise: the same order) and scales
+// the `scaled` grads by max_norm / (sqrt(sum_sq) + 1e-6) when that is below 1, in four
+// launches whatever the number of tensors, without a host synchronisation. The norm is
+// sqrt(sum_sq()) once the caller has read it back. The grads' storage must not move while
+// this object lives (its tables hold their addresses).
+class DeviceGradClip {
+ public:
+  DeviceGradClip(const std::vector<Param*>& scaled, const std::vector<Param*>& counted, double max_norm);
+  ~DeviceGradClip();
+  DeviceGradClip(const DeviceGradClip&) = delete;
+  DeviceGradClip& operator=(const DeviceGradClip&) = delete;
+  void enqueue();  // on the grads' device compute stream (capturable)
+  const Tensor& sum_sq() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace sm

@@ -11,9 +11,10 @@ namespace cuda {
 namespace {
 
 __global__ void draw_mask_kernel(uint32_t k0, uint32_t k1, double p, uint32_t step_arg, const uint32_t* step_dev,
-                                 int64_t sample_offset, int64_t N, int64_t F,
+                                 int64_t sample_offset_arg, const int64_t* offset_dev, int64_t N, int64_t F,
                                  uint8_t* __restrict__ bits) {
   const uint32_t step = step_dev ? *step_dev : step_arg;  // CUDA graphs: read at run time
+  const int64_t sample_offset = offset_dev ? *offset_dev + sample_offset_arg : sample_offset_arg;
   const int64_t total = N * F, bytes = (total + 7) / 8;
   for (int64_t byte = detail::global_thread(); byte < bytes; byte += detail::grid_stride()) {
     uint32_t word = 0;
@@ -67,12 +68,12 @@ double philox_uniform_host(PhiloxKey key, uint64_t i, uint32_t a, uint32_t b) {
 
 void dropout_draw_mask_cuda(PhiloxKey key, double p, uint32_t step, int64_t sample_offset,
                             int64_t N, int64_t F, uint8_t* bits, cudaStream_t stream,
-                            const uint32_t* step_on_device) {
+                            const uint32_t* step_on_device, const int64_t* sample_offset_on_device) {
   SM_CHECK(N >= 0 && F >= 0, "dropout_draw_mask_cuda: bad size N=" << N << " F=" << F);
   const int64_t bytes = dropout_mask_bytes_cuda(N, F);
   if (bytes == 0) return;
-  draw_mask_kernel<<<detail::blocks_for(bytes), kThreads, 0, stream>>>(key.k0, key.k1, p, step,
-                                                                       step_on_device, sample_offset, N, F, bits);
+  draw_mask_kernel<<<detail::blocks_for(bytes), kThreads, 0, stream>>>(
+      key.k0, key.k1, p, step, step_on_device, sample_offset, sample_offset_on_device, N, F, bits);
   SM_CUDA_CHECK_LAUNCH();
 }
 

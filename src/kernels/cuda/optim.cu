@@ -6,54 +6,29 @@
 #include <cmath>
 
 #include "common.cuh"
+#include "optim_element.cuh"
+#include "spikemesh/kernels/multi_tensor.h"
 #include "spikemesh/kernels/cuda/optim.h"
 
 namespace sm {
 namespace cuda {
 namespace {
 
-constexpr int64_t kNormBlock = 8192;  // elements per partial sum (as grad_clip.cpp)
+constexpr int64_t kNormBlock = kGradNormBlock;
 
 __global__ void sgd_kernel(float* __restrict__ p, const float* __restrict__ g,
                            float* __restrict__ buf, int64_t n, SgdStepArgs a,
                            __nv_bfloat16* __restrict__ p_bf16) {
-  for (int64_t i = detail::global_thread(); i < n; i += detail::grid_stride()) {
-    const double pi = p[i];
-    double d = g[i];
-    if (a.weight_decay != 0.0) d = d + a.weight_decay * pi;  // grad.add(param, alpha=wd)
-    if (buf) {
-      const float b = static_cast<float>(static_cast<double>(buf[i]) * a.momentum + d);
-      buf[i] = b;
-      d = a.nesterov ? d + a.momentum * static_cast<double>(b) : static_cast<double>(b);
-    }
-    const float pn = static_cast<float>(pi + (-a.lr) * d);  // param.add_(d, alpha=-lr)
-    p[i] = pn;
-    if (p_bf16) p_bf16[i] = __float2bfloat16_rn(pn);
-  }
-}
-
-// torch.lerp as computed by ATen (two forms for accuracy near w = 1).
-__device__ __forceinline__ double lerp_aten(double start, double end, double w) {
-  return fabs(w) < 0.5 ? start + w * (end - start) : end - (end - start) * (1.0 - w);
+  for (int64_t i = detail::global_thread(); i < n; i += detail::grid_stride())
+    detail::sgd_element(p, g, buf, p_bf16, i, a.lr, a.weight_decay, a.momentum, a.nesterov);
 }
 
 __global__ void adam_kernel(float* __restrict__ p, const float* __restrict__ g,
                             float* __restrict__ m, float* __restrict__ v, int64_t n,
                             AdamStepArgs a, __nv_bfloat16* __restrict__ p_bf16) {
-  for (int64_t i = detail::global_thread(); i < n; i += detail::grid_stride()) {
-    double pi = p[i];
-    double gi = g[i];
-    if (a.l2 != 0.0) gi = gi + a.l2 * pi;                     // Adam: grad.add(param, alpha=wd)
-    if (a.decay_factor != 1.0) pi = pi * a.decay_factor;      // AdamW: param.mul_(1 - lr·wd)
-    const float m_new = static_cast<float>(lerp_aten(m[i], gi, 1.0 - a.beta1));
-    const float v_new = static_cast<float>(static_cast<double>(v[i]) * a.beta2 + (1.0 - a.beta2) * gi * gi);
-    m[i] = m_new;
-    v[i] = v_new;
-    const double denom = sqrt(static_cast<double>(v_new)) / a.bias_corr2_sqrt + a.eps;
-    const float pn = static_cast<float>(pi + (-a.step_size) * static_cast<double>(m_new) / denom);
-    p[i] = pn;
-    if (p_bf16) p_bf16[i] = __float2bfloat16_rn(pn);
-  }
+  for (int64_t i = detail::global_thread(); i < n; i += detail::grid_stride())
+    detail::adam_element(p, g, m, v, p_bf16, i, a.l2, a.decay_factor, a.beta1, a.beta2, a.eps, a.step_size,
+                         a.bias_corr2_sqrt);
 }
 
 // Block b: Σ g² over elements [b·kNormBlock, min(n, (b+1)·kNormBlock)) -> partial[b].
@@ -91,16 +66,15 @@ void sgd_step_cuda(float* p, const float* g, float* momentum_buf, int64_t n, con
 
 AdamStepArgs adam_step_args(double lr, double beta1, double beta2, double eps,
                             double weight_decay, bool decoupled, int64_t t) {
-  SM_CHECK(t >= 1, "adam_step_args: step " << t << " (must count from 1)");
+  const OptimStepScalars s = adam_step_scalars(lr, beta1, beta2, weight_decay, decoupled, t);  // adam.cpp's values
   AdamStepArgs a;
-  const double td = static_cast<double>(t);
   a.l2 = decoupled ? 0.0 : weight_decay;
-  a.decay_factor = decoupled ? 1.0 - lr * weight_decay : 1.0;
+  a.decay_factor = s.decay_factor;
   a.beta1 = beta1;
   a.beta2 = beta2;
   a.eps = eps;
-  a.step_size = lr / (1.0 - std::pow(beta1, td));
-  a.bias_corr2_sqrt = std::sqrt(1.0 - std::pow(beta2, td));
+  a.step_size = s.step_size;
+  a.bias_corr2_sqrt = s.bias_corr2_sqrt;
   return a;
 }
 

@@ -27,10 +27,12 @@ inline int64_t dropout_mask_bytes_cuda(int64_t N, int64_t F) { return (N * F + 7
 
 // Draw the keep mask. bits: device u8 [dropout_mask_bytes_cuda(N, F)], every byte written.
 // step_on_device (CUDA graphs): when non-null the kernel reads the step from this device
-// word at run time and `step` is ignored.
+// word at run time and `step` is ignored. sample_offset_on_device (CUDA graphs): when
+// non-null the kernel adds this device word to `sample_offset` at run time.
 void dropout_draw_mask_cuda(PhiloxKey key, double p, uint32_t step, int64_t sample_offset,
                             int64_t N, int64_t F, uint8_t* bits, cudaStream_t stream,
-                            const uint32_t* step_on_device = nullptr);
+                            const uint32_t* step_on_device = nullptr,
+                            const int64_t* sample_offset_on_device = nullptr);
 
 // y[t, n, f] = x[t, n, f]·scale when bit n·F + f is set, else 0 (f32 arithmetic).
 // x, y: [T, N, F] (y may alias x). Used for the forward (x) and the backward (dy) alike.
