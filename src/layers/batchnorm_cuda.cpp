@@ -11,7 +11,8 @@
 //
 // Host synchronisation (unfused forwards only): the forward reads one flag back (may the
 // output be kept instead of the input, decided per call as on the CPU) — one small
-// device-to-host copy per unfused BN layer per forward. Synced BN (ctx.bn_sync) all-reduces the [C] sums through host memory.
+// device-to-host copy per unfused BN layer per forward. Synced BN (ctx.bn_sync) all-reduces
+// the [C] sums through host memory.
 // Under a CUDA graph capture (core/graph_capture_cuda.h) the flag is not read: the last
 // eager training decision is repeated and guarded, and the running statistics are backed up
 // inside the graph before their update.

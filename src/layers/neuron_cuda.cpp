@@ -66,11 +66,11 @@ struct CudaNeuron {
     Tensor bits;  // [spike_words(T·M)] uint32 words, found again by the next layer's save
     if (emit_bits && !kc.smooth && steps * M > 0)
       bits = Tensor::empty({cuda::spike_words(steps * M)}, DType::I32, x.device());
+    uint32_t* words = bits.defined() ? static_cast<uint32_t*>(bits.raw()) : nullptr;
     cuda_layer::dispatch_activation(x.dtype(), "neuron", [&](auto t) {
       using T = decltype(t);
       cuda::neuron_forward_cuda<T>(kc, static_cast<const T*>(x.raw()), steps, M, v.data<float>(),
-                                   static_cast<T*>(y.raw()), bits.defined() ? static_cast<uint32_t*>(bits.raw()) : nullptr,
-                                   fired.data<int64_t>(), st, affine);
+                                   static_cast<T*>(y.raw()), words, fired.data<int64_t>(), st, affine);
     });
     if (bits.defined()) spike_bits_remember(y, bits);
     firing_counters_written(x.device());

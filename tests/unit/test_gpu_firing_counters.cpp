@@ -43,7 +43,9 @@ TEST(GpuFiringCounters, PooledReadsEqualEachLayersSpikes) {
   auto a = lif_unit(0.6), b = lif_unit(1.1);
   Ctx ctx;
   ctx.training = false;
-  auto input = [](uint64_t seed) { return gputest::random_input({5, 3, 37}, seed, false, -1.0, 3.0).to(gputest::gpu()); };
+  auto input = [](uint64_t seed) {
+    return gputest::random_input({5, 3, 37}, seed, false, -1.0, 3.0).to(gputest::gpu());
+  };
   a->reset_state();
   b->reset_state();
   const double ya1 = mean_of(a->forward(input(1), ctx));

@@ -297,10 +297,13 @@ void forward_vec(const cpu::NeuronKernelConfig& c, const T* x, int64_t steps, in
         kernel<<<grid, kThreads, 0, stream>>>(k, x, static_cast<uint32_t>(steps), static_cast<uint32_t>(M), v, spikes,
                                               bits, fired, a);
       };
-      if (mode == FireMode::Step) launch(forward_vec_kernel<T, V, decltype(decay)::value, decltype(hard)::value, FireMode::Step>);
+      constexpr bool kDecay = decltype(decay)::value, kHard = decltype(hard)::value;
+      if (mode == FireMode::Step)
+        launch(forward_vec_kernel<T, V, kDecay, kHard, FireMode::Step>);
       else if (mode == FireMode::SmoothSigmoid)
-        launch(forward_vec_kernel<T, V, decltype(decay)::value, decltype(hard)::value, FireMode::SmoothSigmoid>);
-      else launch(forward_vec_kernel<T, V, decltype(decay)::value, decltype(hard)::value, FireMode::SmoothAtan>);
+        launch(forward_vec_kernel<T, V, kDecay, kHard, FireMode::SmoothSigmoid>);
+      else
+        launch(forward_vec_kernel<T, V, kDecay, kHard, FireMode::SmoothAtan>);
     });
   });
   SM_CUDA_CHECK_LAUNCH();
@@ -322,7 +325,9 @@ void backward_vec(const cpu::NeuronKernelConfig& c, const T* grad_s, const T* x,
     with_bool(c.hard_reset, [&](auto hard) {
       with_bool(c.detach_reset, [&](auto detach) {
         with_bool(c.surrogate == cpu::SurrogateFn::ATan, [&](auto atan_sg) {
-          backward_vec_kernel<T, V, decltype(decay)::value, decltype(hard)::value, decltype(detach)::value, decltype(atan_sg)::value><<<grid, kThreads, 0, stream>>>(
+          constexpr bool kDecay = decltype(decay)::value, kHard = decltype(hard)::value;
+          constexpr bool kDetach = decltype(detach)::value, kAtan = decltype(atan_sg)::value;
+          backward_vec_kernel<T, V, kDecay, kHard, kDetach, kAtan><<<grid, kThreads, 0, stream>>>(
               k, grad_s, x, x_bits, v_init, static_cast<uint32_t>(steps), static_cast<uint32_t>(M), grad_x, ckpt,
               block_grad_r, grad_v_in, grad_v_out, a);
         });
