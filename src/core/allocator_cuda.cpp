@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "spikemesh/core/error.h"
+#include "spikemesh/core/spike_bits_cache.h"
 
 #ifdef SPIKEMESH_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -96,6 +97,7 @@ void* CudaCachingAllocator::allocate(size_t bytes) {
 
 void CudaCachingAllocator::deallocate(void* p, size_t bytes) {
   if (!p) return;
+  spike_bits_forget(p);  // before the lock: dropping the entry's bits frees their block through here
   const size_t sz = CpuCachingAllocator::round_size(bytes);
   std::lock_guard<std::mutex> lock(mu_);
   live_.erase(p);

@@ -254,9 +254,15 @@ bool BatchNorm::fusable_after_batchnorm(const Layer& next) {
 }
 
 Tensor BatchNorm::forward_into(Layer& next, const Tensor& x, Ctx& ctx) {
-  SM_CHECK(x.device().is_cpu() && plain_forward(ctx) && fusable_after_batchnorm(next),
-           "batchnorm '" << name() << "': the fused epilogue is for plain CPU forwards into a neuron or max pooling");
+  const bool neuron = dynamic_cast<Neuron*>(&next) != nullptr;
+  SM_CHECK(plain_forward(ctx) && fusable_after_batchnorm(next) && (x.device().is_cpu() || neuron),
+           "batchnorm '" << name() << "': the fused epilogue is for plain forwards into a neuron (CPU or GPU) or "
+                                      "max pooling (CPU)");
   last_device_ = x.device();
+  ++fused_forwards_;
+#ifdef SPIKEMESH_HAVE_CUDA
+  if (x.device().is_cuda()) return forward_cuda_then(x, ctx, &next);
+#endif
   return forward_cpu_then(x, ctx, &next);
 }
 

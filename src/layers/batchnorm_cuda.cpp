@@ -4,9 +4,15 @@
 // coefficients; per-channel vectors in double on the device). Activations f32, bf16 or f16;
 // γ, β, running statistics and gradients f32.
 //
-// Host synchronisation: the forward reads one flag back (may the output be kept instead of
-// the input, decided per call as on the CPU) — one small device-to-host copy per BN layer
-// per forward. Synced BN (ctx.bn_sync) all-reduces the [C] sums through host memory.
+// Fused with the neuron after it (forward_cuda_then, layers/fused_epilogue.h): the statistics
+// as above, then the neuron reads x through the per-channel apply (kernels/cuda/neuron.h
+// NeuronAffineCuda) and the normalised tensor is never written; batch norm keeps x, so the
+// forward reads nothing back. Backward is the unfused one working from the saved input.
+//
+// Host synchronisation (unfused forwards only): the forward reads one flag back (may the
+// output be kept instead of the input, decided per call as on the CPU) — one small
+// device-to-host copy per unfused BN layer per forward. Synced BN (ctx.bn_sync) all-reduces
+// the [C] sums through host memory.
 // Under a CUDA graph capture (core/graph_capture_cuda.h) the flag is not read: the last
 // eager training decision is repeated and guarded, and the running statistics are backed up
 // inside the graph before their update.
@@ -18,6 +24,7 @@
 #include "spikemesh/kernels/cuda/gemm_cublas.h"
 #include "spikemesh/layers/batchnorm.h"
 #include "spikemesh/layers/collectives.h"
+#include "spikemesh/layers/neuron.h"
 #include "spikemesh/layers/slot_store.h"
 
 namespace sm {
@@ -82,7 +89,9 @@ void all_reduce_through_host(Collectives& coll, const Tensor& dev, int64_t n, do
 
 }  // namespace
 
-Tensor BatchNorm::forward_cuda(const Tensor& x, Ctx& ctx) {
+Tensor BatchNorm::forward_cuda(const Tensor& x, Ctx& ctx) { return forward_cuda_then(x, ctx, nullptr); }
+
+Tensor BatchNorm::forward_cuda_then(const Tensor& x, Ctx& ctx, Layer* next) {
   bn_detail::check_input(*this, x);
   cuda_layer::check_master(param(0).value, x, "batchnorm", name());
   CudaAllocLabel label("batchnorm forward", &name_);
@@ -148,6 +157,19 @@ Tensor BatchNorm::forward_cuda(const Tensor& x, Ctx& ctx) {
   } else {
     cuda::bn_eval_stats_cuda(running_mean, running_var, gamma, C, cfg_.eps, mean, invstd, scale, st);
     sv.count = static_cast<double>(s.count());
+  }
+  if (next) {  // fused: the neuron normalises as it reads x; backward works from x (no decision to read)
+    auto in = std::make_shared<cuda_layer::FusedBnApply>();
+    in->stats = sv.stats;
+    in->offset = param(1).value.clone();  // β as of this forward
+    in->kernel.center = mean;
+    in->kernel.scale = scale;
+    in->kernel.offset = in->offset.data<float>();
+    in->kernel.channels = C;
+    in->kernel.inner = s.inner;
+    sv.saved_output = false;
+    sv.act = x;
+    return static_cast<Neuron*>(next)->forward_normalized_cuda(x, std::move(in), ctx);
   }
   Tensor y = Tensor::empty(x.shape(), dt, x.device());  // [T, N, C, ...]
   cuda_layer::dispatch_activation(dt, "batchnorm", [&](auto t) {

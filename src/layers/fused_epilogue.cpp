@@ -1,5 +1,5 @@
 // fused_epilogue.cpp — when a batch norm and the neuron or max pooling after it run fused
-// (fused_epilogue.h).
+// (fused_epilogue.h), on the CPU or (batch norm → neuron) on a GPU.
 #include "spikemesh/layers/fused_epilogue.h"
 
 #include <atomic>
@@ -9,6 +9,7 @@
 #include "spikemesh/core/error.h"
 #include "spikemesh/layers/batchnorm.h"
 #include "spikemesh/layers/layer_profile.h"
+#include "spikemesh/layers/neuron.h"
 #include "spikemesh/layers/pool.h"
 
 namespace sm {
@@ -37,14 +38,30 @@ bool plain_forward(const Ctx& ctx) {
            ctx.bn_grad_sums_for || ctx.time_grad_carry);
 }
 
+bool fused_epilogue_applies(const FuseQuery& q) {
+  if (!q.enabled || !q.plain || !q.unsharded) return false;
+  if (q.on_gpu)
+    return q.next_is_neuron && !q.input_is_spikes && !q.profiling &&
+           (q.dtype == DType::F32 || q.dtype == DType::BF16 || q.dtype == DType::F16);
+  if (q.dtype != DType::F32 && q.dtype != DType::F64) return false;
+  return q.next_is_neuron || (q.next_is_max_pool && q.ndim == 5);  // pooling: [T, N, C, H, W] only
+}
+
 bool try_fused_forward(Layer& a, Layer& b, const Tensor& x, Ctx& ctx, Tensor& y) {
-  if (!fused_epilogues() || !x.defined() || !x.device().is_cpu() || !plain_forward(ctx)) return false;
   auto* bn = dynamic_cast<BatchNorm*>(&a);
-  if (!bn || !BatchNorm::fusable_after_batchnorm(b) || bn->sp_link().role != SpRole::None ||
-      b.sp_link().role != SpRole::None)
-    return false;
-  if (x.dtype() != DType::F32 && x.dtype() != DType::F64) return false;
-  if (dynamic_cast<Pool2d*>(&b) && x.ndim() != 5) return false;  // pooling: [T, N, C, H, W] only
+  if (!bn || !x.defined() || !BatchNorm::fusable_after_batchnorm(b)) return false;
+  FuseQuery q;
+  q.enabled = fused_epilogues();
+  q.plain = plain_forward(ctx);
+  q.unsharded = bn->sp_link().role == SpRole::None && b.sp_link().role == SpRole::None;
+  q.on_gpu = x.device().is_cuda();
+  q.next_is_neuron = dynamic_cast<Neuron*>(&b) != nullptr;
+  q.next_is_max_pool = dynamic_cast<Pool2d*>(&b) != nullptr;
+  q.input_is_spikes = x.is_binary();
+  q.profiling = layer_profile_enabled();
+  q.dtype = x.dtype();
+  q.ndim = x.ndim();
+  if (!fused_epilogue_applies(q)) return false;
   if (!layer_profile_enabled()) {
     y = bn->forward_into(b, x, ctx);
     return true;

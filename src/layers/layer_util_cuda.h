@@ -1,7 +1,8 @@
 // layer_util_cuda.h — shared pieces of the layers' CUDA hooks (src/layers/*_cuda.cpp):
 // activation-dtype dispatch, the per-forward compute copy of f32 master weights in the
 // activation dtype (mixed precision), and DeviceSaved (an activation kept for backward:
-// spikes packed as bits with kernels/cuda/bitpack.h, anything else by reference).
+// spikes packed as bits with kernels/cuda/bitpack.h, or the bits the neuron that made them
+// already wrote, anything else by reference).
 // Invariants: activations on the GPU are f32, bf16 or f16; master parameters, gradients and
 // buffers are f32; all work goes to the compute stream of the tensor's device.
 #pragma once
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "spikemesh/core/allocator_cuda.h"
+#include "spikemesh/core/spike_bits_cache.h"
 #include "spikemesh/core/stream_cuda.h"
 #include "spikemesh/core/tensor.h"
 #include "spikemesh/kernels/cuda/bitpack.h"
@@ -70,6 +72,7 @@ inline const Tensor& compute_weight(const Tensor& master, DType dt, Tensor& cach
 }
 
 // An activation kept for backward: spikes (is_binary) as packed bits, else by reference.
+// Bits a neuron already wrote next to x (core/spike_bits_cache.h) are shared, not re-packed.
 class DeviceSaved {
  public:
   static DeviceSaved save(const Tensor& x) {
@@ -77,6 +80,9 @@ class DeviceSaved {
     s.shape_ = x.shape();
     s.dtype_ = x.dtype();
     if (x.is_binary() && is_activation_dtype(x.dtype())) {
+      s.packed_ = true;
+      s.kept_ = spike_bits_find(x);  // the neuron's own bits
+      if (s.kept_.defined()) return s;
       const int64_t n = x.numel();
       s.kept_ = Tensor::empty({cuda::spike_words(n)}, DType::I32, x.device());  // uint32 words
       uint32_t* bits = static_cast<uint32_t*>(s.kept_.raw());
@@ -85,7 +91,6 @@ class DeviceSaved {
         using T = decltype(t);
         cuda::pack_bits_cuda<T>(static_cast<const T*>(x.raw()), n, bits, st);
       });
-      s.packed_ = true;
     } else {
       s.kept_ = x;
     }
@@ -118,6 +123,15 @@ class DeviceSaved {
   Shape shape_;
   DType dtype_ = DType::F32;
   bool packed_ = false;
+};
+
+// Batch norm's affine apply handed to the neuron after it (the fused epilogue on the GPU,
+// BatchNorm::forward_cuda_then): the kernel's view plus the tensors its pointers point
+// into, kept alive by the neuron's slot until its backward.
+struct FusedBnApply {
+  cuda::NeuronAffineCuda kernel;  // center = the mean row, scale = the scale row of stats
+  Tensor stats;                   // batch norm's per-channel rows (device double)
+  Tensor offset;                  // β as of this forward (device f32 [C], a copy)
 };
 
 }  // namespace cuda_layer

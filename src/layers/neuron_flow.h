@@ -50,6 +50,11 @@ struct NeuronSaved {
   std::shared_ptr<const cpu::NeuronInputAffine> affine;
   // ... and batch norm's backward sums, which this layer's backward makes for it.
   std::shared_ptr<cpu::NeuronBnGradSums> bn_sums;
+#ifdef SPIKEMESH_HAVE_CUDA
+  // CUDA, fused batch norm (Neuron::forward_normalized_cuda): x is unnormalised and this the
+  // kernels' apply; null otherwise.
+  std::shared_ptr<const cuda_layer::FusedBnApply> device_affine;
+#endif
 };
 
 template <class Dev>
@@ -97,7 +102,7 @@ void neuron_report(const NeuronState<Dev>& st, const std::string& name, std::vec
 
 #ifdef SPIKEMESH_HAVE_CUDA
 // The CUDA side's state (neuron_cuda.cpp; empty before the first CUDA forward): mark it at
-// rest / report its firing rate (one synchronisation).
+// rest / report its firing rate (pooled counters: one copy per device per report).
 void neuron_cuda_reset(std::shared_ptr<void>& cuda_state);
 void neuron_cuda_stats(const std::shared_ptr<void>& cuda_state, const std::string& name, std::vector<LayerStat>& out);
 // memopt time chunks on the CUDA side: Neuron::membrane / set_membrane / clear_time_grad.

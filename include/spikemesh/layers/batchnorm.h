@@ -37,15 +37,18 @@ class BatchNorm : public Layer {
   void finish_split_grad_sums(Ctx& ctx);
   void drop_split_state(int slot);
 
-  // The fused epilogue (CPU, a plain forward — no memopt recompute or split): this layer's
+  // The fused epilogue (a plain forward — no memopt recompute or split): this layer's
   // forward of x followed by `next`'s, the normalised tensor never written (the neuron or the
   // max pooling normalises as it reads x). Returns next's output; each layer's backward runs
-  // as usual. next: a Neuron or a max-pooling Pool2d (fusable_after_batchnorm).
+  // as usual. next: a Neuron or a max-pooling Pool2d (fusable_after_batchnorm) on the CPU, a
+  // Neuron on a GPU.
   Tensor forward_into(Layer& next, const Tensor& x, Ctx& ctx);
   static bool fusable_after_batchnorm(const Layer& next);
   // How many backwards took their two sums from the next layer's backward (fused) instead of
   // reading dy and x for them.
   int64_t fused_sums_taken() const { return fused_sums_taken_; }
+  // How many forwards ran fused with the next layer (forward_into), on either device.
+  int64_t fused_forwards() const { return fused_forwards_; }
 
  protected:
   SM_LEAF_HOOKS
@@ -53,6 +56,7 @@ class BatchNorm : public Layer {
 
  private:
 #ifdef SPIKEMESH_HAVE_CUDA
+  Tensor forward_cuda_then(const Tensor& x, Ctx& ctx, Layer* next);
   void finish_split_moments_cuda(Ctx& ctx);
   void finish_split_grad_sums_cuda(Ctx& ctx);
   void drop_split_state_cuda(int slot);
@@ -60,6 +64,7 @@ class BatchNorm : public Layer {
   Tensor forward_cpu_then(const Tensor& x, Ctx& ctx, Layer* next);
   BatchNormConfig cfg_;
   int64_t fused_sums_taken_ = 0;
+  int64_t fused_forwards_ = 0;
 };
 
 }  // namespace sm

@@ -7,8 +7,11 @@
 // norm's backward reads its inputs once instead of twice. Forward outputs equal the unfused
 // forward's bitwise (the same fma, the same pooling winners); gradients differ by rounding,
 // since batch norm works from its saved input x instead of its output (docs/semantics.md §9's
-// tolerances). Only plain CPU forwards qualify: no tensor-parallel sample sharding on either
-// layer, no memopt recompute or split.
+// tolerances). Only plain forwards qualify: no tensor-parallel sample sharding on either
+// layer, no memopt recompute or split. On a GPU the batch norm → neuron pair fuses the same
+// way (the neuron kernels read x through batch norm's per-channel apply, bitwise the unfused
+// forward; batch norm keeps its input, so its forward reads no decision back from the
+// device); its backward is batch norm's unfused one from the saved input.
 // On by default: the same step time, and without the full-size temporaries Spikformer-Ti's
 // peak RSS falls by 15 % (README, "Fused batch norm epilogues"). SPIKEMESH_FUSE=0 (read when
 // the library loads; the program checks the value at start-up) or set_fused_epilogues(false)
@@ -29,8 +32,28 @@ void apply_fused_epilogues_env();
 // that may run fused (BatchNorm::forward_into checks it too).
 bool plain_forward(const Ctx& ctx);
 
+// What decides whether a batch norm and the layer after it run fused (a pure function of
+// these facts; try_fused_forward gathers them):
+//  CPU: a neuron or max pooling ([T, N, C, H, W] input) after it, f32 or f64;
+//  GPU: a neuron after it, f32, bf16 or f16, an input that is not a spike tensor (the neuron
+//       keeps it by reference), and no layer profile (its rows time each layer on the host);
+//  both: SPIKEMESH_FUSE on, a plain forward, no tensor-parallel sample sharding on either.
+struct FuseQuery {
+  bool enabled = true;        // fused_epilogues()
+  bool plain = true;          // plain_forward(ctx)
+  bool unsharded = true;      // neither layer sequence-parallel sharded
+  bool on_gpu = false;        // the input is a CUDA tensor
+  bool next_is_neuron = false;
+  bool next_is_max_pool = false;
+  bool input_is_spikes = false;
+  bool profiling = false;     // layer_profile_enabled()
+  DType dtype = DType::F32;
+  int ndim = 0;
+};
+bool fused_epilogue_applies(const FuseQuery& q);
+
 // When (a, b) qualify for x under ctx: runs them fused into y (profiled as one row,
-// "<a type>+<b type>") and returns true; otherwise false, nothing run.
+// "<a type>+<b type>", on the CPU) and returns true; otherwise false, nothing run.
 bool try_fused_forward(Layer& a, Layer& b, const Tensor& x, Ctx& ctx, Tensor& y);
 
 }  // namespace sm

@@ -11,6 +11,11 @@
 #include "spikemesh/layers/layer.h"
 
 namespace sm {
+#ifdef SPIKEMESH_HAVE_CUDA
+namespace cuda_layer {
+struct FusedBnApply;
+}
+#endif
 namespace cpu {
 struct NeuronInputAffine;  // kernels/cpu/neuron.h
 struct NeuronBnGradSums;
@@ -57,6 +62,12 @@ class Neuron : public Layer {
   // and, in the same pass, batch norm's two backward sums over it into bn_sums (nullable).
   Tensor forward_normalized_cpu(const Tensor& x, std::shared_ptr<const cpu::NeuronInputAffine> in,
                                 std::shared_ptr<cpu::NeuronBnGradSums> bn_sums, Ctx& ctx);
+#ifdef SPIKEMESH_HAVE_CUDA
+  // The same epilogue on the GPU (BatchNorm::forward_cuda_then calls it): the kernels read x
+  // through `in` (kernels/cuda/neuron.h NeuronAffineCuda); backward returns the gradient of
+  // the normalised input, from which batch norm's own backward continues with its saved x.
+  Tensor forward_normalized_cuda(const Tensor& x, std::shared_ptr<const cuda_layer::FusedBnApply> in, Ctx& ctx);
+#endif
 
  protected:
   SM_LEAF_HOOKS

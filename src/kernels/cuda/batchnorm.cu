@@ -114,15 +114,17 @@ void launch_moments(const T* a, const T* b, const cpu::BnShape& s, const float* 
   SM_CUDA_CHECK_LAUNCH();
 }
 
-// y = (x - center)·scale + offset per channel, f32 arithmetic. Index: uint32_t or int64_t.
+// y = fma(x - center, scale, offset) per channel, f32 arithmetic. Index: uint32_t or int64_t.
 template <typename T, typename Index>
 __global__ void normalize_kernel(const T* __restrict__ x, Index n, Index inner, Index C,
                                  const double* __restrict__ center, const double* __restrict__ scale,
                                  const float* __restrict__ offset, T* __restrict__ y) {
   for (Index e = detail::global_thread<Index>(); e < n; e += detail::grid_stride<Index>()) {
     const Index c = (e / inner) % C;
-    y[e] = from_f32<T>((to_f32(x[e]) - static_cast<float>(center[c])) * static_cast<float>(scale[c]) +
-                       offset[c]);
+    // Explicitly fma(x - center, scale, offset), as the CPU's bn_normalize and the neuron's
+    // fused read (kernels/cuda/neuron_math.cuh) round it.
+    y[e] = from_f32<T>(__fmaf_rn(__fsub_rn(to_f32(x[e]), static_cast<float>(center[c])),
+                                 static_cast<float>(scale[c]), offset[c]));
   }
 }
 

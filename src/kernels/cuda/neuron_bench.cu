@@ -14,6 +14,7 @@
 #include "common.cuh"
 #include "spikemesh/kernels/cuda/neuron.h"
 #include "spikemesh/kernels/cuda/neuron_bench.h"
+#include "spikemesh/kernels/neuron_variant.h"
 
 namespace sm {
 namespace cuda {
@@ -152,6 +153,18 @@ LifBenchResult run(const LifBenchOptions& o, cudaStream_t stream) {
     SM_CUDA_CHECK(cudaMemcpyAsync(dst.as<void>(), src.as<void>(), copy_bytes, cudaMemcpyDeviceToDevice, stream));
   });
   r.memcpy_bytes = 2.0 * static_cast<double>(copy_bytes);
+  const NeuronKernelOccupancy occ = neuron_kernel_occupancy_cuda(sizeof(T) == 2);
+  r.threads_per_block = occ.threads_per_block;
+  if (neuron_variant::forward_fast(T_, M, sizeof(T), o.spike_bits, {in[0].x.template as<T>()})) {
+    r.forward_blocks_per_sm = occ.forward_blocks_per_sm;
+    r.forward_registers = occ.forward_registers;
+    r.forward_occupancy = occ.forward_fraction();
+  }
+  if (neuron_variant::backward_fast(T_, M, sizeof(T), {in[0].x.template as<T>()})) {
+    r.backward_blocks_per_sm = occ.backward_blocks_per_sm;
+    r.backward_registers = occ.backward_registers;
+    r.backward_occupancy = occ.backward_fraction();
+  }
   r.memcpy_gbs = r.memcpy_bytes / (copy_ms * 1e-3) / 1e9;
   SM_CUDA_CHECK(cudaStreamSynchronize(stream));
   return r;
@@ -172,6 +185,22 @@ std::string LifBenchResult::summary() const {
   std::snprintf(line, sizeof line, "  D2D copy  %10.1f MB moved  %8.1f GB/s (read + write)\n",
                 memcpy_bytes / 1e6, memcpy_gbs);
   os << line;
+  const struct {
+    const char* pass;
+    int blocks, regs;
+    double fraction;
+  } occ[] = {{"forward", forward_blocks_per_sm, forward_registers, forward_occupancy},
+             {"backward", backward_blocks_per_sm, backward_registers, backward_occupancy}};
+  for (const auto& k : occ) {
+    if (k.blocks < 0)
+      std::snprintf(line, sizeof line, "  occupancy %-8s generic kernel (shape or alignment outside the vector path)\n",
+                    k.pass);
+    else
+      std::snprintf(line, sizeof line,
+                    "  occupancy %-8s %d blocks x %d threads per SM (%.0f%% of thread slots), %d registers/thread\n",
+                    k.pass, k.blocks, threads_per_block, 100.0 * k.fraction, k.regs);
+    os << line;
+  }
   return os.str();
 }
 

@@ -2,7 +2,8 @@
 // (`spikemesh bench --kernel lif`). Times each with CUDA events (warm-up, then the median of
 // `iters` runs, inputs rotated among several buffer sets larger than L2) and reports achieved
 // bandwidth over the bytes the kernels actually read and write, next to a large
-// cudaMemcpyDeviceToDevice measured in the same program (read + write bytes).
+// cudaMemcpyDeviceToDevice measured in the same program (read + write bytes), each kernel's
+// bandwidth as a fraction of that copy's, and the kernels' measured occupancy.
 // Include only when SPIKEMESH_HAVE_CUDA is defined. Needs a GPU (throws sm::Error otherwise).
 //
 // Floors for the defaults (T = 16, M = 2^22, f32, bits on): ~10 flops per element against
@@ -35,6 +36,11 @@ struct LifBenchResult {
   double forward_gbs = 0, backward_gbs = 0;        // achieved GB/s (1e9 bytes/s)
   double memcpy_gbs = 0;                           // D2D copy, read + write bytes
   double memcpy_bytes = 0;                         // bytes moved per copy (2 × size)
+  // Measured occupancy of the kernels timed (cudaOccupancyMaxActiveBlocksPerMultiprocessor
+  // of the vectorised LIF variants; -1 when the shape ran the generic kernels).
+  int forward_blocks_per_sm = -1, backward_blocks_per_sm = -1, threads_per_block = 0;
+  int forward_registers = 0, backward_registers = 0;
+  double forward_occupancy = 0, backward_occupancy = 0;  // resident threads / SM thread slots
   std::string device;                              // GPU name
   std::string summary() const;                     // a few human-readable lines
 };
