@@ -6,8 +6,10 @@
 //            pageable source would be synchronous: S), x cast on the device if needed.
 //   zero     layout.begin_step(): gradients zeroed on the device (async).
 //   forward  neuron layers: r = 1/tau (LIF: constant); PLIF reads w on the host (S, D);
-//            batch norm reads back "may the output be saved instead of the input" (S, D:
-//            decides which tensor backward reads), one per BN layer;
+//            batch norm fused into the neuron that follows it (layers/fused_epilogue.h,
+//            the default) keeps its input and reads nothing back; an unfused batch norm
+//            reads back "may the output be saved instead of the input" (S, D: decides which
+//            tensor backward reads), one per unfused BN layer;
 //            dropout: the mask's Philox sub-stream is the step (D: kernel argument);
 //            loss: labels copied to the host and range-checked (S), the loss and correct
 //            count read back (S).
@@ -19,7 +21,8 @@
 //            parameter (train/optimizer_cuda.h), its lr and Adam's bias corrections of step t
 //            written to a device struct before the launch (D, read from device memory); the
 //            step waits for the device to time the update (S, timing only).
-//   after    trainer: firing rates read per neuron layer (S each, after the step); metrics.
+//   after    trainer: firing rates, one copy of the device's pooled neuron counters per
+//            report (S once, not once per neuron layer; src/layers/firing_counters_cuda.h); metrics.
 // What the graph does about them (one rank, no loss scaling, no memopt — the auto rule):
 //   * captured: zero-free forward + loss + backward of one micro-batch from static x / y
 //     buffers (the batch is copied into them before each replay: device to device, async),
