@@ -19,8 +19,8 @@ const void* at(uintptr_t address) { return reinterpret_cast<const void*>(address
 TEST(NeuronVariant, VectorWidthPerType) {
   EXPECT_EQ(neuron_variant::forward_neurons_per_thread(4), 4);  // float4
   EXPECT_EQ(neuron_variant::forward_neurons_per_thread(2), 8);  // 8 x bf16 / f16
-  EXPECT_EQ(neuron_variant::backward_neurons_per_thread(4), 4);
-  EXPECT_EQ(neuron_variant::backward_neurons_per_thread(2), 4);  // register budget: 8-byte accesses
+  EXPECT_EQ(neuron_variant::backward_neurons_per_thread(4), 2);  // register budget: no spills
+  EXPECT_EQ(neuron_variant::backward_neurons_per_thread(2), 2);
 }
 
 TEST(NeuronVariant, VectorWidthNeedsDivisibleMAndAlignedPointers) {

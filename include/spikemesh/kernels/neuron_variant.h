@@ -19,10 +19,11 @@ namespace sm {
 namespace neuron_variant {
 
 // Bytes one thread moves per tensor and step: forward 16 (float4, 8 x bf16/f16); backward
-// keeps kNeuronChunk steps of V neurons in registers, so it stops at 4 neurons (16 bytes for
-// f32, 8 for 16-bit types) to stay within 128 registers per thread.
+// keeps kNeuronChunk steps of V neurons in registers, so it stops at 2 neurons (8 bytes for
+// f32, 4 for 16-bit types): with 4, ptxas (sm_90, 128 registers at two blocks of 256 per SM)
+// spilled 150–800 bytes per thread in every backward variant; with 2 it spills none.
 constexpr int kForwardVectorBytes = 16;
-constexpr int kBackwardMaxNeurons = 4;
+constexpr int kBackwardMaxNeurons = 2;
 
 inline int forward_neurons_per_thread(size_t elem_bytes) { return static_cast<int>(kForwardVectorBytes / elem_bytes); }
 inline int backward_neurons_per_thread(size_t elem_bytes) {

@@ -2,7 +2,8 @@
 // kernels (see kernels/cuda/neuron.h and kernels/neuron_variant.h for when they run).
 //
 // A thread owns V consecutive neurons i0 = g·V .. g·V + V-1 and moves them with one vector
-// access per tensor and step (forward: 16 bytes; backward: V = min(4, 16 / sizeof(T))).
+// access per tensor and step (forward: 16 bytes; backward: V = min(2, 16 / sizeof(T)), the
+// register budget: kernels/neuron_variant.h).
 // Indices are 32-bit (the caller checked T·M fits). Reset mode, decay_input, the fire mode
 // (step / smooth sigmoid / smooth atan), the surrogate and detach are template parameters.
 // Inputs are loaded kAhead steps at a time before any of them is used, so each thread keeps
@@ -27,6 +28,7 @@ constexpr int kAhead = 4;  // steps loaded ahead into registers
 template <int Bytes> struct RawVec;
 template <> struct RawVec<16> { using type = uint4; };
 template <> struct RawVec<8> { using type = uint2; };
+template <> struct RawVec<4> { using type = uint32_t; };
 
 // V elements of T at p (aligned to V elements) -> f32.
 template <typename T, int V>

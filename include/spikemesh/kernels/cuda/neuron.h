@@ -16,8 +16,9 @@
 //
 // Variants (kernels/neuron_variant.h): where M is a multiple of the vector width, the
 // pointers are aligned and T·M fits 32 bits, compile-time variants (reset mode, decay_input,
-// fire mode / surrogate, detach) run V neurons per thread with 16-byte vector accesses and
-// several steps loaded ahead; otherwise generic kernels (runtime flags, 64-bit indices).
+// fire mode / surrogate, detach) run V neurons per thread with vector accesses (forward 16
+// bytes, backward 2 neurons) and several steps loaded ahead; otherwise generic kernels
+// (runtime flags, 64-bit indices).
 // Both compute every value with the same explicitly rounded operations: the same bits.
 #pragma once
 #include <cuda_bf16.h>
