@@ -306,7 +306,11 @@ TEST(TrainConfig, GpuNumericsKeysFromFileAndFlagsRoundTrip) {
                                    "matmul-fp32-precision = 'tf32'\n");
   TrainConfig c;
   TrainConfigResolver r(c);
-  parse_and_resolve(r, {"--config", p, "--matmul-fp32-precision", "ieee"});
+  CLI::App app{"test"};  // kept alive: given_keys() asks the parsed options
+  r.add_options(app);
+  std::vector<const char*> argv{"spikemesh-train", "--config", p.c_str(), "--matmul-fp32-precision", "ieee"};
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  r.resolve();
   EXPECT_EQ(c.gpu_numerics.conv_algos, "deterministic-tuned");
   EXPECT_EQ(c.gpu_numerics.conv_fp32_precision, "tf32");
   EXPECT_EQ(c.gpu_numerics.matmul_fp32_precision, "ieee");  // the flag over the file

@@ -127,7 +127,8 @@ class TrainConfigResolver {
   const std::string& config_file() const { return config_file_; }
   // The keys a TOML file set (apply_toml_file), e.g. for `plan --config` to fill only those.
   const std::set<std::string>& file_keys() const { return file_keys_; }
-  // The keys the file set or a flag gave (after parsing): what --prefer must not change.
+  // The keys the file set or a flag gave (after parsing, while the CLI::App that parsed them
+  // lives: flags are asked through its options): what --prefer must not change.
   std::set<std::string> given_keys() const;
 
  private:
