@@ -42,7 +42,7 @@ class System:
 
 SYSTEMS = [
     System("spikemesh", "spikemesh", None, None),
-    # the kernels before issue 27: every convolution dense (oneDNN), batch norm and neuron
+    # the kernels before the spike kernels: every convolution dense (oneDNN), batch norm and neuron
     # unfused — the baseline of the speed-up
     System("spikemesh_dense", "spikemesh, --conv-algo dense, SPIKEMESH_FUSE=0", None, None, ["--conv-algo", "dense"],
            env={"SPIKEMESH_FUSE": "0"}),
@@ -258,7 +258,7 @@ def write_report(args, results, out_dir, multirank_md, command):
 
 def targets_section(results, sm):
     """The issues' targets (recorded, not asserted): >= 2.0x the samples/s of the best
-    SpikingJelly configuration (issue 27; 1.5x before) and <= 0.5x its peak RSS; >= 1.7x the
+    SpikingJelly configuration (1.5x before) and <= 0.5x its peak RSS; >= 1.7x the
     samples/s of spikemesh's previous kernels (--conv-algo dense, SPIKEMESH_FUSE=0) at no more peak RSS."""
     out = ["## Targets (recorded, not asserted)", ""]
     peers = [(k, summary_of(results[k])) for k in SJ_KEYS if k in results]

@@ -11,7 +11,7 @@
 //  * the file is the user's: a failure of HDF5 while reading it (truncated, damaged) is an
 //    Input error naming it, so that the agreed error reaches the front end as one message and
 //    a non-zero exit on every rank (a Library error would be printed by every rank and abort
-//    the job — issue 21);
+//    the job);
 //  * crc32s are combined on rank 0 from the ranks' crcs of the merged flat runs they read
 //    when those runs chain over a whole tensor; every other tensor is read whole by one rank;
 //  * every error reaches every rank of the group with the first failing rank's message.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bad_files.sh — the real `spikemesh` binary on checkpoints and pipeline schedule files that are
-# damaged, hostile or merely different (issue 21, "Reliability"). Every refusal: a non-zero exit
+# damaged, hostile or merely different. Every refusal: a non-zero exit
 # on every rank (not a signal, no hang), exactly one "spikemesh: error:" line naming the file and
 # the culprit (tensor, /meta field, line), no raw bytes of the file and no Open MPI abort noise.
 #   checkpoints: NaN in the weights with the crc32 recomputed (refused; loaded with one warning

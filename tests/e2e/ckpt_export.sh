@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ckpt_export.sh — the workflow after training (issue 23): `spikemesh ckpt verify`, `ckpt export`
+# ckpt_export.sh — the workflow after training: `spikemesh ckpt verify`, `ckpt export`
 # and scripts/ckpt_to_torch.py on checkpoints of a tiny fmnist_csnn (C=4, T=2, synthetic
 # Fashion-MNIST-shaped data) trained on one rank and on 2 ranks (FSDP: sharded parameters and
 # optimizer state; tp 2: channel-split convolutions and BN buffers):

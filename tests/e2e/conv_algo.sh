@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# conv_algo.sh — `--conv-algo dense | sparse | auto` (issue 27) end to end, on a tiny fmnist_csnn
+# conv_algo.sh — `--conv-algo dense | sparse | auto` end to end, on a tiny fmnist_csnn
 # (C=16, T=4, synthetic Fashion-MNIST-shaped data) whose second convolution takes spikes:
 #   * a checkpoint trained with the dense kernels, evaluated with each mode: the same accuracy
 #     (at most one test sample may flip on a near-tie), the loss within 1e-5 relative, the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# eval.sh — `spikemesh eval` (issue 23) and every subcommand's --help, on a tiny fmnist_csnn
+# eval.sh — `spikemesh eval` and every subcommand's --help, on a tiny fmnist_csnn
 # (C=8, T=4, synthetic Fashion-MNIST-shaped data, 3 epochs so every neuron layer fires):
 #   * eval of the final checkpoint equals the evaluation train logged at that step in metrics.h5
 #     exactly (loss, accuracy, firing rates; fp32, one rank; and a pp 2 run evaluated at pp 2);

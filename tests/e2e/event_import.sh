@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # event_import.sh — `spikemesh data cifar10-dvs | dvs128-gesture | n-mnist` on small datasets
-# generated in each published binary layout by tests/ref/events_ref.py (issue 26), checked
+# generated in each published binary layout by tests/ref/events_ref.py, checked
 # against that file's independent numpy reference of SpikingJelly's decoding, integration,
 # order and split (frames exact; resized frames against torch's interpolate):
 #   imports: every dataset and format (AEDAT 2.0, AEDAT 3.1, SpikingJelly's .npz, N-MNIST .bin),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# reliability.sh — issue 21's guarantees at the real binary: no hang on any collective, every
+# reliability.sh — the reliability guarantees at the real binary: no hang on any collective, every
 # numeric flag in its documented range, bounded reads of every user-named text file, and the
 # config precedence of --var. Each error case must end every rank with a non-zero exit (not a
 # signal, no core), print "spikemesh: error:" exactly once (over all ranks) naming the flag,

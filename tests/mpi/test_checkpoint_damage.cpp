@@ -1,4 +1,4 @@
-// test_checkpoint_damage.cpp — damaged checkpoints loaded by a group of real ranks (issue 21):
+// test_checkpoint_damage.cpp — damaged checkpoints loaded by a group of real ranks:
 // a truncated file and a file holding NaN/Inf (checksums recomputed) give the SAME Input error on
 // every rank — Input, so the front end prints it once and every rank exits non-zero without
 // MPI_Abort (a Library error was printed by every rank, then Open MPI's abort noise) — before

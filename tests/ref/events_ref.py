@@ -2,8 +2,8 @@
 """events_ref.py — the independent numpy reference for spikemesh's event-dataset importers
 (`spikemesh data cifar10-dvs|dvs128-gesture|n-mnist --from DIR --out FILE.h5`).
 
-Written from the source-cited notes on SpikingJelly's readers made for issue #26
-(issue26_spikingjelly_semantics.md, sections 0-5 and 6.1), not from SpikingJelly's code. It holds
+Written from the source-cited notes on SpikingJelly's readers made for the importers
+(the project's SpikingJelly semantics notes, sections 0-5 and 6.1), not from SpikingJelly's code. It holds
   1. writers of each published binary layout (write_aedat2, write_aedat31 / aedat31_packet,
      write_nmnist_bin, write_events_npz) and deterministic generators of small synthetic
      datasets in the published folder layouts (gen_cifar10dvs, gen_gesture, gen_nmnist);

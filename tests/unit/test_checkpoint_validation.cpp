@@ -1,5 +1,5 @@
 // test_checkpoint_validation.cpp — checkpoints that are well-formed HDF5 with valid checksums but
-// must not be loaded (issue 21): NaN/Inf in a parameter, a buffer or an optimizer state (crc32
+// must not be loaded: NaN/Inf in a parameter, a buffer or an optimizer state (crc32
 // recomputed, so only the value check can catch it) refused naming the file, the tensor and the
 // first non-finite element, or loaded with one warning under allow_nonfinite; a tensor without
 // its crc32 attribute; every /meta field out of range (step -5, ...) refused naming the field,

@@ -1,4 +1,4 @@
-// test_gpu_spikformer.cpp — the CUDA pieces Spikformer adds (issue 12, part 2) against the CPU
+// test_gpu_spikformer.cpp — the CUDA pieces Spikformer adds against the CPU
 // reference: the spiking self-attention kernels (kernels/cuda/spiking_attention.h: popcount
 // and tiled-GEMM forward, backward from values and from bits), the Mean kernels, the ssa and
 // mean layers' CUDA hooks, and a whole small Spikformer training step on the device = the
@@ -170,7 +170,7 @@ TEST(GpuSsa, EmptyBatchLaunchesNothing) {
   SM_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-// "Measure both" (issue 12): popcount vs GEMM forward on Spikformer-S-sized spikes (T·N = 4·16,
+// "Measure both": popcount vs GEMM forward on Spikformer-S-sized spikes (T·N = 4·16,
 // 12 heads of 32, 196 tokens). Prints the times; asserts only that both agree.
 TEST(GpuSsa, ForwardPathTimings) {
   SM_SKIP_WITHOUT_GPU();

@@ -1,4 +1,4 @@
-// test_pp_schedule_file.cpp — --pp-schedule-file as an untrusted user file (issue 21), through
+// test_pp_schedule_file.cpp — --pp-schedule-file as an untrusted user file, through
 // the functions train, bench and plan call (resolve_microbatches, resolve_schedule): /dev/zero
 // and a FIFO-like endless file end with an error naming the file instead of exhausting memory
 // (checked in a forked child under an address-space limit, so a regression cannot take the

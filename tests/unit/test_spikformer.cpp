@@ -1,4 +1,4 @@
-// test_spikformer.cpp — the pieces Spikformer adds around the attention core (issue 12):
+// test_spikformer.cpp — the pieces Spikformer adds around the attention core:
 // Mean over a per-sample dim (naive double reference, finite differences), Flatten with
 // start_dim (tokens), [[unit]] repeat = K with "{i}" names, and the built-in specs
 // spikformer_ti / _s / _cifar (parameter counts = SpikingJelly 2.0's Spikformer builders,

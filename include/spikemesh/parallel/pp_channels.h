@@ -1,4 +1,4 @@
-// pp_channels.h — one-way pipeline channels (docs/architecture.md §7 "PP", issue 22): the per-pair,
+// pp_channels.h — one-way pipeline channels (docs/architecture.md §7 "PP"): the per-pair,
 // per-direction communicators over which the pipeline runtime (pp_runtime.h) moves messages
 // when it does not use MPI tags, and the check that a schedule may use them.
 //

@@ -1,5 +1,5 @@
 // pp_transfer.h — how the pipeline runtime's messages travel (pp_runtime.h; docs/architecture.md §7
-// "PP", issue 22): one object per runtime that picks a path once and then starts sends and posts
+// "PP"): one object per runtime that picks a path once and then starts sends and posts
 // and completes receives on it. Messages are the activation leaving a stage (forward; spikes
 // bit-packed, pp_spikes.h) and the gradient entering it (backward; in the activation dtype).
 //
