@@ -4,8 +4,10 @@
 #   * a module includes a higher module, or a same-level sibling it may not;
 #   * a file other than src/app/main.cpp and src/comm/mesh*.cpp names MPI_COMM_WORLD.
 # Module order, lowest first (a module may include itself and any strictly lower module):
-#   core < kernels < {comm, layers} < io < {data, models} < parallel < train < app
-# Same-level siblings may not include each other (comm <-> layers, data <-> models).
+#   core < kernels < {comm, layers} < io < {data, models, optim} < parallel < train
+#        < {planner, bench} < app
+# Same-level siblings may not include each other (comm <-> layers, data <-> models <-> optim,
+# planner <-> bench).
 # Checked: every .h/.hpp/.cuh/.cpp/.cc/.cu under include/spikemesh/<module>/ and src/<module>/
 # (sub-folders such as kernels/cuda/ and private headers included). An include counts when it
 # names "spikemesh/<module>/..." or is a relative include that resolves to a file of another
@@ -30,7 +32,8 @@ import os, re, sys
 
 root, report = sys.argv[1], sys.argv[2] == "1"
 LEVEL = {"core": 0, "kernels": 1, "comm": 2, "layers": 2, "io": 3,
-         "data": 4, "models": 4, "parallel": 5, "train": 6, "app": 7}
+         "data": 4, "models": 4, "optim": 4, "parallel": 5, "train": 6,
+         "planner": 7, "bench": 7, "app": 8}
 # Same-level pairs that ARE allowed (none today: comm/layers and data/models stay apart).
 SIBLINGS_OK = set()
 WORLD_OK = re.compile(r"^(src/app/main\.cpp|src/comm/mesh[^/]*\.cpp)$")

@@ -15,8 +15,8 @@
 #include "spikemesh/core/precision.h"
 #include "spikemesh/data/h5_dataset.h"
 #include "spikemesh/models/model.h"
-#include "spikemesh/parallel/pp_partition.h"
-#include "spikemesh/train/flag_ranges.h"
+#include "spikemesh/parallel/pipeline/pp_partition.h"
+#include "spikemesh/core/flag_ranges.h"
 
 namespace sm {
 

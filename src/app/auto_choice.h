@@ -1,5 +1,5 @@
 // auto_choice.h — `--distributed-mode auto` / `--prefer` for the commands (train, bench, plan):
-// from a command's flags to the planner's request (train/auto_layout.h), and its choice back
+// from a command's flags to the planner's request (planner/auto_layout.h), and its choice back
 // into the command's flags. Every function that plans is collective over the world.
 #pragma once
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 #include "spikemesh/app/commands.h"
 #include "spikemesh/models/model_selection.h"
-#include "spikemesh/train/auto_layout.h"
+#include "spikemesh/planner/auto_layout.h"
 #include "spikemesh/train/train_config.h"
 
 namespace CLI {

@@ -24,8 +24,8 @@
 #include "spikemesh/app/commands.h"
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/parallel/dist_run.h"
-#include "spikemesh/parallel/pp_partition.h"
-#include "spikemesh/parallel/pp_timeline.h"
+#include "spikemesh/parallel/pipeline/pp_partition.h"
+#include "spikemesh/parallel/pipeline/pp_timeline.h"
 #include "spikemesh/kernels/spike_conv_choice.h"
 #include "spikemesh/layers/layer_profile.h"
 #include "spikemesh/app/model_options.h"
@@ -39,15 +39,15 @@
 #include "spikemesh/kernels/conv_policy.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/train/run_setup.h"
-#include "spikemesh/train/flag_ranges.h"
+#include "spikemesh/core/flag_ranges.h"
 #include "spikemesh/train/gpu_numerics_flags.h"
 #include "spikemesh/train/graph_step_cuda.h"
 #include "spikemesh/train/memopt_search.h"
 #include "auto_choice.h"
-#include "bench_profile.h"
-#include "conv_layout_bench.h"
-#include "spike_conv_sweep.h"
-#include "synthetic_batch.h"
+#include "spikemesh/bench/bench_profile.h"
+#include "spikemesh/bench/conv_layout_bench.h"
+#include "spikemesh/bench/spike_conv_sweep.h"
+#include "spikemesh/bench/synthetic_batch.h"
 #include "spikemesh/train/train_step.h"
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "spikemesh/kernels/cuda/neuron_bench.h"
@@ -284,7 +284,7 @@ RunParts set_up_bench(BenchOptions& o, const AppEnv& env, std::unique_ptr<Mesh>&
   return setup_run(req, mesh.get());                   // the same set-up as `train`
 }
 
-// The fixed synthetic batch of this dp rank (app/synthetic_batch.h), under pp in the plan's
+// The fixed synthetic batch of this dp rank (bench/synthetic_batch.h), under pp in the plan's
 // microbatches.
 std::vector<MicroBatch> synthetic_microbatches(const BenchOptions& o, RunParts& parts) {
   const Layout& layout = *parts.layout;

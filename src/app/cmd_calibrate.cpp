@@ -1,5 +1,5 @@
 // cmd_calibrate.cpp — `spikemesh calibrate`: measures this job's machine for the cost model
-// (train/calibration.h: every collective at every group size of the job's ranks, the
+// (planner/calibration.h: every collective at every group size of the job's ranks, the
 // optimizer, the memory per rank) and writes the calibration file; with --model it also
 // profiles that model and prints the ranking `--distributed-mode auto` would use.
 // Invariant: collective over the world; rank 0 alone writes the file (atomically).
@@ -11,7 +11,7 @@
 #include "spikemesh/app/model_options.h"
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/core/error.h"
-#include "spikemesh/train/flag_ranges.h"
+#include "spikemesh/core/flag_ranges.h"
 #include "auto_choice.h"
 
 namespace sm {

@@ -23,7 +23,7 @@
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/core/device.h"
 #include "spikemesh/core/error.h"
-#include "spikemesh/train/flag_ranges.h"
+#include "spikemesh/core/flag_ranges.h"
 
 namespace sm {
 namespace {

@@ -14,7 +14,7 @@
 #include "spikemesh/data/h5_dataset.h"
 #include "spikemesh/data/import_events.h"
 #include "spikemesh/data/importers.h"
-#include "spikemesh/train/flag_ranges.h"
+#include "spikemesh/core/flag_ranges.h"
 
 namespace sm {
 

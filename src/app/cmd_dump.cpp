@@ -26,8 +26,8 @@
 #include "spikemesh/layers/ctx.h"
 #include "spikemesh/layers/loss.h"
 #include "spikemesh/models/model.h"
-#include "spikemesh/train/optimizer.h"
-#include "spikemesh/train/flag_ranges.h"
+#include "spikemesh/optim/optimizer.h"
+#include "spikemesh/core/flag_ranges.h"
 
 namespace sm {
 

@@ -24,12 +24,12 @@
 #include "spikemesh/core/log.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/tp_plan.h"
-#include "spikemesh/train/flag_ranges.h"
+#include "spikemesh/core/flag_ranges.h"
 #include "auto_choice.h"
 #include "plan_pipeline.h"
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/train/memopt_search.h"
-#include "synthetic_batch.h"
+#include "spikemesh/bench/synthetic_batch.h"
 
 namespace sm {
 

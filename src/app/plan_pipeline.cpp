@@ -6,11 +6,11 @@
 
 #include "spikemesh/core/error.h"
 #include "spikemesh/models/model.h"
-#include "spikemesh/parallel/pp_costs.h"
-#include "spikemesh/parallel/pp_partition.h"
-#include "spikemesh/parallel/pp_runtime.h"
-#include "spikemesh/parallel/pp_simulator.h"
-#include "spikemesh/train/flag_ranges.h"
+#include "spikemesh/parallel/pipeline/pp_costs.h"
+#include "spikemesh/parallel/pipeline/pp_partition.h"
+#include "spikemesh/parallel/pipeline/pp_runtime.h"
+#include "spikemesh/parallel/pipeline/pp_simulator.h"
+#include "spikemesh/core/flag_ranges.h"
 
 namespace sm {
 

@@ -16,10 +16,10 @@
 #include "spikemesh/parallel/comm_collectives.h"
 #include "spikemesh/parallel/dist_run.h"
 #include "spikemesh/parallel/flat_shard.h"
-#include "spikemesh/parallel/pp_costs.h"
-#include "spikemesh/parallel/pp_partition.h"
-#include "spikemesh/parallel/pp_runtime.h"
-#include "spikemesh/parallel/pp_simulator.h"
+#include "spikemesh/parallel/pipeline/pp_costs.h"
+#include "spikemesh/parallel/pipeline/pp_partition.h"
+#include "spikemesh/parallel/pipeline/pp_runtime.h"
+#include "spikemesh/parallel/pipeline/pp_simulator.h"
 #include "spikemesh/parallel/replica_check.h"
 
 namespace sm {

@@ -7,8 +7,8 @@
 
 #include "spikemesh/core/error.h"
 #include "spikemesh/models/model.h"
-#include "spikemesh/parallel/pp_partition.h"
-#include "spikemesh/parallel/pp_simulator.h"
+#include "spikemesh/parallel/pipeline/pp_partition.h"
+#include "spikemesh/parallel/pipeline/pp_simulator.h"
 
 namespace sm {
 
@@ -36,8 +36,24 @@ const char* dist_mode_name(DistMode m) {
   return "?";
 }
 
+Preference preference_from_name(const std::string& n) {
+  if (n == "speed") return Preference::Speed;
+  if (n == "memory") return Preference::Memory;
+  if (n == "capacity") return Preference::Capacity;
+  SM_INPUT_ERROR("--prefer must be speed, memory or capacity, got '" << n << "'");
+}
+
+const char* preference_name(Preference p) {
+  switch (p) {
+    case Preference::Speed: return "speed";
+    case Preference::Memory: return "memory";
+    case Preference::Capacity: return "capacity";
+  }
+  return "?";
+}
+
 void validate_parallel_flags(const LayoutOptions& o) {
-  const bool automatic = o.mode == "auto";  // the planner (train/auto_layout.h) replaces it: modes unchecked here
+  const bool automatic = o.mode == "auto";  // the planner (planner/auto_layout.h) replaces it: modes unchecked here
   const DistMode m = automatic ? DistMode::Dp : dist_mode_from_name(o.mode);
   const std::string& z = o.strategy.sharding;
   if (z != "none" && z != "zero" && z != "zero2")

@@ -18,7 +18,7 @@
 //   update   fp16: unscale and check for non-finite gradients (S, D: skip the update);
 //            clipping: the global norm read back (S, D: the clip factor stays on the
 //            device, the norm is reported); the optimizer: ONE multi-tensor launch for every
-//            parameter (train/optimizer_cuda.h), its lr and Adam's bias corrections of step t
+//            parameter (optim/optimizer_cuda.h), its lr and Adam's bias corrections of step t
 //            written to a device struct before the launch (D, read from device memory); the
 //            step waits for the device to time the update (S, timing only).
 //   after    trainer: firing rates, one copy of the device's pooled neuron counters per
@@ -39,7 +39,7 @@
 //   * PLIF (w on the host), labels on the host, an empty batch, or any call that cannot be
 //     captured (a synchronisation, a host copy: cudaErrorStreamCapture*) refuse the capture;
 //   * the update (captured_update_obstacle() == ""): the global norm's sum of squares and
-//     the clip scaling (train/optimizer_cuda.h DeviceGradClip: four launches, bitwise
+//     the clip scaling (optim/optimizer_cuda.h DeviceGradClip: four launches, bitwise
 //     clip_grad_norm_cuda) and the optimizer's multi-tensor update (Optimizer::enqueue_update)
 //     follow backward inside the graph. Before each replay the optimizer's stage_step()
 //     writes this step's lr and bias corrections to device memory (one small launch), so a
@@ -64,8 +64,8 @@
 #include "spikemesh/core/log.h"
 #include "spikemesh/core/precision.h"
 #include "spikemesh/core/timer.h"
-#include "spikemesh/train/optimizer.h"
-#include "spikemesh/train/optimizer_cuda.h"
+#include "spikemesh/optim/optimizer.h"
+#include "spikemesh/optim/optimizer_cuda.h"
 
 #ifdef SPIKEMESH_HAVE_CUDA
 #include <cuda_runtime_api.h>

@@ -7,7 +7,7 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/train/run_checkpoints.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/optimizer.h"
 
 namespace sm {
 

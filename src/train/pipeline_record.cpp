@@ -7,7 +7,7 @@
 #include "spikemesh/core/timer.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/parallel/layout.h"
-#include "spikemesh/parallel/pp_partition.h"
+#include "spikemesh/parallel/pipeline/pp_partition.h"
 
 namespace sm {
 

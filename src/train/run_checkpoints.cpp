@@ -17,7 +17,7 @@
 #include "spikemesh/parallel/dist_run.h"
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/parallel/placement.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/optimizer.h"
 
 namespace sm {
 

@@ -14,8 +14,8 @@
 #include "spikemesh/core/toml_guard.h"
 #include "spikemesh/kernels/spike_conv_choice.h"
 #include "spikemesh/parallel/layout.h"
-#include "spikemesh/train/auto_layout.h"
-#include "spikemesh/train/flag_ranges.h"
+#include "spikemesh/parallel/layout_plan.h"
+#include "spikemesh/core/flag_ranges.h"
 #include "spikemesh/train/graph_step_cuda.h"
 
 namespace sm {

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "spikemesh/models/model.h"
-#include "spikemesh/parallel/pp_schedule.h"
+#include "spikemesh/parallel/pipeline/pp_schedule.h"
 
 namespace sm {
 

@@ -6,8 +6,8 @@
 #include "spikemesh/core/precision.h"
 #include "spikemesh/core/timer.h"
 #include "spikemesh/models/model.h"
-#include "spikemesh/train/grad_clip.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/grad_clip.h"
+#include "spikemesh/optim/optimizer.h"
 
 namespace sm {
 

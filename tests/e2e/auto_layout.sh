@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# auto_layout.sh — `--distributed-mode auto --prefer` from the command line (train/auto_layout.h):
+# auto_layout.sh — `--distributed-mode auto --prefer` from the command line (planner/auto_layout.h):
 # `mpirun -np 2 spikemesh train --distributed-mode auto --prefer memory` calibrates (machine and
 # model, into --calibration), prints the ranking, the pick and why, trains with the pick, and
 # records the concrete layout in config.toml; a second run reads the file instead of measuring;

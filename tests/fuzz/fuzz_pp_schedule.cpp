@@ -1,6 +1,6 @@
 // fuzz_pp_schedule.cpp — libFuzzer harness for pipeline schedules as text
-// (src/parallel/pp_schedule.cpp parse_schedule, the --pp-schedule-file reader resolve_schedule,
-// and what they feed: src/parallel/pp_simulator.cpp validate_schedule, simulate,
+// (src/parallel/pipeline/pp_schedule.cpp parse_schedule, the --pp-schedule-file reader resolve_schedule,
+// and what they feed: src/parallel/pipeline/pp_simulator.cpp validate_schedule, simulate,
 // ascii_timeline, simulated_best_partition). Input byte 0 picks the mode:
 //  * text (bit 7 clear): virtual stages from byte 0 (1..4; sometimes 0 or huge), the rest is
 //    a schedule file. Expected: a schedule or sm::Error. Properties of a parsed schedule:
@@ -15,8 +15,8 @@
 #include <string>
 
 #include "fuzz_util.h"
-#include "spikemesh/parallel/pp_schedule.h"
-#include "spikemesh/parallel/pp_simulator.h"
+#include "spikemesh/parallel/pipeline/pp_schedule.h"
+#include "spikemesh/parallel/pipeline/pp_simulator.h"
 
 namespace {
 

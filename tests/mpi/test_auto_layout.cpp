@@ -1,4 +1,4 @@
-// test_auto_layout.cpp — the layout planner over ranks (train/auto_layout.h): every rank ranks
+// test_auto_layout.cpp — the layout planner over ranks (planner/auto_layout.h): every rank ranks
 // alike and gets the same choice; rank 0 alone writes the calibration file, which every rank then
 // reads (nothing measured again); the machine's links are measured at every group size that
 // divides the world; the chosen layout is one the layout plan accepts for this mesh.
@@ -14,7 +14,7 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/models/model_selection.h"
 #include "spikemesh/parallel/layout_plan.h"
-#include "spikemesh/train/auto_layout.h"
+#include "spikemesh/planner/auto_layout.h"
 
 namespace sm {
 namespace {

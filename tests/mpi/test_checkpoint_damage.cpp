@@ -26,7 +26,7 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/models/model_selection.h"
 #include "spikemesh/train/model_checkpoint.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/optimizer.h"
 
 namespace sm {
 namespace {

@@ -34,7 +34,7 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/placement.h"
 #include "spikemesh/train/model_checkpoint.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/optimizer.h"
 
 namespace sm {
 namespace {

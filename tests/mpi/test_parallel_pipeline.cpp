@@ -1,4 +1,4 @@
-// test_parallel_pipeline.cpp — pipeline parallelism (parallel/pp_runtime.h through the Layout)
+// test_parallel_pipeline.cpp — pipeline parallelism (parallel/pipeline/pp_runtime.h through the Layout)
 // reproduces the single-rank trajectory: fp64, synced batch norm, 20 steps, losses within 1e-9
 // relative and every parameter a rank holds equal to the one-rank run's. The reference is one
 // rank running the SAME microbatches with gradient accumulation (reference_run with accum = M):
@@ -11,7 +11,7 @@
 // After the steps, every layer's firing rate and an evaluation through the stages equal the
 // one-rank run's.
 // Also: the runtime's traffic — spike activations at 1 bit per element, gradients in full.
-// Transfer paths (parallel/pp_transfer.h): on the CPU `auto` keeps the staged path (MPI tags on
+// Transfer paths (parallel/pipeline/pp_transfer.h): on the CPU `auto` keeps the staged path (MPI tags on
 // the pp comm) and `channels` runs the one-way channel comms with host buffers over MPI — the
 // plumbing of the NCCL path — giving the staged trajectory bit for bit for every schedule (np 2,
 // np 4, dp 2 x pp 2); a schedule file whose receives leave channel order is refused under
@@ -27,8 +27,8 @@
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/parallel/layout.h"
-#include "spikemesh/parallel/pp_runtime.h"
-#include "spikemesh/parallel/pp_schedule.h"
+#include "spikemesh/parallel/pipeline/pp_runtime.h"
+#include "spikemesh/parallel/pipeline/pp_schedule.h"
 #include "spikemesh/parallel/replica_check.h"
 #include "spikemesh/parallel/tp_plan.h"
 #include "spikemesh/train/memopt_search.h"

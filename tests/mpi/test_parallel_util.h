@@ -23,7 +23,7 @@
 #include "spikemesh/core/device.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/models/model.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/optimizer.h"
 #include "spikemesh/train/train_step.h"
 
 namespace sm::test {

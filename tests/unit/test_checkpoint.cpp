@@ -35,7 +35,7 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/models/spec_loader.h"
 #include "spikemesh/train/model_checkpoint.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/optimizer.h"
 
 namespace sm {
 namespace {

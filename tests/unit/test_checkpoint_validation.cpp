@@ -31,7 +31,7 @@
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/train/model_checkpoint.h"
 #include "spikemesh/train/run_checkpoints.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/optimizer.h"
 #include "spikemesh/train/train_config.h"
 
 namespace sm {

@@ -1,5 +1,5 @@
-// test_cost_model.cpp — the layout cost model (parallel/cost_model.h), its calibration file
-// (train/calibration.h) and the automatic choice (train/auto_layout.h) on one process:
+// test_cost_model.cpp — the layout cost model (planner/cost_model.h), its calibration file
+// (planner/calibration.h) and the automatic choice (planner/auto_layout.h) on one process:
 //   * the closed forms of the prediction on a synthetic profile, each computed here again
 //     independently (state bytes per strategy, the dp family's communication, tp, the pipeline
 //     through the simulator);
@@ -21,13 +21,13 @@
 #include "spikemesh/core/allocator.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/models/model_selection.h"
-#include "spikemesh/train/calibration.h"
-#include "spikemesh/parallel/cost_model.h"
+#include "spikemesh/planner/calibration.h"
+#include "spikemesh/planner/cost_model.h"
 #include "spikemesh/parallel/layout.h"
-#include "spikemesh/parallel/pp_schedule.h"
-#include "spikemesh/parallel/pp_simulator.h"
-#include "spikemesh/train/auto_layout.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/parallel/pipeline/pp_schedule.h"
+#include "spikemesh/parallel/pipeline/pp_simulator.h"
+#include "spikemesh/planner/auto_layout.h"
+#include "spikemesh/optim/optimizer.h"
 #include "spikemesh/train/train_step.h"
 
 namespace sm {

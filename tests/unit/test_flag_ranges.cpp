@@ -1,4 +1,4 @@
-// test_flag_ranges.cpp — the one table of numeric flag ranges (train/flag_ranges.h) and the
+// test_flag_ranges.cpp — the one table of numeric flag ranges (core/flag_ranges.h) and the
 // bounded text-file reader (core/text_file.h): every numeric key of `train` and every numeric
 // option of every subcommand has a documented range; values outside it, NaN/Inf and 64-bit
 // overflow are refused naming the flag (or file: key); --threads is bounded by the machine;
@@ -18,7 +18,7 @@
 #include "spikemesh/app/commands.h"
 #include "spikemesh/core/text_file.h"
 #include "spikemesh/core/toml_guard.h"
-#include "spikemesh/train/flag_ranges.h"
+#include "spikemesh/core/flag_ranges.h"
 #include "spikemesh/train/train_config.h"
 #include "train_cli.h"
 

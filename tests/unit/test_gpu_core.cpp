@@ -21,7 +21,7 @@
 #include "spikemesh/core/tensor.h"
 #include "spikemesh/layers/loss.h"
 #include "spikemesh/models/spec_loader.h"
-#include "spikemesh/train/optimizer_cuda.h"
+#include "spikemesh/optim/optimizer_cuda.h"
 
 namespace sm {
 namespace {

@@ -23,7 +23,7 @@
 #include "spikemesh/core/rng.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/train/graph_step_cuda.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/optimizer.h"
 #include "spikemesh/train/run_setup.h"
 #include "spikemesh/train/train_config.h"
 

@@ -1,7 +1,7 @@
 // test_gpu_optim.cpp — the fused CUDA optimizer steps (SGD with/without momentum, Nesterov,
 // weight decay; Adam; AdamW; bf16 copy-out) over 5 steps against the CPU optimizers
-// (train/optimizer.h), and the deterministic global grad norm + clipping against
-// clip_grad_norm (train/grad_clip.h), with odd sizes and several tensors. f32: 1e-5.
+// (optim/optimizer.h), and the deterministic global grad norm + clipping against
+// clip_grad_norm (optim/grad_clip.h), with odd sizes and several tensors. f32: 1e-5.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,8 +13,8 @@
 
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "spikemesh/kernels/cuda/optim.h"
-#include "spikemesh/train/grad_clip.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/grad_clip.h"
+#include "spikemesh/optim/optimizer.h"
 
 namespace sm {
 namespace {

@@ -18,7 +18,7 @@
 
 #ifdef SPIKEMESH_HAVE_CUDA
 #include "spikemesh/kernels/cuda/optim_multi.h"
-#include "spikemesh/train/optimizer_cuda.h"
+#include "spikemesh/optim/optimizer_cuda.h"
 
 namespace sm {
 namespace {

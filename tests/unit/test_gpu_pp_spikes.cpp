@@ -1,4 +1,4 @@
-// test_gpu_pp_spikes.cpp — spikes as pipeline messages (parallel/pp_spikes.h). The reference is
+// test_gpu_pp_spikes.cpp — spikes as pipeline messages (parallel/pipeline/pp_spikes.h). The reference is
 // core/bitpack.h's host packing (pack_spikes_on_host / unpack_spikes_on_host):
 //   * on the CPU (runs everywhere): pack_spike_message / unpack_spike_message are exactly it;
 //   * on a GPU (tests named *Gpu*, skipped without one): packing on the device gives the same
@@ -14,7 +14,7 @@
 
 #include "gpu_test_util.h"
 #include "spikemesh/core/bitpack.h"
-#include "spikemesh/parallel/pp_spikes.h"
+#include "spikemesh/parallel/pipeline/pp_spikes.h"
 
 namespace sm {
 namespace {

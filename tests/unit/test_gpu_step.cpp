@@ -19,8 +19,8 @@
 #include "spikemesh/data/importers.h"
 #include "spikemesh/layers/loss.h"
 #include "spikemesh/models/spec_loader.h"
-#include "spikemesh/train/optimizer.h"
-#include "spikemesh/train/optimizer_cuda.h"
+#include "spikemesh/optim/optimizer.h"
+#include "spikemesh/optim/optimizer_cuda.h"
 
 namespace sm {
 namespace {

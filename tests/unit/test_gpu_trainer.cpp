@@ -26,7 +26,7 @@
 #include "spikemesh/train/model_checkpoint.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/models/model.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/optimizer.h"
 #include "spikemesh/train/train_config.h"
 #include "spikemesh/train/trainer.h"
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "spikemesh/train/grad_clip.h"
+#include "spikemesh/optim/grad_clip.h"
 
 namespace {
 

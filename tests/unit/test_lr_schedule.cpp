@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "spikemesh/core/error.h"
-#include "spikemesh/train/lr_schedule.h"
+#include "spikemesh/optim/lr_schedule.h"
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include "spikemesh/models/model_selection.h"
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/train/memopt_search.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/optimizer.h"
 #include "spikemesh/train/train_step.h"
 
 namespace sm {

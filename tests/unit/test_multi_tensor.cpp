@@ -1,7 +1,7 @@
 // test_multi_tensor.cpp — the host side of the multi-tensor optimizer launches
 // (kernels/multi_tensor.h): chunk tables (order, edges, empty tensors, refusals), the first
 // chunk of each tensor, and the per-step scalars against the CPU Adam / AdamW optimizers
-// (train/optimizer.h): one element updated by hand from the scalars follows the optimizer's
+// (optim/optimizer.h): one element updated by hand from the scalars follows the optimizer's
 // own steps (to double rounding) over several steps with a changing learning rate.
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 
 #include "spikemesh/core/error.h"
 #include "spikemesh/kernels/multi_tensor.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/optimizer.h"
 
 namespace sm {
 namespace {

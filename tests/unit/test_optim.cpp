@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/optimizer.h"
 
 namespace {
 

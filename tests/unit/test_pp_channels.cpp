@@ -1,4 +1,4 @@
-// test_pp_channels.cpp — the pipeline's one-way channels (parallel/pp_channels.h) without MPI:
+// test_pp_channels.cpp — the pipeline's one-way channels (parallel/pipeline/pp_channels.h) without MPI:
 // the channels a placement uses, in their global order, and the per-channel order check.
 // Every built-in schedule (gpipe, 1f1b, interleaved, zero_bubble; 2 to 4 ranks, v 1 to 3)
 // passes; hand-written schedules that reorder one channel's messages fail with a message
@@ -9,10 +9,10 @@
 
 #include "spikemesh/core/error.h"
 
-#include "spikemesh/parallel/pp_channels.h"
-#include "spikemesh/parallel/pp_schedule.h"
-#include "spikemesh/parallel/pp_simulator.h"
-#include "spikemesh/parallel/pp_transfer.h"
+#include "spikemesh/parallel/pipeline/pp_channels.h"
+#include "spikemesh/parallel/pipeline/pp_schedule.h"
+#include "spikemesh/parallel/pipeline/pp_simulator.h"
+#include "spikemesh/parallel/pipeline/pp_transfer.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// test_pp_costs.cpp — the pipeline's unit dry run (parallel/pp_costs.h): output shapes chain
+// test_pp_costs.cpp — the pipeline's unit dry run (parallel/pipeline/pp_costs.h): output shapes chain
 // through the model, the model's state is left as it was, the activation dtype is checked, and
 // on a GPU a bf16 dry run (mixed precision) runs in bf16: same shapes, fewer saved bytes than
 // the f32 run of the same model.
@@ -11,7 +11,7 @@
 #include "spikemesh/layers/ctx.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/models/spec_loader.h"
-#include "spikemesh/parallel/pp_costs.h"
+#include "spikemesh/parallel/pipeline/pp_costs.h"
 
 namespace sm {
 namespace {

@@ -9,8 +9,8 @@
 #include <random>
 
 #include "spikemesh/core/error.h"
-#include "spikemesh/parallel/pp_partition.h"
-#include "spikemesh/parallel/pp_simulator.h"
+#include "spikemesh/parallel/pipeline/pp_partition.h"
+#include "spikemesh/parallel/pipeline/pp_simulator.h"
 
 namespace sm {
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "spikemesh/core/error.h"
-#include "spikemesh/parallel/pp_schedule.h"
-#include "spikemesh/parallel/pp_simulator.h"
+#include "spikemesh/parallel/pipeline/pp_schedule.h"
+#include "spikemesh/parallel/pipeline/pp_simulator.h"
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "spikemesh/core/error.h"
-#include "spikemesh/parallel/pp_schedule.h"
+#include "spikemesh/parallel/pipeline/pp_schedule.h"
 
 namespace sm {
 namespace {

@@ -1,9 +1,9 @@
-// test_pp_timeline.cpp — the measured-timeline analysis (parallel/pp_timeline.h) against the
+// test_pp_timeline.cpp — the measured-timeline analysis (parallel/pipeline/pp_timeline.h) against the
 // simulator: a "measured" step made of the simulator's own timed actions must give back the
 // simulator's bubble, and the costs recovered from it must be the costs it was simulated with.
 #include <gtest/gtest.h>
 
-#include "spikemesh/parallel/pp_timeline.h"
+#include "spikemesh/parallel/pipeline/pp_timeline.h"
 
 namespace sm {
 namespace {

@@ -15,7 +15,7 @@
 #include "spikemesh/models/spec_loader.h"
 #include "spikemesh/models/stage.h"
 #include "spikemesh/parallel/layout.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/optimizer.h"
 #include "spikemesh/train/train_step.h"
 
 namespace sm {

@@ -34,7 +34,7 @@
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/layers/ctx.h"
 #include "spikemesh/models/model.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/optimizer.h"
 #include "spikemesh/train/train_config.h"
 #include "spikemesh/train/train_step.h"
 #include "spikemesh/train/trainer.h"
@@ -491,7 +491,7 @@ TEST(Trainer, BadInputsFailBeforeWritingAnything) {
   e = error_of(big);
   EXPECT_NE(e.find("64"), std::string::npos) << e;
   EXPECT_FALSE(exists(big.dir()));
-  // A bad optimizer hyper-parameter: refused where it is set (its range, train/flag_ranges.h).
+  // A bad optimizer hyper-parameter: refused where it is set (its range, core/flag_ranges.h).
   std::string me;
   try {
     TrainRun mom({{"run-name", "bad_momentum"}, {"optimizer", "sgd"}, {"momentum", "-1"}});

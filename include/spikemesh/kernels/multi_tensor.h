@@ -6,7 +6,7 @@
 //
 // Invariants: a chunk table lists the tensors in order and each tensor's chunks in ascending
 // offset, `chunk` elements each (the last one of a tensor shorter); an empty tensor has no
-// chunk. The scalars are computed exactly as train/adam.cpp and sgd.cpp compute them per step
+// chunk. The scalars are computed exactly as optim/adam.cpp and sgd.cpp compute them per step
 // (the per-tensor kernels' adam_step_args uses the same function), so the multi-tensor and
 // the per-tensor updates see bitwise the same values.
 #pragma once

@@ -60,7 +60,7 @@ class Layer {
   virtual std::string type() const = 0;  // spec type name, e.g. "conv2d"
   // Whether every output element is exactly 0 or 1, whatever the input: spiking neurons, and
   // composites whose last layer emits spikes, possibly followed by spike-preserving layers
-  // (the pipeline sends such activations bit-packed, parallel/pp_runtime.h).
+  // (the pipeline sends such activations bit-packed, parallel/pipeline/pp_runtime.h).
   virtual bool emits_spikes() const { return false; }
   // Whether spikes in give spikes out (max-pooling, flatten): such trailing layers are skipped
   // when a composite asks whether it ends in spikes.

@@ -2,7 +2,7 @@
 // (docs/architecture.md §5). Built once from the mesh and the finalised model, a Layout owns:
 //   * the local Stage (models/stage.h): the units this rank runs (all when pp = 1; with pp > 1
 //     one contiguous chunk per logical stage it holds, run by the pipeline runtime,
-//     parallel/pp_runtime.h, over the pp comm: partition, schedule and runtime are built here);
+//     parallel/pipeline/pp_runtime.h, over the pp comm: partition, schedule and runtime are built here);
 //   * the gradient-reduction policy: a composable strategy piece over the dp comm (one rank:
 //     none; dp with buckets, ZeRO-1/2, FSDP), which also decides each parameter's placement
 //     (placement.h: replicated, or dp flat shards of the tp-local flat buffers);

@@ -21,7 +21,7 @@
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/core/tensor.h"
 #include "spikemesh/models/memopt_plan.h"
-#include "spikemesh/parallel/pp_schedule.h"
+#include "spikemesh/parallel/pipeline/pp_schedule.h"
 #include "spikemesh/parallel/strategy.h"
 #include "spikemesh/parallel/tp_plan.h"
 
@@ -34,6 +34,12 @@ class Model;
 enum class DistMode { None, Dp, Fsdp, Tp, FsdpTp, Pp };
 DistMode dist_mode_from_name(const std::string& name);
 const char* dist_mode_name(DistMode m);
+
+// --prefer: what the automatic layout choice optimises (planner/auto_layout.h).
+enum class Preference { Speed, Memory, Capacity };
+// "speed" | "memory" | "capacity"; anything else an Input error naming --prefer.
+Preference preference_from_name(const std::string& name);
+const char* preference_name(Preference p);
 
 // --distributed-mode and its flags (checked by validate_parallel_flags, resolved by plan_layout).
 struct LayoutOptions {

@@ -13,7 +13,7 @@
 
 #include "spikemesh/io/checkpoint.h"
 #include "spikemesh/models/model.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/optimizer.h"
 
 namespace sm {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "spikemesh/parallel/pp_timeline.h"
+#include "spikemesh/parallel/pipeline/pp_timeline.h"
 
 namespace sm {
 

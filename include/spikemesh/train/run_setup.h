@@ -14,7 +14,7 @@
 #include "spikemesh/core/precision.h"
 #include "spikemesh/models/model_selection.h"
 #include "spikemesh/parallel/layout.h"
-#include "spikemesh/train/optimizer.h"
+#include "spikemesh/optim/optimizer.h"
 
 namespace sm {
 

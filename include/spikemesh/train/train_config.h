@@ -67,7 +67,7 @@ struct TrainConfig {
   int64_t log_every = 50;
   int64_t eval_batch_size = 0;    // 0: batch-size
   // parallelism (the data-parallel family; docs: README "Multi-rank training")
-  std::string distributed_mode = "none";  // none | dp | fsdp | tp | fsdp_tp | pp | auto (train/auto_layout.h)
+  std::string distributed_mode = "none";  // none | dp | fsdp | tp | fsdp_tp | pp | auto (planner/auto_layout.h)
   std::string prefer;                     // auto: speed (default) | memory | capacity; "" with an explicit mode
   std::string calibration;                // auto: the calibration file ("": the default path)
   std::vector<int64_t> mesh_shape;        // DP TP PP (empty: dp = world size)
@@ -90,7 +90,7 @@ struct TrainConfig {
   int64_t pp_virtual_stages = 1;
   int64_t pp_microbatches = 0;            // 0: default_microbatches(batch, stages)
   std::string pp_layout;                  // "": balanced by measured unit costs
-  std::string pp_transport = "auto";      // pp: auto | staged | channels (parallel/pp_transfer.h)
+  std::string pp_transport = "auto";      // pp: auto | staged | channels (parallel/pipeline/pp_transfer.h)
   bool pp_delay_wgrad = false;
   std::string pp_schedule_file;
   int64_t pp_timeline_steps = 10;         // steps recorded in <run>/pipeline.h5

@@ -8,7 +8,7 @@
 
 #include "spikemesh/data/encoder.h"
 #include "spikemesh/data/h5_dataset.h"
-#include "spikemesh/train/lr_schedule.h"
+#include "spikemesh/optim/lr_schedule.h"
 #include "spikemesh/train/run_setup.h"
 #include "spikemesh/train/train_config.h"
 

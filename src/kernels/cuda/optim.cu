@@ -1,5 +1,5 @@
 // optim.cu (kernels/cuda) — fused SGD / Adam / AdamW steps on f32 master weights and the
-// deterministic global gradient norm + clipping (see kernels/cuda/optim.h; src/train/sgd.cpp,
+// deterministic global gradient norm + clipping (see kernels/cuda/optim.h; src/optim/sgd.cpp,
 // adam.cpp and grad_clip.cpp are the reference). Per element the update is evaluated in
 // double with the CPU's expression order and stored rounded to f32.
 #include <climits>

@@ -23,7 +23,7 @@ void pack_bits_cuda(const T* binary, int64_t n, uint32_t* bits, cudaStream_t str
 
 // pack_bits_cuda that also checks the values: sets *nonbinary = 1 (a device word the caller
 // zeroed) when some element is not exactly 0 or 1 (NaN included), else leaves it. Used for
-// spikes leaving a pipeline stage (parallel/pp_spikes.h), where the host check it replaces
+// spikes leaving a pipeline stage (parallel/pipeline/pp_spikes.h), where the host check it replaces
 // read every element.
 template <typename T>
 void pack_bits_checked_cuda(const T* binary, int64_t n, uint32_t* bits, uint32_t* nonbinary, cudaStream_t stream);

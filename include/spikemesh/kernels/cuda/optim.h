@@ -1,5 +1,5 @@
 // optim.h (kernels/cuda) — fused optimizer updates on f32 master weights and the global
-// gradient norm for clipping, matching src/train/sgd.cpp, adam.cpp and grad_clip.cpp
+// gradient norm for clipping, matching src/optim/sgd.cpp, adam.cpp and grad_clip.cpp
 // (PyTorch semantics). Per element the update is computed in double exactly as the CPU
 // code writes it and the state is stored rounded to f32, so GPU and CPU agree to f32
 // rounding. Optionally the updated weights are also written as bf16 (a compute copy).
