@@ -162,13 +162,13 @@ test-cluster:
 # CPUs of this machine: nproc alone honours OMP_NUM_THREADS / OMP_THREAD_LIMIT.
 NPROC := $(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 
-# Module dependencies (docs/architecture.md §1; README "Module map"): a lower module never includes
+# Module dependencies (docs/architecture.md §1): a lower module never includes
 # a higher one, and only main.cpp and comm/mesh name MPI_COMM_WORLD. `make test` runs it first;
 # CHECK_INCLUDES_FLAGS=--report lists the findings without failing.
 check-includes:
 	scripts/check_includes.sh $(CHECK_INCLUDES_FLAGS)
 
-# ---- fuzzing: make fuzz, make fuzz-replay (README "Fuzzing") -----------------------------
+# ---- fuzzing: make fuzz, make fuzz-replay (tests/README.md) --------------------------------
 # libFuzzer harnesses, tests/fuzz/fuzz_*.cpp (one per input parser/validator).
 # make fuzz [FUZZ_SECONDS=600] [FUZZ_JOBS=2] [FUZZ_TARGETS="fuzz_spec_loader ..."]: clang++
 # builds the library objects the harnesses link (-fsanitize=fuzzer-no-link,address,undefined,
@@ -251,7 +251,7 @@ test-mpi: $(TEST_MPI_BIN)
 # then: every unit test (LeakSanitizer on) and the dp / tp / pp equivalence tests on 2 ranks.
 # Any ASan/UBSan/LSan report fails the run (UB is not recoverable; halt_on_error). Findings
 # inside third-party libraries only are suppressed in tests/sanitize/*.supp (one reason per
-# entry); README "Sanitizers". SAN_MPI_FILTER / SAN_OPT override the subset / the flags.
+# entry); tests/README.md. SAN_MPI_FILTER / SAN_OPT override the subset / the flags.
 SAN_BUILD  ?= build-asan
 SAN_OPT    ?= -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 SAN_DIR    := $(CURDIR)/tests/sanitize

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# event_import_bench.sh — the README's import and read-throughput figures for `spikemesh data`
+# event_import_bench.sh — the import and read-throughput figures of docs/results.md for `spikemesh data`
 # from a CIFAR10-DVS-sized synthetic archive (FILES_PER_CLASS x 10 AEDAT 2.0 files of
 # ~EVENTS events each, as published recordings hold ~100k) written by tests/ref/events_ref.py's
 # writer, imported at 1 and 2 ranks, deflated and not (T 10 at 128x128, and 48x48 as

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/memopt_table.sh — memopt levels side by side (README "memopt"): spikemesh bench at
-# every --memopt-level on the configurations, one process at a time, records appended
+# bench/memopt_table.sh — memopt levels side by side (docs/memopt.md; table in docs/results.md): spikemesh bench at
+# every --memopt-level on the configurations of the memopt targets, one process at a time, records appended
 # to $OUT (JSON lines), then a Markdown table of peak allocated MB, peak RSS, step time and
 # search time, each level's ratio to level 0 of the same configuration.
 #   BIN=build/bin/spikemesh OUT=output/memopt.jsonl bash bench/memopt_table.sh [quick]

@@ -439,7 +439,7 @@ for k, w in warns:
 unav = [r for k, r in R.items() if r["system"] == "spikemesh" and r["status"] == "unavailable"]
 if unav:
     L.append(f"- spikemesh {' and '.join(r['layout'] for r in unav)}: refused, \"{unav[0]['reason']}\" — they "
-             "land in later issues; SpikingJelly's tp and pp are compared with spikemesh's one-rank "
+             "are not available in this build; SpikingJelly's tp and pp are compared with spikemesh's one-rank "
              "trajectory, which is the same math.")
 times = ", ".join(f"{k} {r['wall_s']:.0f}" for k, r in R.items() if r.get("wall_s") is not None)
 L.append(f"- Run times (s, including start-up): {times}.")

@@ -6,7 +6,7 @@ threads, fp32), `--rounds` times interleaved (round r starts at system r, so no 
 runs first or last on this shared, noisy machine), and writes into --out (output/bench/):
   records.jsonl  every run's benchmark record, plus `system` and `round`
   report.md      medians over the rounds (samples/s, step, phases, peak RSS), ratios of spikemesh
-                 to every peer, the issue's targets, versions, the command; failures by name
+                 to every peer, the project's targets, versions, the command; failures by name
   report.png     bar chart: samples/s and peak RSS per system (median, min-max whiskers)
   multirank.md   (bench/multirank.sh, when the venv exists) two-rank trajectories, included
 A system that cannot run (no venv, an import error, a crash, a timeout) is reported as such
@@ -257,7 +257,7 @@ def write_report(args, results, out_dir, multirank_md, command):
 
 
 def targets_section(results, sm):
-    """The issues' targets (recorded, not asserted): >= 2.0x the samples/s of the best
+    """The project's targets (recorded, not asserted): >= 2.0x the samples/s of the best
     SpikingJelly configuration (1.5x before) and <= 0.5x its peak RSS; >= 1.7x the
     samples/s of spikemesh's previous kernels (--conv-algo dense, SPIKEMESH_FUSE=0) at no more peak RSS."""
     out = ["## Targets (recorded, not asserted)", ""]

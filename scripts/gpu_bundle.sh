@@ -9,7 +9,7 @@
 #                      numpy, h5py, tqdm but no network), for bench/sj_bench.py
 #   manifest.txt       git commit, build time, the newest glibc symbol version the bundle needs
 #                      (gpu_check.sh's preflight compares it with the machine's), file sizes
-# Fails when what travels (tracked files + .device) would exceed the device tool's 64 MiB.
+# Fails when what travels (tracked files + .device) would exceed 64 MiB (the most copied to a GPU machine).
 # Usage: scripts/gpu_bundle.sh [BUNDLE_TOOL]   (default ../shared/tools/bundle.sh)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu_rehearsal.sh — `make gpu-rehearsal`: the GPU procedure rehearsed on a bare machine, here,
-# before a GPU lease is spent on it. Root only (debootstrap, chroot, mounts).
+# before time on a GPU machine is spent on it. Root only (debootstrap, chroot, mounts).
 #
 #   1. a bare Debian 12 root (debootstrap --variant=minbase, plus python3 as the GPU machine
 #      has; no MPI, HDF5, oneDNN, xz, ssh) in .rehearsal/root (git-ignored), made once and

@@ -252,7 +252,7 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
   spec.height = L.sensor_h;
   spec.width = L.sensor_w;
   // Auto: deflate integer frames (event counts, mostly zeros: 4x smaller at 128x128) but not
-  // float ones (resized frames: 20% smaller for 14x slower reads; README "Neuromorphic datasets").
+  // float ones (resized frames: 20% smaller for 14x slower reads; docs/datasets.md).
   const int deflate = o.deflate >= 0 ? o.deflate : (stored == StoredType::U8 || stored == StoredType::U16) ? 1 : 0;
   const int S = o.size > 0 ? o.size : L.sensor_w;
   if (group) check_same_text(*group, L.describe(), "the listing of --from " + o.from + " (is it on a shared file system?)");

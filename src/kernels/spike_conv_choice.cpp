@@ -48,8 +48,8 @@ void apply_spike_conv_algo_env() {
     set_spike_conv_algo(spike_conv_algo_from_name(e, "SPIKEMESH_CONV_ALGO="));
 }
 
-// Fitted to `spikemesh bench --kernel spike-conv` on a 2-core Xeon with AVX-512 (README,
-// "Convolutions of spikes"), the lower end of each measured range so that auto does not pick
+// Fitted to `spikemesh bench --kernel spike-conv` on a 2-core Xeon with AVX-512 (docs/results.md,
+// "CPU convolution kernels"), the lower end of each measured range so that auto does not pick
 // the slower kernel where the two are close:
 //  * 3×3 forward: ~27% on large planes, less where few output pixels (batch·Ho·Wo) share the
 //    per-call cost of re-laying the weight (512→512 on 6×6 at batch 40: 7%);
@@ -91,7 +91,7 @@ void apply_winograd_env() {
 // transforms, whose cost grows with Cin + Cout, are small beside the 16 GEMMs (Cin·Cout): at
 // least 128 channels both sides, planes of at least 12×12 (`spikemesh bench --kernel winograd`
 // under ONEDNN_MAX_CPU_ISA=AVX2: 0.75–0.87 of oneDNN direct's time there, 0.91–1.03 at 64→128
-// and 1–5× at fewer channels; README, "Winograd without AVX-512"), weights up to 256×512×3×3
+// and 1–5× at fewer channels; docs/results.md, "CPU convolution kernels"), weights up to 256×512×3×3
 // (transformed weights 16·Cin·Cout floats per call). "Where oneDNN has none" is a property of
 // the CPU, probed once on a shape its Winograd takes everywhere it exists (64→64, 24×24,
 // padding 1): a geometry oneDNN's Winograd refuses on an AVX-512 CPU runs direct, not ours.

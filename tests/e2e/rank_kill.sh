@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rank_kill.sh — a rank killed mid-run (issue: MPI mesh, faults): data-parallel training at
+# rank_kill.sh — a rank killed mid-run: data-parallel training at
 # np 2 with checkpoints every 20 steps; once a checkpoint exists, rank 1 gets SIGKILL. Checks
 # that the job ends well within --comm-timeout (no hang), that the launcher's message names
 # the lost rank, that the newest checkpoint is complete and verifies (`ckpt info`), and that

@@ -1,4 +1,4 @@
-// fuzz_util.h — shared helpers of the libFuzzer harnesses in tests/fuzz/ (README "Fuzzing"):
+// fuzz_util.h — shared helpers of the libFuzzer harnesses in tests/fuzz/ (tests/README.md):
 // a per-process scratch file/directory under /dev/shm (or $TMPDIR), a byte reader that turns
 // the fuzz input into bounded choices, the "expected outcome" wrapper (sm::Error is how the
 // library refuses bad input; anything else escaping is a finding), and a loud failure for a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_fuzz.sh — the run half of `make fuzz` (README "Fuzzing"): runs each libFuzzer harness
+# run_fuzz.sh — the run half of `make fuzz` (tests/README.md): runs each libFuzzer harness
 # BUILD/bin/<h> for SECONDS, JOBS harnesses at a time, then prints one line per harness:
 # seconds, executions, coverage (cov/ft of libFuzzer's last stats line) and findings.
 #   usage: tests/fuzz/run_fuzz.sh BUILD SECONDS JOBS HARNESS...

@@ -4,7 +4,7 @@
 // table header or a value that starts with a terminator) and a __builtin_unreachable() in its
 // Unicode whitespace table (core/toml_guard.h; UBSan stops the child there).
 // Those are third-party bugs
-// (README "Fuzzing"); an input that kills the bare parser is skipped, so the harnesses keep
+// (tests/README.md); an input that kills the bare parser is skipped, so the harnesses keep
 // finding spikemesh's own bugs. In the child every sanitizer/libFuzzer crash hook is removed
 // first, so a child's death writes no crash artifact and prints nothing.
 #pragma once

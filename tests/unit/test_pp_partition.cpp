@@ -136,7 +136,7 @@ TEST(PpPartition, BestPartitionFindsTheOptimumOfItsScore) {
   EXPECT_EQ(best_partition(c, 3, [](const std::vector<int>& l) { return double(l[0]); })[0], 1);
 }
 
-// The VGG case of the README (measured unit costs, ms): for interleaved pp 2 x 2 the split the
+// The VGG case of docs/parallelism.md (measured unit costs, ms): for interleaved pp 2 x 2 the split the
 // simulator prefers runs faster than the largest-stage split.
 TEST(PpPartition, SimulatedBestBeatsLargestStageForInterleaved) {
   const std::vector<double> vgg{2.9, 31.9, 28.3, 57.7, 28.5, 55.9, 17.8, 16.8, 0.05, 0.16};

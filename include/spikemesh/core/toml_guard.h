@@ -1,6 +1,5 @@
 // toml_guard.h — inputs on which Debian 12's toml++ 3.3.0 (libtomlplusplus-dev) aborts or
-// reaches undefined behaviour instead of throwing parse_error, found by fuzzing (README
-// "Fuzzing"). Every TOML text spikemesh parses (--config, model specs, a checkpoint's stored
+// reaches undefined behaviour instead of throwing parse_error, found by fuzzing (tests/README.md). Every TOML text spikemesh parses (--config, model specs, a checkpoint's stored
 // configuration) goes through this check first, so a damaged file is one message, never a
 // crash inside the library.
 #pragma once

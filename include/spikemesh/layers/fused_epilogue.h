@@ -13,7 +13,7 @@
 // forward; batch norm keeps its input, so its forward reads no decision back from the
 // device); its backward is batch norm's unfused one from the saved input.
 // On by default: the same step time, and without the full-size temporaries Spikformer-Ti's
-// peak RSS falls by 15 % (README, "Fused batch norm epilogues"). SPIKEMESH_FUSE=0 (read when
+// peak RSS falls by 15 % (docs/cpu-kernels.md, figures in docs/results.md). SPIKEMESH_FUSE=0 (read when
 // the library loads; the program checks the value at start-up) or set_fused_epilogues(false)
 // turns it off.
 #pragma once

@@ -1,6 +1,6 @@
 // eval_report.h — what `spikemesh eval` found and where it keeps it: the outcome of
 // evaluate_split with the facts that identify it (checkpoint, step, dataset, split, layout),
-// written as eval.h5 (layout in docs/architecture.md §8 and the README's "Evaluation") and
+// written as eval.h5 (layout in docs/architecture.md §8 and docs/checkpoints.md) and
 // printed as a short table. Local functions (the caller's root rank writes and prints).
 // Invariants of a written file: sum(/class/correct) = correct and sum(/class/count) = count
 // (root attributes); /firing_rate has one value per neuron layer, named in model order.
