@@ -43,15 +43,13 @@
 #include "spikemesh/train/gpu_numerics_flags.h"
 #include "spikemesh/train/graph_step_cuda.h"
 #include "spikemesh/train/memopt_search.h"
-#include "auto_choice.h"
+#include "spikemesh/core/config_keys.h"
+#include "spikemesh/parallel/parallel_config.h"
+#include "spikemesh/planner/auto_choice.h"
 #include "spikemesh/bench/bench_profile.h"
-#include "spikemesh/bench/conv_layout_bench.h"
-#include "spikemesh/bench/spike_conv_sweep.h"
+#include "spikemesh/bench/kernel_bench.h"
 #include "spikemesh/bench/synthetic_batch.h"
 #include "spikemesh/train/train_step.h"
-#ifdef SPIKEMESH_HAVE_CUDA
-#include "spikemesh/kernels/cuda/neuron_bench.h"
-#endif
 
 namespace sm {
 
@@ -69,74 +67,12 @@ struct BenchOptions {
   int64_t batch_size = 8, steps = 20, warmup = 5, image_size = 0, num_classes = 0, threads = 0;  // 0: the spec's
   double lr = 1e-3;
   uint64_t seed = 1;
-  bool print_json = false, tp_debug_comm = false, profile = false, tp_keep_first = false, tp_keep_classifier = false;
-  std::string optimizer_sharding = "none";
-  MeshFlags mesh;
-  // pipeline parallelism (pp > 1 in --mesh-shape)
-  std::string pp_schedule = "auto", pp_layout, pp_schedule_file, pp_transport = "auto";
-  int64_t pp_virtual_stages = 1, pp_microbatches = 0;
-  bool pp_delay_wgrad = false;
-  MemoptOptions memopt;  // --memopt-level and its flags
-  // --distributed-mode auto / --prefer (app/auto_choice.h)
-  std::string calibration;
-  std::set<std::string> given;  // the layout flags given on the command line
+  bool print_json = false, profile = false;
+  ParallelConfig par;           // every parallel flag (parallel/parallel_config.h)
+  ConfigKeys keys;              // ... registered through the one table
+  std::set<std::string> given;  // the parallel flags given on the command line
   nlohmann::json recommendation;  // the planner's pick and reason (null: none planned)
 };
-
-// --distributed-mode auto, or an explicit mode with --prefer given: the planner's pick fills the
-// layout flags not given; weak scaling: the global batch is --batch-size x ranks, each dp
-// replica then runs global / dp. Collective over the world.
-void choose_bench_layout(BenchOptions& o, const AppEnv& env) {
-  const bool automatic = o.mode == "auto";
-  if (!automatic && !o.given.count("prefer")) return;
-  if (!automatic && o.mode == "none")
-    SM_INPUT_ERROR("--prefer " << o.prefer << " with --distributed-mode none: one rank has nothing to choose; use "
-                   "--distributed-mode auto under mpirun");
-  if (o.sel.model.empty() && o.sel.spec.empty()) o.sel.model = "cifar10dvs_vgg";
-  AutoLayoutRequest r;
-  LayoutConstraints& f = r.fixed;
-  if (!automatic) f.mode = o.mode;
-  if (o.given.count("mesh-shape")) {
-    if (o.mesh.tp_mesh_dim >= 0 || o.mesh.dp_mesh_dim >= 0)
-      SM_INPUT_ERROR("--prefer with --tp-mesh-dim/--dp-mesh-dim: give --mesh-shape as DP TP PP");
-    for (int d : o.mesh.mesh_shape) f.mesh_shape.push_back(d);
-  }
-  if (o.given.count("optimizer-sharding")) f.sharding = o.optimizer_sharding;
-  if (o.given.count("pp-schedule") && o.pp_schedule != "auto") f.pp_schedule = o.pp_schedule;
-  if (o.given.count("pp-virtual-stages")) f.pp_virtual_stages = static_cast<int>(o.pp_virtual_stages);
-  if (o.given.count("pp-microbatches")) f.pp_microbatches = static_cast<int>(o.pp_microbatches);
-  if (o.given.count("memopt-level")) f.memopt_level = o.memopt.level;
-  if (!automatic && f.all_set())
-    SM_INPUT_ERROR("--prefer " << o.prefer << " with --distributed-mode " << o.mode
-                               << ": every layout flag is given, so there is nothing left to choose");
-  r.prefer = preference_from_name(o.prefer);
-  r.world = env.size;
-  r.global_batch = o.batch_size * env.size;
-  r.calibration_path = o.calibration;
-  r.memory_budget_mb = o.memopt.memory_budget_mb;
-  r.model_name = o.sel.model;
-  r.profile = profile_request_of(o.sel, o.precision, planning_device(o.device, o.precision, local_rank_of(env)),
-                                 o.optimizer, 0.9, o.tp_keep_first, o.tp_keep_classifier);
-  const AutoLayoutResult res = plan_auto_layout(env, r);
-  if (env.rank == 0) std::printf("%s", res.report().c_str()), std::fflush(stdout);
-  const LayoutCandidate& c = res.chosen;
-  o.mode = c.mode();
-  o.mesh.mesh_shape = {c.mesh.dp, c.mesh.tp, c.mesh.pp};
-  o.mesh.tp_mesh_dim = o.mesh.dp_mesh_dim = -1;
-  o.optimizer_sharding = c.sharding();
-  if (c.mesh.pp > 1) {
-    o.pp_schedule = c.schedule;
-    o.pp_virtual_stages = c.virtual_stages;
-    o.pp_microbatches = c.microbatches;
-    if (!o.given.count("pp-layout")) o.pp_layout = layout_text(res.chosen_pp_layout);  // the partition predicted
-  }
-  o.memopt.level = c.memopt_level;
-  o.batch_size = r.global_batch / c.mesh.dp;
-  o.recommendation = nlohmann::json{{"mode", c.label()},
-                                    {"rationale", res.reason},
-                                    {"predicted_step_ms", res.ranked.front().prediction.step_ms},
-                                    {"predicted_peak_mb", res.ranked.front().prediction.peak_mb}};
-}
 
 // The spec's pp_* fields plus the measured bubble (median over the timed steps), the bubble the
 // simulator gives for the same schedule with the costs measured in those steps, the bytes sent
@@ -171,41 +107,19 @@ void add_pipeline_fields(BenchRecord& r, Layout& layout, const std::vector<PpSte
   r["pp_stage_peak_allocated_mb"] = per_stage;
 }
 
+// --kernel: the kernel microbenchmarks (bench/kernel_bench.h) on this rank.
 void run_kernel_bench(const BenchOptions& o, const AppEnv& env) {
-  if (o.kernel == "spike-conv") {  // CPU: dense vs binary-input convolution over firing rates
-    run_spike_conv_sweep(o.conv_shapes.empty() ? default_spike_conv_shapes() : o.conv_shapes,
-                         o.batch_size * (o.sel.T > 0 ? o.sel.T : 1), static_cast<int>(std::max<int64_t>(1, o.steps)));
-    return;
-  }
-  if (o.kernel == "winograd") {  // CPU: the dense 3×3 passes, oneDNN direct vs Winograd kernels
-    run_winograd_sweep(o.conv_shapes.empty() ? default_winograd_shapes() : o.conv_shapes,
-                       o.batch_size * (o.sel.T > 0 ? o.sel.T : 1), static_cast<int>(std::max<int64_t>(1, o.steps)));
-    return;
-  }
-  if (o.kernel == "conv-layout")  // GPU: bf16 NCHW vs NHWC through cuDNN's graph API (T: the VGG's 10)
-    return run_conv_layout_bench(o.conv_shapes, o.batch_size * (o.sel.T > 0 ? o.sel.T : 10),
-                                 static_cast<int>(o.steps), static_cast<int>(o.warmup), o.device);
-  if (o.kernel != "lif")
-    SM_INPUT_ERROR("--kernel " << o.kernel
-                               << ": unknown kernel benchmark (valid: lif, spike-conv, winograd, conv-layout)");
-  const Device dev = select_device(device_request_from_name(o.device == "cpu" ? "cuda" : o.device), 0);
-  if (!dev.is_cuda()) SM_INPUT_ERROR("--kernel lif needs a GPU (" << cuda_unavailable_reason() << ")");
-#ifdef SPIKEMESH_HAVE_CUDA
-  const Precision p = precision_from_name(o.precision);
-  if (p != Precision::FP32 && p != Precision::BF16)
-    SM_INPUT_ERROR("--kernel lif runs --precision fp32 or bf16, got " << o.precision);
-  cuda::LifBenchOptions lo;
-  lo.steps = o.sel.T > 0 ? o.sel.T : lo.steps;
-  lo.neurons = o.kernel_neurons;
-  lo.iters = static_cast<int>(std::max<int64_t>(1, o.steps));
-  lo.warmup = static_cast<int>(o.warmup);
-  lo.bf16 = p == Precision::BF16;
-  const cuda::LifBenchResult r = cuda::bench_lif_cuda(lo);
-  if (env.rank == 0) std::printf("%s", r.summary().c_str());
-  std::fflush(stdout);
-#else
-  (void)env;
-#endif
+  KernelBenchOptions k;
+  k.kernel = o.kernel;
+  k.conv_shapes = o.conv_shapes;
+  k.batch_size = o.batch_size;
+  k.T = o.sel.T;
+  k.steps = o.steps;
+  k.warmup = o.warmup;
+  k.kernel_neurons = o.kernel_neurons;
+  k.precision = o.precision;
+  k.device = o.device;
+  run_kernel_bench(k, env.rank == 0);
 }
 
 // --image-size / --num-classes set the spec variables image_size / num_classes (Spikformer's);
@@ -234,25 +148,6 @@ void apply_size_flags(BenchOptions& o) {
   }
 }
 
-LayoutOptions layout_options_of(const BenchOptions& o) {
-  LayoutOptions l;
-  l.mode = o.mode;
-  l.tp_keep_first = o.tp_keep_first;
-  l.tp_keep_classifier = o.tp_keep_classifier;
-  l.tp_debug_comm = o.tp_debug_comm;
-  l.strategy.sharding = o.optimizer_sharding;
-  l.strategy.param_dtype = l.strategy.reduce_dtype = master_dtype(precision_from_name(o.precision));
-  l.pp_schedule = o.pp_schedule;
-  l.pp_virtual_stages = static_cast<int>(o.pp_virtual_stages);
-  l.pp_microbatches = static_cast<int>(o.pp_microbatches);
-  l.pp_layout = o.pp_layout;
-  l.pp_transport = o.pp_transport;
-  l.pp_delay_wgrad = o.pp_delay_wgrad;
-  l.pp_schedule_file = o.pp_schedule_file;
-  l.memopt = o.memopt;
-  return l;
-}
-
 // The parts of a bench run: the layout plan resolved once against the mesh shape before any
 // communicator exists (weak scaling: --batch-size is each dp replica's batch, split into
 // microbatches under pp), then the mesh (collective over the world) and setup_run.
@@ -271,16 +166,25 @@ RunParts set_up_bench(BenchOptions& o, const AppEnv& env, std::unique_ptr<Mesh>&
   req.seed = o.seed;
   req.optimizer.name = o.optimizer;
   req.optimizer.lr = o.lr;
-  const bool meshed = env.size > 1 || o.mode != "none";
-  const MeshShape shape = meshed ? resolve_mesh_shape(o.mesh, env.size) : MeshShape{};
-  // A --pp-schedule-file is read here on every rank: one that cannot read it fails every rank.
-  if (env.size > 1) {
-    Comm world(env.world, "world");
-    collective_check(world, [&] { req.layout = plan_layout(layout_options_of(o), shape, env.size, o.batch_size); });
-  } else {
-    req.layout = plan_layout(layout_options_of(o), shape, env.size, o.batch_size);
-  }
-  if (meshed) mesh = Mesh::create(env.world, o.mesh);  // collective over the world
+  std::unique_ptr<Comm> world = env.size > 1 ? std::make_unique<Comm>(env.world, "world") : nullptr;
+  LayoutTarget t;
+  t.model = o.sel;
+  t.precision = o.precision;
+  t.device = o.device;
+  t.optimizer = o.optimizer;
+  t.batch_size = o.batch_size;  // weak scaling: each dp replica's batch (auto: the global batch x ranks)
+  t.world_size = env.size;
+  t.local_rank = local_rank_of(env.world, env.size);
+  AutoLayoutResult choice;
+  // THE layout plan, once, before any other communicator (auto / --prefer: the planner's pick).
+  req.layout = plan_command_layout(o.par, o.given, t, world.get(), &choice);
+  if (!choice.ranked.empty())
+    o.recommendation = nlohmann::json{{"mode", choice.chosen.label()},
+                                      {"rationale", choice.reason},
+                                      {"predicted_step_ms", choice.ranked.front().prediction.step_ms},
+                                      {"predicted_peak_mb", choice.ranked.front().prediction.peak_mb}};
+  if (env.size > 1 || req.layout.mode != DistMode::None)  // collective over the world
+    mesh = Mesh::create(env.world, mesh_flags(recorded_parallel_config(o.par, req.layout)));
   return setup_run(req, mesh.get());                   // the same set-up as `train`
 }
 
@@ -288,8 +192,8 @@ RunParts set_up_bench(BenchOptions& o, const AppEnv& env, std::unique_ptr<Mesh>&
 // microbatches.
 std::vector<MicroBatch> synthetic_microbatches(const BenchOptions& o, RunParts& parts) {
   const Layout& layout = *parts.layout;
-  const int M = layout.plan().pipelined() ? layout.plan().options.pp_microbatches : 1;  // divides N
-  return synthetic_batch(parts.model->info, SyntheticBatch{o.batch_size, M, layout.data_rank(), o.seed}, parts.dtype,
+  const int M = static_cast<int>(layout.plan().batch.accum);  // micro-steps (pp: microbatches); divides N
+  return synthetic_batch(parts.model->info, SyntheticBatch{layout.plan().batch.replica, M, layout.data_rank(), o.seed}, parts.dtype,
                          parts.device, parts.activations);
 }
 
@@ -318,7 +222,7 @@ TimedSteps run_steps(const BenchOptions& o, const AppEnv& env, RunParts& parts, 
   if (env.rank == 0) std::fputs(layout.plan().describe().c_str(), stdout);
   if (env.rank == 0)
     std::printf("bench %s: batch %lld, T %d, %s on %s, %d threads, %lld warm-up + %lld timed steps\n",
-                parts.model->info.name.c_str(), static_cast<long long>(o.batch_size), parts.model->info.T,
+                parts.model->info.name.c_str(), static_cast<long long>(layout.plan().batch.replica), parts.model->info.T,
                 o.precision.c_str(), dev.str().c_str(), omp_get_max_threads(), static_cast<long long>(o.warmup),
                 static_cast<long long>(o.steps));
   TimedSteps ts;
@@ -428,16 +332,17 @@ void add_config_fields(BenchRecord& r, const BenchOptions& o, const AppEnv& env,
   if (!parts.device.is_cuda()) r["conv_algo"] = spike_conv_algo_name(spike_conv_algo());  // spike_conv_choice.h
   r["benchmark_regime"] = o.regime;
   r["model"] = mi.name;
-  r["mode"] = o.mode;
-  r["prefer"] = o.prefer;
+  const LayoutPlan& plan = parts.layout->plan();
+  r["mode"] = plan.options.mode;
+  r["prefer"] = o.par.prefer.empty() ? "speed" : o.par.prefer;
   r["world_size"] = env.size;
-  r["optimizer_sharding"] = o.optimizer_sharding;
-  const MemoptOptions& mo = parts.layout->plan().options.memopt;
+  r["optimizer_sharding"] = plan.options.strategy.sharding;
+  const MemoptOptions& mo = plan.options.memopt;
   r["memopt_level"] = mo.level;
   r["optimize_ms"] = ts.memopt.optimize_ms;
-  r["batch_size"] = o.batch_size;
-  r["global_batch_size"] = o.batch_size * dp_size;
-  r["per_rank_batch_size"] = o.batch_size;
+  r["batch_size"] = plan.batch.replica;
+  r["global_batch_size"] = plan.batch.global;
+  r["per_rank_batch_size"] = plan.batch.replica;
   r["data_replicas"] = dp_size;
   r["num_classes"] = mi.num_classes;
   r["T"] = mi.T;
@@ -455,7 +360,7 @@ void add_config_fields(BenchRecord& r, const BenchOptions& o, const AppEnv& env,
   r["pp_schedule"] = nullptr;
   r["pp_virtual_stages"] = 1;
   r["pp_layout"] = nullptr;
-  r["pp_delay_wgrad"] = o.pp_delay_wgrad;
+  r["pp_delay_wgrad"] = plan.options.pp_delay_wgrad;
   r["pp_memopt_stages"] = parts.layout->pipeline() ? nlohmann::json(parts.layout->memopt_stages()) : nlohmann::json::array();
   r["memopt_trial_steps"] = ts.memopt.trial_steps;
 }
@@ -464,7 +369,7 @@ void add_config_fields(BenchRecord& r, const BenchOptions& o, const AppEnv& env,
 void add_metric_fields(BenchRecord& r, const BenchOptions& o, RunParts& parts, Mesh* mesh, const TimedSteps& ts,
                        const BenchFigures& f) {
   Layout& layout = *parts.layout;
-  const int64_t N = o.batch_size, global_N = N * layout.data_size();
+  const int64_t N = layout.plan().batch.replica, global_N = layout.plan().batch.global;
   r["step_latency_ms"] = f.step_ms;
   r["global_throughput_sps"] = f.step_ms > 0 ? 1000.0 * global_N / f.step_ms : 0.0;
   r["per_device_throughput_sps"] = f.step_ms > 0 ? 1000.0 * N / f.step_ms : 0.0;
@@ -486,7 +391,7 @@ void add_metric_fields(BenchRecord& r, const BenchOptions& o, RunParts& parts, M
     r["spike_conv_layers"] = layers;
   }
   r["recommendation"] = !o.recommendation.is_null() ? o.recommendation
-                         : mesh ? nlohmann::json{{"mode", o.mode}, {"rationale", "as requested"}}
+                         : mesh ? nlohmann::json{{"mode", layout.plan().options.mode}, {"rationale", "as requested"}}
                                 : nlohmann::json{{"mode", "none"}, {"rationale", "one rank"}};
   r["dp_comm_mb_per_step"] = f.comm_mb;
   r["optimizer_state_mb_per_rank"] = f.optim_state_mb;  // max over ranks
@@ -543,7 +448,7 @@ void report_bench(const BenchRecord& r, const BenchOptions& o, RunParts& parts, 
   if (mesh) {
     std::printf("  data parallel %s over %d ranks (global batch %lld): %.2f MiB/step on the wire per rank, "
                 "%.1f collective calls/step, %.2f ms/step exposed wait\n",
-                o.mode.c_str(), parts.layout->data_size(), static_cast<long long>(r["global_batch_size"].get<int64_t>()),
+                parts.layout->plan().options.mode.c_str(), parts.layout->data_size(), static_cast<long long>(r["global_batch_size"].get<int64_t>()),
                 f.comm_mb, r["dp_comm_calls_per_step"].get<double>(), f.comm_ms);
     std::printf("  model state  parameters %.2f MiB full, %.2f MiB peak per rank; optimizer state %.2f MiB per rank\n",
                 f.ss.param_full_mb, f.ss.param_peak_mb, f.optim_state_mb);
@@ -589,7 +494,6 @@ void run_bench(BenchOptions& o, const AppEnv& env) {
     if (env.size > 1) SM_INPUT_ERROR("--kernel benchmarks run on one rank (got " << env.size << " ranks)");
     return run_kernel_bench(o, env);
   }
-  choose_bench_layout(o, env);  // --distributed-mode auto / --prefer: collective over the world
   std::unique_ptr<Mesh> mesh;
   RunParts parts = set_up_bench(o, env, mesh);
   const std::vector<MicroBatch> micro = synthetic_microbatches(o, parts);
@@ -641,52 +545,8 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
                   "classes of models with a num_classes variable (spikformer_*: default 1000)")
       ->check(range_validator("num-classes", true));
   cmd->add_option("--result-log", o->result_log, "append the JSON record to this file and compare with the previous one");
-  cmd->add_option("--distributed-mode", o->mode,
-                  "none (one rank) | dp | fsdp | tp | fsdp_tp | pp (several ranks, weak scaling; dp x tp x pp by "
-                  "--mesh-shape) | auto (the cost model's pick by --prefer over every layout of the ranks; the global "
-                  "batch --batch-size x ranks)")
-      ->capture_default_str();
-  cmd->add_flag("--tp-keep-first", o->tp_keep_first, "tp: keep the model's first weight layer whole on every rank");
-  cmd->add_flag("--tp-keep-classifier", o->tp_keep_classifier, "tp: keep the model's last weight layer whole on every rank");
-  cmd->add_option("--optimizer-sharding", o->optimizer_sharding, "dp: none | zero | zero2")->capture_default_str();
-  add_mesh_flags(*cmd, o->mesh);
-  cmd->add_option("--pp-schedule", o->pp_schedule,
-                  "pp: auto (zero_bubble with --pp-delay-wgrad, interleaved with virtual stages, else 1f1b) | gpipe | "
-                  "1f1b | interleaved | zero_bubble")
-      ->capture_default_str();
-  cmd->add_option("--pp-virtual-stages", o->pp_virtual_stages, "pp: logical stages per pipeline rank")->capture_default_str()
-      ->check(range_validator("pp-virtual-stages", true));
-  cmd->add_option("--pp-microbatches", o->pp_microbatches,
-                  "pp: microbatches per step, dividing --batch-size (0: largest divisor in [stages, 4 x stages])")
-      ->capture_default_str()
-      ->check(range_validator("pp-microbatches", true));
-  cmd->add_option("--pp-layout", o->pp_layout, "pp: units per logical stage, e.g. \"1|2|2|1\" (default: measured balance)");
-  cmd->add_option("--pp-transport", o->pp_transport,
-                  "pp: auto (NCCL channels when every pp rank owns a GPU, else staged) | staged | channels")
-      ->capture_default_str();
-  cmd->add_flag("--pp-delay-wgrad", o->pp_delay_wgrad, "pp: weight gradients split off and delayed (zero_bubble)");
-  cmd->add_option("--pp-schedule-file", o->pp_schedule_file, "pp: run this schedule (text form, validated first)");
-  cmd->add_option("--memopt-level", o->memopt.level,
-                  "activation memory: 0 none | 1 checkpoint every segment (recompute in backward) | 4 level 1, then the "
-                  "measured greedy search (2, 3: not built yet)")
-      ->capture_default_str()
-      ->check(range_validator("memopt-level", true));
-  cmd->add_flag("--memopt-compress-x,!--no-memopt-compress-x", o->memopt.compress_x,
-                "memopt: keep checkpointed spike inputs as bits (default on)");
-  cmd->add_option("--memory-budget-mb", o->memopt.memory_budget_mb,
-                  "memopt: peak MiB per rank; the search stops at the first configuration under it (0: none)")
-      ->capture_default_str()
-      ->check(range_validator("memory-budget-mb", false));
-  cmd->add_option("--pp-memopt-stage-budget-ratio", o->memopt.pp_stage_budget_ratio,
-                  "pp: memopt on round(ratio x stages) logical stages, those keeping the most activation memory")
-      ->capture_default_str()
-      ->check(range_validator("pp-memopt-stage-budget-ratio", false));
-  cmd->add_option("--prefer", o->prefer,
-                  "speed | memory | capacity: what --distributed-mode auto optimises; with an explicit mode it fills "
-                  "only the layout flags not given")
-      ->capture_default_str();
-  cmd->add_option("--calibration", o->calibration,
-                  "auto: the calibration file (default $SPIKEMESH_CALIBRATION or ~/.cache/spikemesh/calibration.json)");
+  add_parallel_keys(o->keys, o->par);  // the parallel flags: one table for every command
+  o->keys.add_options(*cmd);
   cmd->add_option("--precision", o->precision, "fp32 | bf16 | fp16 (GPU) | fp64 (CPU)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu | cuda | auto (GPU when one is visible)")->capture_default_str();
   cmd->add_option("--cuda-graphs", o->cuda_graphs,
@@ -715,7 +575,6 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
       ->check(range_validator("lr", false));
   cmd->add_option("--seed", o->seed, "seed of weights and the synthetic batch")->capture_default_str()
       ->check(range_validator("seed", true));
-  cmd->add_flag("--tp-debug-comm", o->tp_debug_comm, "print each layer's tensor-parallel all-reduce once: layer, direction, bytes (tp rank 0 of each group)");
   cmd->add_flag("--json", o->print_json, "print the record as JSON");
   cmd->add_flag("--profile", o->profile,
                 "CPU: time every layer type in the timed steps (host clock) and print a table with GFLOP/s of "
@@ -723,10 +582,12 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
                 "whatever --cuda-graphs says) with CUDA events around every leaf layer's pass: a table per layer and "
                 "pass (forward, backward or backward-input/-weight; the first 40 rows), the rest of the step "
                 "(optimizer, loss, gaps) and the per-type totals; every row also in the record's layer_profile");
-  cmd->callback([o, cmd, &env]() {
-    for (const char* k : {"mesh-shape", "optimizer-sharding", "pp-schedule", "pp-virtual-stages", "pp-microbatches",
-                          "pp-layout", "memopt-level", "prefer"})
-      if (cmd->count(std::string("--") + k) > 0) o->given.insert(k);
+  cmd->callback([o, &env]() {
+    o->keys.apply_given_flags();
+    o->given = o->keys.given_keys();
+    for (const char* k : {"check-replicas", "pp-timeline-steps"})  // the training loop's, not a bench step's
+      if (o->given.count(k)) SM_INPUT_ERROR("--" << k << " applies to `spikemesh train`, not to bench");
+    validate_parallel_config(o->par);
     run_bench(*o, env);
   });
 }

@@ -11,8 +11,10 @@
 #include "spikemesh/app/model_options.h"
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/core/error.h"
+#include "spikemesh/core/config_keys.h"
 #include "spikemesh/core/flag_ranges.h"
-#include "auto_choice.h"
+#include "spikemesh/parallel/parallel_config.h"
+#include "spikemesh/planner/auto_choice.h"
 
 namespace sm {
 
@@ -21,6 +23,8 @@ struct CalibrateOptions {
   AutoPlanFlags plan;
   ModelSelection sel;
   int64_t batch_size = 8;
+  ParallelConfig par;  // every parallel flag (parallel/parallel_config.h): --calibration, --prefer, constraints
+  ConfigKeys keys;     // ... registered through the one table
 };
 
 void print_machine(const CalibrationCache& c, const std::string& path) {
@@ -45,7 +49,9 @@ void add_calibrate_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--batch-size", o->batch_size, "with --model: samples per rank per step")
       ->capture_default_str()
       ->check(range_validator("batch-size", true));
-  add_auto_plan_flags(*cmd, o->plan, true);
+  add_parallel_keys(o->keys, o->par);  // the parallel flags: one table for every command
+  o->keys.add_options(*cmd);
+  add_auto_plan_flags(*cmd, o->plan);
   cmd->footer(
       "Run it with the ranks and placement of the jobs it is for (the file is keyed by CPU, GPU, ranks per node,\n"
       "world size and threads; `train --distributed-mode auto` measures on first use and re-measures when the key\n"
@@ -53,14 +59,23 @@ void add_calibrate_command(CLI::App& app, const AppEnv& env) {
       "Examples: mpirun -np 4 spikemesh calibrate\n"
       "          mpirun -np 4 spikemesh calibrate --model cifar10dvs_vgg --T 4 --batch-size 2 --prefer memory");
   cmd->callback([o, &env]() {
-    const bool have_model = !o->sel.model.empty() || !o->sel.spec.empty();
-    if (have_model) {
-      (void)run_auto_plan(env, o->sel, o->plan, o->batch_size, false, false, true);
+    o->keys.apply_given_flags();
+    if (o->par.distributed_mode == "none") o->par.distributed_mode = "auto";  // it ranks every layout
+    validate_parallel_config(o->par);
+    std::unique_ptr<Comm> world = env.size > 1 ? std::make_unique<Comm>(env.world, "world") : nullptr;
+    const int local_rank = local_rank_of(env.world, env.size);
+    if (!o->sel.model.empty() || !o->sel.spec.empty()) {
+      LayoutTarget t;
+      t.model = o->sel;
+      t.batch_size = o->batch_size;
+      t.world_size = env.size;
+      t.local_rank = local_rank;
+      (void)run_auto_plan(o->par, o->keys.given_keys(), t, o->plan, world.get(), true);
       return;
     }
-    std::unique_ptr<Comm> world = env.size > 1 ? std::make_unique<Comm>(env.world, "world") : nullptr;
-    const std::string path = o->plan.calibration.empty() ? default_calibration_path() : o->plan.calibration;
-    const CalibrationCache c = calibrate_machine(world.get(), planning_device(o->plan.device, o->plan.precision, local_rank_of(env)), path);
+    const std::string& cal = o->par.calibration;
+    const std::string path = cal.empty() ? default_calibration_path() : cal;
+    const CalibrationCache c = calibrate_machine(world.get(), planning_device(o->plan.device, o->plan.precision, local_rank), path);
     if (env.rank == 0) print_machine(c, path), std::fflush(stdout);
   });
 }

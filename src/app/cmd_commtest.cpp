@@ -23,13 +23,17 @@
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/core/device.h"
 #include "spikemesh/core/error.h"
+#include "spikemesh/core/config_keys.h"
 #include "spikemesh/core/flag_ranges.h"
+#include "spikemesh/parallel/parallel_config.h"
 
 namespace sm {
 namespace {
 
 struct CommtestOptions {
-  MeshFlags mesh;
+  MeshFlags mesh;       // from the mesh keys of the parallel flags' table (parallel/parallel_config.h)
+  ParallelConfig par;
+  ConfigKeys keys;
   int64_t min_bytes = 1;
   int64_t max_bytes = int64_t{64} << 20;
   int iters = 20;
@@ -317,7 +321,9 @@ void add_commtest_command(CLI::App& app, const AppEnv& env) {
   auto o = std::make_shared<CommtestOptions>();
   CLI::App* cmd = app.add_subcommand(
       "commtest", "self-checking test of every collective: time, algorithm and bus bandwidth, wrong results");
-  add_mesh_flags(*cmd, o->mesh);
+  add_parallel_keys(o->keys, o->par);  // only the mesh's rows of the one table
+  const std::vector<std::string> mesh_keys = {"mesh-shape", "tp-mesh-dim", "dp-mesh-dim", "comm", "comm-timeout"};
+  o->keys.add_options(*cmd, &mesh_keys);
   cmd->add_option("--min-bytes", o->min_bytes, "smallest size in bytes")->capture_default_str();
   cmd->add_option("--max-bytes", o->max_bytes, "largest size in bytes (sizes double from --min-bytes)")->capture_default_str();
   cmd->add_option("--iters", o->iters, "timed calls per size")->capture_default_str()
@@ -336,7 +342,12 @@ void add_commtest_command(CLI::App& app, const AppEnv& env) {
       "  mpirun -np 2 spikemesh commtest --max-bytes 67108864   # 1 B .. 64 MiB, every collective\n"
       "  mpirun -np 8 spikemesh commtest --max-bytes 256M --comm auto\n"
       "Exit status 1 when any result is wrong on any rank.");
-  cmd->callback([o, &env]() { run_commtest(*o, env); });
+  cmd->callback([o, &env]() {
+    o->keys.apply_given_flags();
+    validate_parallel_config(o->par);
+    o->mesh = mesh_flags(o->par);
+    run_commtest(*o, env);
+  });
 }
 
 }  // namespace sm

@@ -15,6 +15,7 @@
 #include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/comm/mesh.h"
+#include "spikemesh/planner/auto_choice.h"
 #include "spikemesh/train/eval_run.h"
 #include "spikemesh/train/gpu_numerics_flags.h"
 
@@ -44,8 +45,11 @@ void run_eval(EvalCommand& e, const AppEnv& env) {
   apply_gpu_numerics(numerics, env.rank == 0);  // before any GPU work
   const Split split = e.split == "train" ? Split::Train : Split::Test;
   const std::string out = e.out.empty() ? default_eval_path(path, split) : e.out;
-  LayoutPlan plan;
-  std::unique_ptr<Mesh> mesh = make_run_mesh(e.cfg, env, plan);  // collective over the world
+  // THE layout plan, once, before any other communicator (the same resolution as `train`).
+  const LayoutPlan plan = plan_command_layout(e.cfg.parallel, e.resolver.given_keys(),
+                                              training_target(e.cfg, world.get(), env.size, local_rank_of(env.world, env.size)),
+                                              world.get());
+  std::unique_ptr<Mesh> mesh = make_run_mesh(recorded_parallel_config(e.cfg.parallel, plan), plan, env);  // collective
   const EvalReport rep = run_evaluation(e.cfg, ci, split, mesh.get(), plan);
   agree_on_error(world.get(), [&] {
     if (env.rank == 0) write_eval_h5(rep, out);

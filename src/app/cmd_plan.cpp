@@ -3,8 +3,8 @@
 // rank, tp groups that span nodes); with --model / --model-spec also the tensor-parallel plan
 // of that model for the mesh's tp size (parallel/tp_plan.h: per layer role, whole and local
 // shapes, local parameter shapes, bytes each rank sends per step). Run alone (one process),
-// it previews a --mesh-shape without the ranks. Also home of add_mesh_flags, the mesh/comm
-// flags shared by every command that creates a Mesh.
+// it previews a --mesh-shape without the ranks. Its parallel flags are train's, through the one
+// table (parallel/parallel_config.h).
 // Invariant: under mpirun the mesh is validated collectively (Mesh::create) before anything
 // is printed, so a bad --mesh-shape gives one message from rank 0 and a non-zero exit on
 // every rank.
@@ -24,47 +24,27 @@
 #include "spikemesh/core/log.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/tp_plan.h"
+#include "spikemesh/core/config_keys.h"
 #include "spikemesh/core/flag_ranges.h"
-#include "auto_choice.h"
-#include "plan_pipeline.h"
+#include "spikemesh/parallel/parallel_config.h"
+#include "spikemesh/planner/auto_choice.h"
+#include "spikemesh/planner/plan_pipeline.h"
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/train/memopt_search.h"
 #include "spikemesh/bench/synthetic_batch.h"
 
 namespace sm {
 
-void add_mesh_flags(CLI::App& cmd, MeshFlags& f) {
-  cmd.add_option("--mesh-shape", f.mesh_shape,
-                 "process mesh DP TP PP (1 to 3 values, missing ones are 1; product = number of ranks); with "
-                 "--tp-mesh-dim/--dp-mesh-dim the values are SpikingJelly-style mesh dims. Default: all ranks "
-                 "data parallel")
-      ->expected(1, 3)
-      ->allow_extra_args(false)
-      ->check(range_validator("mesh-shape", true));
-  cmd.add_option("--tp-mesh-dim", f.tp_mesh_dim, "index of the --mesh-shape value that is the tensor-parallel size")
-      ->check(range_validator("tp-mesh-dim", true));
-  cmd.add_option("--dp-mesh-dim", f.dp_mesh_dim, "index of the --mesh-shape value that is the data-parallel size")
-      ->check(range_validator("dp-mesh-dim", true));
-  cmd.add_option("--comm", f.comm, "library for device tensors: auto (NCCL when every rank owns a distinct GPU), mpi, nccl")
-      ->capture_default_str();
-  cmd.add_option("--comm-timeout", f.comm_timeout,
-                 "seconds a collective may wait before the job is aborted with a message naming the operation, "
-                 "the communicator and the missing ranks; 0 = wait forever")
-      ->capture_default_str()
-      ->check(range_validator("comm-timeout", false));
-}
-
 namespace {
 struct PlanOptions {
-  MeshFlags mesh;
   ModelSelection sel;
   int64_t batch_size = 8;  // per dp rank
   int64_t elem_bytes = 4;  // fp32 activations
-  bool keep_first = false, keep_classifier = false;
-  PpPlanFlags pp;
-  MemoptOptions memopt;  // --memopt-level and its flags: measured on one process
+  ParallelConfig par;      // every parallel flag (parallel/parallel_config.h), as train takes them
+  ConfigKeys keys;         // ... registered through the one table
+  PpPlanFlags pp;          // the printed pipeline plan's own flags
   std::string config;  // --config: a training config file as defaults
-  AutoPlanFlags autoplan;  // --prefer and the planner's flags
+  AutoPlanFlags autoplan;  // the planner's ranking (--prefer)
   int gpus_per_node = -1;  // --gpus-per-node: plan as if each node showed this many GPUs (-1: what this process sees)
 };
 
@@ -84,20 +64,8 @@ void apply_config(const CLI::App& cmd, PlanOptions& o) {
   const ConfigFileValues f = read_config_file(o.config);
   const TrainConfig& c = f.cfg;
   apply_config_model(cmd, f, o.sel);
-  apply_config_mesh(cmd, f, o.mesh);
+  apply_config_parallel(cmd, f, o.keys);
   if (f.fills(cmd, "batch-size")) o.batch_size = c.batch_size;
-  if (f.fills(cmd, "tp-keep-first")) o.keep_first = c.tp_keep_first;
-  if (f.fills(cmd, "tp-keep-classifier")) o.keep_classifier = c.tp_keep_classifier;
-  if (f.fills(cmd, "pp-schedule")) o.pp.schedule = c.pp_schedule;
-  if (f.fills(cmd, "pp-virtual-stages")) o.pp.virtual_stages = c.pp_virtual_stages;
-  if (f.fills(cmd, "pp-microbatches")) o.pp.microbatches = c.pp_microbatches;
-  if (f.fills(cmd, "pp-layout")) o.pp.layout = c.pp_layout;
-  if (f.fills(cmd, "pp-delay-wgrad")) o.pp.delay_wgrad = c.pp_delay_wgrad;
-  if (f.fills(cmd, "pp-schedule-file")) o.pp.schedule_file = c.pp_schedule_file;
-  if (f.fills(cmd, "memopt-level")) o.memopt.level = static_cast<int>(c.memopt_level);
-  if (f.fills(cmd, "memopt-compress-x")) o.memopt.compress_x = c.memopt_compress_x;
-  if (f.fills(cmd, "memory-budget-mb")) o.memopt.memory_budget_mb = c.memory_budget_mb;
-  if (f.fills(cmd, "pp-memopt-stage-budget-ratio")) o.memopt.pp_stage_budget_ratio = c.pp_memopt_stage_budget_ratio;
 }
 
 // memopt on this process (CPU, fp32, the whole model as one stage, --batch-size samples of the
@@ -107,7 +75,7 @@ void print_memopt_plan(const PlanOptions& o) {
   auto model = o.sel.build();
   model->finalize(DType::F32, Device::cpu(), 1);
   LayoutOptions lo;
-  lo.memopt = o.memopt;
+  lo.memopt = layout_options(o.par).memopt;
   Layout layout(*model, nullptr, lo);
   const std::vector<MicroBatch> micro =
       synthetic_batch(model->info, SyntheticBatch{o.batch_size, 1, 0, 1}, DType::F32, Device::cpu(), DType::F32);
@@ -117,7 +85,7 @@ void print_memopt_plan(const PlanOptions& o) {
   if (!r.searched) r = measure_memopt(layout, micro, ctx);
   std::printf("\nmemopt plan of %s: level %d%s, measured on %lld trial step%s of %lld samples, T %d (fp32, CPU, this "
               "process, %.0f ms):\n",
-              model->info.name.c_str(), o.memopt.level, o.memopt.compress_x ? ", inputs as bits" : "",
+              model->info.name.c_str(), lo.memopt.level, lo.memopt.compress_x ? ", inputs as bits" : "",
               static_cast<long long>(r.trial_steps), r.trial_steps == 1 ? "" : "s", static_cast<long long>(o.batch_size),
               model->info.T, r.optimize_ms);
   for (const std::string& l : r.log) std::printf("  trial: %s\n", l.c_str());
@@ -143,12 +111,10 @@ int preview_world(const MeshFlags& f) {
 // each dimension implies, the tp and pp flags, --batch-size per dp replica; bound to `model`
 // (the plan's tp layers point into it). Pure.
 LayoutPlan plan_of(const PlanOptions& o, const MeshShape& shape, int world, Model& model) {
-  LayoutOptions lo = shape.pp > 1 ? pp_layout_options(o.pp) : LayoutOptions{};
-  lo.mode = shape.pp > 1 ? "pp" : shape.tp > 1 ? "tp" : shape.dp > 1 ? "dp" : "none";
-  lo.tp_keep_first = o.keep_first;
-  lo.tp_keep_classifier = o.keep_classifier;
-  lo.memopt = o.memopt;
-  LayoutPlan plan = plan_layout(lo, shape, world, o.batch_size);
+  LayoutOptions lo = layout_options(o.par);
+  if (o.par.distributed_mode == "none")  // not given: the mode the mesh implies
+    lo.mode = shape.pp > 1 ? "pp" : shape.tp > 1 ? "tp" : shape.dp > 1 ? "dp" : "none";
+  LayoutPlan plan = plan_layout(lo, shape, world, batch_request(o.par, o.batch_size));
   bind_layout_plan(plan, model);
   return plan;
 }
@@ -159,14 +125,15 @@ void print_plan(const PlanOptions& o, const MeshShape& shape, int world) {
   std::printf("\n%s", plan.describe().c_str());
   if (shape.tp > 1 || shape.pp == 1) {
     // tp = 1: the same table for one rank (every layer whole)
-    const TpPlan tp = shape.tp > 1 ? plan.tp : make_tp_plan(*model, TpOptions{1, o.keep_first, o.keep_classifier});
+    const TpPlan tp = shape.tp > 1 ? plan.tp
+                                   : make_tp_plan(*model, TpOptions{1, o.par.tp_keep_first, o.par.tp_keep_classifier});
     std::printf("\ntensor-parallel plan of %s for %s (batch %lld per dp rank, T %d, %lld-byte activations):\n",
                 model->info.name.c_str(), shape.str().c_str(), static_cast<long long>(o.batch_size), model->info.T,
                 static_cast<long long>(o.elem_bytes));
     std::fputs(describe_tp_plan(tp, o.batch_size, model->info.T, o.elem_bytes).c_str(), stdout);
   }
   if (shape.pp > 1) print_pp_plan(o.sel, plan, o.pp);
-  if (o.memopt.enabled()) print_memopt_plan(o);
+  if (plan.options.memopt.enabled()) print_memopt_plan(o);
 }
 }  // namespace
 
@@ -176,27 +143,14 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
       "plan",
       "print the process mesh: dp/tp/pp groups, hosts, node locality; with --model, its tensor-parallel plan and, "
       "with pp > 1, its pipeline plan (stages, measured costs, memory, simulated bubble, ASCII timeline)");
-  add_mesh_flags(*cmd, o->mesh);
   add_model_options(*cmd, o->sel, false);
   cmd->add_option("--batch-size", o->batch_size, "samples per dp rank per step (for the bytes per step)")
       ->capture_default_str()
       ->check(range_validator("batch-size", true));
-  cmd->add_flag("--tp-keep-first", o->keep_first, "keep the model's first weight layer whole on every rank");
-  cmd->add_flag("--tp-keep-classifier", o->keep_classifier, "keep the model's last weight layer whole on every rank");
+  add_parallel_keys(o->keys, o->par);  // the parallel flags: one table for every command
+  o->keys.add_options(*cmd);
   add_pp_plan_flags(*cmd, o->pp);
-  cmd->add_option("--memopt-level", o->memopt.level,
-                  "with --model: memopt's choice per unit and segment (0 none | 1 checkpoint every segment | 2, 3 "
-                  "also split the peak segment over samples, time | 4 level 1 then un-checkpoint greedily), measured "
-                  "on one step of this process")
-      ->check(range_validator("memopt-level", true));
-  cmd->add_flag("--memopt-compress-x,!--no-memopt-compress-x", o->memopt.compress_x,
-                "memopt: keep checkpointed spike inputs as bits (default on)");
-  cmd->add_option("--memory-budget-mb", o->memopt.memory_budget_mb, "memopt: the peak MiB the search stops under")
-      ->check(range_validator("memory-budget-mb", false));
-  cmd->add_option("--pp-memopt-stage-budget-ratio", o->memopt.pp_stage_budget_ratio,
-                  "pp: memopt on round(ratio x stages) logical stages (those keeping the most activation memory)")
-      ->check(range_validator("pp-memopt-stage-budget-ratio", false));
-  add_auto_plan_flags(*cmd, o->autoplan, true);
+  add_auto_plan_flags(*cmd, o->autoplan);
   cmd->add_option("--gpus-per-node", o->gpus_per_node,
                   "show the GPU each rank would take if every node showed this many GPUs (training takes local rank "
                   "% visible GPUs); default: the GPUs this process sees (none: CPU threads)")
@@ -211,21 +165,33 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
       "          spikemesh plan --mesh-shape 1 1 4 --model cifar10dvs_vgg --pp-schedule 1f1b --T 4   # pipeline\n"
       "          spikemesh plan --config run.toml   # the mesh and model a training config describes");
   cmd->callback([o, cmd, &env]() {
+    o->keys.apply_given_flags();
     apply_config(*cmd, *o);  // the same file on every rank: the same outcome (mesh creation compares)
+    // --prefer ranks every layout of these ranks, as `train --distributed-mode auto` would.
+    const bool ranking = o->par.distributed_mode == "auto" || !o->par.prefer.empty();
+    if (ranking && o->par.distributed_mode == "none") o->par.distributed_mode = "auto";
+    validate_parallel_config(o->par);
+    const MeshFlags mesh_flags_given = mesh_flags(o->par);
     const bool have_model = !o->sel.model.empty() || !o->sel.spec.empty();
-    if (!o->autoplan.prefer.empty()) {  // the cost model's ranking of every layout of these ranks
+    if (ranking) {  // the cost model's ranking of every layout of these ranks
       if (!have_model) SM_INPUT_ERROR("--prefer needs --model or --model-spec (the model whose layouts are ranked)");
-      (void)run_auto_plan(env, o->sel, o->autoplan, o->batch_size, o->keep_first, o->keep_classifier, false);
+      std::unique_ptr<Comm> world = env.size > 1 ? std::make_unique<Comm>(env.world, "world") : nullptr;
+      LayoutTarget t;
+      t.model = o->sel;
+      t.batch_size = o->batch_size;
+      t.world_size = env.size;
+      t.local_rank = local_rank_of(env.world, env.size);
+      (void)run_auto_plan(o->par, o->keys.given_keys(), t, o->autoplan, world.get(), false);
       return;
     }
     if (env.size == 1 && have_model) {  // a preview: the shape alone, no ranks needed
-      const MeshShape shape = resolve_mesh_shape(o->mesh, preview_world(o->mesh));
+      const MeshShape shape = resolve_mesh_shape(mesh_flags_given, preview_world(mesh_flags_given));
       std::printf("mesh %s (preview on one process; run under mpirun with %d ranks to see the groups)\n",
                   shape.str().c_str(), static_cast<int>(shape.product()));
       print_plan(*o, shape, static_cast<int>(shape.product()));
       return;
     }
-    auto mesh = Mesh::create(env.world, o->mesh);  // collective over the world
+    auto mesh = Mesh::create(env.world, mesh_flags_given);  // collective over the world
     std::string text = mesh->describe();
     const std::string as_if = o->gpus_per_node >= 0 ? " (as if each node showed " + std::to_string(o->gpus_per_node) +
                                                           (o->gpus_per_node == 1 ? " GPU" : " GPUs") + ": --gpus-per-node)"
@@ -240,7 +206,7 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
     agree_on_error(&mesh->world(), [&] {
       if (env.rank != 0) return;
       std::fputs(text.c_str(), stdout);
-      std::printf("comm: --comm %s, --comm-timeout %g s\n", o->mesh.comm.c_str(), o->mesh.comm_timeout);
+      std::printf("comm: --comm %s, --comm-timeout %g s\n", o->par.comm.c_str(), o->par.comm_timeout);
       if (have_model) print_plan(*o, mesh->shape(), env.size);
       std::fflush(stdout);
     });

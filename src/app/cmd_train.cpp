@@ -15,9 +15,8 @@
 #include "spikemesh/comm/mesh.h"
 #include "spikemesh/core/text_file.h"
 #include "spikemesh/train/train_config.h"
-#include "spikemesh/train/train_plan.h"
 #include "spikemesh/train/trainer.h"
-#include "auto_choice.h"
+#include "spikemesh/planner/auto_choice.h"
 
 namespace sm {
 
@@ -88,13 +87,15 @@ void add_train_command(CLI::App& app, const AppEnv& env) {
   cmd->callback([tc, &env]() {
     resolve_agreed(env, tc->resolver, [&] { tc->resolver.resolve(); });  // collective over the world
     resolve_train_numerics(tc->cfg, env);  // collective too; before any GPU work (a calibration's too)
-    apply_auto_layout(tc->cfg, tc->resolver.given_keys(), env);            // auto / --prefer: collective too
-    const TrainConfig& c = tc->cfg;
-    LayoutPlan plan;  // the layout plan, resolved once before any communicator
-    std::unique_ptr<Mesh> mesh = make_run_mesh(c, env, plan);  // collective over the world
+    std::unique_ptr<Comm> world = env.size > 1 ? std::make_unique<Comm>(env.world, "world") : nullptr;
+    // THE layout plan, once, before any other communicator (auto / --prefer: the planner's pick).
+    const LayoutPlan plan = plan_command_layout(
+        tc->cfg.parallel, tc->resolver.given_keys(),
+        training_target(tc->cfg, world.get(), env.size, local_rank_of(env.world, env.size)), world.get());
+    tc->cfg.parallel = recorded_parallel_config(tc->cfg.parallel, plan);  // config.toml records what runs
+    std::unique_ptr<Mesh> mesh = make_run_mesh(tc->cfg.parallel, plan, env);  // collective over the world
     install_stop_signal_handlers();
-    TrainSummary s = run_training(c, tc->resolver.to_toml(), mesh.get(), &plan);
-    (void)s;
+    (void)run_training(tc->cfg, tc->resolver.to_toml(), mesh.get(), plan);
   });
 }
 

@@ -3,7 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "spikemesh/comm/mesh.h"
+#include "spikemesh/core/config_keys.h"
 #include "spikemesh/models/model_selection.h"
 
 namespace sm {
@@ -19,6 +19,7 @@ ConfigFileValues read_config_file(const std::string& path) {
   TrainConfigResolver r(f.cfg);
   r.apply_toml_file(path);  // every key checked: unknown keys, types, ranges (flag_ranges.h)
   f.keys = r.file_keys();
+  f.path = path;
   return f;
 }
 
@@ -40,16 +41,15 @@ void apply_config_model(const CLI::App& cmd, const ConfigFileValues& f, ModelSel
   if (f.fills(cmd, "dropout") && c.dropout >= 0) sel.dropout = c.dropout;
 }
 
-void apply_config_mesh(const CLI::App& cmd, const ConfigFileValues& f, MeshFlags& mesh) {
-  const TrainConfig& c = f.cfg;
-  if (f.fills(cmd, "mesh-shape")) {
-    mesh.mesh_shape.clear();
-    for (int64_t d : c.mesh_shape) mesh.mesh_shape.push_back(static_cast<int>(d));  // each <= 2^20 (flag range)
-  }
-  if (f.fills(cmd, "tp-mesh-dim")) mesh.tp_mesh_dim = static_cast<int>(c.tp_mesh_dim);
-  if (f.fills(cmd, "dp-mesh-dim")) mesh.dp_mesh_dim = static_cast<int>(c.dp_mesh_dim);
-  if (f.fills(cmd, "comm")) mesh.comm = c.comm;
-  if (f.fills(cmd, "comm-timeout")) mesh.comm_timeout = c.comm_timeout;
+void apply_config_parallel(const CLI::App& cmd, const ConfigFileValues& f, ConfigKeys& keys) {
+  std::set<std::string> fill;
+  for (const std::string& k : parallel_keys())
+    if (f.fills(cmd, k)) fill.insert(k);
+  if (fill.empty()) return;
+  ParallelConfig from = f.cfg.parallel;  // the file's values, as the same table writes them
+  ConfigKeys file_keys;
+  add_parallel_keys(file_keys, from);
+  keys.apply_toml_text(toml_subset(file_keys.to_toml(""), fill, f.path), f.path);
 }
 
 }  // namespace sm

@@ -128,6 +128,10 @@ void check_against_mesh(const LayoutOptions& o, int world_size, int tp, int pp) 
 }  // namespace
 
 LayoutPlan plan_layout(const LayoutOptions& o, const MeshShape& mesh, int world_size, int64_t replica_batch) {
+  return plan_layout(o, mesh, world_size, BatchRequest{replica_batch, 0, 1});
+}
+
+LayoutPlan plan_layout(const LayoutOptions& o, const MeshShape& mesh, int world_size, const BatchRequest& batch) {
   check_against_mesh(o, world_size, mesh.tp, mesh.pp);
   LayoutPlan p;
   p.options = o;
@@ -139,14 +143,14 @@ LayoutPlan plan_layout(const LayoutOptions& o, const MeshShape& mesh, int world_
                 : z == "zero"                                          ? GradientReduction::Zero1
                 : z == "zero2"                                         ? GradientReduction::Zero2
                                                                        : GradientReduction::AllReduce;
-  p.resolved = true;
-  if (replica_batch > 0) plan_pipeline_batch(p, replica_batch);
+  if (batch.batch_size > 0 || batch.global_batch_size > 0) plan_batch(p, batch);
   return p;
 }
 
-void plan_pipeline_batch(LayoutPlan& p, int64_t replica_batch) {
-  p.replica_batch = replica_batch;
-  if (!p.pipelined()) return;
+namespace {
+// With pp: the replica's batch in microbatches (docs/semantics.md §6 default); sets the plan's
+// microbatch count and the samples of the dry run's microbatch.
+void plan_microbatches(LayoutPlan& p, int64_t replica_batch) {
   LayoutOptions& r = p.options;  // the replica's batch in microbatches (docs/semantics.md §6 default)
   // a schedule file read here for its microbatch count is kept: the plan reads it once
   const int m = resolve_microbatches(replica_batch, p.mesh.pp, r.pp_virtual_stages, r.pp_microbatches, r.pp_schedule,
@@ -158,6 +162,35 @@ void plan_pipeline_batch(LayoutPlan& p, int64_t replica_batch) {
   }
   r.pp_microbatches = m;
   r.pp_cost_samples = replica_batch / m;  // the dry run that balances the stages runs one real-size microbatch
+}
+}  // namespace
+
+void plan_batch(LayoutPlan& p, const BatchRequest& r) {
+  const int64_t dp = p.mesh.dp;  // the data ranks: tp ranks share a replica's samples, pp ranks its stages
+  BatchPlan& b = p.batch;
+  if (p.pipelined()) {
+    if (r.grad_accum > 1)
+      SM_INPUT_ERROR("--grad-accum " << r.grad_accum << " with pp = " << p.mesh.pp
+                                     << ": a pipeline accumulates over its microbatches; use --pp-microbatches");
+    if (r.global_batch_size > 0 && r.global_batch_size % dp != 0)
+      SM_INPUT_ERROR("--global-batch-size " << r.global_batch_size << " is not divisible by dp " << dp);
+    b.replica = r.global_batch_size > 0 ? r.global_batch_size / dp : r.batch_size;
+    plan_microbatches(p, b.replica);
+    b.accum = p.options.pp_microbatches;
+    b.micro = b.replica / b.accum;
+  } else {
+    b.accum = r.grad_accum;
+    if (r.global_batch_size > 0) {
+      if (r.global_batch_size % (dp * b.accum) != 0)
+        SM_INPUT_ERROR("--global-batch-size " << r.global_batch_size << " is not divisible by dp " << dp
+                                              << " x --grad-accum " << b.accum << " = " << dp * b.accum);
+      b.micro = r.global_batch_size / (dp * b.accum);
+    } else {
+      b.micro = r.batch_size;
+    }
+    b.replica = b.micro * b.accum;
+  }
+  b.global = b.replica * dp;
 }
 
 void bind_layout_plan(LayoutPlan& p, Model& model) {
@@ -178,7 +211,7 @@ void bind_layout_plan(LayoutPlan& p, Model& model) {
     if (S > p.units)
       SM_INPUT_ERROR("pipeline: " << S << " logical stages (pp " << P << " x --pp-virtual-stages " << v
                                   << ") but model '" << p.model_name << "' has only " << p.units << " units");
-    if (p.schedule.per_rank.empty())  // not yet read by plan_pipeline_batch
+    if (p.schedule.per_rank.empty())  // not yet read by plan_microbatches
       p.schedule = resolve_schedule(o.pp_schedule, o.pp_schedule_file, P, v, o.pp_delay_wgrad, o.pp_microbatches);
     require_valid_schedule(p.schedule, o.pp_schedule_file.empty() ? "--pp-schedule " + p.schedule.kind
                                                                    : "--pp-schedule-file " + o.pp_schedule_file);
@@ -206,8 +239,8 @@ std::string LayoutPlan::describe() const {
     os << "  pipeline: " << mesh.pp << " ranks x " << o.pp_virtual_stages << " virtual stage"
        << (o.pp_virtual_stages > 1 ? "s" : "") << ", schedule "
        << (bound ? schedule.kind : o.pp_schedule) << ", " << o.pp_microbatches << " microbatches";
-    if (replica_batch > 0)
-      os << " of " << o.pp_cost_samples << (o.pp_cost_samples == 1 ? " sample (" : " samples (") << replica_batch
+    if (batch.replica > 0)
+      os << " of " << o.pp_cost_samples << (o.pp_cost_samples == 1 ? " sample (" : " samples (") << batch.replica
          << " per replica)";
     os << ", partition " << (!partition.empty() ? layout_text(partition) : std::string("measured at start-up"))
        << ", transport " << o.pp_transport << (o.pp_delay_wgrad ? ", W delayed" : "") << "\n";

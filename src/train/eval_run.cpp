@@ -22,15 +22,14 @@
 namespace sm {
 
 const std::vector<std::string>& eval_flag_keys() {
-  static const std::vector<std::string> k = {
-      "data", "batch-size", "eval-batch-size", "device", "threads", "conv-algo", "allow-nonfinite-checkpoint",
-      // the layout, as train takes it
-      "distributed-mode", "mesh-shape", "tp-mesh-dim", "dp-mesh-dim", "comm", "comm-timeout", "optimizer-sharding",
-      "bucket-mb", "sync-bn", "tp-keep-first", "tp-keep-classifier", "fsdp-reshard-after-forward", "fsdp-param-dtype",
-      "fsdp-reduce-dtype", "pp-schedule", "pp-virtual-stages", "pp-microbatches", "pp-layout", "pp-transport",
-      "pp-delay-wgrad", "pp-schedule-file",
-      // the GPU numerics (train/gpu_numerics_flags.h): the evaluation's own, not the checkpoint's
-      "conv-algos", "conv-fp32-precision", "matmul-fp32-precision"};
+  static const std::vector<std::string> k = [] {
+    std::vector<std::string> keys = {"data", "batch-size", "eval-batch-size", "device", "threads", "conv-algo",
+                                     "allow-nonfinite-checkpoint",
+                                     // the GPU numerics (train/gpu_numerics_flags.h): the evaluation's own
+                                     "conv-algos", "conv-fp32-precision", "matmul-fp32-precision"};
+    for (const std::string& p : parallel_keys()) keys.push_back(p);  // the layout, as train takes it
+    return keys;
+  }();
   return k;
 }
 

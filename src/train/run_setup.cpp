@@ -50,7 +50,6 @@ RunParts setup_run(const RunRequest& req, Mesh* mesh, const std::function<void(M
   std::string model_text;  // the whole model as built (before tp sharding): the same on every rank
   LayoutPlan plan = req.layout;
   agree_on_error(world, [&] {
-    if (!plan.resolved) plan = plan_layout(plan.options, mesh ? mesh->shape() : MeshShape{}, mesh ? mesh->world_size() : 1, 0);
     parts.model = req.model.build();
     model_text = parts.model->summary();
     if (check_model) check_model(*parts.model);

@@ -33,21 +33,9 @@ RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& di) {
   return req;
 }
 
-int64_t replica_batch_of(const TrainConfig& cfg, int dp, int pp) {
-  if (pp > 1 && cfg.grad_accum > 1)
-    SM_INPUT_ERROR("--grad-accum " << cfg.grad_accum << " with pp = " << pp
-                                   << ": a pipeline accumulates over its microbatches; use --pp-microbatches");
-  if (cfg.global_batch_size <= 0) return cfg.batch_size;
-  if (pp > 1 && cfg.global_batch_size % dp != 0)
-    SM_INPUT_ERROR("--global-batch-size " << cfg.global_batch_size << " is not divisible by dp " << dp);
-  return pp > 1 ? cfg.global_batch_size / dp : cfg.batch_size;
-}
-
 LayoutPlan training_layout_plan(const TrainConfig& cfg, const MeshShape& shape, int world_size) {
-  const LayoutOptions o = layout_options(cfg, master_dtype(precision_from_name(cfg.precision)));
-  LayoutPlan p = plan_layout(o, shape, world_size, 0);  // the flags' messages come before the batch's
-  plan_pipeline_batch(p, replica_batch_of(cfg, shape.dp, shape.pp));
-  return p;
+  const LayoutOptions o = layout_options(cfg.parallel, master_dtype(precision_from_name(cfg.precision)));
+  return plan_layout(o, shape, world_size, batch_request(cfg.parallel, cfg.batch_size));
 }
 
 RunRequest run_request_for(const TrainConfig& cfg, const DatasetInfo& data, const LayoutPlan& plan) {
@@ -67,23 +55,15 @@ void check_model_fits_data(const std::string& data_path, const DatasetInfo& di, 
                              << mi.num_classes);
 }
 
-TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model& model, int dp, int pp_micro) {
+TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model& model, const BatchPlan& batch) {
   check_model_fits_data(cfg.data, ds.info(), model);
   TrainPlan p;
   p.encoding = encoding_from_name(cfg.encoding);
-  p.accum = cfg.grad_accum;
-  p.batch = cfg.batch_size;
-  if (pp_micro > 0) {  // a pipeline: the replica's batch in microbatches (training_layout_plan checked it)
-    const int64_t replica = cfg.global_batch_size > 0 ? cfg.global_batch_size / dp : cfg.batch_size;
-    p.accum = pp_micro;
-    p.batch = replica / pp_micro;
-  } else if (cfg.global_batch_size > 0) {
-    if (cfg.global_batch_size % (dp * p.accum) != 0)
-      SM_INPUT_ERROR("--global-batch-size " << cfg.global_batch_size << " is not divisible by dp " << dp
-                                            << " x --grad-accum " << p.accum << " = " << dp * p.accum);
-    p.batch = cfg.global_batch_size / (dp * p.accum);
-  }
-  p.global_batch = p.batch * dp * p.accum;
+  p.accum = batch.accum;
+  p.batch = batch.micro;
+  p.global_batch = batch.global;
+  SM_CHECK(batch.replica > 0 && batch.micro > 0, "plan_training: the layout plan's batches were not planned");
+  const int64_t dp = batch.global / batch.replica;
   const int64_t train = ds.size(Split::Train);
   if (dp == 1 && p.accum == 1 && train < p.batch)
     SM_INPUT_ERROR(cfg.data << ": " << train << " training samples, fewer than one batch of " << p.batch);

@@ -37,6 +37,7 @@
 #include "spikemesh/train/pipeline_record.h"
 #include "spikemesh/train/evaluation.h"
 #include "spikemesh/train/run_dir.h"
+#include "spikemesh/train/run_header.h"
 #include "spikemesh/train/step_metrics.h"
 #include "spikemesh/core/stop_signal.h"
 #include "spikemesh/train/train_plan.h"
@@ -66,30 +67,6 @@ TrainState resume(CheckpointManager& ckpt, const std::string& path, LossScaler& 
   return st;
 }
 
-std::string header_line(const TrainConfig& cfg, const H5Dataset& ds, Layout& layout, const RunParts& parts,
-                        const TrainPlan& plan, const std::string& run_dir) {
-  const Model& m = *parts.model;
-  const int dp = layout.data_size();
-  std::ostringstream h;
-  h << "spikemesh train: model " << m.info.name << " (" << m.num_parameters() << " parameters, T " << m.info.T << ", "
-    << cfg.precision << "), data " << cfg.data << " (" << ds.size(Split::Train) << " train / " << ds.size(Split::Test)
-    << " test), batch " << plan.batch;
-  if (layout.pipeline())
-    h << " per microbatch (global " << plan.global_batch << " = " << plan.batch << " x dp " << dp << " x "
-      << plan.accum << " microbatches)";
-  else if (layout.distributed() || plan.accum > 1)
-    h << " per rank (global " << plan.global_batch << " = " << plan.batch << " x dp " << dp << " x accum "
-      << plan.accum << ")";
-  h << ", " << plan.per_epoch << " steps/epoch, ";
-  if (parts.device.is_cuda())
-    h << parts.device.str()
-      << (parts.activations != parts.dtype ? std::string(" (") + dtype_name(parts.activations) + " activations)" : "");
-  else
-    h << omp_get_max_threads() << " threads";
-  if (layout.distributed()) h << " per rank, " << layout.world_size() << " ranks (" << layout.describe() << ")";
-  h << ", output " << run_dir;
-  return h.str();
-}
 }  // namespace
 
 namespace {
@@ -99,7 +76,7 @@ namespace {
 class TrainingRun {
  public:
   ~TrainingRun() { stop_heartbeat(); }
-  TrainingRun(const TrainConfig& cfg, const std::string& config_toml, Mesh* mesh, const LayoutPlan* layout_plan)
+  TrainingRun(const TrainConfig& cfg, const std::string& config_toml, Mesh* mesh, const LayoutPlan& layout_plan)
       : cfg_(cfg), toml_(config_toml), mesh_(mesh), world_(mesh ? &mesh->world() : nullptr),
         // data first: a bad file fails before anything is written (collective over the data group)
         ds_(H5Dataset::open(cfg.data, data_group_of(mesh))) {
@@ -109,7 +86,7 @@ class TrainingRun {
   TrainSummary run();
 
  private:
-  void set_up_parts(const LayoutPlan* layout_plan);
+  void set_up_parts(const LayoutPlan& layout_plan);
   void set_up_output();
   void resume_or_start();
   void save();
@@ -153,15 +130,10 @@ class TrainingRun {
   Timer run_timer_;
 };
 
-void TrainingRun::set_up_parts(const LayoutPlan* layout_plan) {
+void TrainingRun::set_up_parts(const LayoutPlan& layout_plan) {
   RunRequest req;
-  agree_on_error(world_, [&] {
-    req = run_request_for(cfg_, ds_.info(), layout_plan ? *layout_plan
-                                                        : training_layout_plan(cfg_, mesh_ ? mesh_->shape() : MeshShape{},
-                                                                               mesh_ ? mesh_->world_size() : 1));
-  });
-  const int pp_micro = req.layout.pipelined() ? req.layout.options.pp_microbatches : 0;  // microbatches per step
-  parts_ = setup_run(req, mesh_, [&](Model& m) { plan_ = plan_training(cfg_, ds_, m, data_ranks_of(mesh_), pp_micro); });
+  agree_on_error(world_, [&] { req = run_request_for(cfg_, ds_.info(), layout_plan); });
+  parts_ = setup_run(req, mesh_, [&](Model& m) { plan_ = plan_training(cfg_, ds_, m, layout_plan.batch); });
   sched_ = std::make_unique<LrSchedule>(plan_.lr);
   sampler_ = std::make_unique<EpochSampler>(ds_.size(Split::Train), plan_.global_batch, static_cast<uint64_t>(cfg_.seed),
                                             cfg_.shuffle, true);
@@ -200,29 +172,14 @@ void TrainingRun::set_up_output() {
     metrics_ = std::make_unique<MetricsWriter>(run_dir_ + "/metrics.h5", resume_from_.empty() ? -1 : st_.step);
   });
   log_->line(header_line(cfg_, ds_, *parts_.layout, parts_, plan_, run_dir_));
-  if (mesh_ && mesh_->world_size() > 1) {  // where the ranks run: threads follow the ranks of each node
-    // "cuda:0 (CUDA_VISIBLE_DEVICES=3)"; on the CPU "2 threads", plus the GPUs Slurm bound
-    // when this rank runs on the CPU anyway (fp64, --device cpu, or no usable GPU).
-    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
-    const std::string bound = cvd && *cvd ? std::string(" (CUDA_VISIBLE_DEVICES=") + cvd + ")" : "";
-    std::string mine;
-    if (parts_.device.is_cuda()) {
-      mine = parts_.device.str() + bound;
-    } else {
-      const int t = omp_get_max_threads();
-      mine = std::to_string(t) + (t == 1 ? " thread" : " threads") + bound;
-    }
-    std::string where = mesh_->placement(mine);  // collective over the world
-    where.pop_back();
-    log_->line("placement:\n" + where);
-  }
+  if (mesh_ && mesh_->world_size() > 1) log_->line(placement_lines(*mesh_, parts_.device));  // collective over the world
   std::string plan_text = parts_.layout->plan().describe();  // the resolved layout plan
   plan_text.pop_back();                                      // its last newline: log.line adds one
   log_->line(plan_text);
   sum_.run_dir = run_dir_;
   es_ = EvalSettings{cfg_.eval_batch_size > 0 ? cfg_.eval_batch_size : cfg_.batch_size, model.info.T, plan_.encoding,
                      parts_.dtype, parts_.activations, static_cast<uint64_t>(cfg_.seed), Split::Test, {}};
-  pipe_rec_ = std::make_unique<PipelineRecorder>(*parts_.layout, cfg_.pp_timeline_steps);  // <run>/pipeline.h5
+  pipe_rec_ = std::make_unique<PipelineRecorder>(*parts_.layout, cfg_.parallel.pp_timeline_steps);  // <run>/pipeline.h5
   // --cuda-graphs (train/graph_step_cuda.h): replays the steady-state step on one GPU.
   graphs_ = std::make_unique<CudaGraphStep>(
       parse_cuda_graphs(cfg_.cuda_graphs), GraphConditions{parts_.device.is_cuda(), parts_.layout->world_size(),
@@ -348,7 +305,7 @@ void TrainingRun::record_step(StepReport& rep, int64_t epoch, double lr) {
   rep.stop = stop_signal() != 0;
   if (!layout.counts_in_metrics()) rep.r.count = rep.r.correct = 0;  // tp peers: tp rank 0 counts
   reduce_step_report(layout.metrics_comm(), rep);  // collective: every rank agrees on the stop too
-  if (cfg_.check_replicas > 0 && st_.step % cfg_.check_replicas == 0)
+  if (cfg_.parallel.check_replicas > 0 && st_.step % cfg_.parallel.check_replicas == 0)
     layout.check_replicas("parameters after step " + std::to_string(st_.step));
   comm_before_ = layout.all_comm_counters();
   window_.add(rep);
@@ -441,7 +398,7 @@ TrainSummary TrainingRun::run() {
 }  // namespace
 
 TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml, Mesh* mesh,
-                          const LayoutPlan* layout_plan) {
+                          const LayoutPlan& layout_plan) {
   TrainingRun run(cfg, config_toml, mesh, layout_plan);
   return run.run();
 }

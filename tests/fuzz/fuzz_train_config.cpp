@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!fuzz::expect_ok_or_input_error([&] { r.apply_toml_file(path); })) return 0;
   const bool valid = fuzz::expect_ok_or_input_error([&] {
     sm::validate_train_config(cfg);
-    (void)sm::layout_options(cfg);
+    (void)sm::layout_options(cfg.parallel);
   });
   const std::string text = r.to_toml();
   fuzz::write_file(path2, reinterpret_cast<const uint8_t*>(text.data()), text.size());

@@ -21,6 +21,7 @@
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/parallel/dist_run.h"
 #include "spikemesh/train/train_config.h"
+#include "spikemesh/train/train_plan.h"
 #include "spikemesh/train/trainer.h"
 #include "test_parallel_util.h"
 
@@ -82,7 +83,10 @@ struct TrainRun {
     for (auto& [k, v] : kv) resolver.set(k, v, "test");
     validate_train_config(cfg);
   }
-  TrainSummary go(Mesh* mesh) { return run_training(cfg, resolver.to_toml(), mesh); }
+  TrainSummary go(Mesh* mesh) {
+    return run_training(cfg, resolver.to_toml(), mesh,
+                        training_layout_plan(cfg, mesh ? mesh->shape() : MeshShape{}, mesh ? mesh->world_size() : 1));
+  }
   std::string dir() const { return cfg.output + "/" + cfg.run_name; }
 };
 

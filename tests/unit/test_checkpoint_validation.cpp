@@ -340,9 +340,9 @@ TEST(CheckpointValidation, ResumeConfigDifferencesListTrajectorySettingsOnly) {
   c.device = "cpu";
   c.resume = "auto";
   c.keep = 9;
-  c.comm_timeout = 5;
-  c.mesh_shape = {2, 1, 1};
-  c.distributed_mode = "dp";
+  c.parallel.comm_timeout = 5;
+  c.parallel.mesh_shape = {2, 1, 1};
+  c.parallel.distributed_mode = "dp";
   c.batch_size = 8;
   c.allow_nonfinite_checkpoint = true;
   const std::string moved = r.to_toml();

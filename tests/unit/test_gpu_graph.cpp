@@ -159,7 +159,7 @@ TEST(CudaGraphRule, CpuStepsThroughTheDriverAreTrainStep) {
     req.threads = 1;
     req.optimizer.name = "adam";
     req.optimizer.lr = 1e-2;
-    RunParts parts = setup_run(req, nullptr);
+    RunParts parts = (req.layout = plan_layout(LayoutOptions{}, MeshShape{}, 1, 0), setup_run(req, nullptr));
     CudaGraphStep g(CudaGraphMode::Auto, GraphConditions{false, 1, DistMode::None, 1, false});
     CounterRng rng(3, "test/x");
     Tensor x = Tensor::empty({2, 2, 1, 28, 28}, DType::F32), y = Tensor::empty({2}, DType::I64);
@@ -227,7 +227,7 @@ Trajectory train(const GraphRun& g, CudaGraphMode mode) {
   req.optimizer.lr = 1e-3;
   req.optimizer.weight_decay = g.optimizer == "adam" ? 0.0 : 1e-2;
   req.optimizer.momentum = 0.9;
-  RunParts parts = setup_run(req, nullptr);
+  RunParts parts = (req.layout = plan_layout(LayoutOptions{}, MeshShape{}, 1, 0), setup_run(req, nullptr));
   const ModelInfo& mi = parts.model->info;
   CudaGraphStep graphs(mode, GraphConditions{true, 1, DistMode::None, g.micro, parts.scaler.enabled()});
   std::vector<MicroBatch> data;
@@ -467,7 +467,7 @@ layers = [
     RunRequest req;
     req.model.spec = spec;
     req.device = "cuda";
-    RunParts parts = setup_run(req, nullptr);
+    RunParts parts = (req.layout = plan_layout(LayoutOptions{}, MeshShape{}, 1, 0), setup_run(req, nullptr));
     CudaGraphStep graphs(mode, GraphConditions{true, 1, DistMode::None, 1, false});
     Tensor x = Tensor::zeros({2, 2, 1, 4, 4}, DType::F32, parts.device), y = Tensor::zeros({2}, DType::I64, parts.device);
     for (int s = 0; s < 4; ++s) {

@@ -28,6 +28,7 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/optim/optimizer.h"
 #include "spikemesh/train/train_config.h"
+#include "spikemesh/train/train_plan.h"
 #include "spikemesh/train/trainer.h"
 
 namespace sm {
@@ -70,7 +71,7 @@ struct GpuRun {
     for (auto& [k, v] : kv) resolver.set(k, v, "test");
     validate_train_config(cfg);
   }
-  TrainSummary go() { return run_training(cfg, resolver.to_toml()); }
+  TrainSummary go() { return run_training(cfg, resolver.to_toml(), nullptr, training_layout_plan(cfg, MeshShape{}, 1)); }
   std::string dir() const { return cfg.output + "/" + cfg.run_name; }
   std::vector<double> metric(const std::string& name) const {
     Tensor t = H5File::open(dir() + "/metrics.h5").read(name, DType::F64);

@@ -26,15 +26,15 @@ TrainConfig resolve_args(const std::vector<std::string>& args) { return test::re
 
 TEST(TrainConfigParallel, DefaultsAreOneRank) {
   TrainConfig c = resolve_args({"--data", "d.h5"});
-  EXPECT_EQ(c.distributed_mode, "none");
-  EXPECT_TRUE(c.mesh_shape.empty());
-  EXPECT_EQ(c.optimizer_sharding, "none");
-  EXPECT_EQ(c.grad_accum, 1);
-  EXPECT_EQ(c.global_batch_size, 0);
-  EXPECT_FALSE(c.sync_bn);
-  EXPECT_TRUE(c.fsdp_reshard_after_forward);
-  EXPECT_EQ(c.bucket_mb, 25.0);
-  EXPECT_EQ(c.comm, "auto");
+  EXPECT_EQ(c.parallel.distributed_mode, "none");
+  EXPECT_TRUE(c.parallel.mesh_shape.empty());
+  EXPECT_EQ(c.parallel.optimizer_sharding, "none");
+  EXPECT_EQ(c.parallel.grad_accum, 1);
+  EXPECT_EQ(c.parallel.global_batch_size, 0);
+  EXPECT_FALSE(c.parallel.sync_bn);
+  EXPECT_TRUE(c.parallel.fsdp_reshard_after_forward);
+  EXPECT_EQ(c.parallel.bucket_mb, 25.0);
+  EXPECT_EQ(c.parallel.comm, "auto");
 }
 
 TEST(TrainConfigParallel, FlagsAndMeshShapeList) {
@@ -42,15 +42,15 @@ TEST(TrainConfigParallel, FlagsAndMeshShapeList) {
                                 "--grad-accum", "2", "--sync-bn", "--no-fsdp-reshard-after-forward",
                                 "--fsdp-param-dtype", "bf16", "--fsdp-reduce-dtype", "fp32", "--global-batch-size", "64",
                                 "--comm-timeout", "30"});
-  EXPECT_EQ(c.distributed_mode, "fsdp");
-  EXPECT_EQ(c.mesh_shape, (std::vector<int64_t>{4, 1, 1}));
-  EXPECT_EQ(c.grad_accum, 2);
-  EXPECT_TRUE(c.sync_bn);
-  EXPECT_FALSE(c.fsdp_reshard_after_forward);
-  EXPECT_EQ(c.fsdp_param_dtype, "bf16");
-  EXPECT_EQ(c.fsdp_reduce_dtype, "fp32");
-  EXPECT_EQ(c.global_batch_size, 64);
-  EXPECT_EQ(c.comm_timeout, 30.0);
+  EXPECT_EQ(c.parallel.distributed_mode, "fsdp");
+  EXPECT_EQ(c.parallel.mesh_shape, (std::vector<int64_t>{4, 1, 1}));
+  EXPECT_EQ(c.parallel.grad_accum, 2);
+  EXPECT_TRUE(c.parallel.sync_bn);
+  EXPECT_FALSE(c.parallel.fsdp_reshard_after_forward);
+  EXPECT_EQ(c.parallel.fsdp_param_dtype, "bf16");
+  EXPECT_EQ(c.parallel.fsdp_reduce_dtype, "fp32");
+  EXPECT_EQ(c.parallel.global_batch_size, 64);
+  EXPECT_EQ(c.parallel.comm_timeout, 30.0);
 }
 
 TEST(TrainConfigParallel, MeshShapeFromTomlAndBack) {
@@ -58,12 +58,12 @@ TEST(TrainConfigParallel, MeshShapeFromTomlAndBack) {
   std::ofstream(path) << "data = \"d.h5\"\ndistributed-mode = \"dp\"\nmesh-shape = [2, 1, 1]\n"
                          "optimizer-sharding = \"zero2\"\nbucket-mb = 4.5\n";
   TrainConfig c = resolve_args({"--config", path});
-  EXPECT_EQ(c.mesh_shape, (std::vector<int64_t>{2, 1, 1}));
-  EXPECT_EQ(c.optimizer_sharding, "zero2");
-  EXPECT_EQ(c.bucket_mb, 4.5);
+  EXPECT_EQ(c.parallel.mesh_shape, (std::vector<int64_t>{2, 1, 1}));
+  EXPECT_EQ(c.parallel.optimizer_sharding, "zero2");
+  EXPECT_EQ(c.parallel.bucket_mb, 4.5);
   // Flags replace the file's list (not append to it).
   TrainConfig f = resolve_args({"--config", path, "--mesh-shape", "4"});
-  EXPECT_EQ(f.mesh_shape, (std::vector<int64_t>{4}));
+  EXPECT_EQ(f.parallel.mesh_shape, (std::vector<int64_t>{4}));
   // The resolved TOML reads back into the same configuration.
   TrainConfig back;
   TrainConfigResolver rb(back);
@@ -74,7 +74,7 @@ TEST(TrainConfigParallel, MeshShapeFromTomlAndBack) {
   std::ofstream(out) << ro.to_toml();
   rb.apply_toml_file(out);
   EXPECT_EQ(rb.to_toml(), ro.to_toml());
-  EXPECT_EQ(back.mesh_shape, (std::vector<int64_t>{2, 1, 1}));
+  EXPECT_EQ(back.parallel.mesh_shape, (std::vector<int64_t>{2, 1, 1}));
   std::remove(path.c_str());
   std::remove(out.c_str());
 }

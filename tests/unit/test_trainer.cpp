@@ -37,6 +37,7 @@
 #include "spikemesh/optim/optimizer.h"
 #include "spikemesh/train/train_config.h"
 #include "spikemesh/train/train_step.h"
+#include "spikemesh/train/train_plan.h"
 #include "spikemesh/train/trainer.h"
 
 namespace sm {
@@ -125,7 +126,7 @@ struct TrainRun {
             {"batch-size", "8"},       {"lr", "0.01"},       {"output", root_dir()},
             {"log-every", "1"},        {"keep", "10"},       {"device", "cpu"}};
   }
-  TrainSummary go() { return run_training(cfg, resolver.to_toml()); }
+  TrainSummary go() { return run_training(cfg, resolver.to_toml(), nullptr, training_layout_plan(cfg, MeshShape{}, 1)); }
   std::string dir() const { return cfg.output + "/" + cfg.run_name; }
 };
 

@@ -16,8 +16,6 @@ class App;
 
 namespace sm {
 
-struct MeshFlags;  // comm/mesh.h
-
 // Process-wide facts every subcommand may need; filled by main.cpp after MPI_Init_thread.
 struct AppEnv {
   MPI_Comm world = MPI_COMM_NULL;  // the world communicator (a copy owned by main)
@@ -54,8 +52,5 @@ void add_plan_command(CLI::App& app, const AppEnv& env);
 void add_commtest_command(CLI::App& app, const AppEnv& env);
 // `spikemesh calibrate` (cmd_calibrate.cpp): the cost model's measurements of this machine.
 void add_calibrate_command(CLI::App& app, const AppEnv& env);
-// Adds --mesh-shape, --tp-mesh-dim, --dp-mesh-dim, --comm and --comm-timeout, filling
-// `flags` (which must outlive parsing); Mesh::create(env.world, flags) applies them.
-void add_mesh_flags(CLI::App& cmd, MeshFlags& flags);
 
 }  // namespace sm

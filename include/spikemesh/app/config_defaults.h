@@ -17,13 +17,14 @@ class App;
 namespace sm {
 
 struct ModelSelection;
-struct MeshFlags;
+class ConfigKeys;
 
 // A training config file read and validated key by key (not as a whole run: `data` may be
 // missing), with the keys it set.
 struct ConfigFileValues {
   TrainConfig cfg;
   std::set<std::string> keys;
+  std::string path;
   // True when the file set `key` and `cmd` did not get the flag --key on its command line.
   bool fills(const CLI::App& cmd, const std::string& key) const;
 };
@@ -31,7 +32,8 @@ ConfigFileValues read_config_file(const std::string& path);
 
 // Fills the model flags (--model/--model-spec, --var, --T, --dropout) of `cmd` from `f`.
 void apply_config_model(const CLI::App& cmd, const ConfigFileValues& f, ModelSelection& sel);
-// Fills the mesh flags (--mesh-shape, --tp-mesh-dim, --dp-mesh-dim, --comm, --comm-timeout).
-void apply_config_mesh(const CLI::App& cmd, const ConfigFileValues& f, MeshFlags& mesh);
+// Fills the parallel flags (parallel/parallel_config.h) the file sets and `cmd` did not get, into
+// the command's registry `keys` (bound to its ParallelConfig).
+void apply_config_parallel(const CLI::App& cmd, const ConfigFileValues& f, ConfigKeys& keys);
 
 }  // namespace sm

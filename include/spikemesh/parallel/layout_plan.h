@@ -1,14 +1,15 @@
 // layout_plan.h — the one resolved parallel plan of a run (docs/architecture.md §5): from the
 // layout flags, the mesh shape and the model, everything that decides how a step runs on the
 // ranks — mode, mesh, the tensor-parallel plan, the pipeline schedule, its microbatches and
-// partition. `train`, `bench` and `plan` resolve it once, print it (describe()) and run it
-// (Layout is built from it; setup_run applies its tp plan).
+// partition, and the batch arithmetic (BatchPlan). Every command resolves it once, at its
+// start (planner/auto_choice.h: plan_command_layout), prints it (describe()), passes it down by
+// reference and runs it (Layout is built from it; setup_run applies its tp plan).
 // Resolution has two phases, both pure (no communication):
-//   plan_layout(options, mesh, world, replica batch)   the flags against the mesh: modes and
-//       their combinations, then the pipeline's microbatches (--pp-microbatches, the schedule
-//       file's count, or the default divisor) — before any communicator exists;
-//   bind_layout_plan(plan, model)                       the model: its tp plan (tp > 1), the
-//       unit count against the logical stages, the schedule, a --pp-layout partition.
+//   plan_layout(options, mesh, world, batch)   the flags against the mesh: modes and their
+//       combinations, then the batches and the pipeline's microbatches (--pp-microbatches, the
+//       schedule file's count, or the default divisor) — before any communicator exists;
+//   bind_layout_plan(plan, model)              the model: its tp plan (tp > 1), the unit count
+//       against the logical stages, the schedule, a --pp-layout partition.
 // A --pp-schedule-file is read once: in phase 1 when it gives the microbatch count (no
 // --pp-microbatches), else in phase 2.
 // Invariant: every inconsistency is an Input error naming the flag or file; the same inputs
@@ -68,14 +69,31 @@ struct LayoutOptions {
 // configuration check of `train` calls it as soon as the flags are read.
 void validate_parallel_flags(const LayoutOptions& o);
 
+// The batch flags of a command (parallel/parallel_config.h: batch_request).
+struct BatchRequest {
+  int64_t batch_size = 0;         // --batch-size: samples per dp replica and micro-step
+  int64_t global_batch_size = 0;  // --global-batch-size (0: batch-size x dp x grad-accum)
+  int64_t grad_accum = 1;         // --grad-accum (a pipeline accumulates over its microbatches instead)
+};
+
+// THE batch arithmetic of a step, computed once (plan_batch): global = replica x dp, replica =
+// micro x accum. Without pp: accum = --grad-accum and micro = --batch-size, or
+// --global-batch-size / (dp x accum). With pp: replica = --batch-size, or --global-batch-size /
+// dp, split into accum = the pipeline's microbatches of micro samples.
+struct BatchPlan {
+  int64_t global = 0;   // samples per optimizer step over every replica
+  int64_t replica = 0;  // samples per dp replica per optimizer step
+  int64_t micro = 0;    // samples per micro-step (pp: per microbatch)
+  int64_t accum = 1;    // micro-steps per optimizer step (pp: microbatches)
+};
+
 struct LayoutPlan {
   LayoutOptions options;      // validated; with pp, pp_microbatches and pp_cost_samples resolved
   DistMode mode = DistMode::None;                            // options.mode, parsed
   GradientReduction reduction = GradientReduction::AllReduce;  // the dp family's (mode x --optimizer-sharding)
   MeshShape mesh;             // dp x tp x pp
   int world_size = 1;
-  int64_t replica_batch = 0;  // samples per dp replica per step (what the microbatches split)
-  bool resolved = false;      // made by plan_layout
+  BatchPlan batch;            // plan_batch (zero until the batch is planned)
   // bind_layout_plan:
   bool bound = false;
   std::string model_name;
@@ -90,12 +108,14 @@ struct LayoutPlan {
   std::string describe() const;
 };
 
-// Phase 1: the flags against the mesh (world_size ranks shaped `mesh`) and, with pp, the
-// microbatches of the `replica_batch` samples each dp replica runs per step. Pure.
+// Phase 1: the flags against the mesh (world_size ranks shaped `mesh`), then the batches
+// (plan_batch) when batch.batch_size or batch.global_batch_size is given. Pure.
+LayoutPlan plan_layout(const LayoutOptions& o, const MeshShape& mesh, int world_size, const BatchRequest& batch);
+// The same with `replica_batch` samples per dp replica and step (tools and tests; 0: no batch).
 LayoutPlan plan_layout(const LayoutOptions& o, const MeshShape& mesh, int world_size, int64_t replica_batch);
-// The batch part of phase 1 on its own (plan_layout with replica_batch > 0 calls it): records
-// the replica batch and, with pp, resolves the microbatches (Input errors name the flags).
-void plan_pipeline_batch(LayoutPlan& plan, int64_t replica_batch);
+// The batch part of phase 1: the plan's BatchPlan and, with pp, its microbatches (Input errors
+// name the flags: divisibility, --grad-accum with pp, the schedule's rules).
+void plan_batch(LayoutPlan& plan, const BatchRequest& batch);
 
 // Phase 2: the model (built, not finalised for tp > 1: its tp plan is made here). Reads a
 // --pp-schedule-file. Pure apart from that read.

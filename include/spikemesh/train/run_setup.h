@@ -28,7 +28,7 @@ struct RunRequest {
   int64_t threads = 0;             // CPU threads per rank; 0: OMP_NUM_THREADS, else all cores alone
   std::string conv_algo;           // dense | sparse | auto; empty: SPIKEMESH_CONV_ALGO, else auto
   uint64_t seed = 1;               // initial weights
-  LayoutPlan layout;  // plan_layout()'s (phase 1); setup_run binds it to the model. Default: one rank, resolved there
+  LayoutPlan layout;  // the command's plan (phase 1, resolved at its top); setup_run binds it to the model
   OptimizerConfig optimizer;
 };
 

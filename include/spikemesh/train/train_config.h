@@ -12,8 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "spikemesh/core/config_keys.h"
 #include "spikemesh/core/dtype.h"
-#include "spikemesh/parallel/layout.h"
+#include "spikemesh/parallel/parallel_config.h"
 #include "spikemesh/train/gpu_numerics_flags.h"
 
 namespace CLI {
@@ -66,39 +67,8 @@ struct TrainConfig {
   bool allow_nonfinite_checkpoint = false;  // load a checkpoint holding NaN/Inf values (else an error)
   int64_t log_every = 50;
   int64_t eval_batch_size = 0;    // 0: batch-size
-  // parallelism (the data-parallel family; docs: README "Multi-rank training")
-  std::string distributed_mode = "none";  // none | dp | fsdp | tp | fsdp_tp | pp | auto (planner/auto_layout.h)
-  std::string prefer;                     // auto: speed (default) | memory | capacity; "" with an explicit mode
-  std::string calibration;                // auto: the calibration file ("": the default path)
-  std::vector<int64_t> mesh_shape;        // DP TP PP (empty: dp = world size)
-  int64_t tp_mesh_dim = -1;
-  int64_t dp_mesh_dim = -1;
-  std::string comm = "auto";              // auto | mpi | nccl
-  double comm_timeout = 600.0;            // seconds; 0 = no watchdog
-  std::string optimizer_sharding = "none";  // none | zero | zero2 (dp)
-  double bucket_mb = 25.0;                // dp gradient bucket size
-  int64_t grad_accum = 1;                 // micro-steps per optimizer step
-  int64_t global_batch_size = 0;          // 0: batch-size x dp x grad-accum; else sets batch-size
-  bool sync_bn = false;                   // batch-norm statistics over the dp group
-  bool tp_keep_first = false;             // tp: the first weight layer stays whole
-  bool tp_keep_classifier = false;        // tp: the last weight layer stays whole
-  bool tp_debug_comm = false;             // tp: print each layer's tp collective once
-  bool fsdp_reshard_after_forward = true;
-  std::string fsdp_param_dtype;           // "": the --precision dtype
-  std::string fsdp_reduce_dtype;          // "": the --precision dtype
-  std::string pp_schedule = "auto";       // pp: auto | gpipe | 1f1b | interleaved | zero_bubble
-  int64_t pp_virtual_stages = 1;
-  int64_t pp_microbatches = 0;            // 0: default_microbatches(batch, stages)
-  std::string pp_layout;                  // "": balanced by measured unit costs
-  std::string pp_transport = "auto";      // pp: auto | staged | channels (parallel/pipeline/pp_transfer.h)
-  bool pp_delay_wgrad = false;
-  std::string pp_schedule_file;
-  int64_t pp_timeline_steps = 10;         // steps recorded in <run>/pipeline.h5
-  int64_t check_replicas = 0;             // verify dp replicas every N steps (0: at start only)
-  int64_t memopt_level = 0;               // models/memopt_plan.h
-  bool memopt_compress_x = true;
-  double memory_budget_mb = 0.0;          // 0: none
-  double pp_memopt_stage_budget_ratio = 0.5;
+  // parallelism: every parallel flag, declared once (parallel/parallel_config.h)
+  ParallelConfig parallel;
 
   std::string model_label() const;  // model name or spec path
 };
@@ -126,23 +96,17 @@ class TrainConfigResolver {
   std::string to_toml() const;
   const std::string& config_file() const { return config_file_; }
   // The keys a TOML file set (apply_toml_file), e.g. for `plan --config` to fill only those.
-  const std::set<std::string>& file_keys() const { return file_keys_; }
+  const std::set<std::string>& file_keys() const { return keys_.file_keys(); }
   // The keys the file set or a flag gave (after parsing, while the CLI::App that parsed them
   // lives: flags are asked through its options): what --prefer must not change.
   std::set<std::string> given_keys() const;
 
  private:
-  struct Field;
   TrainConfig& cfg_;
-  std::vector<std::unique_ptr<Field>> fields_;
+  ConfigKeys keys_;
   std::string config_file_;
-  std::set<std::string> file_keys_;
   GpuNumericsFlags gpu_numerics_cli_;  // the GPU numerics flags' values (add_gpu_numerics_flags)
 };
-
-// Sets NAME of "NAME=..." in `vars`: replaces the entry with the same NAME, else appends
-// (how --var on the command line overrides one variable of a --config file's var list).
-void merge_var_assignment(std::vector<std::string>& vars, const std::string& assignment);
 
 // The entries of TOML `text` whose key is in `keys`, as TOML text (e.g. the part of a checkpoint's
 // resolved configuration that shapes its tensors). Input error naming `origin` when not TOML.
@@ -150,8 +114,5 @@ std::string toml_subset(const std::string& text, const std::set<std::string>& ke
 
 // Validates value ranges and combinations (batch-size > 0, epochs >= 0, ...).
 void validate_train_config(const TrainConfig& c);
-
-// The layout flags of `c` (parallel/layout.h); FSDP dtypes left empty take `master`.
-LayoutOptions layout_options(const TrainConfig& c, DType master = DType::F32);
 
 }  // namespace sm

@@ -28,13 +28,8 @@ struct TrainPlan {
 // (Input error when --T disagrees with it).
 RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& data);
 
-// The samples each dp replica runs per step: --batch-size, or with pp and --global-batch-size
-// that over dp (what the pipeline's microbatches split). Input errors name the flags (also
-// --grad-accum, which a pipeline replaces).
-int64_t replica_batch_of(const TrainConfig& cfg, int data_ranks, int pp);
-
-// The layout plan of a training run (layout_plan.h, phase 1): the layout flags against the
-// mesh, then with pp the microbatches of the replica batch. Pure; identical on every rank.
+// The layout plan of a training configuration's flags (layout_plan.h, phase 1): the layout
+// flags against the mesh, then the batches (BatchPlan). Pure; identical on every rank.
 LayoutPlan training_layout_plan(const TrainConfig& cfg, const MeshShape& shape, int world_size);
 
 // run_request_of with the run's layout plan (training_layout_plan): what `train` and `eval` build.
@@ -44,10 +39,10 @@ RunRequest run_request_for(const TrainConfig& cfg, const DatasetInfo& data, cons
 // differ from the dataset's.
 void check_model_fits_data(const std::string& data_path, const DatasetInfo& data, const Model& model);
 
-// Checks that `model` fits the dataset (input shape, classes) and plans the batches over
-// `data_ranks` ranks; with `pp_micro` > 0 (a pipeline) --batch-size per replica is split into
-// that many microbatches (the micro-steps). Input errors name the file and the flags.
-TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model& model, int data_ranks,
-                        int pp_micro = 0);
+// Checks that `model` fits the dataset (input shape, classes), takes the batches of the run's
+// layout plan (BatchPlan: micro-steps of `micro` samples, `accum` per step, `global` over every
+// replica; at least one global batch in the training split) and plans the steps and the
+// learning-rate schedule. Input errors name the file and the flags.
+TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model& model, const BatchPlan& batch);
 
 }  // namespace sm

@@ -34,9 +34,9 @@ struct TrainSummary {
 
 // `config_toml`: the resolved configuration (written to config.toml and checkpoints).
 // `mesh`: null for a one-rank run; otherwise collective over mesh->world() (see above).
-// `layout_plan`: the run's layout plan as `train` resolved it before creating the mesh
-// (training_layout_plan); null: resolved here.
-TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml, Mesh* mesh = nullptr,
-                          const LayoutPlan* layout_plan = nullptr);
+// `layout_plan`: the run's layout plan as the command resolved it at its top, before creating the
+// mesh (planner/auto_choice.h; tools and tests: training_layout_plan), its batches planned.
+TrainSummary run_training(const TrainConfig& cfg, const std::string& config_toml, Mesh* mesh,
+                          const LayoutPlan& layout_plan);
 
 }  // namespace sm

@@ -1,5 +1,5 @@
 // plan_pipeline.cpp — `spikemesh plan` for pipelines (plan_pipeline.h).
-#include "plan_pipeline.h"
+#include "spikemesh/planner/plan_pipeline.h"
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -15,31 +15,9 @@
 namespace sm {
 
 void add_pp_plan_flags(CLI::App& cmd, PpPlanFlags& f) {
-  cmd.add_option("--pp-schedule", f.schedule, "pp: auto | gpipe | 1f1b | interleaved | zero_bubble")->capture_default_str();
-  cmd.add_option("--pp-virtual-stages", f.virtual_stages, "pp: logical stages per pipeline rank")->capture_default_str()
-      ->check(range_validator("pp-virtual-stages", true));
-  cmd.add_option("--pp-microbatches", f.microbatches,
-                 "pp: microbatches per step (0: largest divisor of --batch-size in [stages, 4 x stages])")
-      ->capture_default_str()
-      ->check(range_validator("pp-microbatches", true));
-  cmd.add_option("--pp-layout", f.layout, "pp: units per logical stage, e.g. \"1|2|2|1\" (default: measured balance)");
-  cmd.add_flag("--pp-delay-wgrad", f.delay_wgrad, "pp: weight gradients split off and delayed (zero_bubble)");
-  cmd.add_option("--pp-schedule-file", f.schedule_file, "pp: plan this user-written schedule (validated)");
   cmd.add_flag("--pp-print-schedule", f.print_schedule, "pp: print the schedule's actions (the --pp-schedule-file form)");
   cmd.add_option("--timeline-columns", f.columns, "width of the ASCII timeline")->capture_default_str()
       ->check(range_validator("timeline-columns", true));
-}
-
-LayoutOptions pp_layout_options(const PpPlanFlags& f) {
-  LayoutOptions o;
-  o.mode = "pp";
-  o.pp_schedule = f.schedule;
-  o.pp_virtual_stages = static_cast<int>(f.virtual_stages);
-  o.pp_microbatches = static_cast<int>(f.microbatches);
-  o.pp_layout = f.layout;
-  o.pp_delay_wgrad = f.delay_wgrad;
-  o.pp_schedule_file = f.schedule_file;
-  return o;
 }
 
 void print_pp_plan(const ModelSelection& sel, const LayoutPlan& plan, const PpPlanFlags& f) {
@@ -50,7 +28,7 @@ void print_pp_plan(const ModelSelection& sel, const LayoutPlan& plan, const PpPl
   const PpSchedule& sched = plan.schedule;
   check_pp_message_tags(sched);
   const int M = sched.microbatches;
-  const int64_t batch = plan.replica_batch;
+  const int64_t batch = plan.batch.replica;
   const int64_t n = batch / M;
   const UnitDryRun dry = dry_run_units(*model, n, Ctx{}, true, DType::F32);
   const std::vector<int> layout = plan.partition.empty() ? simulated_best_partition(dry.ms, sched) : plan.partition;
@@ -61,7 +39,7 @@ void print_pp_plan(const ModelSelection& sel, const LayoutPlan& plan, const PpPl
               model->info.name.c_str(), P, v, v > 1 ? "s" : "", S, sched.kind.c_str(), M, static_cast<long long>(n),
               static_cast<long long>(batch), T);
   std::printf("partition %s (%s); unit costs from a dry run on this process: forward + backward of one microbatch%s\n",
-              layout_text(layout).c_str(), f.layout.empty() ? "the split whose schedule simulates fastest with the measured costs" : "--pp-layout",
+              layout_text(layout).c_str(), plan.options.pp_layout.empty() ? "the split whose schedule simulates fastest with the measured costs" : "--pp-layout",
               shape.tp > 1 ? " of the whole units (a run measures its tp shards)" : "");
   std::printf("  %-5s %-4s %-40s %9s %10s %12s %14s\n", "stage", "rank", "units", "cost ms", "params MiB",
               "saved MiB/mb", "sends per mb");

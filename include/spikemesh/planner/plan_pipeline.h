@@ -1,4 +1,4 @@
-// plan_pipeline.h — the pipeline part of `spikemesh plan` (cmd_plan.cpp): its flags and the
+// plan_pipeline.h — the pipeline part of `spikemesh plan` (app/cmd_plan.cpp): its flags and the
 // printed plan (stages, units, measured costs, memory, simulated bubble, ASCII timeline).
 #pragma once
 #include <cstdint>
@@ -14,16 +14,14 @@ class App;
 
 namespace sm {
 
+// The flags of the printed pipeline plan (the pipeline's own are the parallel flags:
+// parallel/parallel_config.h).
 struct PpPlanFlags {
-  std::string schedule = "auto", layout, schedule_file;
-  int64_t virtual_stages = 1, microbatches = 0, columns = 96;
-  bool delay_wgrad = false, print_schedule = false;
+  int64_t columns = 96;
+  bool print_schedule = false;
 };
 
 void add_pp_plan_flags(CLI::App& cmd, PpPlanFlags& f);
-
-// The layout options the pipeline flags describe (mode "pp").
-LayoutOptions pp_layout_options(const PpPlanFlags& f);
 
 // One process, no communication: builds the model (CPU, f32), dry-runs every unit on one
 // microbatch of the plan (layout_plan.h: resolved and bound, pp > 1), partitions it (or takes
