@@ -1,4 +1,7 @@
-// auto_layout.cpp — the automatic layout choice (auto_layout.h).
+// auto_layout.cpp — the automatic layout choice (auto_layout.h): the candidates that agree with
+// the fixed flags, the calibration they need (read, or measured and saved), every candidate
+// predicted, ordered by the preference with its reason; the fixed-flag rules and SpikingJelly's
+// recommender beside it, and the report.
 #include "spikemesh/planner/auto_layout.h"
 
 #include "spikemesh/parallel/pipeline/pp_partition.h"
@@ -6,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <sstream>
 
 #include "spikemesh/comm/agree.h"
@@ -117,14 +121,9 @@ LayoutCandidate spikingjelly_rule(const std::string& model_name, int world, int6
   return c;
 }
 
-AutoLayoutResult choose_layout(Comm* world, AutoLayoutRequest r) {
-  const bool talk = !world || world->rank() == 0;
-  const std::string path = r.calibration_path.empty() ? default_calibration_path() : r.calibration_path;
-  AutoLayoutResult res;
-  std::unique_ptr<Model> probe = r.profile.build();
-  const int units = static_cast<int>(probe->units.size());
-
-  // Candidates: every layout of the job that agrees with the fixed flags.
+namespace {
+// Every layout of the job that agrees with the fixed flags; Input error when none does.
+std::vector<LayoutCandidate> agreeing_candidates(const AutoLayoutRequest& r, int units) {
   const std::vector<int> tp_sizes = splittable_tp_sizes(r.profile, r.world);
   std::vector<LayoutCandidate> all = enumerate_layouts(r.world, units, r.global_batch, tp_sizes), cands;
   for (const LayoutCandidate& c : all)
@@ -134,19 +133,25 @@ AutoLayoutResult choose_layout(Comm* world, AutoLayoutRequest r) {
                                << (r.world > 1 ? "s" : "") << " for a global batch of " << r.global_batch
                                << " agrees with the layout flags given (" << all.size()
                                << " layouts exist; the mesh's dp must divide the batch, pp the units)");
+  return cands;
+}
 
-  // The calibration: the machine, then this model at the sizes the candidates need.
+// The file's calibration with this machine's entry: measured again when asked (--remeasure),
+// when the file has none, or when it was measured on another machine. `note` says where the
+// machine entry came from; `dirty` is set when it was measured here and not yet saved.
+CalibrationCache machine_calibration(Comm* world, const AutoLayoutRequest& r, const std::string& path,
+                                     std::string& note, bool& dirty) {
+  const bool talk = !world || world->rank() == 0;
   CalibrationCache cache = load_cache(world, path);
   const std::string fp = machine_fingerprint(world, r.profile.device);
-  bool dirty = false;
   if (r.remeasure) {
     cache = calibrate_machine(world, r.profile.device, path);
-    res.calibration_note = "machine measured again, saved to " + path;
+    note = "machine measured again, saved to " + path;
   }
-  if (!cache.note.empty()) res.calibration_note = cache.note;
+  if (!cache.note.empty()) note = cache.note;
   if (!cache.fingerprint.empty() && cache.fingerprint != fp) {
-    res.calibration_note = "calibration " + path + " was measured on '" + cache.fingerprint + "'; this job is '" + fp +
-                           "': measured again";
+    note = "calibration " + path + " was measured on '" + cache.fingerprint + "'; this job is '" + fp +
+           "': measured again";
     cache = CalibrationCache{};
   }
   if (cache.fingerprint.empty()) {
@@ -156,48 +161,70 @@ AutoLayoutResult choose_layout(Comm* world, AutoLayoutRequest r) {
     cache.machine = measure_machine(world, r.profile.device);
     cache.fingerprint = fp;
     dirty = true;
-    if (res.calibration_note.empty())
-      res.calibration_note = "machine measured now (" + std::to_string(static_cast<int>(t.ms())) + " ms), saved to " + path;
+    if (note.empty()) note = "machine measured now (" + std::to_string(static_cast<int>(t.ms())) + " ms), saved to " + path;
   }
-  r.profile.sizes.clear();
+  return cache;
+}
+
+// The model's profile request for the candidates: per tp size, the smallest and largest samples
+// per microbatch among them (two points for the line: half the size when they agree), and memopt
+// level 1 only when a candidate runs it.
+void request_profile_sizes(ProfileRequest& p, const std::vector<LayoutCandidate>& cands, int64_t global_batch) {
+  p.sizes.clear();
   bool want_memopt = false;
   for (const LayoutCandidate& c : cands) {
-    const int64_t n = r.global_batch / c.mesh.dp / std::max(1, c.microbatches);
-    auto it = r.profile.sizes.find(c.mesh.tp);
-    if (it == r.profile.sizes.end()) r.profile.sizes[c.mesh.tp] = {n, n};
+    const int64_t n = global_batch / c.mesh.dp / std::max(1, c.microbatches);
+    auto it = p.sizes.find(c.mesh.tp);
+    if (it == p.sizes.end()) p.sizes[c.mesh.tp] = {n, n};
     else it->second = {std::min(it->second.first, n), std::max(it->second.second, n)};
     want_memopt |= c.memopt_level > 0;
   }
-  for (auto& [tp, s] : r.profile.sizes)
-    if (s.first == s.second && s.second > 1) s.first = std::max<int64_t>(1, s.second / 2);  // two points for the line
-  r.profile.memopt_levels = want_memopt ? std::vector<int>{0, 1} : std::vector<int>{0};
-  const std::string key = r.profile.cache_key();
+  for (auto& [tp, s] : p.sizes)
+    if (s.first == s.second && s.second > 1) s.first = std::max<int64_t>(1, s.second / 2);
+  p.memopt_levels = want_memopt ? std::vector<int>{0, 1} : std::vector<int>{0};
+}
+
+// The calibration the choice uses: the machine (machine_calibration), then the model's profile
+// at the sizes the candidates need (measured when the cache lacks it or when asked); saved when
+// anything was measured. `note` says where both came from. Returns the cache; `key` names the
+// model's profile in it.
+CalibrationCache calibration_for(Comm* world, AutoLayoutRequest& r, const std::vector<LayoutCandidate>& cands,
+                                 const std::string& path, std::string& note, std::string& key) {
+  bool dirty = false;
+  CalibrationCache cache = machine_calibration(world, r, path, note, dirty);
+  request_profile_sizes(r.profile, cands, r.global_batch);
+  key = r.profile.cache_key();
   if (!cache.models.count(key) || r.remeasure) {
     Timer t;
     cache.models[key] = measure_model_profile(world, r.profile);
     dirty = true;
-    res.calibration_note += std::string(res.calibration_note.empty() ? "" : "; ") + "model profiled now (" +
-                            std::to_string(static_cast<int>(t.ms())) + " ms)";
-  } else if (res.calibration_note.empty()) {
-    res.calibration_note = "calibration and model profile from " + path;
+    note += std::string(note.empty() ? "" : "; ") + "model profiled now (" + std::to_string(static_cast<int>(t.ms())) +
+            " ms)";
+  } else if (note.empty()) {
+    note = "calibration and model profile from " + path;
   }
   if (dirty) save_cache(world, path, cache);
-  const ModelProfile& profile = cache.models.at(key);
-  const double capacity = r.memory_budget_mb > 0 ? r.memory_budget_mb : cache.machine.capacity_mb;
+  return cache;
+}
 
-  auto rank_one = [&](const LayoutCandidate& c) {
-    RankedLayout x;
-    x.candidate = c;
-    x.prediction = predict_layout(c, profile, cache.machine, r.global_batch / c.mesh.dp);
-    x.fits = capacity <= 0 || x.prediction.peak_mb <= capacity;
-    const double grow = x.prediction.activation_mb_per_sample;
-    x.max_global_batch = grow > 0 ? (static_cast<double>(r.global_batch / c.mesh.dp) +
-                                     (capacity - x.prediction.peak_mb) / grow) * c.mesh.dp
-                                  : 0;
-    return x;
-  };
-  for (const LayoutCandidate& c : cands) res.ranked.push_back(rank_one(c));
-  std::vector<RankedLayout>& v = res.ranked;
+// One candidate's prediction for `global_batch`, whether it fits in `capacity` MB per rank
+// (0: unbounded), and the largest global batch predicted to fit (by the peak's growth per sample).
+RankedLayout predict_ranked(const LayoutCandidate& c, const ModelProfile& profile, const MachineCosts& machine,
+                            int64_t global_batch, double capacity) {
+  RankedLayout x;
+  x.candidate = c;
+  x.prediction = predict_layout(c, profile, machine, global_batch / c.mesh.dp);
+  x.fits = capacity <= 0 || x.prediction.peak_mb <= capacity;
+  const double grow = x.prediction.activation_mb_per_sample;
+  x.max_global_batch =
+      grow > 0 ? (static_cast<double>(global_batch / c.mesh.dp) + (capacity - x.prediction.peak_mb) / grow) * c.mesh.dp
+               : 0;
+  return x;
+}
+
+// Sorts `v` best first by the preference (those that fit first) and returns why the first wins.
+// Input error when nothing fits, naming the candidate with the smallest peak.
+std::string order_by_preference(std::vector<RankedLayout>& v, const AutoLayoutRequest& r, double capacity) {
   auto fits_first = [](const RankedLayout& a, const RankedLayout& b) { return a.fits > b.fits; };
   const auto fastest_fit = std::min_element(v.begin(), v.end(), [](const RankedLayout& a, const RankedLayout& b) {
     if (a.fits != b.fits) return a.fits;
@@ -247,11 +274,27 @@ AutoLayoutResult choose_layout(Comm* world, AutoLayoutRequest r) {
           << v[0].prediction.activation_mb_per_sample << " MB per sample of a replica)";
       break;
   }
-  res.chosen = v[0].candidate;
-  res.chosen_pp_layout = v[0].prediction.partition;
-  res.reason = why.str();
+  return why.str();
+}
+}  // namespace
+
+AutoLayoutResult choose_layout(Comm* world, AutoLayoutRequest r) {
+  const std::string path = r.calibration_path.empty() ? default_calibration_path() : r.calibration_path;
+  AutoLayoutResult res;
+  const std::unique_ptr<Model> probe = r.profile.build();  // for its unit count; kept while the choice measures
+  const int units = static_cast<int>(probe->units.size());
+  const std::vector<LayoutCandidate> cands = agreeing_candidates(r, units);
+  std::string key;
+  const CalibrationCache cache = calibration_for(world, r, cands, path, res.calibration_note, key);
+  const ModelProfile& profile = cache.models.at(key);
+  const double capacity = r.memory_budget_mb > 0 ? r.memory_budget_mb : cache.machine.capacity_mb;
+  for (const LayoutCandidate& c : cands)
+    res.ranked.push_back(predict_ranked(c, profile, cache.machine, r.global_batch, capacity));
+  res.reason = order_by_preference(res.ranked, r, capacity);
+  res.chosen = res.ranked[0].candidate;
+  res.chosen_pp_layout = res.ranked[0].prediction.partition;
   res.spikingjelly_rule = spikingjelly_rule(r.model_name, r.world, r.global_batch, r.prefer, units);
-  for (const RankedLayout& x : v)
+  for (const RankedLayout& x : res.ranked)
     if (x.candidate.label() == res.spikingjelly_rule.label()) {
       res.spikingjelly_rule_ranked = true;
       res.spikingjelly_prediction = x;

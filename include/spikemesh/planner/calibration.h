@@ -9,10 +9,8 @@
 //     times are the maximum over the ranks. Keyed by the model, its variables, T, dtypes,
 //     sizes and the tp options.
 // Every measuring function is collective over `world` (nullptr: one process, no communication)
-// and returns the same numbers on every rank.
-// File format (version 1): {"format": "spikemesh-calibration", "version": 1, "fingerprint": ...,
-// "machine": {...}, "models": {key: profile}}. Written by world rank 0 atomically (a temporary
-// file renamed over the old one).
+// and returns the same numbers on every rank. The machine: calibration.cpp; the model's dry
+// runs: model_profile.cpp; the cache file and its format: calibration_file.h.
 #pragma once
 #include <functional>
 #include <map>
@@ -21,6 +19,7 @@
 #include <vector>
 
 #include "spikemesh/core/tensor.h"
+#include "spikemesh/planner/calibration_file.h"
 #include "spikemesh/planner/cost_model.h"
 
 namespace sm {
@@ -55,24 +54,5 @@ std::vector<int> splittable_tp_sizes(const ProfileRequest& r, int world);
 
 // Collective over `world`: the dry runs of ProfileRequest, with progress lines on rank 0.
 ModelProfile measure_model_profile(Comm* world, const ProfileRequest& r);
-
-struct CalibrationCache {
-  std::string fingerprint;  // of the machine entry ("" when none)
-  MachineCosts machine;
-  std::map<std::string, ModelProfile> models;  // by ProfileRequest::cache_key()
-  std::string note;  // why a file's contents were set aside (an older version), else ""
-};
-
-// $SPIKEMESH_CALIBRATION, else ${XDG_CACHE_HOME:-$HOME/.cache}/spikemesh/calibration.json.
-std::string default_calibration_path();
-// A missing file gives an empty cache, and so does a file of an older version (with a note);
-// a file that is not a calibration file of this version or older is an Input error naming it.
-CalibrationCache read_calibration(const std::string& path);
-// The same in two parts (one rank reads, every rank parses what it broadcast): the file's text
-// ("" when missing), and its parse ("" gives an empty cache); `path` names it in errors.
-std::string read_calibration_text(const std::string& path);
-CalibrationCache parse_calibration(const std::string& text, const std::string& path);
-// Creates the directory if needed; Input error naming the file when it cannot be written.
-void write_calibration(const std::string& path, const CalibrationCache& c);
 
 }  // namespace sm

@@ -38,6 +38,8 @@
 //              its F to its B), u's output and its gradient, u's measured backward transient;
 //   optimizer  the state plus the optimizer's measured scratch for the elements it steps.
 // Invariant: predictions are a function of the inputs alone, so every rank ranks alike.
+// Its parts: unit_placement.h (where each unit runs), time_model.h (the step time),
+// memory_model.h (the peak memory); the candidates and their enumeration: layout_candidates.cpp.
 #pragma once
 #include <cstdint>
 #include <map>
