@@ -18,6 +18,7 @@
 #include "spikemesh/data/h5_dataset.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/pipeline/pp_partition.h"
+#include "spikemesh/train/train_plan.h"
 
 namespace sm {
 
@@ -130,11 +131,7 @@ void agreed(Comm* world, F&& f) {
 
 LayoutTarget training_target(const TrainConfig& c, Comm* world, int world_size, int local_rank) {
   LayoutTarget t;
-  t.model.model = c.model_spec.empty() ? c.model : "";
-  t.model.spec = c.model_spec;
-  t.model.vars = c.vars;
-  t.model.dropout = c.dropout;
-  t.model.T = static_cast<int>(c.T);
+  t.model = model_selection_of(c);
   if (!c.data.empty() && (c.parallel.distributed_mode == "auto" || !c.parallel.prefer.empty())) {
     DatasetInfo di;  // an event dataset fixes T (as the run will)
     agree_on_error(world, [&] { di = H5Dataset::open(c.data).info(); });

@@ -8,13 +8,19 @@
 
 namespace sm {
 
+ModelSelection model_selection_of(const TrainConfig& cfg) {
+  ModelSelection sel;
+  sel.model = cfg.model_spec.empty() ? cfg.model : "";
+  sel.spec = cfg.model_spec;
+  sel.vars = cfg.vars;
+  sel.dropout = cfg.dropout;
+  sel.T = static_cast<int>(cfg.T);
+  return sel;
+}
+
 RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& di) {
   RunRequest req;
-  req.model.model = cfg.model_spec.empty() ? cfg.model : "";
-  req.model.spec = cfg.model_spec;
-  req.model.vars = cfg.vars;
-  req.model.dropout = cfg.dropout;
-  req.model.T = static_cast<int>(cfg.T);
+  req.model = model_selection_of(cfg);
   if (di.is_events()) {
     if (cfg.T > 0 && cfg.T != di.T)
       SM_INPUT_ERROR("--T " << cfg.T << " but " << cfg.data << " holds event frames with T = " << di.T);

@@ -24,6 +24,9 @@ struct TrainPlan {
   LrScheduleConfig lr;
 };
 
+// The model flags of `cfg` (--model or --model-spec, --var, --dropout, --T as given).
+ModelSelection model_selection_of(const TrainConfig& cfg);
+
 // The model, device, layout and optimizer settings of `cfg`; an event dataset fixes T
 // (Input error when --T disagrees with it).
 RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& data);
