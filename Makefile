@@ -85,7 +85,7 @@ TEST_UNIT_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_UNIT_SRC))
 TEST_BIN      := $(BUILD)/bin/spikemesh_tests
 GTEST_LIBS    := -lgtest_main -lgtest -lpthread
 
-.PHONY: all deps test test-cluster test-unit test-mpi summary clean format run bench bench-deps datasets-check check-includes sanitize
+.PHONY: all deps test test-cluster test-unit test-mpi test-parity test-e2e summary clean format run bench bench-deps datasets-check check-includes sanitize
 all: summary $(BIN)
 
 summary:
@@ -136,17 +136,42 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMP_NUM_THREADS ?= 2
 
+# make test = the module check, deps, one build of every test binary (-j$(NPROC): the library is
+# archived and each binary linked once), then the suites in order; each suite target also runs
+# alone and builds what it needs (tests/README.md: every suite and how to run one test of it).
+TEST_BINS = $(BIN) $(TEST_BIN) $(TEST_MPI_BIN) $(FUZZ_REPLAY)
 test:
 	@echo "== include / module dependency check ==" && scripts/check_includes.sh $(CHECK_INCLUDES_FLAGS)
 	@$(MAKE) --no-print-directory deps
-	@$(MAKE) --no-print-directory -j$(NPROC) all $(TEST_BIN)
-	@echo "== unit tests [$$(date +%T)] ==" && $(TEST_BIN) --gtest_color=no --gtest_brief=1
-	@$(MAKE) --no-print-directory -j$(NPROC) fuzz-replay
+	@$(MAKE) --no-print-directory -j$(NPROC) summary $(TEST_BINS)
+	@$(MAKE) --no-print-directory test-unit fuzz-replay test-mpi test-parity test-e2e
+	@echo "== all test suites passed [$$(date +%T)] =="
+
+# make test-unit [FILTER='ConvPolicy*']: the unit tests (tests/unit, against tests/ref).
+test-unit:
+	@$(MAKE) --no-print-directory -j$(NPROC) $(TEST_BIN)
+	@echo "== unit tests [$$(date +%T)] ==" && \
+	  $(TEST_BIN) --gtest_color=no $(if $(FILTER),--gtest_filter='$(FILTER)',--gtest_brief=1)
+
+# make test-mpi [FILTER='Comm*']: the MPI tests at np 2 and np 4 (--oversubscribe); np 8 runs the
+# 3-D mesh tests (or FILTER).
+test-mpi:
 	@$(MAKE) --no-print-directory -j$(NPROC) $(TEST_MPI_BIN)
 	@echo "== MPI tests (np 2, np 4; np 8: the 3-D mesh) [$$(date +%T)] ==" && $(MPI_TEST_RUN)
+
+# make test-parity: the layers and models against PyTorch (Debian's python3-torch).
+test-parity:
+	@$(MAKE) --no-print-directory -j$(NPROC) $(BIN)
 	@echo "== PyTorch parity [$$(date +%T)] ==" && $(PY) tests/parity/torch_parity.py --bin $(BIN)
-	@set -e; for t in tests/e2e/*.sh; do echo "== $$t [$$(date +%T)] ==" && BIN=$(BIN) PY=$(PY) bash $$t; done
-	@echo "== all test suites passed [$$(date +%T)] =="
+
+# make test-e2e [E2E="pp_train eval"] [E2E_JOBS=1]: the command-line scripts tests/e2e/*.sh,
+# E2E_JOBS at a time, each one's output printed whole when it ends (tests/e2e/lib/run_all.sh).
+E2E      ?= $(sort $(basename $(notdir $(wildcard tests/e2e/*.sh))))
+E2E_JOBS ?= $(NPROC)
+test-e2e:
+	@$(MAKE) --no-print-directory -j$(NPROC) $(BIN)
+	@echo "== e2e scripts, $(E2E_JOBS) at a time [$$(date +%T)] ==" && \
+	  BIN=$(BIN) PY=$(PY) bash tests/e2e/lib/run_all.sh $(E2E_JOBS) $(E2E)
 
 # make test-cluster (root; after make test in .ci/run): a virtual Slurm cluster of 3 nodes in
 # network namespaces on this machine (tests/cluster/virtual_cluster.sh) and the multi-node
@@ -237,13 +262,6 @@ run:
 	@test -f input/fashion_mnist.h5 || $(BIN) data fashion-mnist --out input/fashion_mnist.h5
 	$(BIN) train --config input/configs/default.toml --resume auto $(RUN_ARGS)
 	@echo "output: output/default (metrics.h5, log.txt, checkpoints); plots: $(PY) scripts/plot_metrics.py output/default"
-
-test-unit: $(TEST_BIN)
-	$(TEST_BIN) --gtest_color=no $(if $(FILTER),--gtest_filter=$(FILTER))
-
-# make test-mpi [FILTER='Comm*']: the MPI tests under mpirun -np 2 and -np 4 --oversubscribe.
-test-mpi: $(TEST_MPI_BIN)
-	$(MPI_TEST_RUN)
 
 # ---- sanitizers: make sanitize -----------------------------------------------------------
 # The unit and MPI test binaries (and spikemesh) built CPU-only with AddressSanitizer +
