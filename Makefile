@@ -1,10 +1,16 @@
 # spikemesh — build, test, run, deps, bench, format.
 #   make deps   install missing Debian packages (as root) or list what is missing
 #   make        build build/bin/spikemesh (CUDA auto-detected; CPU-only build otherwise)
-#   make test   check module includes, build and run every test (unit, parity, MPI, e2e) — CI runs this
+#   make test   check module includes, build every test binary once, then run test-unit, fuzz-replay,
+#               test-mpi, test-parity, test-e2e in that order — CI runs this (tests/README.md)
+#   make test-unit [FILTER='Conv*']   unit tests (GoogleTest; the GPU ones skip without a GPU)
+#   make test-mpi [FILTER='Comm*']    MPI tests at np 2, 4 (and the 3-D mesh at np 8)
+#   make test-parity   layers and models against PyTorch
+#   make test-e2e [E2E="pp_train eval"] [E2E_JOBS=2]   command-line scripts, E2E_JOBS at a time
+#   make test-cluster   (root) multi-node tests on a virtual 3-node Slurm cluster
 #   make fuzz   libFuzzer harnesses (clang, ASan+UBSan, build-fuzz/), FUZZ_SECONDS each; make fuzz-replay: the corpus
 #   make check-includes   the module dependency check alone (scripts/check_includes.sh)
-#   make sanitize   unit tests + 2-rank dp/tp/pp MPI tests under ASan+UBSan+LSan (build-asan/, CPU-only)
+#   make sanitize [SAN_FILTER=...]   unit tests + 2-rank dp/tp/pp MPI tests under ASan+UBSan+LSan (build-asan/, CPU-only)
 #   make run    (Foundation II) import Fashion-MNIST, train the default config
 #   make bench-deps   .venv-bench/: a current torch + SpikingJelly from PyPI (for make bench)
 #   make datasets-check   the event-dataset importers against SpikingJelly's own code (needs bench-deps)
@@ -12,6 +18,8 @@
 #   make gpu-bundle   .device/: the GPU machine's bundle (build-gpu/, sm_90) and SpikingJelly wheels
 #   make gpu-rehearsal   (root) the GPU procedure on a bare Debian root without a GPU: run before every GPU run
 # Variables: CUDA=0 forces a CPU-only build; CUDA_ARCH="80 90"; MARCH=x86-64-v3; OPT=-O3.
+# Builds go through ccache when installed, keyed relative to the checkout (CCACHE_BASEDIR), so a
+# fresh clone in any folder hits the cache; CCACHE_DISABLE=1 compiles everything (a cold build).
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
 
@@ -193,7 +201,7 @@ NPROC := $(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 check-includes:
 	scripts/check_includes.sh $(CHECK_INCLUDES_FLAGS)
 
-# ---- fuzzing: make fuzz, make fuzz-replay (README "Fuzzing") -----------------------------
+# ---- fuzzing: make fuzz, make fuzz-replay (tests/README.md "Fuzzing") -----------------------------
 # libFuzzer harnesses, tests/fuzz/fuzz_*.cpp (one per input parser/validator).
 # make fuzz [FUZZ_SECONDS=600] [FUZZ_JOBS=2] [FUZZ_TARGETS="fuzz_spec_loader ..."]: clang++
 # builds the library objects the harnesses link (-fsanitize=fuzzer-no-link,address,undefined,
@@ -264,12 +272,14 @@ run:
 	@echo "output: output/default (metrics.h5, log.txt, checkpoints); plots: $(PY) scripts/plot_metrics.py output/default"
 
 # ---- sanitizers: make sanitize -----------------------------------------------------------
-# The unit and MPI test binaries (and spikemesh) built CPU-only with AddressSanitizer +
-# UndefinedBehaviorSanitizer into $(SAN_BUILD)/ (gcc, the same mpicxx; no extra package),
-# then: every unit test (LeakSanitizer on) and the dp / tp / pp equivalence tests on 2 ranks.
+# The unit and MPI test binaries built CPU-only with AddressSanitizer +
+# UndefinedBehaviorSanitizer into $(SAN_BUILD)/ (gcc, the same mpicxx through the compiler
+# cache, keyed like the normal build; no extra package), then: every unit test (LeakSanitizer
+# on) and the dp / tp / pp equivalence tests on 2 ranks. The spikemesh binary is not built:
+# nothing here runs it. SAN_FILTER='Conv*' runs a subset of the unit tests.
 # Any ASan/UBSan/LSan report fails the run (UB is not recoverable; halt_on_error). Findings
 # inside third-party libraries only are suppressed in tests/sanitize/*.supp (one reason per
-# entry); README "Sanitizers". SAN_MPI_FILTER / SAN_OPT override the subset / the flags.
+# entry); tests/README.md "Sanitizers". SAN_MPI_FILTER / SAN_OPT override the subset / the flags.
 SAN_BUILD  ?= build-asan
 SAN_OPT    ?= -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 SAN_DIR    := $(CURDIR)/tests/sanitize
@@ -295,9 +305,10 @@ sanitize:
 	@mkdir -p $(SAN_BUILD); if [ "$$(cat $(SAN_BUILD)/.san_flags 2>/dev/null)" != "$(SAN_OPT)" ]; then \
 	  rm -rf $(SAN_BUILD)/obj $(SAN_BUILD)/lib $(SAN_BUILD)/bin; echo "$(SAN_OPT)" > $(SAN_BUILD)/.san_flags; fi
 	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=$(SAN_BUILD) CUDA=0 OPT="$(SAN_OPT)" \
-	  $(SAN_BUILD)/bin/spikemesh $(SAN_BUILD)/bin/spikemesh_tests $(SAN_BUILD)/bin/spikemesh_mpi_tests
+	  $(SAN_BUILD)/bin/spikemesh_tests $(SAN_BUILD)/bin/spikemesh_mpi_tests
 	@echo "== unit tests (ASan + UBSan + LSan; $(SAN_SHARDS) shards at once, one thread each) [$$(date +%T)] ==" && \
-	  SAN_ENV='$(SAN_ENV)' bash $(SAN_DIR)/run_shards.sh $(SAN_SHARDS) $(SAN_BUILD)/bin/spikemesh_tests $(SAN_BUILD)/shards
+	  SAN_ENV='$(SAN_ENV)' bash $(SAN_DIR)/run_shards.sh $(SAN_SHARDS) $(SAN_BUILD)/bin/spikemesh_tests $(SAN_BUILD)/shards \
+	    $(if $(SAN_FILTER),--gtest_filter='$(SAN_FILTER)')
 	@echo "== MPI tests, np 2: dp / tp / pp equivalence (ASan + UBSan + LSan) [$$(date +%T)] ==" && \
 	  $(SAN_MPI_ENV) OMP_NUM_THREADS=1 $(SAN_MPIRUN) $(SAN_BUILD)/bin/spikemesh_mpi_tests --gtest_color=no --gtest_brief=1 \
 	    --gtest_filter='$(SAN_MPI_FILTER)'
