@@ -132,9 +132,9 @@ TEST_MPI_SRC := $(sort $(wildcard tests/mpi/*.cpp tests/ref/*.cpp))
 TEST_MPI_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_MPI_SRC))
 TEST_MPI_BIN := $(BUILD)/bin/spikemesh_mpi_tests
 MPIRUN       := timeout 300 mpirun --bind-to none
-MPI_TEST_RUN  = OMP_NUM_THREADS=1 $(MPIRUN) -np 2 $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 $(if $(FILTER),--gtest_filter=$(FILTER)) && \
-                OMP_NUM_THREADS=1 $(MPIRUN) -np 4 --oversubscribe $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 $(if $(FILTER),--gtest_filter=$(FILTER)) && \
-                OMP_NUM_THREADS=1 $(MPIRUN) -np 8 --oversubscribe $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 --gtest_filter=$(or $(FILTER),'PipelineParallel3D.*')
+MPI_TEST_RUN  = OMP_NUM_THREADS=1 $(MPIRUN) -np 2 $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 $(if $(FILTER),--gtest_filter='$(FILTER)') && \
+                OMP_NUM_THREADS=1 $(MPIRUN) -np 4 --oversubscribe $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 $(if $(FILTER),--gtest_filter='$(FILTER)') && \
+                OMP_NUM_THREADS=1 $(MPIRUN) -np 8 --oversubscribe $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 --gtest_filter='$(or $(FILTER),PipelineParallel3D.*)'
 
 $(TEST_MPI_BIN): $(TEST_MPI_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
