@@ -15,8 +15,8 @@ fi
 jobs=$1
 shift
 dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"  # tests/e2e
-# The longest scripts first (about 3 min, 1.5 min, 1 min of wall time on 2 cores).
-first=(pp_train slurm_job event_import reliability)
+# The longest scripts first (slurm_job waits on Slurm for about 1.5 min; the others 30-60 s).
+first=(slurm_job event_import pp_train reliability eval dp_train)
 names=()
 for n in "$@"; do
   n="$(basename "$n" .sh)"
