@@ -294,10 +294,11 @@ SAN_ENV    := SPIKEMESH_CONV_ALGO=dense ASAN_OPTIONS=$(SAN_ASAN) \
 # the frame tests/sanitize/lsan.supp matches; their leaks at exit are Open MPI's own.
 SAN_MPI_ENV := $(SAN_ENV) ASAN_OPTIONS=$(SAN_ASAN):fast_unwind_on_malloc=0
 SAN_MPI_FILTER ?= ParallelEquivalence.*:TensorParallel.*:PipelineParallel.*
-# The unit tests run as this many gtest shards at once (tests/sanitize/run_shards.sh), one
-# OpenMP thread each: most tests are small and serial, so shards use the cores that threads
-# cannot.
-SAN_SHARDS ?= $(NPROC)
+# The unit tests run as SAN_SHARDS gtest shards, SAN_JOBS at once (tests/sanitize/run_shards.sh),
+# one OpenMP thread each: most tests are small and serial, so shards use the cores that threads
+# cannot, and four shards per core even out a shard that holds a slow test.
+SAN_JOBS   ?= $(NPROC)
+SAN_SHARDS ?= $(shell echo $$((4 * $(SAN_JOBS))))
 SAN_MPIRUN := timeout 1500 mpirun --bind-to none -np 2 $(foreach v,SPIKEMESH_CONV_ALGO ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS OMP_NUM_THREADS,-x $(v))
 
 sanitize:
@@ -306,8 +307,8 @@ sanitize:
 	  rm -rf $(SAN_BUILD)/obj $(SAN_BUILD)/lib $(SAN_BUILD)/bin; echo "$(SAN_OPT)" > $(SAN_BUILD)/.san_flags; fi
 	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=$(SAN_BUILD) CUDA=0 OPT="$(SAN_OPT)" \
 	  $(SAN_BUILD)/bin/spikemesh_tests $(SAN_BUILD)/bin/spikemesh_mpi_tests
-	@echo "== unit tests (ASan + UBSan + LSan; $(SAN_SHARDS) shards at once, one thread each) [$$(date +%T)] ==" && \
-	  SAN_ENV='$(SAN_ENV)' bash $(SAN_DIR)/run_shards.sh $(SAN_SHARDS) $(SAN_BUILD)/bin/spikemesh_tests $(SAN_BUILD)/shards \
+	@echo "== unit tests (ASan + UBSan + LSan; $(SAN_SHARDS) shards, $(SAN_JOBS) at once, one thread each) [$$(date +%T)] ==" && \
+	  SAN_ENV='$(SAN_ENV)' SHARD_JOBS=$(SAN_JOBS) bash $(SAN_DIR)/run_shards.sh $(SAN_SHARDS) $(SAN_BUILD)/bin/spikemesh_tests $(SAN_BUILD)/shards \
 	    $(if $(SAN_FILTER),--gtest_filter='$(SAN_FILTER)')
 	@echo "== MPI tests, np 2: dp / tp / pp equivalence (ASan + UBSan + LSan) [$$(date +%T)] ==" && \
 	  $(SAN_MPI_ENV) OMP_NUM_THREADS=1 $(SAN_MPIRUN) $(SAN_BUILD)/bin/spikemesh_mpi_tests --gtest_color=no --gtest_brief=1 \
