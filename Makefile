@@ -233,8 +233,11 @@ gpu-bundle:
 gpu-rehearsal:
 	@bash scripts/gpu_rehearsal.sh
 
-# Harness objects are not intermediates: keep them (no recompiling on every link).
+# Harness objects are not intermediates: keep them (no recompiling on every link). The replay
+# objects are named one by one: a pattern here does not cover files that the generic
+# $(BUILD)/obj/%.o rule makes.
 .PRECIOUS: $(FUZZ_BUILD)/obj/tests/fuzz/%.o $(BUILD)/obj/tests/fuzz/%.o
+.SECONDARY: $(patsubst %,$(BUILD)/obj/tests/fuzz/%.o,$(FUZZ_HARNESS) replay_main)
 
 fuzz:
 	@$(MAKE) --no-print-directory -j$(NPROC) CUDA=0 fuzz-bins
