@@ -1,10 +1,16 @@
 # spikemesh — build, test, run, deps, bench, format.
 #   make deps   install missing Debian packages (as root) or list what is missing
 #   make        build build/bin/spikemesh (CUDA auto-detected; CPU-only build otherwise)
-#   make test   check module includes, build and run every test (unit, parity, MPI, e2e) — CI runs this
+#   make test   check module includes, build every test binary once, then run test-unit, fuzz-replay,
+#               test-mpi, test-parity, test-e2e in that order — CI runs this (tests/README.md)
+#   make test-unit [FILTER='Conv*']   unit tests (GoogleTest; the GPU ones skip without a GPU)
+#   make test-mpi [FILTER='Comm*']    MPI tests at np 2, 4 (and the 3-D mesh at np 8)
+#   make test-parity   layers and models against PyTorch
+#   make test-e2e [E2E="pp_train eval"] [E2E_JOBS=2]   command-line scripts, E2E_JOBS at a time
+#   make test-cluster   (root) multi-node tests on a virtual 3-node Slurm cluster
 #   make fuzz   libFuzzer harnesses (clang, ASan+UBSan, build-fuzz/), FUZZ_SECONDS each; make fuzz-replay: the corpus
 #   make check-includes   the module dependency check alone (scripts/check_includes.sh)
-#   make sanitize   unit tests + 2-rank dp/tp/pp MPI tests under ASan+UBSan+LSan (build-asan/, CPU-only)
+#   make sanitize [SAN_FILTER=...]   unit tests + 2-rank dp/tp/pp MPI tests under ASan+UBSan+LSan (build-asan/, CPU-only)
 #   make run    (Foundation II) import Fashion-MNIST, train the default config
 #   make bench-deps   .venv-bench/: a current torch + SpikingJelly from PyPI (for make bench)
 #   make datasets-check   the event-dataset importers against SpikingJelly's own code (needs bench-deps)
@@ -12,6 +18,8 @@
 #   make gpu-bundle   .device/: the GPU machine's bundle (build-gpu/, sm_90) and SpikingJelly wheels
 #   make gpu-rehearsal   (root) the GPU procedure on a bare Debian root without a GPU: run before every GPU run
 # Variables: CUDA=0 forces a CPU-only build; CUDA_ARCH="80 90"; MARCH=x86-64-v3; OPT=-O3.
+# Builds go through ccache when installed, keyed relative to the checkout (CCACHE_BASEDIR), so a
+# fresh clone in any folder hits the cache; CCACHE_DISABLE=1 compiles everything (a cold build).
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
 
@@ -85,7 +93,7 @@ TEST_UNIT_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_UNIT_SRC))
 TEST_BIN      := $(BUILD)/bin/spikemesh_tests
 GTEST_LIBS    := -lgtest_main -lgtest -lpthread
 
-.PHONY: all deps test test-cluster test-unit test-mpi summary clean format run bench bench-deps datasets-check check-includes sanitize
+.PHONY: all deps test test-cluster test-unit test-mpi test-parity test-e2e summary clean format run bench bench-deps datasets-check check-includes sanitize
 all: summary $(BIN)
 
 summary:
@@ -124,9 +132,9 @@ TEST_MPI_SRC := $(sort $(wildcard tests/mpi/*.cpp tests/ref/*.cpp))
 TEST_MPI_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_MPI_SRC))
 TEST_MPI_BIN := $(BUILD)/bin/spikemesh_mpi_tests
 MPIRUN       := timeout 300 mpirun --bind-to none
-MPI_TEST_RUN  = OMP_NUM_THREADS=1 $(MPIRUN) -np 2 $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 $(if $(FILTER),--gtest_filter=$(FILTER)) && \
-                OMP_NUM_THREADS=1 $(MPIRUN) -np 4 --oversubscribe $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 $(if $(FILTER),--gtest_filter=$(FILTER)) && \
-                OMP_NUM_THREADS=1 $(MPIRUN) -np 8 --oversubscribe $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 --gtest_filter=$(or $(FILTER),'PipelineParallel3D.*')
+MPI_TEST_RUN  = OMP_NUM_THREADS=1 $(MPIRUN) -np 2 $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 $(if $(FILTER),--gtest_filter='$(FILTER)') && \
+                OMP_NUM_THREADS=1 $(MPIRUN) -np 4 --oversubscribe $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 $(if $(FILTER),--gtest_filter='$(FILTER)') && \
+                OMP_NUM_THREADS=1 $(MPIRUN) -np 8 --oversubscribe $(TEST_MPI_BIN) --gtest_color=no --gtest_brief=1 --gtest_filter='$(or $(FILTER),PipelineParallel3D.*)'
 
 $(TEST_MPI_BIN): $(TEST_MPI_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
@@ -136,17 +144,42 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMP_NUM_THREADS ?= 2
 
+# make test = the module check, deps, one build of every test binary (-j$(NPROC): the library is
+# archived and each binary linked once), then the suites in order; each suite target also runs
+# alone and builds what it needs (tests/README.md: every suite and how to run one test of it).
+TEST_BINS = $(BIN) $(TEST_BIN) $(TEST_MPI_BIN) $(FUZZ_REPLAY)
 test:
 	@echo "== include / module dependency check ==" && scripts/check_includes.sh $(CHECK_INCLUDES_FLAGS)
 	@$(MAKE) --no-print-directory deps
-	@$(MAKE) --no-print-directory -j$(NPROC) all $(TEST_BIN)
-	@echo "== unit tests [$$(date +%T)] ==" && $(TEST_BIN) --gtest_color=no --gtest_brief=1
-	@$(MAKE) --no-print-directory -j$(NPROC) fuzz-replay
+	@$(MAKE) --no-print-directory -j$(NPROC) summary $(TEST_BINS)
+	@$(MAKE) --no-print-directory test-unit fuzz-replay test-mpi test-parity test-e2e
+	@echo "== all test suites passed [$$(date +%T)] =="
+
+# make test-unit [FILTER='ConvPolicy*']: the unit tests (tests/unit, against tests/ref).
+test-unit:
+	@$(MAKE) --no-print-directory -j$(NPROC) $(TEST_BIN)
+	@echo "== unit tests [$$(date +%T)] ==" && \
+	  $(TEST_BIN) --gtest_color=no $(if $(FILTER),--gtest_filter='$(FILTER)',--gtest_brief=1)
+
+# make test-mpi [FILTER='Comm*']: the MPI tests at np 2 and np 4 (--oversubscribe); np 8 runs the
+# 3-D mesh tests (or FILTER).
+test-mpi:
 	@$(MAKE) --no-print-directory -j$(NPROC) $(TEST_MPI_BIN)
 	@echo "== MPI tests (np 2, np 4; np 8: the 3-D mesh) [$$(date +%T)] ==" && $(MPI_TEST_RUN)
+
+# make test-parity: the layers and models against PyTorch (Debian's python3-torch).
+test-parity:
+	@$(MAKE) --no-print-directory -j$(NPROC) $(BIN)
 	@echo "== PyTorch parity [$$(date +%T)] ==" && $(PY) tests/parity/torch_parity.py --bin $(BIN)
-	@set -e; for t in tests/e2e/*.sh; do echo "== $$t [$$(date +%T)] ==" && BIN=$(BIN) PY=$(PY) bash $$t; done
-	@echo "== all test suites passed [$$(date +%T)] =="
+
+# make test-e2e [E2E="pp_train eval"] [E2E_JOBS=1]: the command-line scripts tests/e2e/*.sh,
+# E2E_JOBS at a time, each one's output printed whole when it ends (tests/e2e/lib/run_all.sh).
+E2E      ?= $(sort $(basename $(notdir $(wildcard tests/e2e/*.sh))))
+E2E_JOBS ?= $(NPROC)
+test-e2e:
+	@$(MAKE) --no-print-directory -j$(NPROC) $(BIN)
+	@echo "== e2e scripts, $(E2E_JOBS) at a time [$$(date +%T)] ==" && \
+	  BIN=$(BIN) PY=$(PY) bash tests/e2e/lib/run_all.sh $(E2E_JOBS) $(E2E)
 
 # make test-cluster (root; after make test in .ci/run): a virtual Slurm cluster of 3 nodes in
 # network namespaces on this machine (tests/cluster/virtual_cluster.sh) and the multi-node
@@ -168,7 +201,7 @@ NPROC := $(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 check-includes:
 	scripts/check_includes.sh $(CHECK_INCLUDES_FLAGS)
 
-# ---- fuzzing: make fuzz, make fuzz-replay (tests/README.md) --------------------------------
+# ---- fuzzing: make fuzz, make fuzz-replay (tests/README.md "Fuzzing") -----------------------------
 # libFuzzer harnesses, tests/fuzz/fuzz_*.cpp (one per input parser/validator).
 # make fuzz [FUZZ_SECONDS=600] [FUZZ_JOBS=2] [FUZZ_TARGETS="fuzz_spec_loader ..."]: clang++
 # builds the library objects the harnesses link (-fsanitize=fuzzer-no-link,address,undefined,
@@ -200,8 +233,11 @@ gpu-bundle:
 gpu-rehearsal:
 	@bash scripts/gpu_rehearsal.sh
 
-# Harness objects are not intermediates: keep them (no recompiling on every link).
+# Harness objects are not intermediates: keep them (no recompiling on every link). The replay
+# objects are named one by one: a pattern here does not cover files that the generic
+# $(BUILD)/obj/%.o rule makes.
 .PRECIOUS: $(FUZZ_BUILD)/obj/tests/fuzz/%.o $(BUILD)/obj/tests/fuzz/%.o
+.SECONDARY: $(patsubst %,$(BUILD)/obj/tests/fuzz/%.o,$(FUZZ_HARNESS) replay_main)
 
 fuzz:
 	@$(MAKE) --no-print-directory -j$(NPROC) CUDA=0 fuzz-bins
@@ -238,20 +274,15 @@ run:
 	$(BIN) train --config input/configs/default.toml --resume auto $(RUN_ARGS)
 	@echo "output: output/default (metrics.h5, log.txt, checkpoints); plots: $(PY) scripts/plot_metrics.py output/default"
 
-test-unit: $(TEST_BIN)
-	$(TEST_BIN) --gtest_color=no $(if $(FILTER),--gtest_filter=$(FILTER))
-
-# make test-mpi [FILTER='Comm*']: the MPI tests under mpirun -np 2 and -np 4 --oversubscribe.
-test-mpi: $(TEST_MPI_BIN)
-	$(MPI_TEST_RUN)
-
 # ---- sanitizers: make sanitize -----------------------------------------------------------
-# The unit and MPI test binaries (and spikemesh) built CPU-only with AddressSanitizer +
-# UndefinedBehaviorSanitizer into $(SAN_BUILD)/ (gcc, the same mpicxx; no extra package),
-# then: every unit test (LeakSanitizer on) and the dp / tp / pp equivalence tests on 2 ranks.
+# The unit and MPI test binaries built CPU-only with AddressSanitizer +
+# UndefinedBehaviorSanitizer into $(SAN_BUILD)/ (gcc, the same mpicxx through the compiler
+# cache, keyed like the normal build; no extra package), then: every unit test (LeakSanitizer
+# on) and the dp / tp / pp equivalence tests on 2 ranks. The spikemesh binary is not built:
+# nothing here runs it. SAN_FILTER='Conv*' runs a subset of the unit tests.
 # Any ASan/UBSan/LSan report fails the run (UB is not recoverable; halt_on_error). Findings
 # inside third-party libraries only are suppressed in tests/sanitize/*.supp (one reason per
-# entry); tests/README.md. SAN_MPI_FILTER / SAN_OPT override the subset / the flags.
+# entry); tests/README.md "Sanitizers". SAN_MPI_FILTER / SAN_OPT override the subset / the flags.
 SAN_BUILD  ?= build-asan
 SAN_OPT    ?= -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 SAN_DIR    := $(CURDIR)/tests/sanitize
@@ -266,10 +297,11 @@ SAN_ENV    := SPIKEMESH_CONV_ALGO=dense ASAN_OPTIONS=$(SAN_ASAN) \
 # the frame tests/sanitize/lsan.supp matches; their leaks at exit are Open MPI's own.
 SAN_MPI_ENV := $(SAN_ENV) ASAN_OPTIONS=$(SAN_ASAN):fast_unwind_on_malloc=0
 SAN_MPI_FILTER ?= ParallelEquivalence.*:TensorParallel.*:PipelineParallel.*
-# The unit tests run as this many gtest shards at once (tests/sanitize/run_shards.sh), one
-# OpenMP thread each: most tests are small and serial, so shards use the cores that threads
-# cannot.
-SAN_SHARDS ?= $(NPROC)
+# The unit tests run as SAN_SHARDS gtest shards, SAN_JOBS at once (tests/sanitize/run_shards.sh),
+# one OpenMP thread each: most tests are small and serial, so shards use the cores that threads
+# cannot, and four shards per core even out a shard that holds a slow test.
+SAN_JOBS   ?= $(NPROC)
+SAN_SHARDS ?= $(shell echo $$((4 * $(SAN_JOBS))))
 SAN_MPIRUN := timeout 1500 mpirun --bind-to none -np 2 $(foreach v,SPIKEMESH_CONV_ALGO ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS OMP_NUM_THREADS,-x $(v))
 
 sanitize:
@@ -277,9 +309,10 @@ sanitize:
 	@mkdir -p $(SAN_BUILD); if [ "$$(cat $(SAN_BUILD)/.san_flags 2>/dev/null)" != "$(SAN_OPT)" ]; then \
 	  rm -rf $(SAN_BUILD)/obj $(SAN_BUILD)/lib $(SAN_BUILD)/bin; echo "$(SAN_OPT)" > $(SAN_BUILD)/.san_flags; fi
 	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=$(SAN_BUILD) CUDA=0 OPT="$(SAN_OPT)" \
-	  $(SAN_BUILD)/bin/spikemesh $(SAN_BUILD)/bin/spikemesh_tests $(SAN_BUILD)/bin/spikemesh_mpi_tests
-	@echo "== unit tests (ASan + UBSan + LSan; $(SAN_SHARDS) shards at once, one thread each) [$$(date +%T)] ==" && \
-	  SAN_ENV='$(SAN_ENV)' bash $(SAN_DIR)/run_shards.sh $(SAN_SHARDS) $(SAN_BUILD)/bin/spikemesh_tests $(SAN_BUILD)/shards
+	  $(SAN_BUILD)/bin/spikemesh_tests $(SAN_BUILD)/bin/spikemesh_mpi_tests
+	@echo "== unit tests (ASan + UBSan + LSan; $(SAN_SHARDS) shards, $(SAN_JOBS) at once, one thread each) [$$(date +%T)] ==" && \
+	  SAN_ENV='$(SAN_ENV)' SHARD_JOBS=$(SAN_JOBS) bash $(SAN_DIR)/run_shards.sh $(SAN_SHARDS) $(SAN_BUILD)/bin/spikemesh_tests $(SAN_BUILD)/shards \
+	    $(if $(SAN_FILTER),--gtest_filter='$(SAN_FILTER)')
 	@echo "== MPI tests, np 2: dp / tp / pp equivalence (ASan + UBSan + LSan) [$$(date +%T)] ==" && \
 	  $(SAN_MPI_ENV) OMP_NUM_THREADS=1 $(SAN_MPIRUN) $(SAN_BUILD)/bin/spikemesh_mpi_tests --gtest_color=no --gtest_brief=1 \
 	    --gtest_filter='$(SAN_MPI_FILTER)'
