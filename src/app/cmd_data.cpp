@@ -58,20 +58,9 @@ const EventDatasetHelp kEventDatasets[] = {
      "--from: the folder holding Train/ and Test/ (each with class folders 0..9 of 40-bit .bin event files).",
      "  spikemesh data n-mnist --from ~/NMNIST --out input/nmnist_T10.h5"},
 };
-}  // namespace
 
-void add_data_command(CLI::App& app, const AppEnv& env) {
-  auto o = std::make_shared<DataOptions>();
-  CLI::App* cmd = app.add_subcommand("data", "make or inspect HDF5 datasets");
-  cmd->require_subcommand(1);
-  cmd->footer(
-      "Examples:\n"
-      "  spikemesh data fashion-mnist                   # -> input/fashion_mnist.h5\n"
-      "  spikemesh data synth-dvs --out input/synth_dvs.h5 --train 2000 --test 400\n"
-      "  spikemesh data info input/fashion_mnist.h5\n"
-      "Datasets are HDF5: /train/x, /train/y, /test/x, /test/y and root attributes (docs/architecture.md §8).\n"
-      "Each subcommand has its own --help.");
-
+// `data fashion-mnist`: Debian's Fashion-MNIST IDX files into HDF5 (rank 0).
+void add_fashion_mnist_subcommand(CLI::App* cmd, const std::shared_ptr<DataOptions>& o, const AppEnv& env) {
   CLI::App* fm = cmd->add_subcommand("fashion-mnist", "import Fashion-MNIST (gzipped IDX) into HDF5");
   fm->footer(
       "Examples:\n"
@@ -83,7 +72,10 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
     if (env.rank != 0) return;
     import_fashion_mnist(o->src, o->out.empty() ? "input/fashion_mnist.h5" : o->out);
   });
+}
 
+// `data synth-dvs`: a synthetic CIFAR10-DVS-shaped event dataset (rank 0).
+void add_synth_dvs_subcommand(CLI::App* cmd, const std::shared_ptr<DataOptions>& o, const AppEnv& env) {
   CLI::App* sd = cmd->add_subcommand("synth-dvs", "write a synthetic event dataset shaped like CIFAR10-DVS");
   sd->footer(
       "Examples:\n"
@@ -107,58 +99,63 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
     if (env.rank != 0) return;
     make_synth_dvs(o->synth, o->out);
   });
+}
 
-  for (const EventDatasetHelp& d : kEventDatasets) {
-    CLI::App* ev = cmd->add_subcommand(d.name, d.title);
-    ev->footer(std::string("Examples:\n") + d.example +
-               "\n\n" + d.layout +
-               "\nFrames are SpikingJelly's integrate_events_by_fixed_frames_number (channel 0 = polarity 0): [T, 2, H, W]\n"
-               "event counts. Every rank takes part (mpirun -np N): the files are split over the ranks and written into\n"
-               "one file with parallel HDF5. The file appears under --out only when complete; an interrupted import\n"
-               "resumes when the same command is run again (its progress is in <out>.tmp).");
-    const std::string name = d.name;
-    ev->add_option("--from", o->events.from, "the dataset's folder (see below)")->required();
-    ev->add_option("--out", o->events.out, "output HDF5 file")->required();
-    ev->add_option("--T", o->events.T, "frames per sample")->capture_default_str()->check(range_validator("T", true));
-    ev->add_option("--split-by", o->events.split_by,
-                   "number: each frame an equal share of the events (the last takes the rest); time: equal time bins")
+// `data <dataset>` for one published event dataset: every rank imports (import_event_dataset).
+void add_event_import_subcommand(CLI::App* cmd, const std::shared_ptr<DataOptions>& o, const AppEnv& env,
+                                 const EventDatasetHelp& d) {
+  CLI::App* ev = cmd->add_subcommand(d.name, d.title);
+  ev->footer(std::string("Examples:\n") + d.example +
+             "\n\n" + d.layout +
+             "\nFrames are SpikingJelly's integrate_events_by_fixed_frames_number (channel 0 = polarity 0): [T, 2, H, W]\n"
+             "event counts. Every rank takes part (mpirun -np N): the files are split over the ranks and written into\n"
+             "one file with parallel HDF5. The file appears under --out only when complete; an interrupted import\n"
+             "resumes when the same command is run again (its progress is in <out>.tmp).");
+  const std::string name = d.name;
+  ev->add_option("--from", o->events.from, "the dataset's folder (see below)")->required();
+  ev->add_option("--out", o->events.out, "output HDF5 file")->required();
+  ev->add_option("--T", o->events.T, "frames per sample")->capture_default_str()->check(range_validator("T", true));
+  ev->add_option("--split-by", o->events.split_by,
+                 "number: each frame an equal share of the events (the last takes the rest); time: equal time bins")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"number", "time"}));
+  ev->add_option("--duration-us", o->events.duration_us,
+                 "fixed-duration frames of this many microseconds instead (SpikingJelly 2.0's grid); the first T "
+                 "are kept, zero-padded, and /split/n_frames holds each sample's count")
+      ->check(range_validator("duration-us", true));
+  ev->add_option("--size", o->events.size,
+                 "resize frames to size x size (bilinear with antialias, as torchvision's Resize in SpikingJelly's "
+                 "CIFAR10-DVS 48x48 recipe); default: the sensor's")
+      ->check(range_validator("size", true));
+  if (name == "cifar10-dvs")
+    ev->add_option("--train-ratio", o->events.train_ratio, "share of each class that trains")
         ->capture_default_str()
-        ->check(CLI::IsMember({"number", "time"}));
-    ev->add_option("--duration-us", o->events.duration_us,
-                   "fixed-duration frames of this many microseconds instead (SpikingJelly 2.0's grid); the first T "
-                   "are kept, zero-padded, and /split/n_frames holds each sample's count")
-        ->check(range_validator("duration-us", true));
-    ev->add_option("--size", o->events.size,
-                   "resize frames to size x size (bilinear with antialias, as torchvision's Resize in SpikingJelly's "
-                   "CIFAR10-DVS 48x48 recipe); default: the sensor's")
-        ->check(range_validator("size", true));
-    if (name == "cifar10-dvs")
-      ev->add_option("--train-ratio", o->events.train_ratio, "share of each class that trains")
-          ->capture_default_str()
-          ->check(range_validator("train-ratio", false));
-    ev->add_option("--dtype", o->events.dtype,
-                   "stored type: u8 | u16 | f16 | f32 (default u8; f32 with --size); values above its range saturate "
-                   "and are counted")
-        ->check(CLI::IsMember({"u8", "u16", "f16", "f32"}));
-    ev->add_flag("--events", o->events.events, "also keep the raw events of each sample (/split/events/{t,x,y,p,offsets})");
-    ev->add_flag("--skip-bad", o->events.skip_bad,
-                 "skip unreadable files and samples that cannot be integrated, counting them, instead of stopping");
-    ev->add_flag("--overwrite", o->events.overwrite, "replace --out if it exists (once the new file is complete)");
-    ev->add_option("--deflate", o->events.deflate,
-                   "deflate level of the frames, 0 = uncompressed; default -1: 1 for u8/u16 counts (mostly zeros), "
-                   "0 for f16/f32 (resized frames hardly compress and read 14x slower deflated)")
-        ->capture_default_str()
-        ->check(range_validator("deflate", true));
-    ev->add_option("--files-per-round", o->events.files_per_round,
-                   "files each rank imports between two collective writes (and resume points)")
-        ->capture_default_str()
-        ->check(range_validator("files-per-round", true));
-    ev->callback([o, &env, name]() {
-      o->events.dataset = name;
-      import_event_dataset(o->events, world_or_alone(env).get());
-    });
-  }
+        ->check(range_validator("train-ratio", false));
+  ev->add_option("--dtype", o->events.dtype,
+                 "stored type: u8 | u16 | f16 | f32 (default u8; f32 with --size); values above its range saturate "
+                 "and are counted")
+      ->check(CLI::IsMember({"u8", "u16", "f16", "f32"}));
+  ev->add_flag("--events", o->events.events, "also keep the raw events of each sample (/split/events/{t,x,y,p,offsets})");
+  ev->add_flag("--skip-bad", o->events.skip_bad,
+               "skip unreadable files and samples that cannot be integrated, counting them, instead of stopping");
+  ev->add_flag("--overwrite", o->events.overwrite, "replace --out if it exists (once the new file is complete)");
+  ev->add_option("--deflate", o->events.deflate,
+                 "deflate level of the frames, 0 = uncompressed; default -1: 1 for u8/u16 counts (mostly zeros), "
+                 "0 for f16/f32 (resized frames hardly compress and read 14x slower deflated)")
+      ->capture_default_str()
+      ->check(range_validator("deflate", true));
+  ev->add_option("--files-per-round", o->events.files_per_round,
+                 "files each rank imports between two collective writes (and resume points)")
+      ->capture_default_str()
+      ->check(range_validator("files-per-round", true));
+  ev->callback([o, &env, name]() {
+    o->events.dataset = name;
+    import_event_dataset(o->events, world_or_alone(env).get());
+  });
+}
 
+// `data bench`: times a dataset file's readers as training and evaluation read it.
+void add_data_bench_subcommand(CLI::App* cmd, const std::shared_ptr<DataOptions>& o, const AppEnv& env) {
   CLI::App* bn = cmd->add_subcommand("bench", "time the readers of a dataset file (samples/s per rank)");
   bn->footer(
       "Examples:\n"
@@ -177,7 +174,10 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
   bn->add_option("--step-ms", o->bench.step_ms, "a training step's time, to compare with")
       ->check(range_validator("step-ms", false));
   bn->callback([o, &env]() { bench_dataset_reader(o->bench, world_or_alone(env).get()); });
+}
 
+// `data info`: a dataset file's schema, sizes and attributes; --verify rechecks the crc32s.
+void add_data_info_subcommand(CLI::App* cmd, const std::shared_ptr<DataOptions>& o, const AppEnv& env) {
   CLI::App* in = cmd->add_subcommand("info", "print a dataset file's schema and sizes");
   in->footer(
       "Examples:\n"
@@ -209,6 +209,26 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
       if (!ok) SM_INPUT_ERROR(o->info_file << ": the data do not match their crc32 (see above)");
     }
   });
+}
+}  // namespace
+
+void add_data_command(CLI::App& app, const AppEnv& env) {
+  auto o = std::make_shared<DataOptions>();
+  CLI::App* cmd = app.add_subcommand("data", "make or inspect HDF5 datasets");
+  cmd->require_subcommand(1);
+  cmd->footer(
+      "Examples:\n"
+      "  spikemesh data fashion-mnist                   # -> input/fashion_mnist.h5\n"
+      "  spikemesh data synth-dvs --out input/synth_dvs.h5 --train 2000 --test 400\n"
+      "  spikemesh data info input/fashion_mnist.h5\n"
+      "Datasets are HDF5: /train/x, /train/y, /test/x, /test/y and root attributes (docs/architecture.md §8).\n"
+      "Each subcommand has its own --help.");
+
+  add_fashion_mnist_subcommand(cmd, o, env);
+  add_synth_dvs_subcommand(cmd, o, env);
+  for (const EventDatasetHelp& d : kEventDatasets) add_event_import_subcommand(cmd, o, env, d);
+  add_data_bench_subcommand(cmd, o, env);
+  add_data_info_subcommand(cmd, o, env);
 }
 
 }  // namespace sm

@@ -1,5 +1,5 @@
 // import_state.cpp — the import_state record (text, one line of numbers then the skipped
-// messages) and the resume check of import_state.h.
+// messages), the resume check of import_state.h and the attributes of a finished import.
 #include "spikemesh/data/import_state.h"
 
 #include <algorithm>
@@ -13,6 +13,8 @@
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/log.h"
+#include "spikemesh/data/event_datasets.h"
+#include "spikemesh/data/frame_integration.h"
 #include "spikemesh/io/crc32.h"
 
 namespace sm {
@@ -21,6 +23,21 @@ namespace fs = std::filesystem;
 
 namespace {
 constexpr int kStateVersion = 1;
+
+void set_i64_array_attr(const H5File& f, const std::string& key, const std::vector<int64_t>& v) {
+  if (H5Aexists(f.id(), key.c_str()) > 0) SM_H5_CHECK(H5Adelete(f.id(), key.c_str()));
+  hsize_t n = v.size();
+  H5Handle space(SM_H5_CHECK(H5Screate_simple(1, &n, nullptr)), H5Sclose);
+  H5Handle a(SM_H5_CHECK(H5Acreate2(f.id(), key.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT)),
+             H5Aclose);
+  SM_H5_CHECK(H5Awrite(a.get(), H5T_NATIVE_INT64, v.data()));
+}
+
+std::string hex32(uint32_t v) {
+  char b[16];
+  std::snprintf(b, sizeof b, "%08x", v);
+  return b;
+}
 }  // namespace
 
 std::string ImportState::to_text() const {
@@ -133,6 +150,49 @@ bool resume_import(const std::string& tmp, const std::string& fingerprint, const
     }
   }
   return resumed;
+}
+
+// The root attributes of a finished import (docs/architecture.md §8c; output/README.md) and
+// the crc32 attribute of every split's x and y. Collective over the file's group: the same
+// values on every rank.
+void write_dataset_attributes(const H5File& f, const EventDatasetLayout& L, const std::string& source,
+                              const FrameSpec& spec, int S, StoredType stored, int deflate, bool events,
+                              const ImportState& st) {
+  f.set_attr("num_classes", static_cast<int64_t>(L.class_names.size()));
+  f.set_attr("T", static_cast<int64_t>(spec.T));
+  f.set_attr("layout", "NTCHW");
+  f.set_attr("encoding", "events");
+  f.set_attr("source", source);
+  f.set_attr("x_scale", 1.0);
+  f.set_attr("format_version", static_cast<int64_t>(1));
+  f.set_attr("dataset", L.dataset);
+  f.set_attr("split_by", split_by_name(spec.split_by));
+  f.set_attr("duration_us", spec.duration_us);
+  f.set_attr("size", static_cast<int64_t>(S));
+  f.set_attr("resize", S != L.sensor_w || S != L.sensor_h ? "bilinear antialias (torchvision Resize)" : "none");
+  f.set_attr("sensor_h", static_cast<int64_t>(L.sensor_h));
+  f.set_attr("sensor_w", static_cast<int64_t>(L.sensor_w));
+  if (L.dataset == "cifar10-dvs") f.set_attr("train_ratio", L.train_ratio);
+  std::string names;
+  for (size_t i = 0; i < L.class_names.size(); ++i) names += (i ? "," : "") + L.class_names[i];
+  f.set_attr("class_names", names);
+  set_i64_array_attr(f, "train_per_class", st.per_class[0]);
+  set_i64_array_attr(f, "test_per_class", st.per_class[1]);
+  f.set_attr("stored_dtype", stored_type_name(stored));
+  f.set_attr("deflate", static_cast<int64_t>(deflate));
+  f.set_attr("saturated_values", st.saturated);
+  f.set_attr("skipped_samples", st.skipped);
+  std::string skipped;
+  for (auto& s : st.skipped_files) skipped += s + "\n";
+  f.set_attr("skipped", skipped);
+  f.set_attr("events_kept", static_cast<int64_t>(events));
+  f.set_attr("checksum", "crc32 train/x " + hex32(st.crc_x[0]) + " train/y " + hex32(st.crc_y[0]) + " test/x " +
+                             hex32(st.crc_x[1]) + " test/y " + hex32(st.crc_y[1]));
+  for (Split s : {Split::Train, Split::Test}) {
+    const std::string g = std::string("/") + split_name(s);
+    f.set_attr_on(g + "/x", "crc32", static_cast<int64_t>(st.crc_x[split_index(s)]));
+    f.set_attr_on(g + "/y", "crc32", static_cast<int64_t>(st.crc_y[split_index(s)]));
+  }
 }
 
 }  // namespace sm

@@ -245,6 +245,108 @@ static Tensor bn_forward_typed(const Tensor& x, const cpu::BnShape& s, const std
   return y;
 }
 
+namespace {
+
+// Σ(x - rm), Σ(x - rm)² per channel (shifted by the running mean rm).
+void shifted_moments(const Tensor& x, const cpu::BnShape& s, const std::vector<double>& rm, std::vector<double>& sum,
+                     std::vector<double>& sumsq) {
+  if (x.dtype() == DType::F64)
+    cpu::bn_shifted_moments<double>(x.data<double>(), s, rm.data(), sum.data(), sumsq.data());
+  else
+    cpu::bn_shifted_moments<float>(x.data<float>(), s, rm.data(), sum.data(), sumsq.data());
+}
+
+// A piece of a memopt split (ctx.bn_moments_for): its moments added to the slot's sums.
+void add_piece_moments(SplitSums& a, const Tensor& x, const cpu::BnShape& s, const std::vector<double>& rm) {
+  const size_t C = static_cast<size_t>(s.channels);
+  std::vector<double> sum(C), sumsq(C);
+  shifted_moments(x, s, rm, sum, sumsq);
+  for (size_t c = 0; c < C; ++c) a.sum[c] += sum[c], a.sumsq[c] += sumsq[c];
+  a.count += static_cast<double>(s.count());
+}
+
+// The running statistics a training forward moves (buffers running_mean, running_var,
+// num_batches_tracked) and its momentum.
+struct RunningStats {
+  Buffer& mean;
+  Buffer& var;
+  Buffer& tracked;
+  double momentum;
+};
+
+// Training: the batch statistics (all-reduced when synced) into mean and var, the running
+// statistics moved towards them (rm: running_mean as doubles), sv.count the group's count.
+void batch_statistics(const Tensor& x, const cpu::BnShape& s, const Ctx& ctx, std::vector<double>& rm, RunningStats run,
+                      Saved& sv, std::vector<double>& mean, std::vector<double>& var) {
+  const size_t C = static_cast<size_t>(s.channels);
+  std::vector<double> sum(C), sumsq(C);
+  double count = static_cast<double>(s.count());
+  shifted_moments(x, s, rm, sum, sumsq);
+  if (sv.synced) all_reduce_vectors(*ctx.bn_sync, {&sum, &sumsq}, &count);
+  SM_CHECK(count > 0, "batchnorm over an empty batch");
+  // n = 1: PyTorch raises; we skip Bessel's correction instead of dividing by zero.
+  const double bessel = count > 1 ? count / (count - 1) : 1.0;
+  std::vector<double> rv = as_doubles(run.var.value);
+  const double m = run.momentum;
+  for (size_t c = 0; c < C; ++c) {
+    const double d = sum[c] / count;
+    mean[c] = rm[c] + d;
+    var[c] = std::max(0.0, sumsq[c] / count - d * d);
+    rm[c] = (1 - m) * rm[c] + m * mean[c];
+    rv[c] = (1 - m) * rv[c] + m * var[c] * bessel;
+  }
+  store_doubles(run.mean.value, rm);
+  store_doubles(run.var.value, rv);
+  run.tracked.value.data<int64_t>()[0] += 1;
+  sv.count = count;
+}
+
+// Fused with `next` (a Neuron or max pooling): it normalises as it reads x; the slot keeps x
+// (backward works from the saved input) and the normalisation.
+Tensor forward_fused(Saved& sv, const Tensor& x, const cpu::BnShape& s, std::vector<double> mean,
+                     std::vector<double> invstd, std::vector<double> scale, const std::vector<double>& beta, Layer* next,
+                     Ctx& ctx) {
+  auto in = std::make_shared<cpu::NeuronInputAffine>();
+  in->center = mean;
+  in->scale = scale;
+  in->offset = beta;
+  in->channels = s.channels;
+  in->inner = s.inner;
+  sv.saved_output = false;
+  sv.act = x;
+  sv.mean = std::move(mean);
+  sv.invstd = std::move(invstd);
+  sv.scale = std::move(scale);
+  sv.fused_sums = std::make_shared<cpu::NeuronBnGradSums>();
+  if (auto* neuron = dynamic_cast<Neuron*>(next)) return neuron->forward_normalized_cpu(x, std::move(in), sv.fused_sums, ctx);
+  return static_cast<Pool2d*>(next)->forward_normalized_cpu(x, std::move(in), sv.fused_sums, ctx);
+}
+
+// Unfused: y = (x - μ)·scale + β written; the slot keeps y when x is recoverable from it
+// (output_recoverable), else x; and the normalisation.
+Tensor normalize_and_save(Saved& sv, const Tensor& x, const cpu::BnShape& s, std::vector<double> mean,
+                          std::vector<double> invstd, std::vector<double> scale, const std::vector<double>& gamma,
+                          const std::vector<double>& beta) {
+  Tensor y = x.dtype() == DType::F64 ? bn_forward_typed<double>(x, s, mean, scale, beta)
+                                     : bn_forward_typed<float>(x, s, mean, scale, beta);
+  sv.saved_output = x.dtype() == DType::F64
+                        ? output_recoverable<double>(gamma, beta, scale, sv.y_scale, sv.y_offset)
+                        : output_recoverable<float>(gamma, beta, scale, sv.y_scale, sv.y_offset);
+  if (sv.saved_output) {
+    sv.act = y;  // shared with the next layer; x is no longer referenced here
+  } else {
+    sv.act = x;
+    sv.y_scale.clear();
+    sv.y_offset.clear();
+  }
+  sv.mean = std::move(mean);
+  sv.invstd = std::move(invstd);
+  sv.scale = std::move(scale);
+  return y;
+}
+
+}  // namespace
+
 Tensor BatchNorm::forward_cpu(const Tensor& x, Ctx& ctx) { return forward_cpu_then(x, ctx, nullptr); }
 
 bool BatchNorm::fusable_after_batchnorm(const Layer& next) {
@@ -270,21 +372,10 @@ Tensor BatchNorm::forward_cpu_then(const Tensor& x, Ctx& ctx, Layer* next) {
   bn_detail::check_input(*this, x);
   const cpu::BnShape s = bn_shape(x);
   const size_t C = static_cast<size_t>(s.channels);
-  Buffer& running_mean = buffer(0);
-  Buffer& running_var = buffer(1);
-  Buffer& tracked = buffer(2);
-
-  std::vector<double> rm = as_doubles(running_mean.value);
+  std::vector<double> rm = as_doubles(buffer(0).value);
   Impl& im = impl_of(impl_);
   if (ctx.training && ctx.bn_moments_for == this) {  // a piece of a split: its moments, nothing more
-    SplitSums& a = im.split_of(ctx.slot, C);
-    std::vector<double> sum(C), sumsq(C);
-    if (x.dtype() == DType::F64)
-      cpu::bn_shifted_moments<double>(x.data<double>(), s, rm.data(), sum.data(), sumsq.data());
-    else
-      cpu::bn_shifted_moments<float>(x.data<float>(), s, rm.data(), sum.data(), sumsq.data());
-    for (size_t c = 0; c < C; ++c) a.sum[c] += sum[c], a.sumsq[c] += sumsq[c];
-    a.count += static_cast<double>(s.count());
+    add_piece_moments(im.split_of(ctx.slot, C), x, s, rm);
     return Tensor();
   }
   Saved& sv = im.slots.fresh(ctx.slot);
@@ -297,33 +388,11 @@ Tensor BatchNorm::forward_cpu_then(const Tensor& x, Ctx& ctx, Layer* next) {
     sv.count = k.count;
     if (!ctx.bn_split) im.kept.release(ctx.slot);
   } else if (ctx.training) {
-    std::vector<double> sum(C), sumsq(C);
-    double count = static_cast<double>(s.count());
-    if (x.dtype() == DType::F64)
-      cpu::bn_shifted_moments<double>(x.data<double>(), s, rm.data(), sum.data(), sumsq.data());
-    else
-      cpu::bn_shifted_moments<float>(x.data<float>(), s, rm.data(), sum.data(), sumsq.data());
-    if (sv.synced) all_reduce_vectors(*ctx.bn_sync, {&sum, &sumsq}, &count);
-    SM_CHECK(count > 0, "batchnorm over an empty batch");
-    // n = 1: PyTorch raises; we skip Bessel's correction instead of dividing by zero.
-    const double bessel = count > 1 ? count / (count - 1) : 1.0;
-    std::vector<double> rv = as_doubles(running_var.value);
-    const double m = cfg_.momentum;
-    for (size_t c = 0; c < C; ++c) {
-      const double d = sum[c] / count;
-      mean[c] = rm[c] + d;
-      var[c] = std::max(0.0, sumsq[c] / count - d * d);
-      rm[c] = (1 - m) * rm[c] + m * mean[c];
-      rv[c] = (1 - m) * rv[c] + m * var[c] * bessel;
-    }
-    store_doubles(running_mean.value, rm);
-    store_doubles(running_var.value, rv);
-    tracked.value.data<int64_t>()[0] += 1;
-    sv.count = count;
-    if (ctx.checkpointed) im.kept.keep(ctx.slot) = KeptStats{mean, var, count};
+    batch_statistics(x, s, ctx, rm, RunningStats{buffer(0), buffer(1), buffer(2), cfg_.momentum}, sv, mean, var);
+    if (ctx.checkpointed) im.kept.keep(ctx.slot) = KeptStats{mean, var, sv.count};
   } else {
     mean = rm;
-    var = as_doubles(running_var.value);
+    var = as_doubles(buffer(1).value);
     sv.count = static_cast<double>(s.count());
   }
   const std::vector<double> gamma = as_doubles(param(0).value);
@@ -334,38 +403,9 @@ Tensor BatchNorm::forward_cpu_then(const Tensor& x, Ctx& ctx, Layer* next) {
     invstd[c] = 1.0 / std::sqrt(var[c] + cfg_.eps);
     scale[c] = gamma[c] * invstd[c];
   }
-  if (next) {  // fused: the next layer normalises as it reads x; backward works from x (saved input)
-    auto in = std::make_shared<cpu::NeuronInputAffine>();
-    in->center = mean;
-    in->scale = scale;
-    in->offset = beta;
-    in->channels = s.channels;
-    in->inner = s.inner;
-    sv.saved_output = false;
-    sv.act = x;
-    sv.mean = std::move(mean);
-    sv.invstd = std::move(invstd);
-    sv.scale = std::move(scale);
-    sv.fused_sums = std::make_shared<cpu::NeuronBnGradSums>();
-    if (auto* neuron = dynamic_cast<Neuron*>(next)) return neuron->forward_normalized_cpu(x, std::move(in), sv.fused_sums, ctx);
-    return static_cast<Pool2d*>(next)->forward_normalized_cpu(x, std::move(in), sv.fused_sums, ctx);
-  }
-  Tensor y = x.dtype() == DType::F64 ? bn_forward_typed<double>(x, s, mean, scale, beta)
-                                     : bn_forward_typed<float>(x, s, mean, scale, beta);
-  sv.saved_output = x.dtype() == DType::F64
-                        ? output_recoverable<double>(gamma, beta, scale, sv.y_scale, sv.y_offset)
-                        : output_recoverable<float>(gamma, beta, scale, sv.y_scale, sv.y_offset);
-  if (sv.saved_output) {
-    sv.act = y;  // shared with the next layer; x is no longer referenced here
-  } else {
-    sv.act = x;
-    sv.y_scale.clear();
-    sv.y_offset.clear();
-  }
-  sv.mean = std::move(mean);
-  sv.invstd = std::move(invstd);
-  sv.scale = std::move(scale);
-  return y;
+  if (next)  // fused: the next layer normalises as it reads x; backward works from x (saved input)
+    return forward_fused(sv, x, s, std::move(mean), std::move(invstd), std::move(scale), beta, next, ctx);
+  return normalize_and_save(sv, x, s, std::move(mean), std::move(invstd), std::move(scale), gamma, beta);
 }
 
 template <typename T>

@@ -1,6 +1,10 @@
 // batchnorm_common.h — what BatchNorm's CPU hooks (batchnorm.cpp, the reference) and CUDA hooks
 // (batchnorm_cuda.cpp) share: the kernels' view of the input, the fields every slot keeps and
-// the checks at the start of forward and B.
+// the checks at the start of forward and B. The devices keep a slot's statistics in different
+// forms (host vectors; device rows of doubles, with a read-back decision and graph-capture
+// guards), so each device has its own hooks, split into the same named phases (forward:
+// add_piece_moments, batch_statistics, forward_fused, normalize_and_save); the CPU's are the
+// reference.
 // Invariant: a slot's act is defined from forward until B (it is released by a split B; W then
 // needs only the per-channel parameter gradients each device keeps in its own form).
 #pragma once

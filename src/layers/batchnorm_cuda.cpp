@@ -87,6 +87,100 @@ void all_reduce_through_host(Collectives& coll, const Tensor& dev, int64_t n, do
   if (extra) *extra = host.data<double>()[n];
 }
 
+// Σ(x - rm), Σ(x - rm)² per channel into sums [2, C] (shifted by the running mean rm).
+void shifted_moments(const Tensor& x, const cpu::BnShape& s, const float* rm, const Tensor& sums, cudaStream_t st) {
+  const int64_t C = s.channels;
+  cuda_layer::dispatch_activation(x.dtype(), "batchnorm", [&](auto t) {
+    using T = decltype(t);
+    cuda::bn_shifted_moments_cuda<T>(static_cast<const T*>(x.raw()), s, rm, row(sums, 0, C), row(sums, 1, C), st);
+  });
+}
+
+// A piece of a memopt split (ctx.bn_moments_for): its moments added to the slot's sums.
+void add_piece_moments(CudaSplit& a, const Tensor& x, const cpu::BnShape& s, const float* rm, cudaStream_t st) {
+  const int64_t C = s.channels;
+  Tensor sums = Tensor::empty({2, C}, DType::F64, x.device());
+  shifted_moments(x, s, rm, sums, st);
+  cuda::accumulate(a.moments.raw(), DType::F64, sums.raw(), DType::F64, 2 * C, st);
+  a.count += static_cast<double>(s.count());
+}
+
+// The running statistics a training forward moves (buffers running_mean, running_var,
+// num_batches_tracked), γ and the layer's eps and momentum.
+struct RunningStats {
+  Tensor* buffers[3];  // running_mean, running_var, num_batches_tracked
+  const float* gamma;
+  double eps, momentum;
+};
+
+// Training: the batch statistics (all-reduced when synced) into sv.stats rows kMean..kScale,
+// the running statistics moved (backed up first under a graph capture), sv.count the group's.
+void batch_statistics(const Tensor& x, const cpu::BnShape& s, const Ctx& ctx, const RunningStats& run, CudaSaved& sv,
+                      cudaStream_t st) {
+  const int64_t C = s.channels;
+  Tensor sums = Tensor::empty({2, C}, DType::F64, x.device());  // Σ(x - rm), Σ(x - rm)²
+  double count = static_cast<double>(s.count());
+  float* running_mean = run.buffers[0]->data<float>();
+  shifted_moments(x, s, running_mean, sums, st);
+  if (sv.synced) all_reduce_through_host(*ctx.bn_sync, sums, 2 * C, &count);
+  SM_CHECK(count > 0, "batchnorm over an empty batch");
+  if (GraphCapture* g = active_graph_capture())  // the running statistics before this update
+    for (const Tensor* b : run.buffers) {
+      Tensor copy = Tensor::empty(b->shape(), b->dtype(), b->device());
+      copy.copy_from(*b);  // device to device, on the stream: captured
+      g->backups.emplace_back(*b, copy);
+    }
+  cuda::bn_train_stats_cuda(row(sums, 0, C), row(sums, 1, C), count, C, run.eps, run.momentum, running_mean,
+                            run.buffers[1]->data<float>(), run.buffers[2]->data<int64_t>(), run.gamma,
+                            row(sv.stats, kMean, C), row(sv.stats, kInvstd, C), row(sv.stats, kScale, C), st);
+  sv.count = count;
+}
+
+// Fused with the neuron after it: it normalises as it reads x; the slot keeps x (backward
+// works from the saved input, no decision to read back).
+Tensor forward_fused(CudaSaved& sv, const Tensor& x, const cpu::BnShape& s, const Tensor& beta, Layer* next, Ctx& ctx) {
+  const int64_t C = s.channels;
+  auto in = std::make_shared<cuda_layer::FusedBnApply>();
+  in->stats = sv.stats;
+  in->offset = beta.clone();  // β as of this forward
+  in->kernel.center = row(sv.stats, kMean, C);
+  in->kernel.scale = row(sv.stats, kScale, C);
+  in->kernel.offset = in->offset.data<float>();
+  in->kernel.channels = C;
+  in->kernel.inner = s.inner;
+  sv.saved_output = false;
+  sv.act = x;
+  return static_cast<Neuron*>(next)->forward_normalized_cuda(x, std::move(in), ctx);
+}
+
+// Unfused: y = (x - μ)·scale + β written; the slot keeps y when x is recoverable from it
+// (read back, or under a graph capture the last eager training decision, guarded), else x.
+Tensor normalize_and_save(CudaImpl& im, CudaSaved& sv, const Tensor& x, const cpu::BnShape& s, const float* gamma,
+                          const float* beta, const Ctx& ctx, const std::string& name, cudaStream_t st) {
+  const int64_t C = s.channels;
+  const DType dt = x.dtype();
+  Tensor y = Tensor::empty(x.shape(), dt, x.device());  // [T, N, C, ...]
+  cuda_layer::dispatch_activation(dt, "batchnorm", [&](auto t) {
+    using T = decltype(t);
+    cuda::bn_normalize_cuda<T>(static_cast<const T*>(x.raw()), s, row(sv.stats, kMean, C), row(sv.stats, kScale, C),
+                               beta, static_cast<T*>(y.raw()), st);
+  });
+  Tensor recoverable = Tensor::empty({1}, DType::I32, x.device());
+  cuda::bn_output_recovery_cuda(gamma, beta, row(sv.stats, kScale, C), C, row(sv.stats, kYScale, C),
+                                row(sv.stats, kYOffset, C), recoverable.data<int32_t>(), st);
+  if (GraphCapture* g = active_graph_capture()) {  // no read-back: repeat the last eager decision
+    if (!ctx.training || im.last_train_decision < 0)
+      refuse_graph_capture("batchnorm '" + name + "' has no eager training forward to repeat");
+    sv.saved_output = im.last_train_decision == 1;
+    g->guards.push_back({"batchnorm '" + name + "'", recoverable, im.last_train_decision});
+  } else {
+    sv.saved_output = recoverable.item() != 0.0;  // synchronises (see the top comment)
+    if (ctx.training && !ctx.recompute) im.last_train_decision = sv.saved_output ? 1 : 0;
+  }
+  sv.act = sv.saved_output ? y : x;              // keep the output: x may be freed now
+  return y;
+}
+
 }  // namespace
 
 Tensor BatchNorm::forward_cuda(const Tensor& x, Ctx& ctx) { return forward_cuda_then(x, ctx, nullptr); }
@@ -97,99 +191,40 @@ Tensor BatchNorm::forward_cuda_then(const Tensor& x, Ctx& ctx, Layer* next) {
   CudaAllocLabel label("batchnorm forward", &name_);
   const cpu::BnShape s = bn_shape(x);
   const int64_t C = s.channels;
-  const DType dt = x.dtype();
   cudaStream_t st = cuda_layer::stream_of(x);
-  float* running_mean = buffer(0).value.data<float>();
-  float* running_var = buffer(1).value.data<float>();
-  int64_t* tracked = buffer(2).value.data<int64_t>();
   const float* gamma = param(0).value.data<float>();
   const float* beta = param(1).value.data<float>();
 
   CudaImpl& im = impl(cuda_impl_);
   if (ctx.training && ctx.bn_moments_for == this) {  // a piece of a split: its moments, nothing more
-    CudaSplit& a = im.split_of(ctx.slot, C, x.device());
-    Tensor sums = Tensor::empty({2, C}, DType::F64, x.device());
-    cuda_layer::dispatch_activation(dt, "batchnorm", [&](auto t) {
-      using T = decltype(t);
-      cuda::bn_shifted_moments_cuda<T>(static_cast<const T*>(x.raw()), s, running_mean, row(sums, 0, C),
-                                       row(sums, 1, C), st);
-    });
-    cuda::accumulate(a.moments.raw(), DType::F64, sums.raw(), DType::F64, 2 * C, st);
-    a.count += static_cast<double>(s.count());
+    add_piece_moments(im.split_of(ctx.slot, C, x.device()), x, s, buffer(0).value.data<float>(), st);
     return Tensor();
   }
   CudaSaved& sv = im.slots.fresh(ctx.slot);
   bn_detail::begin_saved(sv, ctx);
   sv.stats = Tensor::empty({kStatRows, C}, DType::F64, x.device());
-  double* mean = row(sv.stats, kMean, C);
-  double* invstd = row(sv.stats, kInvstd, C);
-  double* scale = row(sv.stats, kScale, C);
   if (ctx.training && (ctx.recompute || ctx.bn_split)) {  // the kept statistics, no update
     CudaKept& k = im.kept.get(ctx.slot);
     sv.stats.slice0(0, kYScale).copy_from(k.stats);
     sv.count = k.count;
     if (!ctx.bn_split) im.kept.release(ctx.slot);
   } else if (ctx.training) {
-    Tensor sums = Tensor::empty({2, C}, DType::F64, x.device());  // Σ(x - rm), Σ(x - rm)²
-    double count = static_cast<double>(s.count());
-    cuda_layer::dispatch_activation(dt, "batchnorm", [&](auto t) {
-      using T = decltype(t);
-      cuda::bn_shifted_moments_cuda<T>(static_cast<const T*>(x.raw()), s, running_mean, row(sums, 0, C),
-                                       row(sums, 1, C), st);
-    });
-    if (sv.synced) all_reduce_through_host(*ctx.bn_sync, sums, 2 * C, &count);
-    SM_CHECK(count > 0, "batchnorm over an empty batch");
-    if (GraphCapture* g = active_graph_capture())  // the running statistics before this update
-      for (const Tensor* b : {&buffer(0).value, &buffer(1).value, &buffer(2).value}) {
-        Tensor copy = Tensor::empty(b->shape(), b->dtype(), b->device());
-        copy.copy_from(*b);  // device to device, on the stream: captured
-        g->backups.emplace_back(*b, copy);
-      }
-    cuda::bn_train_stats_cuda(row(sums, 0, C), row(sums, 1, C), count, C, cfg_.eps, cfg_.momentum, running_mean,
-                              running_var, tracked, gamma, mean, invstd, scale, st);
-    sv.count = count;
+    const RunningStats run{{&buffer(0).value, &buffer(1).value, &buffer(2).value}, gamma, cfg_.eps, cfg_.momentum};
+    batch_statistics(x, s, ctx, run, sv, st);
     if (ctx.checkpointed) {
       CudaKept& k = im.kept.keep(ctx.slot);
       k.stats = Tensor::empty({kYScale, C}, DType::F64, x.device());
       k.stats.copy_from(sv.stats.slice0(0, kYScale));
-      k.count = count;
+      k.count = sv.count;
     }
   } else {
-    cuda::bn_eval_stats_cuda(running_mean, running_var, gamma, C, cfg_.eps, mean, invstd, scale, st);
+    cuda::bn_eval_stats_cuda(buffer(0).value.data<float>(), buffer(1).value.data<float>(), gamma, C, cfg_.eps,
+                             row(sv.stats, kMean, C), row(sv.stats, kInvstd, C), row(sv.stats, kScale, C), st);
     sv.count = static_cast<double>(s.count());
   }
-  if (next) {  // fused: the neuron normalises as it reads x; backward works from x (no decision to read)
-    auto in = std::make_shared<cuda_layer::FusedBnApply>();
-    in->stats = sv.stats;
-    in->offset = param(1).value.clone();  // β as of this forward
-    in->kernel.center = mean;
-    in->kernel.scale = scale;
-    in->kernel.offset = in->offset.data<float>();
-    in->kernel.channels = C;
-    in->kernel.inner = s.inner;
-    sv.saved_output = false;
-    sv.act = x;
-    return static_cast<Neuron*>(next)->forward_normalized_cuda(x, std::move(in), ctx);
-  }
-  Tensor y = Tensor::empty(x.shape(), dt, x.device());  // [T, N, C, ...]
-  cuda_layer::dispatch_activation(dt, "batchnorm", [&](auto t) {
-    using T = decltype(t);
-    cuda::bn_normalize_cuda<T>(static_cast<const T*>(x.raw()), s, mean, scale, beta, static_cast<T*>(y.raw()), st);
-  });
-  Tensor recoverable = Tensor::empty({1}, DType::I32, x.device());
-  cuda::bn_output_recovery_cuda(gamma, beta, scale, C, row(sv.stats, kYScale, C), row(sv.stats, kYOffset, C),
-                                recoverable.data<int32_t>(), st);
-  if (GraphCapture* g = active_graph_capture()) {  // no read-back: repeat the last eager decision
-    if (!ctx.training || im.last_train_decision < 0)
-      refuse_graph_capture("batchnorm '" + name_ + "' has no eager training forward to repeat");
-    sv.saved_output = im.last_train_decision == 1;
-    g->guards.push_back({"batchnorm '" + name_ + "'", recoverable, im.last_train_decision});
-  } else {
-    sv.saved_output = recoverable.item() != 0.0;  // synchronises (see the top comment)
-    if (ctx.training && !ctx.recompute) im.last_train_decision = sv.saved_output ? 1 : 0;
-  }
-  sv.act = sv.saved_output ? y : x;              // keep the output: x may be freed now
-  return y;
+  if (next)  // fused: the neuron normalises as it reads x; backward works from x (no decision to read)
+    return forward_fused(sv, x, s, param(1).value, next, ctx);
+  return normalize_and_save(im, sv, x, s, gamma, beta, ctx, name_, st);
 }
 
 Tensor BatchNorm::backward_input_cuda(const Tensor& dy, Ctx& ctx) {

@@ -1,6 +1,8 @@
 // loss_common.h — what the CPU losses (loss.cpp) and their CUDA wrapper (loss_cuda.cpp)
 // share: validation of the model output and labels, and the state one forward keeps for its
-// backward, per microbatch slot.
+// backward, per microbatch slot. The backward flow is written once here (take_gradient, over
+// the device's broadcast); the forward is per device because the CUDA wrapper keeps its state
+// on the output's device.
 // Invariants: a slot holds the forward of one microbatch until its backward releases it; a
 // forward into a held slot replaces it (an evaluation forward has no backward); the kept
 // gradient lives on the output's device, in double.

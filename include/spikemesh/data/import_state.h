@@ -13,6 +13,9 @@
 namespace sm {
 
 class Comm;
+class H5File;
+struct EventDatasetLayout;
+struct FrameSpec;
 
 struct ImportState {
   std::string fingerprint;   // the options and the listing (not the rank count nor the rounds)
@@ -38,5 +41,12 @@ inline int split_index(Split s) { return s == Split::Train ? 0 : 1; }
 // removes it (one warning saying why) and returns false with `w` empty.
 bool resume_import(const std::string& tmp, const std::string& fingerprint, const EventFileShape& shape, Comm* group,
                    EventH5Writer& w, ImportState& st);
+
+// The root attributes of a finished import (docs/architecture.md §8c; output/README.md) and
+// the crc32 attribute of every split's x and y. Collective over the file's group: the same
+// values on every rank.
+void write_dataset_attributes(const H5File& f, const EventDatasetLayout& L, const std::string& source,
+                              const FrameSpec& spec, int S, StoredType stored, int deflate, bool events,
+                              const ImportState& st);
 
 }  // namespace sm

@@ -323,6 +323,21 @@ inline int64_t fold_by_channel(const NeuronInputAffine& a, int64_t i0, int64_t n
   return runs;
 }
 
+// The blocks' sums by channel run ([blocks][runs], block_runs[b] used in block b) added in
+// block order into bn_sums (per channel); bn_sums.of = grad_x, the gradient they belong to.
+inline void add_block_sums(const std::vector<ChannelSums>& block_sums, const std::vector<int64_t>& block_runs,
+                           int64_t runs, int64_t channels, const void* grad_x, NeuronBnGradSums& bn_sums) {
+  bn_sums.dy.assign(static_cast<size_t>(channels), 0.0);
+  bn_sums.dy_xc.assign(bn_sums.dy.size(), 0.0);
+  for (size_t b = 0; b < block_runs.size(); ++b)  // fixed order
+    for (int64_t r = 0; r < block_runs[b]; ++r) {
+      const ChannelSums& e = block_sums[b * runs + r];
+      bn_sums.dy[e.channel] += e.dy;
+      bn_sums.dy_xc[e.channel] += e.dy_xc;
+    }
+  bn_sums.of = grad_x;
+}
+
 template <bool kRateGrad, typename T, class K>
 void backward_blocks(const K& shared_k, bool decay_input, const T* grad_s, const T* x, const T* v_init,
                      int64_t steps, int64_t M, T* grad_x, double* grad_r, const T* grad_v_in, T* grad_v_out,
@@ -394,17 +409,7 @@ void backward_blocks(const K& shared_k, bool decay_input, const T* grad_s, const
     for (double g : block_grad_r) sum += g;  // fixed order
     *grad_r = sum;
   }
-  if (bn_sums) {
-    bn_sums->dy.assign(static_cast<size_t>(affine->channels), 0.0);
-    bn_sums->dy_xc.assign(bn_sums->dy.size(), 0.0);
-    for (int64_t b = 0; b < blocks; ++b)  // fixed order
-      for (int64_t r = 0; r < block_runs[b]; ++r) {
-        const ChannelSums& e = block_sums[b * runs + r];
-        bn_sums->dy[e.channel] += e.dy;
-        bn_sums->dy_xc[e.channel] += e.dy_xc;
-      }
-    bn_sums->of = grad_x;
-  }
+  if (bn_sums) add_block_sums(block_sums, block_runs, runs, affine->channels, grad_x, *bn_sums);
 }
 
 void check_affine(const NeuronInputAffine* a, int64_t M) {

@@ -165,6 +165,80 @@ __device__ void store_checkpoints_vec(const NeuronF32& k, const T* x, const uint
   }
 }
 
+// One chunk's forward recomputed from v_start: h[j] = h_{t0 + j} for j < len (static indices
+// after unrolling: h stays in registers).
+template <typename T, int V, bool kDecay, bool kHard, bool kAtan>
+__device__ __forceinline__ void recompute_chunk_vec(const NeuronF32& k, const T* __restrict__ x,
+                                                    const uint32_t* __restrict__ x_bits, bool has_affine,
+                                                    const ChannelAffine (&aff)[V], uint32_t t0, int len, uint32_t M,
+                                                    uint32_t i0, const float (&v_start)[V],
+                                                    float (&h)[kNeuronChunk][V]) {
+  constexpr int K = kNeuronChunk;
+  float vm[V];
+#pragma unroll
+  for (int q = 0; q < V; ++q) vm[q] = v_start[q];
+#pragma unroll
+  for (int jb = 0; jb < K; jb += kAhead) {
+    float in[kAhead][V];
+#pragma unroll
+    for (int j = 0; j < kAhead; ++j)
+      if (jb + j < len) load_input<T, V>(x, x_bits, (t0 + jb + j) * M + i0, has_affine, aff, in[j]);
+#pragma unroll
+    for (int j = 0; j < kAhead; ++j)
+      if (jb + j < len) {
+#pragma unroll
+        for (int q = 0; q < V; ++q) {
+          const float hj = charge_t<kDecay>(k, vm[q], in[j][q]);
+          h[jb + j][q] = hj;
+          const float s = k.smooth ? smooth_spike_t<kAtan>(k, hj) : fire_t<FireMode::Step>(k, hj);
+          vm[q] = reset_t<kHard>(k, hj, s);
+        }
+      }
+  }
+}
+
+// BPTT through one recomputed chunk, last step first: grad_x of steps t0 .. t0 + len - 1 stored,
+// g_v carried backwards (d loss / d v), and with_r: PLIF's d loss / d r added to acc_r.
+template <typename T, int V, bool kDecay, bool kHard, bool kDetach, bool kAtan>
+__device__ __forceinline__ void backward_chunk_vec(const NeuronF32& k, const T* __restrict__ grad_s,
+                                                   const float (&h)[kNeuronChunk][V], const float (&v_start)[V],
+                                                   uint32_t t0, int len, uint32_t M, uint32_t i0, bool with_r,
+                                                   float (&g_v)[V], T* __restrict__ grad_x, double& acc_r) {
+  constexpr int K = kNeuronChunk;
+#pragma unroll
+  for (int jb = K - kAhead; jb >= 0; jb -= kAhead) {
+    float gs[kAhead][V];
+#pragma unroll
+    for (int j = 0; j < kAhead; ++j)
+      if (jb + j < len) load_vec<T, V>(grad_s + (t0 + jb + j) * M + i0, gs[j]);
+#pragma unroll
+    for (int j = kAhead - 1; j >= 0; --j) {
+      const int jj = jb + j;
+      if (jj < len) {
+        float gx[V];
+#pragma unroll
+        for (int q = 0; q < V; ++q) {
+          const float hj = h[jj][q];
+          const float sg = surrogate_grad_t<kAtan>(k, hj);
+          const float s = k.smooth ? smooth_spike_t<kAtan>(k, hj) : fire_t<FireMode::Step>(k, hj);
+          const float grad_h =
+              __fadd_rn(__fmul_rn(gs[j][q], sg), __fmul_rn(g_v[q], dv_dh_t<kHard, kDetach>(k, hj, s, sg)));
+          gx[q] = __fmul_rn(grad_h, k.x_scale);
+          g_v[q] = __fmul_rn(grad_h, k.one_minus_r);
+          if (with_r) {
+            const float hp = h[jj > 0 ? jj - 1 : 0][q];  // h_{t-1} inside this chunk
+            const float sp = k.smooth ? smooth_spike_t<kAtan>(k, hp) : fire_t<FireMode::Step>(k, hp);
+            const float v_prev = jj > 0 ? reset_t<kHard>(k, hp, sp) : v_start[q];
+            const float dh_dr = kDecay ? __fdiv_rn(__fsub_rn(hj, v_prev), k.r) : __fsub_rn(k.v_r_charge, v_prev);
+            acc_r += static_cast<double>(__fmul_rn(grad_h, dh_dr));
+          }
+        }
+        store_vec<T, V>(grad_x + (t0 + jj) * M + i0, gx);
+      }
+    }
+  }
+}
+
 template <typename T, int V, bool kDecay, bool kHard, bool kDetach, bool kAtan>
 __global__ void __launch_bounds__(kThreads, 2)
     backward_vec_kernel(NeuronF32 k, const T* __restrict__ grad_s, const T* __restrict__ x,
@@ -201,59 +275,9 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int q = 0; q < V; ++q) v_start[q] = c == 0 ? v0[q] : ckpt[(c - 1) * M + i0 + q];
       float h[K][V];  // h_t of this chunk; static indices only (stays in registers)
-      float vm[V];
-#pragma unroll
-      for (int q = 0; q < V; ++q) vm[q] = v_start[q];
-#pragma unroll
-      for (int jb = 0; jb < K; jb += kAhead) {
-        float in[kAhead][V];
-#pragma unroll
-        for (int j = 0; j < kAhead; ++j)
-          if (jb + j < len) load_input<T, V>(x, x_bits, (t0 + jb + j) * M + i0, has_affine, aff, in[j]);
-#pragma unroll
-        for (int j = 0; j < kAhead; ++j)
-          if (jb + j < len) {
-#pragma unroll
-            for (int q = 0; q < V; ++q) {
-              const float hj = charge_t<kDecay>(k, vm[q], in[j][q]);
-              h[jb + j][q] = hj;
-              const float s = k.smooth ? smooth_spike_t<kAtan>(k, hj) : fire_t<FireMode::Step>(k, hj);
-              vm[q] = reset_t<kHard>(k, hj, s);
-            }
-          }
-      }
-#pragma unroll
-      for (int jb = K - kAhead; jb >= 0; jb -= kAhead) {
-        float gs[kAhead][V];
-#pragma unroll
-        for (int j = 0; j < kAhead; ++j)
-          if (jb + j < len) load_vec<T, V>(grad_s + (t0 + jb + j) * M + i0, gs[j]);
-#pragma unroll
-        for (int j = kAhead - 1; j >= 0; --j) {
-          const int jj = jb + j;
-          if (jj < len) {
-            float gx[V];
-#pragma unroll
-            for (int q = 0; q < V; ++q) {
-              const float hj = h[jj][q];
-              const float sg = surrogate_grad_t<kAtan>(k, hj);
-              const float s = k.smooth ? smooth_spike_t<kAtan>(k, hj) : fire_t<FireMode::Step>(k, hj);
-              const float grad_h =
-                  __fadd_rn(__fmul_rn(gs[j][q], sg), __fmul_rn(g_v[q], dv_dh_t<kHard, kDetach>(k, hj, s, sg)));
-              gx[q] = __fmul_rn(grad_h, k.x_scale);
-              g_v[q] = __fmul_rn(grad_h, k.one_minus_r);
-              if (block_grad_r) {
-                const float hp = h[jj > 0 ? jj - 1 : 0][q];  // h_{t-1} inside this chunk
-                const float sp = k.smooth ? smooth_spike_t<kAtan>(k, hp) : fire_t<FireMode::Step>(k, hp);
-                const float v_prev = jj > 0 ? reset_t<kHard>(k, hp, sp) : v_start[q];
-                const float dh_dr = kDecay ? __fdiv_rn(__fsub_rn(hj, v_prev), k.r) : __fsub_rn(k.v_r_charge, v_prev);
-                acc_r += static_cast<double>(__fmul_rn(grad_h, dh_dr));
-              }
-            }
-            store_vec<T, V>(grad_x + (t0 + jj) * M + i0, gx);
-          }
-        }
-      }
+      recompute_chunk_vec<T, V, kDecay, kHard, kAtan>(k, x, x_bits, has_affine, aff, t0, len, M, i0, v_start, h);
+      backward_chunk_vec<T, V, kDecay, kHard, kDetach, kAtan>(k, grad_s, h, v_start, t0, len, M, i0,
+                                                              block_grad_r != nullptr, g_v, grad_x, acc_r);
     }
     if (grad_v_out) {
 #pragma unroll
