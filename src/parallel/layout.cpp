@@ -72,12 +72,13 @@ void Layout::build() {
       }
       collect_tp_partial(stage_->unit(k), partial[k]);
     }
-  if (groups_.dp_comm() && (groups_.dp_comm()->size() > 1 || plan_.reduction != GradientReduction::AllReduce)) {
+  Comm* dp = groups_.dp_comm();
+  if (dp && (dp->size() > 1 || plan_.reduction != GradientReduction::AllReduce)) {
     // tp: the dp family over dp; fsdp_tp: FSDP over dp of the tp-local flat buffers (the plan's
     // reduction says which). A dp group of one rank reduces nothing: plain all-reduce there is
     // the one-rank strategy below (no packed buckets: a parameter-sized buffer and a copy saved)
-    strategy_ = make_strategy(*stage_, *groups_.dp_comm(), plan_.reduction, opts_.strategy);  // collective over dp
-    if (opts_.sync_bn) bn_sync_ = std::make_unique<CommCollectives>(*groups_.dp_comm());
+    strategy_ = make_strategy(*stage_, *dp, plan_.reduction, opts_.strategy);  // collective over dp
+    if (opts_.sync_bn) bn_sync_ = std::make_unique<CommCollectives>(*dp);
   } else {
     strategy_ = make_single_rank_strategy(*stage_);
   }
