@@ -96,14 +96,14 @@ void add_pipeline_fields(BenchRecord& r, Layout& layout, const std::vector<PpSte
   std::vector<double> t{double(now.activation_bytes - at_timed.activation_bytes) / timed_steps,
                         double(now.spike_elements - at_timed.spike_elements) / timed_steps,
                         double(now.gradient_bytes - at_timed.gradient_bytes) / timed_steps};
-  all_reduce_doubles(layout.mesh()->world(), t, ReduceOp::Max);
+  all_reduce_doubles(layout.groups().mesh()->world(), t, ReduceOp::Max);
   r["pp_activation_bytes_per_step"] = t[0];
   r["pp_spike_elements_per_step"] = t[1];
   r["pp_gradient_bytes_per_step"] = t[2];
   // Peak allocated memory of each pipeline rank (max over its dp and tp peers).
-  std::vector<double> per_stage(layout.pp_size(), 0.0);
-  per_stage[layout.pp_rank()] = peak_alloc_mb;
-  all_reduce_doubles(layout.mesh()->world(), per_stage, ReduceOp::Max);
+  std::vector<double> per_stage(layout.groups().pp_size(), 0.0);
+  per_stage[layout.groups().pp_rank()] = peak_alloc_mb;
+  all_reduce_doubles(layout.groups().mesh()->world(), per_stage, ReduceOp::Max);
   r["pp_stage_peak_allocated_mb"] = per_stage;
 }
 
@@ -193,7 +193,9 @@ RunParts set_up_bench(BenchOptions& o, const AppEnv& env, std::unique_ptr<Mesh>&
 std::vector<MicroBatch> synthetic_microbatches(const BenchOptions& o, RunParts& parts) {
   const Layout& layout = *parts.layout;
   const int M = static_cast<int>(layout.plan().batch.accum);  // micro-steps (pp: microbatches); divides N
-  return synthetic_batch(parts.model->info, SyntheticBatch{layout.plan().batch.replica, M, layout.data_rank(), o.seed}, parts.dtype,
+  return synthetic_batch(parts.model->info,
+                         SyntheticBatch{layout.plan().batch.replica, M, layout.groups().data_rank(), o.seed},
+                         parts.dtype,
                          parts.device, parts.activations);
 }
 
@@ -246,8 +248,8 @@ TimedSteps run_steps(const BenchOptions& o, const AppEnv& env, RunParts& parts, 
         layer_profile_reset();
         layer_profile_enable(true);
       }
-      ts.comm_at = layout.comm_counters();
-      ts.tp_at = layout.tp_comm_counters();
+      ts.comm_at = layout.groups().comm_counters();
+      ts.tp_at = layout.groups().tp_comm_counters();
       if (pipe) ts.pp_at = pipe->traffic();
     }
     Ctx ctx;
@@ -257,7 +259,8 @@ TimedSteps run_steps(const BenchOptions& o, const AppEnv& env, RunParts& parts, 
     // fp16: dynamic loss scaling; on a GPU the phase times are the device's.
     StepResult r = graphs.step(layout, *parts.optimizer, micro, ctx, StepOptions{0.0, &parts.scaler});
     const double ms = t.ms();
-    if (pipe && s >= o.warmup) ts.pp_steps.push_back(gather_step_timeline(*layout.pp_comm(), pipe->last_timeline()));
+    if (pipe && s >= o.warmup)
+      ts.pp_steps.push_back(gather_step_timeline(*layout.groups().pp_comm(), pipe->last_timeline()));
     if (s >= o.warmup) {
       ts.lat.push_back(ms);
       ts.fwd.push_back(r.forward_ms);
@@ -300,7 +303,8 @@ BenchFigures reduce_figures(const BenchOptions& o, RunParts& parts, Mesh* mesh, 
   for (Param* p : layout.optimizer_params()) f.local_param_mb += p->value.nbytes() / 1048576.0;
   f.ss = layout.stats();
   if (!mesh) return f;
-  const CommCounters now = layout.comm_counters();  // the slowest rank sets the pace; memory is the largest rank's
+  // the slowest rank sets the pace; memory is the largest rank's
+  const CommCounters now = layout.groups().comm_counters();
   f.comm_mb = (now.total_bus_bytes() - ts.comm_at.total_bus_bytes()) / 1048576.0 / o.steps;
   f.comm_ms = 1000.0 * (now.total_wait_seconds() - ts.comm_at.total_wait_seconds()) / o.steps;
   std::vector<double> m{f.step_ms, f.fwd, f.bwd, f.optm, f.rss, f.peak_alloc, f.comm_mb, f.comm_ms,
@@ -317,7 +321,7 @@ BenchFigures reduce_figures(const BenchOptions& o, RunParts& parts, Mesh* mesh, 
 void add_config_fields(BenchRecord& r, const BenchOptions& o, const AppEnv& env, RunParts& parts, Mesh* mesh,
                        const TimedSteps& ts) {
   const ModelInfo& mi = parts.model->info;
-  const int dp_size = parts.layout->data_size();
+  const int dp_size = parts.layout->groups().data_size();
   r["backend"] = "spikemesh";
   r["device"] = parts.device.is_cuda() ? "cuda" : "cpu";
   r["precision"] = precision_name(parts.precision);
@@ -408,7 +412,7 @@ void add_metric_fields(BenchRecord& r, const BenchOptions& o, RunParts& parts, M
   r["dp_comm_wait_ms_per_step"] = f.comm_ms;
   r["dp_comm_calls_per_step"] = mesh ? double(f.comm_calls) / o.steps : 0.0;
   {  // tensor parallelism: this rank's all-reduces over tp per step (the same on every tp rank)
-    const CommCounters tp_now = layout.tp_comm_counters();
+    const CommCounters tp_now = groups.tp_comm_counters();
     const CommOpCounter& a = tp_now[CommOp::AllReduce];
     const CommOpCounter& b = ts.tp_at[CommOp::AllReduce];
     r["tp_all_reduce_calls"] = static_cast<double>(a.calls - b.calls) / o.steps;
@@ -420,7 +424,7 @@ void add_metric_fields(BenchRecord& r, const BenchOptions& o, RunParts& parts, M
       r[std::string(key) + "_calls"] = static_cast<double>(x.calls - y.calls) / o.steps;
       r[std::string(key) + "_mb"] = static_cast<double>(x.payload_bytes - y.payload_bytes) / 1048576.0 / o.steps;
     }
-    r["tp_size"] = layout.tp_size();
+    r["tp_size"] = groups.tp_size();
   }
   r["forward_ms"] = f.fwd;
   r["backward_ms"] = f.bwd;
@@ -448,7 +452,8 @@ void report_bench(const BenchRecord& r, const BenchOptions& o, RunParts& parts, 
   if (mesh) {
     std::printf("  data parallel %s over %d ranks (global batch %lld): %.2f MiB/step on the wire per rank, "
                 "%.1f collective calls/step, %.2f ms/step exposed wait\n",
-                parts.layout->plan().options.mode.c_str(), parts.layout->data_size(), static_cast<long long>(r["global_batch_size"].get<int64_t>()),
+                parts.layout->plan().options.mode.c_str(), parts.layout->groups().data_size(),
+                static_cast<long long>(r["global_batch_size"].get<int64_t>()),
                 f.comm_mb, r["dp_comm_calls_per_step"].get<double>(), f.comm_ms);
     std::printf("  model state  parameters %.2f MiB full, %.2f MiB peak per rank; optimizer state %.2f MiB per rank\n",
                 f.ss.param_full_mb, f.ss.param_peak_mb, f.optim_state_mb);
@@ -462,7 +467,8 @@ void report_bench(const BenchRecord& r, const BenchOptions& o, RunParts& parts, 
   if (parts.layout->pipeline())
     std::printf("  pipeline     %s, %d ranks x %d virtual stages, %d microbatches, layout %s: bubble %.1f%% measured, "
                 "%.1f%% simulated with the measured costs; %.2f MiB activations sent per step per rank (max)\n",
-                r["pp_schedule"].get<std::string>().c_str(), parts.layout->pp_size(), r["pp_virtual_stages"].get<int>(),
+                r["pp_schedule"].get<std::string>().c_str(), parts.layout->groups().pp_size(),
+                r["pp_virtual_stages"].get<int>(),
                 r["pp_microbatches"].get<int>(), r["pp_layout"].get<std::string>().c_str(),
                 100 * r["pp_bubble_measured"].get<double>(), 100 * r["pp_bubble_simulated"].get<double>(),
                 r["pp_activation_bytes_per_step"].get<double>() / 1048576.0);

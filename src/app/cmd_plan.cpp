@@ -76,7 +76,7 @@ void print_memopt_plan(const PlanOptions& o) {
   model->finalize(DType::F32, Device::cpu(), 1);
   LayoutOptions lo;
   lo.memopt = layout_options(o.par).memopt;
-  Layout layout(*model, nullptr, lo);
+  Layout layout(*model, nullptr, resolved_layout_plan(lo, MeshShape{}, 1, 0, *model));
   const std::vector<MicroBatch> micro =
       synthetic_batch(model->info, SyntheticBatch{o.batch_size, 1, 0, 1}, DType::F32, Device::cpu(), DType::F32);
   Ctx ctx;

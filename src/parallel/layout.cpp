@@ -1,5 +1,6 @@
-// layout.cpp — the Layout: composition of stage, gradient-reduction strategy and the
-// collectives handed to layers; the one forward/backward path of a training step.
+// layout.cpp — the Layout: composition of its groups, stage, gradient-reduction strategy and the
+// collectives handed to layers; the one forward/backward path of a training step. Built from a
+// bound plan only (layout_plan.h): nothing is resolved here.
 #include "spikemesh/parallel/layout.h"
 
 #include <algorithm>
@@ -24,35 +25,17 @@
 
 namespace sm {
 
-namespace {
-// The plan of a layout built from options alone (tools and tests): resolved against the mesh
-// and bound to the (finalised) model here; a schedule file is read on every rank, so a rank
-// that cannot read it fails every rank with one message (collective over `world`).
-LayoutPlan plan_of(Model& model, Comm* world, const MeshShape& shape, const LayoutOptions& opts) {
-  LayoutPlan plan;
-  agree_on_error(world, [&] {
-    const int64_t batch = opts.pp_microbatches > 0 ? opts.pp_microbatches * opts.pp_cost_samples : 0;
-    plan = plan_layout(opts, shape, world ? world->size() : 1, batch);
-    bind_layout_plan(plan, model);
-  });
-  return plan;
-}
-}  // namespace
-
 Layout::Layout(Model& model, Mesh* mesh, LayoutPlan plan)
-    : LayoutGroups(mesh), model_(model), plan_(std::move(plan)),
+    : model_(model), groups_(mesh), plan_(std::move(plan)),
       stage_(std::make_unique<Stage>(model, 0, model.units.size())) {
-  SM_CHECK(plan_.bound, "a layout needs a plan bound to its model (bind_layout_plan)");
-  if (tp_) tp_coll_ = std::make_unique<CommCollectives>(*tp_);
-  if (mesh && (mesh->shape().tp > 1 || mesh->shape().pp > 1)) world_coll_ = std::make_unique<CommCollectives>(*world_);
+  if (Comm* tp = groups_.tp_comm()) tp_coll_ = std::make_unique<CommCollectives>(*tp);
+  if (mesh && (mesh->shape().tp > 1 || mesh->shape().pp > 1))
+    world_coll_ = std::make_unique<CommCollectives>(*groups_.world_comm());
   build();
 }
 
-Layout::Layout(Model& model, Mesh* mesh, const LayoutOptions& opts)
-    : Layout(model, mesh, plan_of(model, mesh ? &mesh->world() : nullptr, mesh ? mesh->shape() : MeshShape{}, opts)) {}
-
-Layout::Layout(Model& model, Comm& dp, const LayoutOptions& opts)
-    : LayoutGroups(dp), model_(model), plan_(plan_of(model, &dp, MeshShape{dp.size(), 1, 1}, opts)),
+Layout::Layout(Model& model, Comm& dp, LayoutPlan plan)
+    : model_(model), groups_(dp), plan_(std::move(plan)),
       stage_(std::make_unique<Stage>(model, 0, model.units.size())) {
   build();
 }
@@ -74,8 +57,9 @@ void collect_tp_partial(Layer& l, std::vector<TpPartialParam>& out) {
 
 void Layout::build() {
   SM_CHECK(model_.finalized(), "a layout needs a finalised model");
+  SM_CHECK(plan_.bound, "a layout needs a plan bound to its model (bind_layout_plan)");
   const int tp = plan_.mesh.tp, pp = plan_.mesh.pp;
-  SM_CHECK(plan_.world_size == world_size() && tp == (tp_ ? tp_->size() : 1) && pp == (pp > 1 ? mesh_->shape().pp : 1),
+  SM_CHECK(plan_.world_size == groups_.world_size() && tp == groups_.tp_size() && pp == groups_.pp_size(),
            "the layout plan's mesh " << plan_.mesh.str() << " is not this layout's");
   if (pp > 1) build_pipeline();
   std::vector<std::vector<TpPartialParam>> partial(stage_->size());  // per stage-local unit
@@ -88,12 +72,13 @@ void Layout::build() {
       }
       collect_tp_partial(stage_->unit(k), partial[k]);
     }
-  if (dp_ && (dp_->size() > 1 || plan_.reduction != GradientReduction::AllReduce)) {
+  Comm* dp = groups_.dp_comm();
+  if (dp && (dp->size() > 1 || plan_.reduction != GradientReduction::AllReduce)) {
     // tp: the dp family over dp; fsdp_tp: FSDP over dp of the tp-local flat buffers (the plan's
     // reduction says which). A dp group of one rank reduces nothing: plain all-reduce there is
     // the one-rank strategy below (no packed buckets: a parameter-sized buffer and a copy saved)
-    strategy_ = make_strategy(*stage_, *dp_, plan_.reduction, opts_.strategy);  // collective over dp
-    if (opts_.sync_bn) bn_sync_ = std::make_unique<CommCollectives>(*dp_);
+    strategy_ = make_strategy(*stage_, *dp, plan_.reduction, opts_.strategy);  // collective over dp
+    if (opts_.sync_bn) bn_sync_ = std::make_unique<CommCollectives>(*dp);
   } else {
     strategy_ = make_single_rank_strategy(*stage_);
   }
@@ -151,13 +136,13 @@ Layout::~Layout() = default;
 
 
 std::string Layout::describe() const {
-  if (!world_) return "dp=1 tp=1 pp=1";
-  const std::string shape = mesh_ ? mesh_->shape().str() : MeshShape{dp_->size(), 1, 1}.str();
+  if (!groups_.world_comm()) return "dp=1 tp=1 pp=1";
+  const std::string shape = groups_.mesh() ? groups_.mesh()->shape().str() : MeshShape{groups_.data_size(), 1, 1}.str();
   std::string pipe;
   if (pipeline_)
     pipe = " pp:" + pipeline_->schedule().kind + " v" + std::to_string(opts_.pp_virtual_stages) + " m" +
            std::to_string(pipeline_->schedule().microbatches) + " layout " + layout_text(pipeline_->units_per_stage());
-  return shape + " " + strategy_->name() + (tp_ ? "+tp" : "") + pipe + (opts_.sync_bn ? " sync-bn" : "");
+  return shape + " " + strategy_->name() + (groups_.tp_comm() ? "+tp" : "") + pipe + (opts_.sync_bn ? " sync-bn" : "");
 }
 
 // Every rank reads its dp part of each global batch (the tp ranks of a dp replica read the same
@@ -170,7 +155,7 @@ std::vector<Param*> Layout::optimizer_params() { return strategy_->optimizer_par
 Collectives* Layout::shard_group() { return strategy_->shard_group(); }
 
 std::vector<Param*> Layout::norm_params() {
-  if (!tp_ && !pp_) return optimizer_params();
+  if (!groups_.tp_comm() && !groups_.pp_comm()) return optimizer_params();
   // With tp or pp: the pieces this rank would WRITE to a checkpoint hold every element of the model
   // exactly once over the world (tp shards on their tp rank, tensors replicated over tp on tp
   // rank 0, dp replicas on dp rank 0, ZeRO/FSDP shards where they live) — as grad views.
@@ -188,13 +173,13 @@ std::vector<Param*> Layout::norm_params() {
   return out;
 }
 
-Collectives* Layout::norm_group() { return tp_ || pp_ ? world_coll_.get() : shard_group(); }
+Collectives* Layout::norm_group() { return groups_.tp_comm() || groups_.pp_comm() ? world_coll_.get() : shard_group(); }
 
-bool Layout::counts_in_metrics() const { return tp_rank() == 0 && (!pp_ || stage_->is_last()); }
+bool Layout::counts_in_metrics() const { return groups_.tp_rank() == 0 && (!groups_.pp_comm() || stage_->is_last()); }
 
 std::vector<ParamPlacement> Layout::placements(bool saving) {
   std::vector<ParamPlacement> out = strategy_->placements(saving);
-  if (saving && tp_rank() != 0)  // tensors replicated over tp are written by tp rank 0 alone
+  if (saving && groups_.tp_rank() != 0)  // tensors replicated over tp are written by tp rank 0 alone
     for (ParamPlacement& pl : out)
       for (PlacedPiece& pc : pl.pieces)
         if (!(pc.logical->shard.sharded() && pc.logical->shard.group == ShardSpec::Group::TP))
@@ -213,7 +198,7 @@ void Layout::fill_ctx(Ctx& ctx) {
 }
 
 void Layout::sync_buffers() {
-  if (dp_ && !opts_.sync_bn) broadcast_buffers(model_, *dp_, 0);
+  if (groups_.dp_comm() && !opts_.sync_bn) broadcast_buffers(model_, *groups_.dp_comm(), 0);
 }
 
 void Layout::begin_step() { strategy_->begin_step(); }
@@ -279,7 +264,7 @@ void Layout::build_pipeline() {
   const PpSchedule& sched = plan_.schedule;  // resolved and validated by the plan
   // Every rank resolved the schedule itself (a --pp-schedule-file on each node): one that
   // differs somewhere fails every rank here, before any pipeline message (collective over world).
-  check_same_text(*world_, to_text(sched),
+  check_same_text(*groups_.world_comm(), to_text(sched),
                   opts_.pp_schedule_file.empty() ? "the pipeline schedule" : "--pp-schedule-file " + opts_.pp_schedule_file);
   // A dry run of every unit on every rank (tp peers together): local output shapes, and the
   // measured costs (max over the world: identical everywhere) unless --pp-layout fixes the split.
@@ -290,34 +275,34 @@ void Layout::build_pipeline() {
                                          opts_.activations == DType::F32 ? model_.dtype() : opts_.activations);
   if (opts_.memopt.enabled()) {  // memopt's stage choice: identical on every rank
     pp_unit_saved_mb_ = dry.saved_mb;
-    all_reduce_doubles(*world_, pp_unit_saved_mb_, ReduceOp::Max);
+    all_reduce_doubles(*groups_.world_comm(), pp_unit_saved_mb_, ReduceOp::Max);
   }
   if (opts_.pp_layout.empty()) {
     pp_unit_costs_ = dry.ms;
-    all_reduce_doubles(*world_, pp_unit_costs_, ReduceOp::Max);
+    all_reduce_doubles(*groups_.world_comm(), pp_unit_costs_, ReduceOp::Max);
     partition = simulated_best_partition(pp_unit_costs_, sched);
   }
   std::vector<size_t> start{0};
   for (int n : partition) start.push_back(start.back() + static_cast<size_t>(n));
   std::vector<std::pair<size_t, size_t>> chunks;
-  for (int s = pp_->rank(); s < S; s += P) chunks.emplace_back(start[s], start[s + 1]);
+  for (int s = groups_.pp_rank(); s < S; s += P) chunks.emplace_back(start[s], start[s + 1]);
   stage_ = std::make_unique<Stage>(model_, chunks);
   // Units of other stages keep no parameter storage here (their names and shapes remain).
   std::vector<bool> mine(model_.units.size(), false);
   for (size_t k = 0; k < stage_->size(); ++k) mine[stage_->global_index(k)] = true;
   for (size_t u = 0; u < model_.units.size(); ++u)
     if (!mine[u]) bind_unit_flat(*model_.units[u], Tensor(), Tensor());
-  pipeline_ = std::make_unique<PipelineRuntime>(*stage_, *pp_, sched, partition, dry.out_shape, model_.loss.get(),
-                                                pp_transport_from_name(opts_.pp_transport));
+  pipeline_ = std::make_unique<PipelineRuntime>(*stage_, *groups_.pp_comm(), sched, partition, dry.out_shape,
+                                                model_.loss.get(), pp_transport_from_name(opts_.pp_transport));
 }
 
 std::vector<LayerStat> Layout::layer_stats() {
-  std::vector<LayerStat> out = pp_ ? stats_over_pp() : stage_->stats();
-  if (tp_ && tp_->size() > 1) {  // a split layer's rate: the mean over its equal channel shards
+  std::vector<LayerStat> out = groups_.pp_comm() ? stats_over_pp() : stage_->stats();
+  if (groups_.tp_size() > 1) {  // a split layer's rate: the mean over its equal channel shards
     std::vector<double> v;
     for (const LayerStat& s : out) v.push_back(s.value);
-    all_reduce_doubles(*tp_, v, ReduceOp::Sum);  // collective over tp (same layers on every tp rank)
-    for (size_t i = 0; i < out.size(); ++i) out[i].value = v[i] / tp_->size();
+    all_reduce_doubles(*groups_.tp_comm(), v, ReduceOp::Sum);  // collective over tp (same layers on every tp rank)
+    for (size_t i = 0; i < out.size(); ++i) out[i].value = v[i] / groups_.tp_size();
   }
   return out;
 }
@@ -335,7 +320,7 @@ std::vector<LayerStat> Layout::stats_over_pp() {
     }
   }
   std::vector<std::pair<size_t, LayerStat>> rows;
-  for (const std::string& text : all_gather_strings(*pp_, os.str())) {  // collective over pp
+  for (const std::string& text : all_gather_strings(*groups_.pp_comm(), os.str())) {  // collective over pp
     std::istringstream in(text);
     std::string line;
     while (std::getline(in, line)) {
@@ -380,8 +365,8 @@ MicroResult Layout::evaluate(const Tensor& x, const Tensor& y, Ctx& ctx) {
 }
 
 void Layout::check_replicas(const std::string& what) {
-  if (dp_ && strategy_->replicated_params())
-    check_replicas_identical(*dp_, params_checksum(stage_->params()), what);
+  if (groups_.dp_comm() && strategy_->replicated_params())
+    check_replicas_identical(*groups_.dp_comm(), params_checksum(stage_->params()), what);
 }
 
 void Layout::gather_full_params() { strategy_->gather_full_params(); }

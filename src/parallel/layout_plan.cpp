@@ -220,6 +220,13 @@ void bind_layout_plan(LayoutPlan& p, Model& model) {
   p.bound = true;
 }
 
+LayoutPlan resolved_layout_plan(const LayoutOptions& o, const MeshShape& mesh, int world_size, int64_t replica_batch,
+                                Model& model) {
+  LayoutPlan p = plan_layout(o, mesh, world_size, replica_batch);
+  bind_layout_plan(p, model);
+  return p;
+}
+
 std::string LayoutPlan::describe() const {
   const LayoutOptions& o = options;
   std::ostringstream os;

@@ -104,10 +104,10 @@ EvalReport run_evaluation(const TrainConfig& cfg, const CheckpointInfo& ci, Spli
   rep.epoch = loaded.state.epoch;
   rep.T = parts.model->info.T;
   rep.batch = cfg.eval_batch_size > 0 ? cfg.eval_batch_size : cfg.batch_size;  // as train's evaluation
-  rep.world_size = layout.world_size();
+  rep.world_size = layout.groups().world_size();
   EvalSettings es{rep.batch,    static_cast<int>(rep.T), encoding_from_name(cfg.encoding), parts.dtype,
                   parts.activations, static_cast<uint64_t>(cfg.seed), split, {}};
-  es.progress = progress_printer(layout.is_root(), split);
+  es.progress = progress_printer(layout.groups().is_root(), split);
   rep.result = evaluate_split(layout, ds, es);
   return rep;
 }

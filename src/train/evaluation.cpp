@@ -30,11 +30,23 @@ void reduce_class_counts(Comm* c, EvalOutcome& out) {
     out.class_count[i] = static_cast<int64_t>(v[k + i]);
   }
 }
+
+// This rank's sums (loss·n, correct, n, firing·n ...) and class counts added over the metrics
+// group; every rank ends with vectors of one length. Collective over the world.
+void reduce_eval_sums(const LayoutGroups& groups, std::vector<double>& sums, EvalOutcome& out) {
+  if (Comm* c = groups.metrics_comm()) {
+    std::vector<double> len{static_cast<double>(sums.size())};
+    all_reduce_doubles(*c, len, ReduceOp::Max);
+    sums.resize(static_cast<size_t>(len[0]), 0.0);
+    all_reduce_doubles(*c, sums, ReduceOp::Sum);
+  }
+  reduce_class_counts(groups.metrics_comm(), out);
+}
 }  // namespace
 
 EvalOutcome evaluate_split(Layout& layout, H5Dataset& ds, const EvalSettings& s) {
   layout.sync_buffers();
-  const int rank = layout.data_rank(), ranks = layout.data_size();
+  const int rank = layout.groups().data_rank(), ranks = layout.groups().data_size();
   EpochSampler es(ds.size(s.split), s.batch * ranks, 0, false, false);
   Ctx ctx;
   ctx.seed = s.seed;
@@ -81,13 +93,7 @@ EvalOutcome evaluate_split(Layout& layout, H5Dataset& ds, const EvalSettings& s)
     add_counts(out.class_count, r.class_count);
   }
   loss.set_per_class(was_per_class);
-  if (Comm* c = layout.metrics_comm()) {  // every rank sums vectors of one length
-    std::vector<double> len{static_cast<double>(sums.size())};
-    all_reduce_doubles(*c, len, ReduceOp::Max);
-    sums.resize(static_cast<size_t>(len[0]), 0.0);
-    all_reduce_doubles(*c, sums, ReduceOp::Sum);
-  }
-  reduce_class_counts(layout.metrics_comm(), out);
+  reduce_eval_sums(layout.groups(), sums, out);
   out.count = static_cast<int64_t>(sums[2]);
   out.correct = static_cast<int64_t>(sums[1]);
   const double n = static_cast<double>(std::max<int64_t>(1, out.count));

@@ -27,19 +27,19 @@ struct Trial {
 };
 
 // Maximum over the ranks of one pipeline stage (its dp group, then its tp group).
-void stage_max(Layout& layout, std::vector<double>& v) {
-  if (v.empty() && !layout.distributed()) return;
-  if (Comm* dp = layout.dp_comm()) all_reduce_doubles(*dp, v, ReduceOp::Max);
-  if (Comm* tp = layout.tp_comm()) all_reduce_doubles(*tp, v, ReduceOp::Max);
+void stage_max(const LayoutGroups& groups, std::vector<double>& v) {
+  if (v.empty() && !groups.distributed()) return;
+  if (Comm* dp = groups.dp_comm()) all_reduce_doubles(*dp, v, ReduceOp::Max);
+  if (Comm* tp = groups.tp_comm()) all_reduce_doubles(*tp, v, ReduceOp::Max);
 }
 
-double world_max(Layout& layout, double x) {
+double world_max(const LayoutGroups& groups, double x) {
   std::vector<double> v{x};
-  if (Comm* w = layout.metrics_comm()) all_reduce_doubles(*w, v, ReduceOp::Max);
+  if (Comm* w = groups.metrics_comm()) all_reduce_doubles(*w, v, ReduceOp::Max);
   return v[0];
 }
 
-bool any_rank(Layout& layout, bool b) { return world_max(layout, b ? 1.0 : 0.0) > 0; }
+bool any_rank(const LayoutGroups& groups, bool b) { return world_max(groups, b ? 1.0 : 0.0) > 0; }
 
 // Forward and backward of every microbatch, nothing stepped; the model's state put back.
 // Collective over the layout's groups.
@@ -72,14 +72,14 @@ Trial run_trial(Layout& layout, const std::vector<MicroBatch>& micro, const Ctx&
   std::vector<double> v{t.stage_peak, t.ms};
   for (const SegmentMeasure& m : t.segs)
     v.insert(v.end(), {double(m.forward_peak), double(m.backward_peak), double(m.saved), double(m.kept), m.forward_ms});
-  stage_max(layout, v);
+  stage_max(layout.groups(), v);
   t.stage_peak = v[0], t.ms = v[1];
   for (size_t i = 0; i < t.segs.size(); ++i) {
     const double* m = &v[2 + 5 * i];
     t.segs[i].forward_peak = size_t(m[0]), t.segs[i].backward_peak = size_t(m[1]);
     t.segs[i].saved = size_t(m[2]), t.segs[i].kept = size_t(m[3]), t.segs[i].forward_ms = m[4];
   }
-  t.world_peak = world_max(layout, t.stage_peak);
+  t.world_peak = world_max(layout.groups(), t.stage_peak);
   return t;
 }
 
@@ -169,7 +169,7 @@ void Search::split_loop(SplitAxis axis, int max_trials) {
         done = true;
       }
     }
-    if (!any_rank(layout_, !done)) return;
+    if (!any_rank(layout_.groups(), !done)) return;
     const Trial t = trial(next, "split " + what);
     if (!done && t.stage_peak < best_.stage_peak * 0.99) {
       cfg_ = next;
@@ -178,7 +178,7 @@ void Search::split_loop(SplitAxis axis, int max_trials) {
       done = true;
       layout_.set_memopt(cfg_);
     }
-    best_.world_peak = world_max(layout_, best_.stage_peak);  // every rank: collective
+    best_.world_peak = world_max(layout_.groups(), best_.stage_peak);  // every rank: collective
   }
 }
 
@@ -199,7 +199,7 @@ void Search::time_chunk_loop() {
           g.axis = SplitAxis::Time;
           ++changed;
         }
-    if (!any_rank(layout_, changed > 0)) return;
+    if (!any_rank(layout_.groups(), changed > 0)) return;
     const Trial t = trial(next, "every splittable segment in time pieces of " + std::to_string(tc) + " steps (t/" +
                                     std::to_string(pieces) + ")");
     const bool better = changed > 0 && t.stage_peak < best_.stage_peak * 0.99;
@@ -209,8 +209,8 @@ void Search::time_chunk_loop() {
     } else {
       layout_.set_memopt(cfg_);
     }
-    best_.world_peak = world_max(layout_, best_.stage_peak);  // every rank: collective
-    if (!any_rank(layout_, better)) return;
+    best_.world_peak = world_max(layout_.groups(), best_.stage_peak);  // every rank: collective
+    if (!any_rank(layout_.groups(), better)) return;
   }
 }
 
@@ -249,8 +249,8 @@ void Search::greedy_uncheckpoint() {
     next.units[unit_index(stage_, m.unit)][m.segment].checkpoint = false;
     ++changed;
   }
-  r_.predicted_peak_mb = world_max(layout_, predicted) / kMiB;
-  if (!any_rank(layout_, changed > 0)) return;
+  r_.predicted_peak_mb = world_max(layout_.groups(), predicted) / kMiB;
+  if (!any_rank(layout_.groups(), changed > 0)) return;
   const Trial t = trial(next, "level 4: " + std::to_string(changed) + " segments un-checkpointed on this stage");
   if (t.stage_peak <= limit * 1.03) {  // the prediction held (3%: allocator rounding, timing of frees)
     cfg_ = next;
@@ -259,7 +259,7 @@ void Search::greedy_uncheckpoint() {
     layout_.set_memopt(cfg_);
     r_.log.push_back("level 4: the measured peak rose above the prediction; kept the measured configuration");
   }
-  best_.world_peak = world_max(layout_, best_.stage_peak);  // every rank: collective
+  best_.world_peak = world_max(layout_.groups(), best_.stage_peak);  // every rank: collective
 }
 
 MemoptSearchResult Search::run() {
@@ -288,7 +288,7 @@ MemoptSearchResult Search::run() {
   layout_.set_memopt(cfg_);
   r_.peak_mb = best_.world_peak / kMiB;
   r_.segments = report_of(stage_, cfg_, best_);
-  r_.optimize_ms = world_max(layout_, timer.ms());
+  r_.optimize_ms = world_max(layout_.groups(), timer.ms());
   if (budget_ > 0 && !met(best_))
     SM_INPUT_ERROR("--memory-budget-mb " << o_.memory_budget_mb << ": no memopt configuration reached it; the smallest "
                                          << "peak measured was " << r_.peak_mb << " MB per rank (" << r_.trial_steps

@@ -14,7 +14,8 @@ namespace sm {
 std::vector<TensorShard> replicated_state_shards(Model& model, Optimizer* opt, bool holds) {
   SM_CHECK(model.finalized(), "state of model '" << model.info.name << "' before finalize()");
   SM_CHECK(opt != nullptr, "replicated_state_shards needs the optimizer");
-  Layout one(model, nullptr, LayoutOptions{});  // a one-rank run's list: every tensor whole
+  // a one-rank run's list: every tensor whole
+  Layout one(model, nullptr, resolved_layout_plan(LayoutOptions{}, MeshShape{}, 1, 0, model));
   std::vector<TensorShard> out = layout_checkpoint_shards(one, *opt, true);
   if (!holds)
     for (TensorShard& s : out) {
@@ -27,14 +28,14 @@ std::vector<TensorShard> replicated_state_shards(Model& model, Optimizer* opt, b
 // One process: the trainer's own path (a one-rank Layout and the CheckpointManager).
 std::string save_model_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const TrainState& st,
                                   const std::string& config_toml, const std::string& precision, int keep) {
-  Layout layout(model, nullptr, LayoutOptions{});
+  Layout layout(model, nullptr, resolved_layout_plan(LayoutOptions{}, MeshShape{}, 1, 0, model));
   CheckpointManager ckpt(layout, opt, dir, config_toml, precision, keep);
   TrainState state = st;
   return ckpt.save(state, LossScaler::for_precision(Precision::FP32));
 }
 
 CheckpointInfo load_model_checkpoint(const std::string& path, Model& model, Optimizer& opt) {
-  Layout layout(model, nullptr, LayoutOptions{});
+  Layout layout(model, nullptr, resolved_layout_plan(LayoutOptions{}, MeshShape{}, 1, 0, model));
   CheckpointManager ckpt(layout, opt, "", "", "", 1);
   LossScaler none = LossScaler::for_precision(Precision::FP32);
   return ckpt.load(path, none);

@@ -46,12 +46,12 @@ bool PipelineRecorder::active() const { return static_cast<int64_t>(steps_.size(
 
 void PipelineRecorder::after_step(int64_t step) {
   if (!active()) return;
-  steps_.push_back(gather_step_timeline(*layout_.pp_comm(), layout_.pipeline()->last_timeline()));
+  steps_.push_back(gather_step_timeline(*layout_.groups().pp_comm(), layout_.pipeline()->last_timeline()));
   step_numbers_.push_back(step);
 }
 
 void PipelineRecorder::write(const std::string& path) const {
-  if (!layout_.is_root() || steps_.empty()) return;
+  if (!layout_.groups().is_root() || steps_.empty()) return;
   const PipelineRuntime& rt = *layout_.pipeline();
   const PpSchedule& sched = rt.schedule();
   H5File f = H5File::create(path);

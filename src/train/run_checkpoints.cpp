@@ -98,8 +98,8 @@ std::vector<TensorShard> layout_checkpoint_shards(Layout& layout, Optimizer& opt
     emit(param_dataset_path(p->name), *p,
          [](const Piece& pc) { return flat_run(pc.holder->value, pc.pos, pc.box.numel()); });
   const std::vector<Buffer*> stage_buffers = layout.stage().buffers();  // pipelines: this rank's stages only
-  for (TensorShard& s : buffer_shards(model, layout.holds_replicated(saving), layout.tp_rank(), saving,
-                                      layout.pp_size() > 1 ? &stage_buffers : nullptr))
+  for (TensorShard& s : buffer_shards(model, layout.holds_replicated(saving), layout.groups().tp_rank(), saving,
+                                      layout.groups().pp_size() > 1 ? &stage_buffers : nullptr))
     out.push_back(std::move(s));
   std::map<std::pair<const Param*, std::string>, Tensor*> state;  // (holder, state name) -> tensor
   std::map<std::string, Param*> holder_by_name;
@@ -139,7 +139,7 @@ CheckpointMeta CheckpointManager::meta() const {
   return m;
 }
 
-std::string CheckpointManager::latest() { return find_latest_checkpoint(layout_.checkpoint_comm(), dir_); }
+std::string CheckpointManager::latest() { return find_latest_checkpoint(layout_.groups().checkpoint_comm(), dir_); }
 
 std::string CheckpointManager::save(TrainState& st, const LossScaler& scaler) {
   if (scaler.enabled()) {
@@ -149,7 +149,8 @@ std::string CheckpointManager::save(TrainState& st, const LossScaler& scaler) {
   }
   CheckpointMeta m = meta();
   m.state = st;
-  return write_checkpoint(layout_.checkpoint_comm(), dir_, layout_checkpoint_shards(layout_, opt_, true), m, keep_);
+  return write_checkpoint(layout_.groups().checkpoint_comm(), dir_, layout_checkpoint_shards(layout_, opt_, true), m,
+                          keep_);
 }
 
 namespace {
@@ -230,8 +231,8 @@ CheckpointInfo CheckpointManager::load(const std::string& path, LossScaler& scal
   std::vector<TensorShard> shards = layout_checkpoint_shards(layout_, opt_, false);
   CheckpointReadOptions lo;
   lo.allow_nonfinite = allow_nonfinite_;
-  CheckpointInfo ci = read_checkpoint(layout_.checkpoint_comm(), path, shards, meta(), lo);
-  if (layout_.is_root()) {
+  CheckpointInfo ci = read_checkpoint(layout_.groups().checkpoint_comm(), path, shards, meta(), lo);
+  if (layout_.groups().is_root()) {
     const std::vector<std::string> d =
         resume_config_differences(ci.config_toml, ci.mesh, config_toml_, layout_.describe());
     if (!d.empty()) {

@@ -14,7 +14,7 @@ namespace sm {
 std::string header_line(const TrainConfig& cfg, const H5Dataset& ds, Layout& layout, const RunParts& parts,
                         const TrainPlan& plan, const std::string& run_dir) {
   const Model& m = *parts.model;
-  const int dp = layout.data_size();
+  const int dp = layout.groups().data_size();
   std::ostringstream h;
   h << "spikemesh train: model " << m.info.name << " (" << m.num_parameters() << " parameters, T " << m.info.T << ", "
     << cfg.precision << "), data " << cfg.data << " (" << ds.size(Split::Train) << " train / " << ds.size(Split::Test)
@@ -22,7 +22,7 @@ std::string header_line(const TrainConfig& cfg, const H5Dataset& ds, Layout& lay
   if (layout.pipeline())
     h << " per microbatch (global " << plan.global_batch << " = " << plan.batch << " x dp " << dp << " x "
       << plan.accum << " microbatches)";
-  else if (layout.distributed() || plan.accum > 1)
+  else if (layout.groups().distributed() || plan.accum > 1)
     h << " per rank (global " << plan.global_batch << " = " << plan.batch << " x dp " << dp << " x accum "
       << plan.accum << ")";
   h << ", " << plan.per_epoch << " steps/epoch, ";
@@ -31,7 +31,8 @@ std::string header_line(const TrainConfig& cfg, const H5Dataset& ds, Layout& lay
       << (parts.activations != parts.dtype ? std::string(" (") + dtype_name(parts.activations) + " activations)" : "");
   else
     h << omp_get_max_threads() << " threads";
-  if (layout.distributed()) h << " per rank, " << layout.world_size() << " ranks (" << layout.describe() << ")";
+  if (layout.groups().distributed())
+    h << " per rank, " << layout.groups().world_size() << " ranks (" << layout.describe() << ")";
   h << ", output " << run_dir;
   return h.str();
 }

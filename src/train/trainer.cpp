@@ -137,7 +137,7 @@ void TrainingRun::set_up_parts(const LayoutPlan& layout_plan) {
   sched_ = std::make_unique<LrSchedule>(plan_.lr);
   sampler_ = std::make_unique<EpochSampler>(ds_.size(Split::Train), plan_.global_batch, static_cast<uint64_t>(cfg_.seed),
                                             cfg_.shuffle, true);
-  root_ = parts_.layout->is_root();
+  root_ = parts_.layout->groups().is_root();
   tty_ = root_ && isatty(STDOUT_FILENO);
 }
 
@@ -182,9 +182,9 @@ void TrainingRun::set_up_output() {
   pipe_rec_ = std::make_unique<PipelineRecorder>(*parts_.layout, cfg_.parallel.pp_timeline_steps);  // <run>/pipeline.h5
   // --cuda-graphs (train/graph_step_cuda.h): replays the steady-state step on one GPU.
   graphs_ = std::make_unique<CudaGraphStep>(
-      parse_cuda_graphs(cfg_.cuda_graphs), GraphConditions{parts_.device.is_cuda(), parts_.layout->world_size(),
-                                                           parts_.layout->plan().mode, plan_.accum, parts_.scaler.enabled(),
-                                                           parts_.layout->plan().options.memopt.enabled()});
+      parse_cuda_graphs(cfg_.cuda_graphs),
+      GraphConditions{parts_.device.is_cuda(), parts_.layout->groups().world_size(), parts_.layout->plan().mode,
+                      plan_.accum, parts_.scaler.enabled(), parts_.layout->plan().options.memopt.enabled()});
   if (parts_.device.is_cuda()) log_->line("cuda graphs: " + graphs_->describe(), false);
 }
 
@@ -227,8 +227,8 @@ void TrainingRun::evaluate() {
 Batch TrainingRun::load_batch(int64_t epoch, int64_t first, int64_t k) {
   Timer t;
   Batch b;
-  const Layout& layout = *parts_.layout;
-  const int dp_rank = layout.data_rank(), dp_size = layout.data_size();
+  const LayoutGroups& groups = parts_.layout->groups();
+  const int dp_rank = groups.data_rank(), dp_size = groups.data_size();
   make_device_current(parts_.device);  // this thread pins memory for the run's device, not for GPU 0
   for (int64_t m = 0; m < plan_.accum; ++m) {
     const int part = static_cast<int>(m * dp_size + dp_rank), parts_n = static_cast<int>(plan_.accum * dp_size);
@@ -299,18 +299,18 @@ void TrainingRun::record_step(StepReport& rep, int64_t epoch, double lr) {
   }
   rep.peak_mb = allocator_for(parts_.device).peak_bytes() / 1048576.0;
   rep.rss_mb = peak_rss_mb();
-  const CommCounters now = layout.all_comm_counters();
+  const CommCounters now = layout.groups().all_comm_counters();
   rep.comm_ms = 1000.0 * (now.total_wait_seconds() - comm_before_.total_wait_seconds());
   rep.comm_mb = static_cast<double>(now.total_bus_bytes() - comm_before_.total_bus_bytes()) / 1048576.0;
   rep.stop = stop_signal() != 0;
   if (!layout.counts_in_metrics()) rep.r.count = rep.r.correct = 0;  // tp peers: tp rank 0 counts
-  reduce_step_report(layout.metrics_comm(), rep);  // collective: every rank agrees on the stop too
+  reduce_step_report(layout.groups().metrics_comm(), rep);  // collective: every rank agrees on the stop too
   if (cfg_.parallel.check_replicas > 0 && st_.step % cfg_.parallel.check_replicas == 0)
     layout.check_replicas("parameters after step " + std::to_string(st_.step));
-  comm_before_ = layout.all_comm_counters();
+  comm_before_ = layout.groups().all_comm_counters();
   window_.add(rep);
   if (metrics_) {
-    std::map<std::string, double> row = step_row(rep, st_.step, epoch, lr, layout.distributed());
+    std::map<std::string, double> row = step_row(rep, st_.step, epoch, lr, layout.groups().distributed());
     if (parts_.scaler.enabled()) {  // fp16: the loss scale after this step and the steps skipped so far
       row["loss_scale"] = parts_.scaler.scale();
       row["skipped_steps"] = static_cast<double>(parts_.scaler.skipped_steps());
@@ -386,7 +386,7 @@ void TrainingRun::finish() {
 // epoch → step → microbatches → layout step → metrics → checkpoint.
 TrainSummary TrainingRun::run() {
   allocator_for(parts_.device).reset_peak();  // the device's (CPU: the host allocator)
-  comm_before_ = parts_.layout->all_comm_counters();
+  comm_before_ = parts_.layout->groups().all_comm_counters();
   run_timer_.reset();
   first_step_ = st_.step;  // > 0 when resumed
   bool stop = false;

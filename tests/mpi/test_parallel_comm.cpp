@@ -63,7 +63,7 @@ TEST(ParallelComm, DataParallelMovesTheRingAllReduceBytes) {
   LayoutOptions lo;
   lo.mode = "dp";
   lo.strategy.bucket_mb = 0.01;  // ~2600 f32 per bucket
-  Layout layout(*m, dp, lo);
+  Layout layout(*m, dp, resolved_layout_plan(lo, MeshShape{dp.size(), 1, 1}, dp.size(), 0, *m));
   auto& s = dynamic_cast<DataParallel&>(layout.strategy());
   auto opt = make_optimizer(test_optimizer(), layout.optimizer_params());
   const std::vector<int64_t> buckets = s.bucket_sizes();
@@ -103,7 +103,7 @@ TEST(ParallelComm, ZeroMovesReduceScatterPlusAllGatherAndShardsTheOptimizerState
     LayoutOptions lo;
     lo.mode = "dp";
     lo.strategy.sharding = sharding;
-    Layout layout(*m, dp, lo);
+    Layout layout(*m, dp, resolved_layout_plan(lo, MeshShape{dp.size(), 1, 1}, dp.size(), 0, *m));
     auto opt = make_optimizer(test_optimizer(), layout.optimizer_params());
     CommCounters c = one_step_counters(dp, *m, layout, *opt);
     uint64_t rs = 0, ag = 0;
@@ -145,7 +145,7 @@ TEST(ParallelComm, FsdpGathersTwiceReducesOnceAndBoundsParameterMemory) {
     LayoutOptions lo;
     lo.mode = "fsdp";
     lo.strategy.reshard_after_forward = reshard;
-    Layout layout(*m, dp, lo);
+    Layout layout(*m, dp, resolved_layout_plan(lo, MeshShape{dp.size(), 1, 1}, dp.size(), 0, *m));
     auto opt = make_optimizer(test_optimizer(), layout.optimizer_params());
     CommCounters c = one_step_counters(dp, *m, layout, *opt);
     const size_t U = sz.unit_numel.size();

@@ -42,7 +42,7 @@ ParallelResult parallel_run(Comm& dp, const std::string& which, DType dt, int st
                             double dropout = 0.0, double clip_norm = 0.0, Device dev = Device::cpu()) {
   auto m = build_model(which, dt, 7, dropout, dev);
   lo.sync_bn = sync_bn;  // the layout hands synced BN over dp to the layers
-  Layout layout(*m, dp, lo);
+  Layout layout(*m, dp, resolved_layout_plan(lo, MeshShape{dp.size(), 1, 1}, dp.size(), 0, *m));
   auto opt = make_optimizer(oc, layout.optimizer_params());
   const int p = dp.size(), r = dp.rank();
   const int64_t b = global / (p * accum);

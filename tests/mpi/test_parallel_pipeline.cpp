@@ -97,9 +97,10 @@ PpRun pp_run(const PpCase& c, const Trajectory& ref) {
   lo.pp_transport = c.transport;
   lo.memopt.level = c.memopt;
   lo.memopt.pp_stage_budget_ratio = c.memopt_ratio;
-  Layout layout(m, mesh.get(), lo);
+  const int64_t replica_batch = lo.pp_microbatches * lo.pp_cost_samples;  // 0 with a schedule file: its count
+  Layout layout(m, mesh.get(), resolved_layout_plan(lo, mesh->shape(), mesh->world_size(), replica_batch, m));
   auto opt = make_optimizer(test_optimizer(c.optim), layout.optimizer_params());
-  const int p = layout.data_size(), r = layout.data_rank();
+  const int p = layout.groups().data_size(), r = layout.groups().data_rank();
   const int64_t b = kGlobal / (p * c.micro);  // dp rank r takes part k·p + r of microbatch k
   PpRun out;
   if (c.memopt >= 2) {  // the search on the first step's batch (collective), as train runs it

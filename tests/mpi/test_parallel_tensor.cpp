@@ -57,9 +57,9 @@ TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, con
   lo.strategy.param_dtype = lo.strategy.reduce_dtype = dt;
   lo.sync_bn = true;
   lo.memopt.level = memopt;
-  Layout layout(m, mesh.get(), lo);
+  Layout layout(m, mesh.get(), resolved_layout_plan(lo, mesh->shape(), mesh->world_size(), 0, m));
   auto opt = make_optimizer(oc, layout.optimizer_params());
-  const int p = layout.data_size(), r = layout.data_rank();
+  const int p = layout.groups().data_size(), r = layout.groups().data_rank();
   const int64_t b = kGlobal / (p * accum);  // rank r takes part k·p + r of micro-batch k
   if (memopt >= 2) {  // the search on the first step's batch (collective over the tp and dp groups)
     std::vector<MicroBatch> first;

@@ -231,7 +231,8 @@ inline Trajectory reference_run(const std::string& which, DType dt, int steps, i
                                 const OptimizerConfig& oc, int accum = 1, double dropout = 0.0,
                                 double clip_norm = 0.0, Device dev = Device::cpu()) {
   auto m = build_model(which, dt, 7, dropout, dev);
-  Layout layout(*m, nullptr, LayoutOptions{});  // one rank: no communication at all
+  // one rank: no communication at all
+  Layout layout(*m, nullptr, resolved_layout_plan(LayoutOptions{}, MeshShape{}, 1, 0, *m));
   auto opt = make_optimizer(oc, layout.optimizer_params());
   Trajectory tr;
   for (int s = 0; s < steps; ++s) {

@@ -39,7 +39,7 @@ StepCount one_step(const std::string& which, int64_t samples, bool shard_regions
   LayoutOptions lo;
   lo.mode = "tp";
   lo.strategy.param_dtype = lo.strategy.reduce_dtype = DType::F64;
-  Layout layout(m, mesh.get(), lo);
+  Layout layout(m, mesh.get(), resolved_layout_plan(lo, mesh->shape(), mesh->world_size(), 0, m));
   auto opt = make_optimizer(test_optimizer("sgd"), layout.optimizer_params());
   std::vector<MicroBatch> micro{synth_batch(m, 0, 0, samples, DType::F64)};
   Ctx ctx;
@@ -47,10 +47,10 @@ StepCount one_step(const std::string& which, int64_t samples, bool shard_regions
   Allocator& host = allocator_for(Device::cpu());
   host.reset_peak();
   const size_t before = host.current_bytes();
-  const CommCounters at = layout.tp_comm_counters();
+  const CommCounters at = layout.groups().tp_comm_counters();
   (void)train_step(layout, *opt, micro, ctx, StepOptions{});
   out.peak_bytes = host.peak_bytes() - before;
-  out.tp = layout.tp_comm_counters();
+  out.tp = layout.groups().tp_comm_counters();
   for (int k = 0; k < kCommOpCount; ++k) {
     out.tp.ops[k].calls -= at.ops[k].calls;
     out.tp.ops[k].payload_bytes -= at.ops[k].payload_bytes;

@@ -178,7 +178,7 @@ TEST(CheckpointValidation, NonFiniteParameterBufferOrOptimizerStateIsRefusedNami
 
     // Allowed (train --allow-nonfinite-checkpoint, through the CheckpointManager the trainer
     // uses): it loads, with exactly one warning naming the tensor.
-    Layout layout(*m, nullptr, LayoutOptions{});
+    Layout layout(*m, nullptr, resolved_layout_plan(LayoutOptions{}, MeshShape{}, 1, 0, *m));
     CheckpointManager mgr(layout, *o, "", "", "", 1);
     mgr.allow_nonfinite(true);
     LossScaler none = LossScaler::for_precision(Precision::FP32);
@@ -374,7 +374,7 @@ TEST(CheckpointValidation, ResumeWithOtherSettingsWarnsOnceThroughTheManager) {
   const std::string was = r.to_toml();
   auto m = fmnist(1);
   auto o = adam(*m);
-  Layout layout(*m, nullptr, LayoutOptions{});
+  Layout layout(*m, nullptr, resolved_layout_plan(LayoutOptions{}, MeshShape{}, 1, 0, *m));
   CheckpointManager writer(layout, *o, dir, was, "fp32", 2);
   TrainState st = state_at(2);
   const std::string path = writer.save(st, LossScaler::for_precision(Precision::FP32));

@@ -246,7 +246,7 @@ TEST(CostModel, PredictedPeakOfARealModelMatchesTheAllocator) {
 
   auto model = sel.build();
   model->finalize(DType::F32, Device::cpu(), 1);
-  Layout layout(*model, nullptr, LayoutOptions{});
+  Layout layout(*model, nullptr, resolved_layout_plan(LayoutOptions{}, MeshShape{}, 1, 0, *model));
   auto opt = make_optimizer(OptimizerConfig{}, layout.optimizer_params());
   allocator_for(Device::cpu()).reset_peak();
   for (int s = 0; s < 2; ++s) {

@@ -87,7 +87,7 @@ MemRun train(const Case& c, int level, DType dt, int steps, bool split_wgrad = f
   lo.memopt.level = level;
   lo.memopt.memory_budget_mb = budget_mb;
   lo.split_wgrad = split_wgrad;
-  Layout layout(*m, nullptr, lo);
+  Layout layout(*m, nullptr, resolved_layout_plan(lo, MeshShape{}, 1, 0, *m));
   if (searched) {  // levels 2-4 / a budget: the search on the first step's batch, as train runs it
     std::vector<MicroBatch> first;
     for (int k = 0; k < accum; ++k) {

@@ -152,7 +152,7 @@ TEST(Stage, LayoutStepWithSplitBackwardFollowsTheUnsplitTrajectory) {
     auto m = build();
     LayoutOptions lo;
     lo.split_wgrad = split == 1;
-    Layout layout(*m, nullptr, lo);
+    Layout layout(*m, nullptr, resolved_layout_plan(lo, MeshShape{}, 1, 0, *m));
     OptimizerConfig oc;
     oc.name = "adam";
     oc.lr = 0.01;

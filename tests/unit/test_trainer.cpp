@@ -293,7 +293,7 @@ TEST(Trainer, RunDirectoryMetricsSchemaAndConfig) {
     Tensor xt = encode_static(x, model->info.T, Encoding::Direct, DType::F32, 3, 0, idx);
     Ctx ctx;
     ctx.seed = 3;
-    Layout layout(*model, nullptr, LayoutOptions{});
+    Layout layout(*model, nullptr, resolved_layout_plan(LayoutOptions{}, MeshShape{}, 1, 0, *model));
     StepResult e = eval_step(layout, xt, y, ctx);
     EXPECT_EQ(e.count, 16);
     EXPECT_DOUBLE_EQ(static_cast<double>(e.correct) / 16, acc[1]);

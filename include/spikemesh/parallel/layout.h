@@ -7,7 +7,11 @@
 //     none; dp with buckets, ZeRO-1/2, FSDP), which also decides each parameter's placement
 //     (placement.h: replicated, or dp flat shards of the tp-local flat buffers);
 //   * the collectives handed to layers through Ctx (synced BN over dp; the tp group);
-//   * the groups that data reads, checkpoints and metric reductions are collective over.
+//   * the groups that data reads, checkpoints and metric reductions are collective over
+//     (LayoutGroups, layout_groups.h), reached through groups() alone: a Layout is not a
+//     LayoutGroups, and code that only asks group questions takes a `const LayoutGroups&`.
+// It is built only from a resolved plan bound to the model (layout_plan.h: the run's one plan,
+// or resolved_layout_plan for tools and tests); it resolves nothing itself.
 // The trainer and the bench drive it through the step protocol below and never name a mode:
 //
 //   [trainer: sync_buffers() before every step and evaluation; collective over dp]
@@ -59,30 +63,33 @@ struct MicroResult {
   double reset_ms = 0, forward_ms = 0, backward_ms = 0;  // reset: neuron state back to rest
 };
 
-// The groups a run needs before its Layout exists (the Layout's data_rank() and
-// data_size() agree with them): the ranks that read the dataset collectively, and this
+// The groups a run needs before its Layout exists (the Layout's groups().data_rank() and
+// groups().data_size() agree with them): the ranks that read the dataset collectively, and this
 // rank's part of every global batch. Null mesh: one rank.
 Comm* data_group_of(Mesh* mesh);
 int data_ranks_of(Mesh* mesh);
 
-// The layout's groups and their queries are LayoutGroups' (layout_groups.h); Layout adds the
-// stage, the strategy and the step protocol.
-class Layout : public LayoutGroups {
+// The stage, the strategy and the step protocol; the groups and their queries are a
+// LayoutGroups held here (composition), reached through groups().
+class Layout {
  public:
   // The layout `plan` describes (layout_plan.h: resolved and bound to this model; its tp plan
   // already applied). mesh == nullptr: one rank. Otherwise collective over the world: checks
   // that every dp replica starts identical, shards the model (ZeRO/FSDP) and, with pp, measures
   // the unit costs and builds the pipeline. `model` is finalised and must outlive the layout.
   Layout(Model& model, Mesh* mesh, LayoutPlan plan);
-  // Tools and tests: resolves the plan from `opts` and the mesh here (with pp,
-  // opts.pp_microbatches > 0 and pp_cost_samples give the batch). Collective as above.
-  Layout(Model& model, Mesh* mesh, const LayoutOptions& opts);
   // A data-parallel layout over one communicator (dp = its size, tp = pp = 1; it is also the
-  // world of the layout): what tests and tools use without a Mesh. Collective over `dp`.
-  Layout(Model& model, Comm& dp, const LayoutOptions& opts);
+  // world of the layout): what tests and tools use without a Mesh. `plan` is resolved for the
+  // mesh dp x 1 x 1 of dp.size() ranks and bound to `model`. Collective over `dp`.
+  Layout(Model& model, Comm& dp, LayoutPlan plan);
   ~Layout();
   Layout(const Layout&) = delete;
   Layout& operator=(const Layout&) = delete;
+
+  // The communicator groups and their queries (ranks, sizes, data/checkpoint/metric groups,
+  // counters): the one way to them.
+  LayoutGroups& groups() { return groups_; }
+  const LayoutGroups& groups() const { return groups_; }
 
   Model& model() { return model_; }
   Stage& stage() { return *stage_; }
@@ -164,6 +171,7 @@ class Layout : public LayoutGroups {
   void build_memopt();
   void finish_backward();  // the step's tp sums and the strategy's closing reductions
   Model& model_;
+  LayoutGroups groups_;
   std::unique_ptr<CommCollectives> tp_coll_;  // handed to layers as ctx.tp
   std::unique_ptr<TpPartialSums> tp_sums_;    // gradients summed over tp, unit by unit (or null)
   UnitHooks* grad_hooks();                    // tp_sums_ in front of the strategy, or the strategy

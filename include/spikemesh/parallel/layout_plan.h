@@ -10,6 +10,8 @@
 //       schedule file's count, or the default divisor) — before any communicator exists;
 //   bind_layout_plan(plan, model)              the model: its tp plan (tp > 1), the unit count
 //       against the logical stages, the schedule, a --pp-layout partition.
+//   resolved_layout_plan(options, mesh, world, batch, model)   both, for tools and tests that
+//       build a Layout from options (a Layout resolves nothing itself).
 // A --pp-schedule-file is read once: in phase 1 when it gives the microbatch count (no
 // --pp-microbatches), else in phase 2.
 // Invariant: every inconsistency is an Input error naming the flag or file; the same inputs
@@ -120,5 +122,15 @@ void plan_batch(LayoutPlan& plan, const BatchRequest& batch);
 // Phase 2: the model (built, not finalised for tp > 1: its tp plan is made here). Reads a
 // --pp-schedule-file. Pure apart from that read.
 void bind_layout_plan(LayoutPlan& plan, Model& model);
+
+// Both phases at once, for tools and tests that build a Layout from options (a command resolves
+// its plan once at its start and binds it to the model it builds): plan_layout(o, mesh,
+// world_size, replica_batch) then bind_layout_plan(plan, model). replica_batch > 0: with pp,
+// the microbatches are resolved from it; 0: o.pp_microbatches and o.pp_cost_samples are used as
+// given. `model` is built (finalised with its tp plan applied, or not yet for tp > 1). Pure apart
+// from reading a --pp-schedule-file; each rank that calls it reads the file itself, so a caller
+// over several ranks that may see different files wraps the call in agree_on_error (comm/agree.h).
+LayoutPlan resolved_layout_plan(const LayoutOptions& o, const MeshShape& mesh, int world_size, int64_t replica_batch,
+                                Model& model);
 
 }  // namespace sm
