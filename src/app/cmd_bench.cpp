@@ -551,8 +551,7 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
                   "classes of models with a num_classes variable (spikformer_*: default 1000)")
       ->check(range_validator("num-classes", true));
   cmd->add_option("--result-log", o->result_log, "append the JSON record to this file and compare with the previous one");
-  add_parallel_keys(o->keys, o->par);  // the parallel flags: one table for every command
-  o->keys.add_options(*cmd);
+  add_parallel_flags(*cmd, o->keys, o->par);  // the parallel flags: one table for every command
   cmd->add_option("--precision", o->precision, "fp32 | bf16 | fp16 (GPU) | fp64 (CPU)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu | cuda | auto (GPU when one is visible)")->capture_default_str();
   cmd->add_option("--cuda-graphs", o->cuda_graphs,

@@ -49,8 +49,7 @@ void add_calibrate_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--batch-size", o->batch_size, "with --model: samples per rank per step")
       ->capture_default_str()
       ->check(range_validator("batch-size", true));
-  add_parallel_keys(o->keys, o->par);  // the parallel flags: one table for every command
-  o->keys.add_options(*cmd);
+  add_parallel_flags(*cmd, o->keys, o->par);  // the parallel flags: one table for every command
   add_auto_plan_flags(*cmd, o->plan);
   cmd->footer(
       "Run it with the ranks and placement of the jobs it is for (the file is keyed by CPU, GPU, ranks per node,\n"

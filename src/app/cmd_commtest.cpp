@@ -321,9 +321,8 @@ void add_commtest_command(CLI::App& app, const AppEnv& env) {
   auto o = std::make_shared<CommtestOptions>();
   CLI::App* cmd = app.add_subcommand(
       "commtest", "self-checking test of every collective: time, algorithm and bus bandwidth, wrong results");
-  add_parallel_keys(o->keys, o->par);  // only the mesh's rows of the one table
   const std::vector<std::string> mesh_keys = {"mesh-shape", "tp-mesh-dim", "dp-mesh-dim", "comm", "comm-timeout"};
-  o->keys.add_options(*cmd, &mesh_keys);
+  add_parallel_flags(*cmd, o->keys, o->par, &mesh_keys);  // only the mesh's rows of the one table
   cmd->add_option("--min-bytes", o->min_bytes, "smallest size in bytes")->capture_default_str();
   cmd->add_option("--max-bytes", o->max_bytes, "largest size in bytes (sizes double from --min-bytes)")->capture_default_str();
   cmd->add_option("--iters", o->iters, "timed calls per size")->capture_default_str()

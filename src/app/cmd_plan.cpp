@@ -147,8 +147,7 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--batch-size", o->batch_size, "samples per dp rank per step (for the bytes per step)")
       ->capture_default_str()
       ->check(range_validator("batch-size", true));
-  add_parallel_keys(o->keys, o->par);  // the parallel flags: one table for every command
-  o->keys.add_options(*cmd);
+  add_parallel_flags(*cmd, o->keys, o->par);  // the parallel flags: one table for every command
   add_pp_plan_flags(*cmd, o->pp);
   add_auto_plan_flags(*cmd, o->autoplan);
   cmd->add_option("--gpus-per-node", o->gpus_per_node,

@@ -75,6 +75,11 @@ void add_parallel_keys(ConfigKeys& keys, ParallelConfig& c) {
       "dp: verify every N steps that all replicas are bitwise identical (0: at the start only)");
 }
 
+void add_parallel_flags(CLI::App& cmd, ConfigKeys& keys, ParallelConfig& c, const std::vector<std::string>* only) {
+  add_parallel_keys(keys, c);
+  keys.add_options(cmd, only);
+}
+
 const std::vector<std::string>& parallel_keys() {
   static const std::vector<std::string> k = [] {
     ParallelConfig c;

@@ -16,6 +16,10 @@
 #include "spikemesh/core/dtype.h"
 #include "spikemesh/parallel/layout_plan.h"
 
+namespace CLI {
+class App;
+}
+
 namespace sm {
 
 class ConfigKeys;
@@ -57,6 +61,11 @@ struct ParallelConfig {
 
 // The key table: one key per field above, with its help, bound into `keys`.
 void add_parallel_keys(ConfigKeys& keys, ParallelConfig& c);
+// The one registration of the parallel flags on a command: the table bound into `keys` (which,
+// like `c`, must outlive parsing) and one flag per key on `cmd` (only those in `only` when given:
+// commtest takes the mesh's). After parsing: keys.apply_given_flags(), validate_parallel_config(c).
+void add_parallel_flags(CLI::App& cmd, ConfigKeys& keys, ParallelConfig& c, const std::vector<std::string>* only = nullptr);
+
 // The table's key names, in order (e.g. what `eval` takes from `train`).
 const std::vector<std::string>& parallel_keys();
 
