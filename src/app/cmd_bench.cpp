@@ -372,8 +372,9 @@ void add_config_fields(BenchRecord& r, const BenchOptions& o, const AppEnv& env,
 // The record's metric fields, in record order.
 void add_metric_fields(BenchRecord& r, const BenchOptions& o, RunParts& parts, Mesh* mesh, const TimedSteps& ts,
                        const BenchFigures& f) {
-  Layout& layout = *parts.layout;
-  const int64_t N = layout.plan().batch.replica, global_N = layout.plan().batch.global;
+  const LayoutGroups& groups = parts.layout->groups();
+  const LayoutPlan& plan = parts.layout->plan();
+  const int64_t N = plan.batch.replica, global_N = plan.batch.global;
   r["step_latency_ms"] = f.step_ms;
   r["global_throughput_sps"] = f.step_ms > 0 ? 1000.0 * global_N / f.step_ms : 0.0;
   r["per_device_throughput_sps"] = f.step_ms > 0 ? 1000.0 * N / f.step_ms : 0.0;
@@ -395,7 +396,7 @@ void add_metric_fields(BenchRecord& r, const BenchOptions& o, RunParts& parts, M
     r["spike_conv_layers"] = layers;
   }
   r["recommendation"] = !o.recommendation.is_null() ? o.recommendation
-                         : mesh ? nlohmann::json{{"mode", layout.plan().options.mode}, {"rationale", "as requested"}}
+                         : mesh ? nlohmann::json{{"mode", plan.options.mode}, {"rationale", "as requested"}}
                                 : nlohmann::json{{"mode", "none"}, {"rationale", "one rank"}};
   r["dp_comm_mb_per_step"] = f.comm_mb;
   r["optimizer_state_mb_per_rank"] = f.optim_state_mb;  // max over ranks

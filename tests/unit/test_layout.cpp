@@ -41,11 +41,11 @@ TEST(Layout, ResolvedPlanIsPhaseOneThenPhaseTwo) {
   LayoutPlan want = plan_layout(lo, MeshShape{}, 1, 8);
   EXPECT_FALSE(want.bound);
   bind_layout_plan(want, *m);
-  EXPECT_TRUE(got.resolved);
   EXPECT_TRUE(got.bound);
   EXPECT_EQ(got.model_name, m->info.name);
   EXPECT_EQ(got.units, static_cast<int>(m->units.size()));
-  EXPECT_EQ(got.replica_batch, 8);
+  EXPECT_EQ(got.batch.replica, 8);
+  EXPECT_EQ(got.batch.global, 8);
   EXPECT_EQ(got.world_size, 1);
   EXPECT_EQ(got.options.memopt.level, 1);
   EXPECT_EQ(got.describe(), want.describe());
