@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # project_words.sh — the repository speaks of the project only. Fails (listing file:line) when
 # a tracked text file (`git ls-files`; binaries and files that are not UTF-8 are skipped)
-#   * cites an issue by number: "issue 12", "Issue #12", "issues 3", "issue-12", or "#12"
-#     standing alone (after a space, a bracket or a quote, not part of a word or a colour);
+#   * cites an issue by number: the word "issue" (any case, singular or plural) followed by a
+#     number, with or without "#" or "-" between them, or "#" and a number standing alone (after
+#     a space, a bracket or a quote, not part of a word or a colour);
 #   * names a tool of the workplace the project was developed in rather than the project: the
 #     benchmarking and studio commands of the build farm, the remote GPU machine's call names
 #     and its accounting words, the helper sessions that worked on the code.
