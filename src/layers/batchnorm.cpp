@@ -357,8 +357,8 @@ bool BatchNorm::fusable_after_batchnorm(const Layer& next) {
 
 Tensor BatchNorm::forward_into(Layer& next, const Tensor& x, Ctx& ctx) {
   const bool neuron = dynamic_cast<Neuron*>(&next) != nullptr;
-  SM_CHECK(plain_forward(ctx) && fusable_after_batchnorm(next) && (x.device().is_cpu() || neuron),
-           "batchnorm '" << name() << "': the fused epilogue is for plain forwards into a neuron (CPU or GPU) or "
+  SM_CHECK(whole_forward(ctx) && fusable_after_batchnorm(next) && (x.device().is_cpu() || neuron),
+           "batchnorm '" << name() << "': the fused epilogue is for whole forwards into a neuron (CPU or GPU) or "
                                       "max pooling (CPU)");
   last_device_ = x.device();
   ++fused_forwards_;

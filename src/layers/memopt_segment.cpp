@@ -143,10 +143,7 @@ size_t Sequential::KeptInput::bytes() const {
 Tensor Sequential::segment_forward(const MemoptSegment& seg, size_t index, const Tensor& x, Ctx& ctx) {
   Tensor h = x;  // [T, N, ...]
   ProbeRegion region(this, index, true, x.device());  // memopt's search (no probe: nothing)
-  if (!seg.checkpoint || !ctx.training) {
-    for (size_t i = seg.begin; i < seg.end; ++i) h = layers_[i]->forward(h, ctx);
-    return h;
-  }
+  if (!seg.checkpoint || !ctx.training) return forward_children(seg.begin, seg.end, h, ctx);
   KeptSegment& kept = memopt_state().kept(ctx.slot, segments_.size())[index];
   kept = KeptSegment();
   kept.input = KeptInput::keep(x, seg.compress);
@@ -157,7 +154,7 @@ Tensor Sequential::segment_forward(const MemoptSegment& seg, size_t index, const
     h = split_forward(seg, kept, x, c, &dropped);
   } else {
     SlotCapture capture;
-    for (size_t i = seg.begin; i < seg.end; ++i) h = layers_[i]->forward(h, c);
+    h = forward_children(seg.begin, seg.end, h, c);
     const size_t before = region.current_bytes();
     capture.release_all();  // what the layers saved: recomputed in backward
     dropped = before - std::min(before, region.current_bytes());
@@ -184,7 +181,7 @@ Tensor Sequential::segment_backward(const MemoptSegment& seg, size_t index, cons
     for (size_t i = seg.begin; i < seg.end; ++i) layers_[i]->reset_state();
     Ctx c = ctx;
     c.recompute = true;
-    for (size_t i = seg.begin; i < seg.end; ++i) h = layers_[i]->forward(h, c);
+    h = forward_children(seg.begin, seg.end, h, c);
   }
   for (size_t i = seg.end; i-- > seg.begin;) g = layers_[i]->backward_input(g, ctx);
   return g;  // [T, N, ...segment input]

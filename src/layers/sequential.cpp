@@ -25,20 +25,22 @@ std::vector<Layer*> Sequential::children() {
   return out;
 }
 
-Tensor Sequential::forward_cpu(const Tensor& x, Ctx& ctx) {
-  Tensor h = x;
-  if (segments_.empty()) {
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      Tensor fused;  // a batch norm and its neuron in one pass (layers/fused_epilogue.h)
-      if (i + 1 < layers_.size() && try_fused_forward(*layers_[i], *layers_[i + 1], h, ctx, fused)) {
-        h = fused;
-        ++i;
-        continue;
-      }
-      h = layers_[i]->forward(h, ctx);
+Tensor Sequential::forward_children(size_t begin, size_t end, Tensor h, Ctx& ctx) {
+  for (size_t i = begin; i < end; ++i) {
+    Tensor fused;  // a batch norm and its neuron in one pass (layers/fused_epilogue.h)
+    if (i + 1 < end && try_fused_forward(*layers_[i], *layers_[i + 1], h, ctx, fused)) {
+      h = fused;
+      ++i;
+      continue;
     }
-    return h;
+    h = layers_[i]->forward(h, ctx);
   }
+  return h;
+}
+
+Tensor Sequential::forward_cpu(const Tensor& x, Ctx& ctx) {
+  if (segments_.empty()) return forward_children(0, layers_.size(), x, ctx);
+  Tensor h = x;
   for (size_t s = 0; s < segments_.size(); ++s) h = segment_forward(segments_[s], s, h, ctx);
   return h;
 }

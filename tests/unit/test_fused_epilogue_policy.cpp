@@ -55,11 +55,31 @@ TEST(FusedEpiloguePolicy, SwitchMemoptAndShardingTurnItOffEverywhere) {
     off.enabled = false;
     EXPECT_FALSE(fused_epilogue_applies(off));
     FuseQuery memopt = neuron_after_bn(gpu, DType::F32);
-    memopt.plain = false;
+    memopt.whole = false;  // a memopt piece or time chunk
     EXPECT_FALSE(fused_epilogue_applies(memopt));
     FuseQuery sharded = neuron_after_bn(gpu, DType::F32);
     sharded.unsharded = false;
     EXPECT_FALSE(fused_epilogue_applies(sharded));
+  }
+}
+
+TEST(FusedEpiloguePolicy, CheckpointedForwardsAndRecomputesAreWholeButPiecesAreNot) {
+  Ctx ctx;
+  EXPECT_TRUE(whole_forward(ctx));
+  ctx.checkpointed = true;
+  EXPECT_TRUE(whole_forward(ctx)) << "a checkpointed forward runs fused like level 0";
+  ctx.checkpointed = false;
+  ctx.recompute = true;
+  EXPECT_TRUE(whole_forward(ctx)) << "its recompute repeats the fused forward";
+  for (int flag = 0; flag < 5; ++flag) {
+    Ctx piece;
+    int bn = 0;
+    if (flag == 0) piece.bn_split = true;
+    if (flag == 1) piece.accumulate_stats = true;
+    if (flag == 2) piece.bn_moments_for = &bn;
+    if (flag == 3) piece.bn_grad_sums_for = &bn;
+    if (flag == 4) piece.time_grad_carry = true;
+    EXPECT_FALSE(whole_forward(piece)) << "piece flag " << flag;
   }
 }
 

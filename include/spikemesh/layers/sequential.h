@@ -36,6 +36,10 @@ class Sequential : public Layer {
   SM_ANY_DEVICE_HOOKS  // W: every child's in reverse, but those of split memopt segments
   void backward_weight_cpu(Ctx& ctx) override;
 
+  // Children [begin, end) forward in order, a batch norm and the neuron or max pooling after
+  // it fused where they qualify (layers/fused_epilogue.h).
+  Tensor forward_children(size_t begin, size_t end, Tensor h, Ctx& ctx);
+
   std::vector<LayerPtr> layers_;
 
  private:
