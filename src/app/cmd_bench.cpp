@@ -212,6 +212,32 @@ struct TimedSteps {
 };
 
 // Warm-up then timed steps on the fixed batch (collective over the layout's groups).
+// memopt's search (levels 2-4, a budget): the first (warm-up) step measured, the search from
+// it on this batch; then what every unit runs. Returns the steps of the loop that ran (1: the
+// first warm-up; with no warm-up the observed step is an extra one). Collective over the
+// layout's groups.
+int64_t search_memopt(const BenchOptions& o, const AppEnv& env, Layout& layout, CudaGraphStep& graphs, RunParts& parts,
+                      const std::vector<MicroBatch>& micro, MemoptSearchResult& result) {
+  int64_t ran = 0;
+  if (memopt_search_needed(layout)) {
+    Ctx ctx;
+    ctx.seed = o.seed;
+    MemoptStepObserver observer(layout);
+    graphs.step(layout, *parts.optimizer, micro, ctx, StepOptions{0.0, &parts.scaler});
+    const MemoptTrial observed = observer.finish();
+    ran = o.warmup > 0 ? 1 : 0;
+    result = optimize_memopt(layout, micro, ctx, &observed);
+    if (env.rank == 0) {
+      std::printf("memopt search: %d trial steps, %.0f ms, peak %.1f MB\n", result.trial_steps, result.optimize_ms,
+                  result.peak_mb);
+      for (const std::string& l : result.log) std::printf("  %s\n", l.c_str());
+    }
+  }
+  if (env.rank == 0 && layout.plan().options.memopt.enabled())
+    std::printf("memopt per unit (rank 0's stage):\n%s", describe_memopt(layout.stage(), layout.memopt()).c_str());
+  return ran;
+}
+
 TimedSteps run_steps(const BenchOptions& o, const AppEnv& env, RunParts& parts, const std::vector<MicroBatch>& micro) {
   Layout& layout = *parts.layout;
   const Device dev = parts.device;
@@ -228,20 +254,9 @@ TimedSteps run_steps(const BenchOptions& o, const AppEnv& env, RunParts& parts, 
                 o.precision.c_str(), dev.str().c_str(), omp_get_max_threads(), static_cast<long long>(o.warmup),
                 static_cast<long long>(o.steps));
   TimedSteps ts;
-  {  // memopt's search (levels 2-4, a budget) on this batch; level 1 needs none
-    Ctx ctx;
-    ctx.seed = o.seed;
-    ts.memopt = optimize_memopt(layout, micro, ctx);  // collective over the layout's groups
-    if (env.rank == 0 && ts.memopt.searched) {
-      std::printf("memopt search: %d trial steps, %.0f ms, peak %.1f MB\n", ts.memopt.trial_steps,
-                  ts.memopt.optimize_ms, ts.memopt.peak_mb);
-      for (const std::string& l : ts.memopt.log) std::printf("  %s\n", l.c_str());
-    }
-    if (env.rank == 0 && layout.plan().options.memopt.enabled())
-      std::printf("memopt per unit (rank 0's stage):\n%s", describe_memopt(layout.stage(), layout.memopt()).c_str());
-  }
+  const int64_t first = search_memopt(o, env, layout, graphs, parts, micro, ts.memopt);
   allocator_for(dev).reset_peak();
-  for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
+  for (int64_t s = first; s < o.warmup + o.steps; ++s) {
     if (s == o.warmup) {
       if (dev.is_cuda()) ts.mallocs_before = cuda_allocator(dev.ordinal).malloc_calls();
       if (o.profile) {
@@ -359,6 +374,7 @@ void add_config_fields(BenchRecord& r, const BenchOptions& o, const AppEnv& env,
   r["dp_mesh_dim"] = nullptr;
   r["memopt_compress_x"] = mo.enabled() && mo.compress_x;
   r["memory_budget_mb"] = mo.memory_budget_mb;
+  r["memopt_max_slowdown"] = mo.max_slowdown;
   r["pp_microbatches"] = nullptr;
   r["pp_memopt_stage_budget_ratio"] = mo.pp_stage_budget_ratio;
   r["pp_schedule"] = nullptr;

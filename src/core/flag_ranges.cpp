@@ -82,6 +82,7 @@ const std::map<std::string, FlagRange>& table() {
       {"pp-timeline-steps", R(0, 1e6)},
       {"memopt-level", R(0, 4)},
       {"memory-budget-mb", R(0, 1e12, "0: none")},
+      {"memopt-max-slowdown", R(1, 100)},
       {"pp-memopt-stage-budget-ratio", open_lo(0, 1)},
       {"timeline-columns", R(20, 10000)},
       // bench, data, commtest

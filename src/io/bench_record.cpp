@@ -31,8 +31,8 @@ const std::vector<std::string>& bench_config_fields() {
       "pp_schedule", "pp_virtual_stages", "pp_layout", "pp_delay_wgrad", "pp_memopt_stages",
       // ours: which implementation, where, at which precision and thread count
       "backend", "device", "precision", "threads", "hostname",
-      // ours: the memopt search's budget (--memory-budget-mb; 0: none)
-      "memory_budget_mb",
+      // ours: the memopt search's budget (--memory-budget-mb; 0: none) and level 4's time bound
+      "memory_budget_mb", "memopt_max_slowdown",
       // ours, GPU records only: whether the timed steps were replayed as a CUDA graph
       "cuda_graphs",
       // ours, GPU records only: the GPU numerics (--conv-algos: exact | deterministic | fast, each

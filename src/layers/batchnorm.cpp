@@ -357,8 +357,8 @@ bool BatchNorm::fusable_after_batchnorm(const Layer& next) {
 
 Tensor BatchNorm::forward_into(Layer& next, const Tensor& x, Ctx& ctx) {
   const bool neuron = dynamic_cast<Neuron*>(&next) != nullptr;
-  SM_CHECK(whole_forward(ctx) && fusable_after_batchnorm(next) && (x.device().is_cpu() || neuron),
-           "batchnorm '" << name() << "': the fused epilogue is for whole forwards into a neuron (CPU or GPU) or "
+  SM_CHECK(fusable_forward(ctx) && fusable_after_batchnorm(next) && (x.device().is_cpu() || neuron),
+           "batchnorm '" << name() << "': the fused epilogue is for fusable forwards into a neuron (CPU or GPU) or "
                                       "max pooling (CPU)");
   last_device_ = x.device();
   ++fused_forwards_;
@@ -411,8 +411,9 @@ Tensor BatchNorm::forward_cpu_then(const Tensor& x, Ctx& ctx, Layer* next) {
 template <typename T>
 static Tensor bn_backward_typed(const Tensor& dy, const Tensor& x, const cpu::BnShape& s,
                                 const std::vector<double>& mean, const std::vector<double>& a,
-                                const std::vector<double>& b, const std::vector<double>& d) {
-  Tensor dx = Tensor::empty(dy.shape(), dy.dtype());
+                                const std::vector<double>& b, const std::vector<double>& d, bool owned) {
+  // Elementwise: dx over dy when the caller's loop owns it and holds the only handle (layer.h).
+  Tensor dx = owned ? Tensor(dy).set_binary(false) : Tensor::empty(dy.shape(), dy.dtype());
   cpu::bn_backward_input<T>(dy.data<T>(), x.data<T>(), s, mean.data(), a.data(), b.data(),
                             d.data(), dx.data<T>());
   return dx;
@@ -468,8 +469,9 @@ Tensor BatchNorm::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
       d[c] = -a[c] * sum_dy[c] / sv.count;
     }
   }
-  Tensor dx = dy.dtype() == DType::F64 ? bn_backward_typed<double>(dy, sv.act, s, center, a, b, d)
-                                       : bn_backward_typed<float>(dy, sv.act, s, center, a, b, d);
+  const bool owned = ctx.dy_owned && dy.sole_handle();
+  Tensor dx = dy.dtype() == DType::F64 ? bn_backward_typed<double>(dy, sv.act, s, center, a, b, d, owned)
+                                       : bn_backward_typed<float>(dy, sv.act, s, center, a, b, d, owned);
   if (ctx.split_wgrad) {
     sv.act = Tensor();  // W needs only the two [C] sums
   } else {

@@ -33,12 +33,11 @@ void apply_fused_epilogues_env() {
   set_fused_epilogues(v == "1");
 }
 
-bool whole_forward(const Ctx& ctx) {
-  return !(ctx.bn_split || ctx.accumulate_stats || ctx.bn_moments_for || ctx.bn_grad_sums_for || ctx.time_grad_carry);
+bool fusable_forward(const Ctx& ctx) { return !ctx.time_grad_carry;
 }
 
 bool fused_epilogue_applies(const FuseQuery& q) {
-  if (!q.enabled || !q.whole || !q.unsharded) return false;
+  if (!q.enabled || !q.fusable || !q.unsharded) return false;
   if (q.on_gpu)
     return q.next_is_neuron && !q.input_is_spikes && !q.profiling &&
            (q.dtype == DType::F32 || q.dtype == DType::BF16 || q.dtype == DType::F16);
@@ -51,7 +50,7 @@ bool try_fused_forward(Layer& a, Layer& b, const Tensor& x, Ctx& ctx, Tensor& y)
   if (!bn || !x.defined() || !BatchNorm::fusable_after_batchnorm(b)) return false;
   FuseQuery q;
   q.enabled = fused_epilogues();
-  q.whole = whole_forward(ctx);
+  q.fusable = fusable_forward(ctx);
   q.unsharded = bn->sp_link().role == SpRole::None && b.sp_link().role == SpRole::None;
   q.on_gpu = x.device().is_cuda();
   q.next_is_neuron = dynamic_cast<Neuron*>(&b) != nullptr;

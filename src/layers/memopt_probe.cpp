@@ -40,6 +40,8 @@ ProbeRegion::ProbeRegion(const Sequential* unit, size_t segment, bool forward, c
   Allocator& a = allocator_for(dev);
   outer_peak_ = a.peak_bytes();
   a.reset_peak();
+  size_t& base = forward ? m_->forward_base : m_->backward_base;
+  base = std::max(base, a.current_bytes());
   t0_ = now_ms();
 }
 

@@ -45,13 +45,34 @@ std::vector<std::pair<size_t, size_t>> natural_segments(Sequential& seq) {
   return out;
 }
 
-bool splittable(Sequential& seq, size_t begin, size_t end) {
-  for (size_t i = begin; i < end; ++i)
-    if (!seq.at(i).children().empty()) return false;
+namespace {
+// A child that may run in sample pieces: a leaf, or a Sequential / Residual of such children.
+bool sample_splittable(Layer& l) {
+  if (l.children().empty()) return true;
+  if (!dynamic_cast<Sequential*>(&l)) return false;  // other composites (graphs) run whole
+  for (Layer* c : l.children())
+    if (!sample_splittable(*c)) return false;
+  return true;
+}
+}  // namespace
+
+bool splittable(Sequential& seq, size_t begin, size_t end, SplitAxis axis) {
+  for (size_t i = begin; i < end; ++i) {
+    Layer& l = seq.at(i);
+    if (axis == SplitAxis::Time ? !l.children().empty() : !sample_splittable(l)) return false;
+  }
   return true;
 }
 
 namespace {
+
+// The probe's record of a segment's input and output sizes.
+void note_sizes(ProbeRegion& region, const Tensor& x, const Tensor& y) {
+  if (SegmentMeasure* m = region.measure()) {
+    m->in_bytes = std::max(m->in_bytes, x.defined() ? x.nbytes() : size_t{0});
+    m->out_bytes = std::max(m->out_bytes, y.defined() ? y.nbytes() : size_t{0});
+  }
+}
 
 // Piece i of P along a dim of length L: [i·L/P, (i+1)·L/P).
 std::pair<int64_t, int64_t> piece_range(int64_t L, int P, int i) { return {i * L / P, (i + 1) * L / P}; }
@@ -143,7 +164,11 @@ size_t Sequential::KeptInput::bytes() const {
 Tensor Sequential::segment_forward(const MemoptSegment& seg, size_t index, const Tensor& x, Ctx& ctx) {
   Tensor h = x;  // [T, N, ...]
   ProbeRegion region(this, index, true, x.device());  // memopt's search (no probe: nothing)
-  if (!seg.checkpoint || !ctx.training) return forward_children(seg.begin, seg.end, h, ctx);
+  if (!seg.checkpoint || !ctx.training) {
+    h = forward_children(seg.begin, seg.end, h, ctx);
+    note_sizes(region, x, h);
+    return h;
+  }
   KeptSegment& kept = memopt_state().kept(ctx.slot, segments_.size())[index];
   kept = KeptSegment();
   kept.input = KeptInput::keep(x, seg.compress);
@@ -163,6 +188,7 @@ Tensor Sequential::segment_forward(const MemoptSegment& seg, size_t index, const
     m->saved = std::max(m->saved, dropped);
     m->kept = std::max(m->kept, kept.input.bytes());
   }
+  note_sizes(region, x, h);
   return h;  // [T, N, ...segment output]
 }
 
@@ -183,8 +209,7 @@ Tensor Sequential::segment_backward(const MemoptSegment& seg, size_t index, cons
     c.recompute = true;
     h = forward_children(seg.begin, seg.end, h, c);
   }
-  for (size_t i = seg.end; i-- > seg.begin;) g = layers_[i]->backward_input(g, ctx);
-  return g;  // [T, N, ...segment input]
+  return backward_children(seg.begin, seg.end, g, ctx);  // [T, N, ...segment input]
 }
 
 // ---- a segment in pieces ------------------------------------------------------------------------
@@ -192,10 +217,16 @@ Tensor Sequential::segment_backward(const MemoptSegment& seg, size_t index, cons
 namespace {
 
 template <class L>
+void collect_leaves(Layer& l, std::vector<L*>& out) {
+  if (auto* leaf = dynamic_cast<L*>(&l)) out.push_back(leaf);
+  for (Layer* c : l.children()) collect_leaves(*c, out);
+}
+
+// Every layer of type L in the segment, nested ones included, in forward order.
+template <class L>
 std::vector<L*> leaves_of(std::vector<LayerPtr>& layers, const MemoptSegment& seg) {
   std::vector<L*> out;
-  for (size_t i = seg.begin; i < seg.end; ++i)
-    if (auto* l = dynamic_cast<L*>(layers[i].get())) out.push_back(l);
+  for (size_t i = seg.begin; i < seg.end; ++i) collect_leaves(*layers[i], out);
   return out;
 }
 
@@ -236,7 +267,7 @@ Tensor Sequential::split_forward(const MemoptSegment& seg, KeptSegment& kept, co
       }
       SlotCapture capture;
       Tensor h = piece_of(x, seg.axis, b, e);
-      for (size_t i = seg.begin; i < seg.end && h.defined(); ++i) h = layers_[i]->forward(h, cp);
+      h = forward_children(seg.begin, seg.end, h, cp);  // undefined once the batch norm took its moments
       capture.release_all();
     }
     bn->finish_split_moments(cm);  // running statistics moved once (collective over ctx.bn_sync)
@@ -258,7 +289,7 @@ Tensor Sequential::split_forward(const MemoptSegment& seg, KeptSegment& kept, co
     }
     SlotCapture capture;
     Tensor h = piece_of(x, seg.axis, b, e);
-    for (size_t i = seg.begin; i < seg.end; ++i) h = layers_[i]->forward(h, cp);
+    h = forward_children(seg.begin, seg.end, h, cp);
     const size_t before = allocator_for(x.device()).current_bytes();
     capture.release_all();
     *dropped += before - std::min(before, allocator_for(x.device()).current_bytes());
@@ -289,9 +320,9 @@ void Sequential::split_pass(const MemoptSegment& seg, const KeptSegment& kept, c
     start_piece(seg, kept, p, cp, b);
     SlotCapture capture;  // drops what B kept for a W that is not coming (the sums passes)
     Tensor h = kept.input.restore_piece(seg.axis, b, e);
-    for (size_t i = seg.begin; i < seg.end; ++i) h = layers_[i]->forward(h, cp);
+    h = forward_children(seg.begin, seg.end, h, cp);
     Tensor g = piece_of(dy, seg.axis, b, e);
-    for (size_t i = seg.end; i-- > seg.begin && g.defined();) g = layers_[i]->backward_input(g, cp);
+    g = backward_children(seg.begin, seg.end, g, cp);
     capture.release_all();
     if (dx) {
       if (!dx->defined()) {
@@ -356,7 +387,7 @@ void Sequential::set_memopt(std::vector<MemoptSegment> segments) {
   for (const MemoptSegment& s : segments) {
     SM_CHECK(s.begin == next && s.end > s.begin && s.end <= layers_.size(),
              "memopt segments of '" << name_ << "' must cover its " << layers_.size() << " children in order");
-    SM_CHECK(s.pieces >= 1 && (s.pieces == 1 || (s.checkpoint && splittable(*this, s.begin, s.end))),
+    SM_CHECK(s.pieces >= 1 && (s.pieces == 1 || (s.checkpoint && splittable(*this, s.begin, s.end, s.axis))),
              "memopt segment [" << s.begin << ", " << s.end << ") of '" << name_
                                 << "': pieces need a checkpointed segment of leaf layers");
     next = s.end;

@@ -175,7 +175,11 @@ Tensor Neuron::backward_input_on(Dev& dev, const Tensor& dy, Ctx& ctx) {
   const int64_t steps = s.shape[0], M = steps > 0 ? dy.numel() / steps : 0;
   const cpu::NeuronKernelConfig kc = neuron_kernel_config(cfg_, s.r, s.smooth);
   const bool plif = cfg_.kind == NeuronKind::PLIF;
-  Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());  // [T, N, ...]
+  // [T, N, ...]; on the CPU over dy when the caller's loop owns it and holds the only handle
+  // (layers/layer.h): the BPTT reads each step's gradient before it writes that step's result
+  Tensor dx = dy.device().is_cpu() && ctx.dy_owned && dy.sole_handle()
+                  ? Tensor(dy).set_binary(false)
+                  : Tensor::empty(dy.shape(), dy.dtype(), dy.device());
   if (ctx.time_grad_carry) {  // memopt: this chunk's BPTT continues the later chunk's
     Tensor carried = Tensor::empty({M}, Dev::membrane_dtype(dy.dtype()), dy.device());
     dev.backward(kc, dy, s, steps, M, dx, plif ? &s.grad_r : nullptr, im.grad_v.defined() ? &im.grad_v : nullptr,

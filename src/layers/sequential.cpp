@@ -26,7 +26,7 @@ std::vector<Layer*> Sequential::children() {
 }
 
 Tensor Sequential::forward_children(size_t begin, size_t end, Tensor h, Ctx& ctx) {
-  for (size_t i = begin; i < end; ++i) {
+  for (size_t i = begin; i < end && h.defined(); ++i) {
     Tensor fused;  // a batch norm and its neuron in one pass (layers/fused_epilogue.h)
     if (i + 1 < end && try_fused_forward(*layers_[i], *layers_[i + 1], h, ctx, fused)) {
       h = fused;
@@ -45,12 +45,19 @@ Tensor Sequential::forward_cpu(const Tensor& x, Ctx& ctx) {
   return h;
 }
 
-Tensor Sequential::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
-  Tensor g = dy;
-  if (segments_.empty()) {
-    for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) g = (*it)->backward_input(g, ctx);
-    return g;
+Tensor Sequential::backward_children(size_t begin, size_t end, Tensor g, Ctx& ctx) {
+  const bool owned = ctx.dy_owned;
+  for (size_t i = end; i-- > begin && g.defined();) {
+    ctx.dy_owned = i + 1 < end;  // the first gets the caller's dy; the others this loop's own
+    g = layers_[i]->backward_input(g, ctx);
   }
+  ctx.dy_owned = owned;
+  return g;
+}
+
+Tensor Sequential::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
+  if (segments_.empty()) return backward_children(0, layers_.size(), dy, ctx);
+  Tensor g = dy;
   for (size_t s = segments_.size(); s-- > 0;) g = segment_backward(segments_[s], s, g, ctx);
   return g;
 }
@@ -65,12 +72,18 @@ Shape Residual::output_shape(const Shape& in) const {
 
 Tensor Residual::forward_cpu(const Tensor& x, Ctx& ctx) {  // both devices
   Tensor fx = Sequential::forward_cpu(x, ctx);
+  if (!fx.defined()) return fx;  // a memopt moments pass stopped inside the body
   CudaAllocLabel label("residual add", &name_);
   return layer_ops::add(x, fx, "residual add");  // [T, N, ...]; spikes + spikes are in {0, 1, 2}
 }
 
 Tensor Residual::backward_input_cpu(const Tensor& dy, Ctx& ctx) {  // both devices
-  Tensor g = Sequential::backward_input_cpu(dy, ctx);
+  const Tensor held = dy;  // the identity branch reads dy after the body's backward (layer.h)
+  const bool owned = ctx.dy_owned;
+  ctx.dy_owned = false;
+  Tensor g = Sequential::backward_input_cpu(held, ctx);
+  ctx.dy_owned = owned;
+  if (!g.defined()) return g;  // a memopt sums pass stopped inside the body
   CudaAllocLabel label("residual backward", &name_);
   return layer_ops::add(dy, g, "residual backward");  // d/dx (x + f(x)) = dy + f'(x)ᵀ dy
 }

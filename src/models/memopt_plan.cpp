@@ -13,6 +13,7 @@ void validate_memopt_options(const MemoptOptions& o) {
   if (!(o.pp_stage_budget_ratio > 0.0 && o.pp_stage_budget_ratio <= 1.0))
     SM_INPUT_ERROR("--pp-memopt-stage-budget-ratio must be in (0, 1], got " << o.pp_stage_budget_ratio);
   if (!(o.memory_budget_mb >= 0.0)) SM_INPUT_ERROR("--memory-budget-mb must be >= 0 (0: no budget), got " << o.memory_budget_mb);
+  if (!(o.max_slowdown >= 1.0)) SM_INPUT_ERROR("--memopt-max-slowdown must be >= 1, got " << o.max_slowdown);
 }
 
 bool MemoptConfig::any_checkpoint() const {
@@ -42,7 +43,7 @@ MemoptConfig checkpoint_all(Stage& stage, bool compress, const std::vector<bool>
 MemoptConfig split_all(Stage& stage, MemoptConfig c, int pieces, SplitAxis axis) {
   for (size_t k = 0; k < stage.size() && k < c.units.size(); ++k)
     for (MemoptSegment& s : c.units[k])
-      if (s.checkpoint && splittable(stage.unit(k), s.begin, s.end)) {
+      if (s.checkpoint && splittable(stage.unit(k), s.begin, s.end, axis)) {
         s.pieces = pieces;
         s.axis = axis;
       }

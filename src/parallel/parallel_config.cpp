@@ -61,14 +61,17 @@ void add_parallel_keys(ConfigKeys& keys, ParallelConfig& c) {
       "pp: record every action's start/end of the first N steps in <run>/pipeline.h5 (0: none)");
   add(keys, "memopt-level", K::Int, &c.memopt_level,
       "activation memory: 0 none | 1 checkpoint every segment of every unit (keep its input, recompute in backward) | "
-      "4 level 1, then un-checkpoint segments greedily, slowest first, while the measured peak does not rise "
-      "(2, 3: spatial/temporal splits, not built yet)");
+      "2 level 1 and the peak segments in pieces over their samples | 3 level 2 and the other segments in time "
+      "chunks | 4 the lowest predicted peak within --memopt-max-slowdown of level 0's step time (one measured step, "
+      "at most two trial steps)");
   add(keys, "memopt-compress-x", K::Bool, &c.memopt_compress_x,
       "memopt: keep a checkpointed input that is a spike tensor as bits (1/32 of f32); other inputs are kept as they "
       "are (--no-memopt-compress-x: keep every input as it is)");
   add(keys, "memory-budget-mb", K::Real, &c.memory_budget_mb,
       "memopt: peak MiB per rank to reach; the search stops at the first configuration under it (0: none; with "
       "--memopt-level 0 it starts the search)");
+  add(keys, "memopt-max-slowdown", K::Real, &c.memopt_max_slowdown,
+      "memopt level 4: the lowest peak whose predicted step time is at most this multiple of level 0's");
   add(keys, "pp-memopt-stage-budget-ratio", K::Real, &c.pp_memopt_stage_budget_ratio,
       "pp: memopt applies to round(ratio x stages) logical stages, those keeping the most activation memory, in (0, 1]");
   add(keys, "check-replicas", K::Int, &c.check_replicas,
@@ -136,6 +139,7 @@ LayoutOptions layout_options(const ParallelConfig& c, DType master) {
   o.memopt.level = static_cast<int>(c.memopt_level);
   o.memopt.compress_x = c.memopt_compress_x;
   o.memopt.memory_budget_mb = c.memory_budget_mb;
+  o.memopt.max_slowdown = c.memopt_max_slowdown;
   o.memopt.pp_stage_budget_ratio = c.pp_memopt_stage_budget_ratio;
   o.strategy.sharding = c.optimizer_sharding;
   o.strategy.bucket_mb = c.bucket_mb;

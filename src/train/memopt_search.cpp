@@ -1,5 +1,5 @@
-// memopt_search.cpp — memopt levels 2 to 4 and --memory-budget-mb by measured trial steps
-// (train/memopt_search.h).
+// memopt_search.cpp — memopt levels 2 to 4 and --memory-budget-mb: one measured step, a
+// predicted configuration, at most two trial steps (train/memopt_search.h).
 #include "spikemesh/train/memopt_search.h"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include "spikemesh/core/allocator.h"
 #include "spikemesh/core/timer.h"
 #include "spikemesh/layers/memopt_probe.h"
+#include "spikemesh/layers/sequential.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/models/stage.h"
 #include "spikemesh/parallel/layout.h"
@@ -18,13 +19,8 @@ namespace sm {
 namespace {
 
 constexpr double kMiB = 1048576.0;
-
-// One trial step: this stage's segments as measured (maxima over the stage's dp and tp
-// groups), the stage's peak and the world's.
-struct Trial {
-  double stage_peak = 0, world_peak = 0, ms = 0;  // bytes, bytes, ms
-  std::vector<SegmentMeasure> segs;               // forward order
-};
+constexpr int kFields = 9;  // per segment in the reduction below
+constexpr double kPlanMargin = 0.95;  // a budget is planned for with this much of it
 
 // Maximum over the ranks of one pipeline stage (its dp group, then its tp group).
 void stage_max(const LayoutGroups& groups, std::vector<double>& v) {
@@ -41,9 +37,30 @@ double world_max(const LayoutGroups& groups, double x) {
 
 bool any_rank(const LayoutGroups& groups, bool b) { return world_max(groups, b ? 1.0 : 0.0) > 0; }
 
+// A step's numbers made the stage's (maxima over its dp and tp groups) and its world peak.
+// `shift`: bytes every later step carries that this one did not hold throughout (optimizer
+// state made by a first step), added to every absolute figure. Collective over the groups.
+void reduce_trial(const LayoutGroups& groups, MemoptTrial& t, double shift) {
+  std::vector<double> v{t.stage_peak + shift, t.ms};
+  for (const SegmentMeasure& m : t.segs)
+    v.insert(v.end(), {double(m.forward_peak) + shift, double(m.backward_peak) + shift, double(m.saved),
+                       double(m.kept), m.forward_ms, double(m.forward_base) + shift,
+                       double(m.backward_base) + shift, double(m.in_bytes), double(m.out_bytes)});
+  stage_max(groups, v);
+  t.stage_peak = v[0], t.ms = v[1];
+  for (size_t i = 0; i < t.segs.size(); ++i) {
+    const double* m = &v[2 + kFields * i];
+    SegmentMeasure& s = t.segs[i];
+    s.forward_peak = size_t(m[0]), s.backward_peak = size_t(m[1]), s.saved = size_t(m[2]), s.kept = size_t(m[3]);
+    s.forward_ms = m[4], s.forward_base = size_t(m[5]), s.backward_base = size_t(m[6]);
+    s.in_bytes = size_t(m[7]), s.out_bytes = size_t(m[8]);
+  }
+  t.world_peak = world_max(groups, t.stage_peak);
+}
+
 // Forward and backward of every microbatch, nothing stepped; the model's state put back.
 // Collective over the layout's groups.
-Trial run_trial(Layout& layout, const std::vector<MicroBatch>& micro, const Ctx& base) {
+MemoptTrial run_trial(Layout& layout, const std::vector<MicroBatch>& micro, const Ctx& base) {
   Stage& stage = layout.stage();
   const Device dev = layout.model().device();
   std::vector<Tensor> buffers;
@@ -52,7 +69,7 @@ Trial run_trial(Layout& layout, const std::vector<MicroBatch>& micro, const Ctx&
   synchronize(dev);
   const size_t outer = a.peak_bytes();
   a.reset_peak();
-  Trial t;
+  MemoptTrial t;
   {
     MemoptProbe probe;
     Timer timer;
@@ -69,17 +86,7 @@ Trial run_trial(Layout& layout, const std::vector<MicroBatch>& micro, const Ctx&
   for (size_t i = 0; i < bs.size(); ++i) bs[i]->value.copy_from(buffers[i]);
   stage.reset_state();
   layout.begin_step();  // gradients back to zero
-  std::vector<double> v{t.stage_peak, t.ms};
-  for (const SegmentMeasure& m : t.segs)
-    v.insert(v.end(), {double(m.forward_peak), double(m.backward_peak), double(m.saved), double(m.kept), m.forward_ms});
-  stage_max(layout.groups(), v);
-  t.stage_peak = v[0], t.ms = v[1];
-  for (size_t i = 0; i < t.segs.size(); ++i) {
-    const double* m = &v[2 + 5 * i];
-    t.segs[i].forward_peak = size_t(m[0]), t.segs[i].backward_peak = size_t(m[1]);
-    t.segs[i].saved = size_t(m[2]), t.segs[i].kept = size_t(m[3]), t.segs[i].forward_ms = m[4];
-  }
-  t.world_peak = world_max(layout.groups(), t.stage_peak);
+  reduce_trial(layout.groups(), t, 0.0);
   return t;
 }
 
@@ -89,19 +96,18 @@ int unit_index(Stage& stage, const Sequential* u) {
   return -1;
 }
 
-std::string segment_name(Stage& stage, int k, size_t s) {
-  return (stage.unit(k).name().empty() ? "unit " + std::to_string(stage.global_index(k)) : stage.unit(k).name()) +
-         "[" + std::to_string(s) + "]";
+std::string unit_name(Stage& stage, int k) {
+  return stage.unit(k).name().empty() ? "unit " + std::to_string(stage.global_index(k)) : stage.unit(k).name();
 }
 
-std::vector<MemoptSegmentReport> report_of(Stage& stage, const MemoptConfig& c, const Trial& t) {
+std::vector<MemoptSegmentReport> report_of(Stage& stage, const MemoptConfig& c, const MemoptTrial& t) {
   std::vector<MemoptSegmentReport> out;
   for (const SegmentMeasure& m : t.segs) {
     const int k = unit_index(stage, m.unit);
     if (k < 0 || m.segment >= c.units[k].size()) continue;
     const MemoptSegment& s = c.units[k][m.segment];
     MemoptSegmentReport r;
-    r.unit = stage.unit(k).name().empty() ? "unit " + std::to_string(stage.global_index(k)) : stage.unit(k).name();
+    r.unit = unit_name(stage, k);
     r.begin = s.begin, r.end = s.end, r.choice = s.describe();
     r.saved_mb = m.saved / kMiB, r.kept_mb = m.kept / kMiB;
     r.forward_peak_mb = m.forward_peak / kMiB, r.backward_peak_mb = m.backward_peak / kMiB, r.forward_ms = m.forward_ms;
@@ -110,199 +116,334 @@ std::vector<MemoptSegmentReport> report_of(Stage& stage, const MemoptConfig& c, 
   return out;
 }
 
+// Counts the segments whose choice differs between two configurations.
+int changes(const MemoptConfig& a, const MemoptConfig& b) {
+  int n = 0;
+  for (size_t k = 0; k < a.units.size() && k < b.units.size(); ++k)
+    for (size_t s = 0; s < a.units[k].size() && s < b.units[k].size(); ++s)
+      n += a.units[k][s].describe() != b.units[k][s].describe() ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+// ---- the caller's own step, observed ---------------------------------------------------------
+
+MemoptStepObserver::MemoptStepObserver(Layout& layout) : layout_(layout) {
+  const Device dev = layout.model().device();
+  synchronize(dev);
+  Allocator& a = allocator_for(dev);
+  before_ = a.current_bytes();
+  outer_peak_ = a.peak_bytes();
+  a.reset_peak();
+  probe_ = std::make_unique<MemoptProbe>();
+  timer_.reset();
+}
+
+MemoptStepObserver::~MemoptStepObserver() {
+  if (probe_) allocator_for(layout_.model().device()).raise_peak(outer_peak_);
+}
+
+MemoptTrial MemoptStepObserver::finish() {
+  const Device dev = layout_.model().device();
+  synchronize(dev);
+  Allocator& a = allocator_for(dev);
+  MemoptTrial t;
+  t.ms = timer_.ms();
+  t.segs = probe_->measures();
+  probe_.reset();
+  t.stage_peak = static_cast<double>(a.peak_bytes());
+  a.raise_peak(outer_peak_);
+  const size_t after = a.current_bytes();
+  reduce_trial(layout_.groups(), t, after > before_ ? static_cast<double>(after - before_) : 0.0);
+  return t;
+}
+
+// ---- the search ---------------------------------------------------------------------------------
+
+namespace {
+
 class Search {
  public:
   Search(Layout& layout, const std::vector<MicroBatch>& micro, const Ctx& ctx)
       : layout_(layout), stage_(layout.stage()), micro_(micro), ctx_(ctx), o_(layout.plan().options.memopt),
-        budget_(o_.memory_budget_mb * kMiB) {}
+        budget_(o_.memory_budget_mb * kMiB),
+        inflight_(layout.plan().pipelined() ? static_cast<double>(micro.size()) : 1.0) {}
 
-  MemoptSearchResult run();
+  MemoptSearchResult run(const MemoptTrial* observed);
 
  private:
-  bool met(const Trial& t) const { return budget_ > 0 && t.world_peak <= budget_; }
-  Trial trial(const MemoptConfig& c, const std::string& what) {
-    layout_.set_memopt(c);
-    Trial t = run_trial(layout_, micro_, ctx_);
-    ++r_.trial_steps;
-    std::ostringstream os;
-    os << what << ": peak " << t.world_peak / kMiB << " MB, " << t.ms << " ms";
-    r_.log.push_back(os.str());
-    return t;
+  bool met(const MemoptTrial& t) const { return budget_ > 0 && t.world_peak <= budget_; }
+  MemoptTrial trial(const MemoptConfig& c, const std::string& what, double predicted);
+  bool can_split(const MemoptConfig& c, size_t unit, size_t seg, SplitAxis axis) const;
+  MemoptConfig add_sample_pieces(const MemoptPredictor& p, MemoptConfig c, double stop_at) const;
+  MemoptConfig add_time_pieces(const MemoptPredictor& p, MemoptConfig c) const;
+  MemoptConfig keep_whole(const MemoptPredictor& p, MemoptConfig c, double limit) const;
+  MemoptConfig checkpoint_again(const MemoptPredictor& p, const MemoptConfig& from, MemoptConfig c,
+                                double limit) const;
+  MemoptConfig lowest_peak_within(const MemoptPredictor& p, const MemoptConfig& from, double cap_ms) const;
+  MemoptConfig choose(const MemoptPredictor& p, const MemoptConfig& from, double* limit) const;
+  // Every piece that lowers the prediction: sample pieces, then time chunks.
+  MemoptConfig smallest_peak(const MemoptPredictor& p, const MemoptConfig& from) const {
+    return add_time_pieces(p, add_sample_pieces(p, from, 0));
   }
-  void split_loop(SplitAxis axis, int max_trials);
-  void time_chunk_loop();
-  void greedy_uncheckpoint();
 
   Layout& layout_;
   Stage& stage_;
   const std::vector<MicroBatch>& micro_;
   const Ctx& ctx_;
   const MemoptOptions& o_;
-  const double budget_;
-  MemoptConfig cfg_;  // the best so far (applied between trials)
-  Trial best_;
+  const double budget_, inflight_;
   MemoptSearchResult r_;
 };
 
-// "Repeatedly split the peak segment": the segment where this stage's peak happens gets twice
-// the pieces along `axis` while the stage's measured peak drops by more than 1%. Every rank
-// runs the same number of trials (a stage that is done repeats its configuration).
-void Search::split_loop(SplitAxis axis, int max_trials) {
+MemoptTrial Search::trial(const MemoptConfig& c, const std::string& what, double predicted) {
+  layout_.set_memopt(c);
+  MemoptTrial t = run_trial(layout_, micro_, ctx_);
+  ++r_.trial_steps;
+  std::ostringstream os;
+  os.precision(4);
+  os << what << ": peak " << t.world_peak / kMiB << " MB";
+  if (predicted > 0) os << " (predicted " << world_max(layout_.groups(), predicted) / kMiB << ")";
+  os << ", " << t.ms << " ms";
+  r_.log.push_back(os.str());
+  return t;
+}
+
+bool Search::can_split(const MemoptConfig& c, size_t unit, size_t seg, SplitAxis axis) const {
+  const MemoptSegment& s = c.units[unit][seg];
+  if (!s.checkpoint || !splittable(stage_.unit(unit), s.begin, s.end, axis)) return false;
   const int64_t L = micro_.front().x.dim(axis == SplitAxis::Time ? 0 : 1);
-  bool done = false;
-  for (int it = 0; it < max_trials; ++it) {
-    if (met(best_)) return;
-    MemoptConfig next = cfg_;
-    std::string what = "no change";
-    if (!done && !best_.segs.empty()) {
-      const SegmentMeasure* peak = &best_.segs.front();
-      for (const SegmentMeasure& m : best_.segs)
-        if (std::max(m.forward_peak, m.backward_peak) > std::max(peak->forward_peak, peak->backward_peak)) peak = &m;
-      const int k = unit_index(stage_, peak->unit);
-      MemoptSegment* s = k >= 0 && peak->segment < next.units[k].size() ? &next.units[k][peak->segment] : nullptr;
-      const int pieces = s && s->pieces > 1 && s->axis == axis ? 2 * s->pieces : 2;
-      if (s && s->checkpoint && splittable(stage_.unit(k), s->begin, s->end) && pieces <= L) {
-        s->pieces = pieces;
-        s->axis = axis;
-        what = segment_name(stage_, k, peak->segment) + " " + s->describe();
-      } else {
-        done = true;
+  const int pieces = s.pieces > 1 && s.axis == axis ? 2 * s.pieces : 2;
+  return (s.pieces == 1 || s.axis == axis) && pieces <= L;
+}
+
+// The segment with the highest predicted peak gets twice the pieces over its samples while its
+// own prediction drops by more than 1% and the stage's does not rise; `stop_at` > 0 (a budget)
+// stops at the first configuration predicted under it.
+MemoptConfig Search::add_sample_pieces(const MemoptPredictor& p, MemoptConfig c, double stop_at) const {
+  for (int guard = 0; guard < 256; ++guard) {
+    const std::vector<double> peaks = p.segment_peaks(c);
+    if (peaks.empty() || (stop_at > 0 && p.peak(c) <= stop_at)) break;
+    const size_t top = static_cast<size_t>(std::max_element(peaks.begin(), peaks.end()) - peaks.begin());
+    const SegmentRef r = p.ref(top);
+    if (r.unit < 0 || !can_split(c, r.unit, r.segment, SplitAxis::Batch)) break;
+    MemoptConfig next = c;
+    MemoptSegment& s = next.units[r.unit][r.segment];
+    s.pieces = s.pieces > 1 ? 2 * s.pieces : 2;
+    s.axis = SplitAxis::Batch;
+    if (!(p.segment_peaks(next)[top] < peaks[top] * 0.99) || p.peak(next) > p.peak(c)) break;
+    c = next;
+  }
+  return c;
+}
+
+// Every other checkpointed segment that can run in pieces goes over time in chunks of 4, 2 or
+// 1 steps: the chunk with the lowest predicted peak, if it is lower by more than 1%.
+MemoptConfig Search::add_time_pieces(const MemoptPredictor& p, MemoptConfig c) const {
+  const int64_t T = micro_.front().x.dim(0);
+  MemoptConfig best = c;
+  double best_peak = p.peak(c);
+  for (int64_t tc : {4, 2, 1}) {
+    if (tc >= T) continue;
+    MemoptConfig next = c;
+    for (size_t k = 0; k < next.units.size(); ++k)
+      for (size_t s = 0; s < next.units[k].size(); ++s) {
+        MemoptSegment& g = next.units[k][s];
+        if (g.pieces == 1 && g.checkpoint && splittable(stage_.unit(k), g.begin, g.end, SplitAxis::Time)) {
+          g.pieces = static_cast<int>((T + tc - 1) / tc);
+          g.axis = SplitAxis::Time;
+        }
+      }
+    const double peak = p.peak(next);
+    if (peak < best_peak * 0.99) best = next, best_peak = peak;
+  }
+  return best;
+}
+
+// Checkpointed segments in one piece kept whole, the most recompute time saved per byte kept
+// first, while the predicted peak stays at or under `limit`.
+MemoptConfig Search::keep_whole(const MemoptPredictor& p, MemoptConfig c, double limit) const {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const SegmentRef r = p.ref(i);
+    if (r.unit >= 0 && c.units[r.unit][r.segment].checkpoint && c.units[r.unit][r.segment].pieces == 1)
+      order.push_back(i);
+  }
+  const auto gain = [&](size_t i) { return p.forward_ms(i) / std::max(p.keep_whole_bytes(i), 1.0); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return gain(a) > gain(b); });
+  for (size_t i : order) {
+    MemoptConfig next = c;
+    next.units[p.ref(i).unit][p.ref(i).segment].checkpoint = false;
+    if (p.peak(next) <= limit) c = next;
+  }
+  return c;
+}
+
+// A trial above its limit, corrected from its own measurement: the segments it kept whole
+// checkpointed again, the least time saved per byte first, until the prediction is under the
+// limit; then more pieces if that is not enough.
+MemoptConfig Search::checkpoint_again(const MemoptPredictor& p, const MemoptConfig& from, MemoptConfig c,
+                                      double limit) const {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const SegmentRef r = p.ref(i);
+    if (r.unit >= 0 && !c.units[r.unit][r.segment].checkpoint && from.units[r.unit][r.segment].checkpoint)
+      order.push_back(i);
+  }
+  const auto gain = [&](size_t i) { return p.forward_ms(i) / std::max(p.keep_whole_bytes(i), 1.0); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return gain(a) < gain(b); });
+  for (size_t i : order) {
+    if (p.peak(c) <= limit) break;
+    c.units[p.ref(i).unit][p.ref(i).segment].checkpoint = true;
+  }
+  return p.peak(c) <= limit ? c : add_sample_pieces(p, c, limit);
+}
+
+// Level 4: from level 0 (every segment whole), the change that lowers the segment with the
+// highest predicted peak the most per predicted millisecond — checkpointing a segment before it
+// (its saved bytes leave), or that segment checkpointed and split over samples (or split into
+// more pieces) — while the predicted step time stays within `cap_ms`.
+MemoptConfig Search::lowest_peak_within(const MemoptPredictor& p, const MemoptConfig& from, double cap_ms) const {
+  MemoptConfig c = from;
+  for (auto& u : c.units)
+    for (MemoptSegment& s : u) s.checkpoint = false, s.pieces = 1;
+  for (int guard = 0; guard < 1024; ++guard) {
+    const std::vector<double> peaks = p.segment_peaks(c);
+    if (peaks.empty()) break;
+    const size_t top = static_cast<size_t>(std::max_element(peaks.begin(), peaks.end()) - peaks.begin());
+    const double now_ms = p.extra_ms(c), overall = peaks[top];
+    MemoptConfig best;
+    double best_gain = 0;
+    const auto consider = [&](const MemoptConfig& next) {
+      const double ms = p.extra_ms(next);
+      if (p.step_ms(next) > cap_ms) return;
+      const std::vector<double> np = p.segment_peaks(next);
+      const double drop = peaks[top] - np[top];
+      if (drop <= 0.005 * peaks[top] || *std::max_element(np.begin(), np.end()) > overall) return;
+      const double gain = drop / std::max(ms - now_ms, 1e-3);
+      if (gain > best_gain) best_gain = gain, best = next;
+    };
+    const SegmentMeasure& t = p.measure(top);
+    for (size_t j = 0; j < p.size(); ++j) {  // a segment before the top one checkpointed
+      const SegmentRef r = p.ref(j);
+      if (r.unit < 0 || c.units[r.unit][r.segment].checkpoint || p.measure(j).order >= t.order) continue;
+      MemoptConfig next = c;
+      next.units[r.unit][r.segment].checkpoint = true;
+      consider(next);
+    }
+    const SegmentRef r = p.ref(top);
+    if (r.unit >= 0) {  // the top one checkpointed and in (more) pieces over its samples
+      MemoptConfig next = c;
+      MemoptSegment& s = next.units[r.unit][r.segment];
+      s.checkpoint = true;
+      if (can_split(next, r.unit, r.segment, SplitAxis::Batch)) {
+        s.pieces = s.pieces > 1 ? 2 * s.pieces : 2;
+        s.axis = SplitAxis::Batch;
+        consider(next);
       }
     }
-    if (!any_rank(layout_.groups(), !done)) return;
-    const Trial t = trial(next, "split " + what);
-    if (!done && t.stage_peak < best_.stage_peak * 0.99) {
-      cfg_ = next;
-      best_ = t;
-    } else {
-      done = true;
-      layout_.set_memopt(cfg_);
-    }
-    best_.world_peak = world_max(layout_.groups(), best_.stage_peak);  // every rank: collective
+    if (best.units.empty()) break;
+    c = best;
   }
+  return c;
 }
 
-// Level 3's time pieces: every checkpointed segment that can run in pieces goes over time in
-// chunks of Tc steps (4, then 2, then 1; those shorter than T), kept while the stage's peak
-// drops by more than 1%. A fixed chunk length bounds what one piece holds whatever T is.
-void Search::time_chunk_loop() {
-  const int64_t T = micro_.front().x.dim(0);
-  for (int64_t tc : {4, 2, 1}) {
-    if (tc >= T || met(best_)) continue;
-    MemoptConfig next = cfg_;
-    const int pieces = static_cast<int>((T + tc - 1) / tc);
-    int changed = 0;
-    for (size_t k = 0; k < next.units.size(); ++k)
-      for (MemoptSegment& g : next.units[k])
-        if (g.checkpoint && splittable(stage_.unit(k), g.begin, g.end)) {
-          g.pieces = pieces;
-          g.axis = SplitAxis::Time;
-          ++changed;
-        }
-    if (!any_rank(layout_.groups(), changed > 0)) return;
-    const Trial t = trial(next, "every splittable segment in time pieces of " + std::to_string(tc) + " steps (t/" +
-                                    std::to_string(pieces) + ")");
-    const bool better = changed > 0 && t.stage_peak < best_.stage_peak * 0.99;
-    if (better) {
-      cfg_ = next;
-      best_ = t;
-    } else {
-      layout_.set_memopt(cfg_);
-    }
-    best_.world_peak = world_max(layout_.groups(), best_.stage_peak);  // every rank: collective
-    if (!any_rank(layout_.groups(), better)) return;
+// The configuration to try from a measurement of `from` (every segment checkpointed); *limit:
+// the peak it must stay under (the budget, or level 4's split prediction; 0: none).
+MemoptConfig Search::choose(const MemoptPredictor& p, const MemoptConfig& from, double* limit) const {
+  if (o_.level == 4 && budget_ <= 0) {
+    MemoptConfig level0 = from;
+    for (auto& u : level0.units)
+      for (MemoptSegment& s : u) s.checkpoint = false, s.pieces = 1;
+    const MemoptConfig c = lowest_peak_within(p, from, o_.max_slowdown * p.step_ms(level0));
+    *limit = p.peak(c);
+    return c;
   }
+  *limit = budget_ * kPlanMargin;  // predictions are within about 5% of the measurement
+  MemoptConfig c = add_sample_pieces(p, from, *limit);
+  if (o_.level == 3 || (budget_ > 0 && p.peak(c) > *limit)) c = add_time_pieces(p, c);
+  if (budget_ > 0) c = keep_whole(p, c, *limit);
+  return c;
 }
 
-// Level 4: from the measured configuration, un-checkpoint whole (unsplit) segments, slowest
-// forward first, while the predicted peak stays at or under the limit (the measured peak, or
-// the budget); then one step verifies it.
-void Search::greedy_uncheckpoint() {
-  const double inflight = layout_.plan().pipelined() ? static_cast<double>(micro_.size()) : 1.0;
-  const double limit = budget_ > 0 ? budget_ : best_.stage_peak;
-  std::vector<double> base(best_.segs.size()), add(best_.segs.size(), 0.0);
-  for (size_t i = 0; i < base.size(); ++i)
-    base[i] = static_cast<double>(std::max(best_.segs[i].forward_peak, best_.segs[i].backward_peak));
-  std::vector<size_t> order;
-  for (size_t i = 0; i < best_.segs.size(); ++i) {
-    const int k = unit_index(stage_, best_.segs[i].unit);
-    if (k < 0 || best_.segs[i].segment >= cfg_.units[k].size()) continue;
-    const MemoptSegment& s = cfg_.units[k][best_.segs[i].segment];
-    if (s.checkpoint && s.pieces == 1) order.push_back(i);
-  }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return best_.segs[a].forward_ms > best_.segs[b].forward_ms; });
-  MemoptConfig next = cfg_;
-  double predicted = 0;
-  for (double b : base) predicted = std::max(predicted, b);
-  int changed = 0;
-  for (size_t j : order) {
-    const SegmentMeasure& m = best_.segs[j];
-    const double delta = inflight * (static_cast<double>(m.saved) - static_cast<double>(m.kept));
-    double peak = 0;
-    for (size_t i = 0; i < base.size(); ++i)
-      peak = std::max(peak, base[i] + add[i] + (best_.segs[i].order > m.order ? delta : 0.0));
-    if (peak > limit) continue;
-    for (size_t i = 0; i < base.size(); ++i)
-      if (best_.segs[i].order > m.order) add[i] += delta;
-    predicted = peak;
-    next.units[unit_index(stage_, m.unit)][m.segment].checkpoint = false;
-    ++changed;
-  }
-  r_.predicted_peak_mb = world_max(layout_.groups(), predicted) / kMiB;
-  if (!any_rank(layout_.groups(), changed > 0)) return;
-  const Trial t = trial(next, "level 4: " + std::to_string(changed) + " segments un-checkpointed on this stage");
-  if (t.stage_peak <= limit * 1.03) {  // the prediction held (3%: allocator rounding, timing of frees)
-    cfg_ = next;
-    best_ = t;
-  } else {
-    layout_.set_memopt(cfg_);
-    r_.log.push_back("level 4: the measured peak rose above the prediction; kept the measured configuration");
-  }
-  best_.world_peak = world_max(layout_.groups(), best_.stage_peak);  // every rank: collective
-}
-
-MemoptSearchResult Search::run() {
+MemoptSearchResult Search::run(const MemoptTrial* observed) {
   Timer timer;
   r_.searched = true;
-  cfg_ = layout_.memopt();
-  // One unmeasured step first: the first step of a run creates the kernels' primitives and
-  // the allocator's blocks, which would make the first segments look slow.
-  run_trial(layout_, micro_, ctx_);
-  ++r_.trial_steps;
-  if (o_.level == 0) {  // a budget from level 0: level 0 first, then level 1
-    best_ = trial(cfg_, "level 0");
-    if (!met(best_)) {
-      cfg_ = checkpoint_all(stage_, o_.compress_x, layout_.memopt_units());
-      best_ = trial(cfg_, "level 1");
+  MemoptConfig from = layout_.memopt();
+  MemoptTrial m = observed ? *observed : trial(from, "measured " + std::string(from.any_checkpoint() ? "level 1" : "level 0"), 0);
+  if (observed) {
+    std::ostringstream os;
+    os << "the caller's step (" << (from.any_checkpoint() ? "level 1" : "level 0") << "): peak " << m.world_peak / kMiB
+       << " MB";
+    r_.log.push_back(os.str());
+  }
+  if (!from.any_checkpoint() && !met(m)) {  // a budget from level 0: level 1 is measured first
+    from = checkpoint_all(stage_, o_.compress_x, layout_.memopt_units());
+    m = trial(from, "level 1", 0);
+  }
+  MemoptConfig cfg = from;
+  MemoptTrial best = m;
+  if (!(met(m) && !from.any_checkpoint())) {
+    const MemoptPredictor p(stage_, m, from, m, inflight_);
+    if (budget_ > 0) {  // refused before any trial when even every piece cannot reach it
+      const double smallest = world_max(layout_.groups(), p.peak(smallest_peak(p, from)));
+      if (smallest > budget_ * 1.05)
+        SM_INPUT_ERROR("--memory-budget-mb " << o_.memory_budget_mb << ": no memopt configuration reaches it; the "
+                                             << "smallest peak, predicted from the measured level-1 step ("
+                                             << m.world_peak / kMiB << " MB), is " << smallest / kMiB << " MB per rank");
     }
-  } else {
-    best_ = trial(cfg_, "level 1");
+    double limit = 0;
+    MemoptConfig cand = choose(p, from, &limit);
+    r_.predicted_peak_mb = world_max(layout_.groups(), p.peak(cand)) / kMiB;
+    if (any_rank(layout_.groups(), changes(cand, from) > 0)) {
+      const std::string what = "predicted: " + std::to_string(changes(cand, from)) + " segments changed on this stage";
+      const MemoptTrial t1 = trial(cand, what, p.peak(cand));
+      const bool ok1 = budget_ > 0 ? met(t1) : t1.stage_peak <= std::max(limit, p.peak(cand)) * 1.05;
+      if (any_rank(layout_.groups(), !ok1) && r_.trial_steps < 2) {
+        const MemoptPredictor p1(stage_, t1, cand, m, inflight_);
+        const double target = (limit > 0 ? limit : p.peak(cand)) * 0.97;
+        MemoptConfig again = checkpoint_again(p1, from, cand, target);
+        // A budget still predicted out of reach: the configuration with the smallest peak
+        // (predicted from the level-1 step, which saw every segment checkpointed)
+        const bool smallest = budget_ > 0 && p1.peak(again) > target;
+        if (smallest) again = smallest_peak(p, from);
+        const MemoptTrial t2 = trial(again, smallest ? "the smallest predicted peak" : "corrected from that step",
+                                     smallest ? p.peak(again) : p1.peak(again));
+        const bool ok2 = budget_ > 0 ? met(t2) : t2.stage_peak <= std::max(limit, p.peak(cand)) * 1.05;
+        if (ok2 || t2.stage_peak < std::min(t1.stage_peak, m.stage_peak)) cfg = again, best = t2;
+        else if (ok1 || t1.stage_peak < m.stage_peak) cfg = cand, best = t1;
+      } else if (ok1 || t1.stage_peak < m.stage_peak) {
+        cfg = cand, best = t1;
+      }
+      best.world_peak = world_max(layout_.groups(), best.stage_peak);  // every rank: collective
+    }
   }
-  if (o_.level == 4) {  // the peak segment split over samples (two trials at most), then greedy
-    split_loop(SplitAxis::Batch, 2);
-    greedy_uncheckpoint();
-  }
-  if (o_.level == 2 || o_.level == 3 || (budget_ > 0 && !met(best_))) split_loop(SplitAxis::Batch, 4);
-  if (o_.level == 3 || (budget_ > 0 && !met(best_))) time_chunk_loop();
-  layout_.set_memopt(cfg_);
-  r_.peak_mb = best_.world_peak / kMiB;
-  r_.segments = report_of(stage_, cfg_, best_);
+  layout_.set_memopt(cfg);
+  r_.peak_mb = best.world_peak / kMiB;
+  r_.segments = report_of(stage_, cfg, best);
   r_.optimize_ms = world_max(layout_.groups(), timer.ms());
-  if (budget_ > 0 && !met(best_))
+  if (budget_ > 0 && !met(best)) {
+    std::string tried;
+    for (const std::string& l : r_.log) tried += (tried.empty() ? "" : "; ") + l;
     SM_INPUT_ERROR("--memory-budget-mb " << o_.memory_budget_mb << ": no memopt configuration reached it; the smallest "
-                                         << "peak measured was " << r_.peak_mb << " MB per rank (" << r_.trial_steps
-                                         << " trial steps)");
+                                         << "peak measured was " << r_.peak_mb << " MB per rank (" << tried << ")");
+  }
   return r_;
 }
 
 }  // namespace
 
+bool memopt_search_needed(const Layout& layout) {
+  const MemoptOptions& o = layout.plan().options.memopt;
+  return o.memory_budget_mb > 0 || o.level >= 2;
+}
+
 MemoptSearchResult measure_memopt(Layout& layout, const std::vector<MicroBatch>& micro, const Ctx& ctx) {
   MemoptSearchResult r;
   if (micro.empty()) return r;
   Timer timer;
-  const Trial t = run_trial(layout, micro, ctx);
+  const MemoptTrial t = run_trial(layout, micro, ctx);
   r.trial_steps = 1;
   r.peak_mb = t.world_peak / kMiB;
   r.segments = report_of(layout.stage(), layout.memopt(), t);
@@ -310,11 +451,10 @@ MemoptSearchResult measure_memopt(Layout& layout, const std::vector<MicroBatch>&
   return r;
 }
 
-MemoptSearchResult optimize_memopt(Layout& layout, const std::vector<MicroBatch>& micro, const Ctx& ctx) {
-  const MemoptOptions& o = layout.plan().options.memopt;
-  const bool search = o.memory_budget_mb > 0 || o.level >= 2;
-  if (!search || micro.empty()) return {};
-  return Search(layout, micro, ctx).run();
+MemoptSearchResult optimize_memopt(Layout& layout, const std::vector<MicroBatch>& micro, const Ctx& ctx,
+                                   const MemoptTrial* observed) {
+  if (!memopt_search_needed(layout) || micro.empty()) return {};
+  return Search(layout, micro, ctx).run(observed);
 }
 
 }  // namespace sm

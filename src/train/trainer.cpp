@@ -96,7 +96,7 @@ class TrainingRun {
   StepReport train_step(const Batch& b, Timer& wait);
   void record_step(StepReport& rep, int64_t epoch, double lr);
   void finish();
-  void search_memopt(const std::vector<MicroBatch>& micro, const Ctx& ctx);
+  void search_memopt(const std::vector<MicroBatch>& micro, const Ctx& ctx, const MemoptTrial* observed);
   bool limit_reached() const { return cfg_.max_steps > 0 && st_.step >= cfg_.max_steps; }
   void write_pipeline() {
     std::lock_guard<std::mutex> l(hdf5_mutex());
@@ -241,12 +241,13 @@ Batch TrainingRun::load_batch(int64_t epoch, int64_t first, int64_t k) {
   return b;
 }
 
-// memopt (train/memopt_search.h) on the run's first batch: the search of levels 2-4 or a
-// budget, then what every unit runs, in the log. Collective over the layout's groups.
-void TrainingRun::search_memopt(const std::vector<MicroBatch>& micro, const Ctx& ctx) {
+// memopt (train/memopt_search.h) after the run's first step, on its batch: the search of
+// levels 2-4 or a budget from that step's measurement, then what every unit runs, in the log.
+// Collective over the layout's groups.
+void TrainingRun::search_memopt(const std::vector<MicroBatch>& micro, const Ctx& ctx, const MemoptTrial* observed) {
   Layout& layout = *parts_.layout;
   if (!layout.plan().options.memopt.enabled()) return;
-  const MemoptSearchResult r = optimize_memopt(layout, micro, ctx);
+  const MemoptSearchResult r = optimize_memopt(layout, micro, ctx, observed);
   if (r.searched) {
     std::ostringstream os;
     os << "memopt search: " << r.trial_steps << " trial steps, " << static_cast<int64_t>(r.optimize_ms)
@@ -270,15 +271,19 @@ StepReport TrainingRun::train_step(const Batch& b, Timer& wait) {
   layout.sync_buffers();  // every rank steps with dp rank 0's BN statistics (unless synced BN)
   std::vector<MicroBatch> micro;
   for (const MicroBatch& m : b.micro) micro.push_back(to_device(m, parts_.device, parts_.activations));
-  if (!memopt_done_) {  // memopt levels 2-4 / a budget: the search on this first batch
-    memopt_done_ = true;
-    search_memopt(micro, ctx);
-  }
   Allocator& alloc = allocator_for(parts_.device);  // this step's peak, then the run's again
   const size_t run_peak = alloc.peak_bytes();
   alloc.reset_peak();
+  // memopt levels 2-4 / a budget: the first step is measured and the search starts from it
+  std::unique_ptr<MemoptStepObserver> observer;
+  if (!memopt_done_ && memopt_search_needed(layout)) observer = std::make_unique<MemoptStepObserver>(layout);
   rep.r = graphs_->step(layout, *parts_.optimizer, micro, ctx, StepOptions{cfg_.clip_grad_norm, &parts_.scaler});
   rep.step_peak_mb = alloc.peak_bytes() / 1048576.0;
+  if (!memopt_done_) {
+    memopt_done_ = true;
+    const MemoptTrial observed = observer ? observer->finish() : MemoptTrial{};
+    search_memopt(micro, ctx, observer ? &observed : nullptr);
+  }
   alloc.raise_peak(run_peak);
   rep.step_ms = step_t.ms() + rep.wait_ms;
   rep.load_ms = b.data_ms;

@@ -97,7 +97,7 @@ for L in 1 2 3 4; do
   fi
 done
 if "${TRAIN[@]}" --run-name budget --memory-budget-mb 1000000 >"$T/budget.log" 2>&1 && same_losses l0 budget &&
-  grep -q "memopt search: 2 trial steps" "$T/budget.log"; then
+  grep -q "memopt search: 0 trial steps" "$T/budget.log"; then
   pass "--memory-budget-mb from level 0 stops at level 0 when it fits"
 else
   fail "--memory-budget-mb 1000000" "$(grep -m2 memopt "$T/budget.log")"
@@ -121,7 +121,7 @@ if "$BIN" bench --model-spec "$T/tiny.toml" --batch-size 4 --steps 1 --warmup 0 
      >"$T/bench.log" 2>&1 && tail -n 1 "$T/bench.log" | "$PY" -c '
 import json, sys
 r = json.loads(sys.stdin.read())
-ok = r["memopt_level"] == 4 and r["memopt_compress_x"] is True and r["optimize_ms"] > 0 and r["memopt_trial_steps"] >= 3
+ok = r["memopt_level"] == 4 and r["memopt_compress_x"] is True and r["optimize_ms"] > 0 and 0 <= r["memopt_trial_steps"] <= 2
 sys.exit(0 if ok else 1)'; then
   pass "bench --memopt-level 4 records memopt_level, memopt_compress_x, optimize_ms, memopt_trial_steps"
 else
@@ -145,6 +145,6 @@ bad() {  # NAME NEEDLE -- ARGS
 bad "--memopt-level 5 is refused naming the flag" "memopt-level" -- --memopt-level 5
 bad "--pp-memopt-stage-budget-ratio 0 is refused naming the flag" "pp-memopt-stage-budget-ratio" -- \
   --memopt-level 1 --pp-memopt-stage-budget-ratio 0
-bad "a budget no configuration meets names the flag and the smallest peak" "memory-budget-mb 0.001: no memopt configuration reached it" -- \
+bad "a budget no configuration meets names the flag and the smallest peak" "memory-budget-mb 0.001: no memopt configuration reaches it; the smallest peak" -- \
   --memopt-level 1 --memory-budget-mb 0.001 --distributed-mode dp
 finish

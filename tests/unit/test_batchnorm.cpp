@@ -592,12 +592,48 @@ TEST(BatchNorm, ConvBnLifBlockHoldsOneFullSizeTensor) {
   }
   EXPECT_EQ(a.current_bytes(), before);
 
-  // The same through the unit.
+  // The same through the unit (its loop owns the gradient the neuron makes, so batch norm
+  // writes its input gradient over it): the input gradient is bitwise the layer-by-layer one.
   unit.reset_state();
   { Tensor y = unit.forward(x, ctx); }
   EXPECT_EQ(a.current_bytes() - before, conv_kept + full);
-  unit.backward_input(dy, ctx);
-  EXPECT_EQ(a.current_bytes(), before);
+  const Tensor dx_unit = unit.backward_input(dy, ctx);
+  unit.reset_state();
+  { Tensor y = unit.forward(x, ctx); }
+  Tensor g = lif.backward_input(dy, ctx);  // a caller's own ctx: nothing written over
+  g = bn.backward_input(g, ctx);
+  const Tensor dx_layers = conv.backward_input(g, ctx);
+  ASSERT_EQ(dx_layers.numel(), dx_unit.numel());
+  for (int64_t i = 0; i < dx_unit.numel(); ++i)
+    ASSERT_EQ(dx_unit.data<float>()[i], dx_layers.data<float>()[i]) << "element " << i;
+}
+
+// A backward that writes over its incoming gradient does so only for a composite's own
+// temporary: a caller's dy stays as it was.
+TEST(BatchNorm, BackwardLeavesTheCallersGradientAlone) {
+  BatchNormConfig bc;
+  bc.num_features = 3;
+  Unit unit("u");
+  auto bn_p = std::make_unique<BatchNorm>(bc);
+  Layer& bn = *bn_p;
+  unit.add(std::move(bn_p));
+  unit.finalize(DType::F32, Device::cpu(), 3);
+  const Tensor x = test::random_tensor({2, 2, 3, 4, 4}, DType::F32, 7);
+  Tensor dy = test::random_tensor({2, 2, 3, 4, 4}, DType::F32, 8);
+  const Tensor before = dy.clone();
+  Ctx ctx;
+  for (bool owned : {false, true}) {
+    bn.forward(x, ctx);
+    ctx.dy_owned = owned;
+    const Tensor dx = bn.backward_input(dy, ctx);  // `dy` is the only handle (`before` is a copy)
+    ctx.dy_owned = false;
+    if (owned) {
+      EXPECT_EQ(dx.raw(), dy.raw()) << "an owned gradient with one handle is written over";
+      break;
+    }
+    EXPECT_NE(dx.raw(), dy.raw());
+    for (int64_t i = 0; i < dy.numel(); ++i) ASSERT_EQ(dy.data<float>()[i], before.data<float>()[i]);
+  }
 }
 
 }  // namespace

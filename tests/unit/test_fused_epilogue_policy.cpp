@@ -55,7 +55,7 @@ TEST(FusedEpiloguePolicy, SwitchMemoptAndShardingTurnItOffEverywhere) {
     off.enabled = false;
     EXPECT_FALSE(fused_epilogue_applies(off));
     FuseQuery memopt = neuron_after_bn(gpu, DType::F32);
-    memopt.whole = false;  // a memopt piece or time chunk
+    memopt.fusable = false;  // a memopt time chunk's backward recompute
     EXPECT_FALSE(fused_epilogue_applies(memopt));
     FuseQuery sharded = neuron_after_bn(gpu, DType::F32);
     sharded.unsharded = false;
@@ -63,24 +63,22 @@ TEST(FusedEpiloguePolicy, SwitchMemoptAndShardingTurnItOffEverywhere) {
   }
 }
 
-TEST(FusedEpiloguePolicy, CheckpointedForwardsAndRecomputesAreWholeButPiecesAreNot) {
+TEST(FusedEpiloguePolicy, EveryMemoptForwardButATimeChunksBackwardRecomputeFuses) {
   Ctx ctx;
-  EXPECT_TRUE(whole_forward(ctx));
-  ctx.checkpointed = true;
-  EXPECT_TRUE(whole_forward(ctx)) << "a checkpointed forward runs fused like level 0";
-  ctx.checkpointed = false;
-  ctx.recompute = true;
-  EXPECT_TRUE(whole_forward(ctx)) << "its recompute repeats the fused forward";
-  for (int flag = 0; flag < 5; ++flag) {
-    Ctx piece;
-    int bn = 0;
-    if (flag == 0) piece.bn_split = true;
-    if (flag == 1) piece.accumulate_stats = true;
-    if (flag == 2) piece.bn_moments_for = &bn;
-    if (flag == 3) piece.bn_grad_sums_for = &bn;
-    if (flag == 4) piece.time_grad_carry = true;
-    EXPECT_FALSE(whole_forward(piece)) << "piece flag " << flag;
+  EXPECT_TRUE(fusable_forward(ctx));
+  int bn = 0;
+  for (int flag = 0; flag < 6; ++flag) {
+    Ctx c;
+    if (flag == 0) c.checkpointed = true;
+    if (flag == 1) c.recompute = true;
+    if (flag == 2) c.bn_split = true;
+    if (flag == 3) c.accumulate_stats = true;
+    if (flag == 4) c.bn_moments_for = &bn;
+    if (flag == 5) c.bn_grad_sums_for = &bn;
+    EXPECT_TRUE(fusable_forward(c)) << "memopt flag " << flag;
   }
+  ctx.time_grad_carry = true;
+  EXPECT_FALSE(fusable_forward(ctx)) << "a time chunk's backward recompute carries the membrane gradient unfused";
 }
 
 }  // namespace

@@ -75,6 +75,9 @@ class Tensor {
   Device device() const { return storage_ ? storage_->device() : Device::cpu(); }
   bool is_pinned() const { return storage_ && storage_->pinned(); }
   size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
+  // Whether this is the only handle to its storage (no view, copy or saved reference shares
+  // it): a backward may then write its result over it (layers/layer.h).
+  bool sole_handle() const { return storage_ && storage_.use_count() == 1; }
 
   void* raw() const;
   template <typename T> T* data() const {

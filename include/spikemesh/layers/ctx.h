@@ -23,6 +23,10 @@ struct Ctx {
   // sample pieces of a shard cannot be gathered back in order.
   bool tp_shard_regions = true;
   bool tp_debug_comm = false;      // print each layer's tp collective once (--tp-debug-comm)
+  // Set by a composite's backward loop for the duration of one child's backward_input when the
+  // dy it passes is its own temporary (the previous child's result): a CPU elementwise backward
+  // may then write dx over dy if no other handle shares its storage (layers/layer.h).
+  bool dy_owned = false;
   // memopt (layers/memopt_segment.h): `checkpointed` marks the forward of a checkpointed
   // segment (its saved state is dropped afterwards; batch norm keeps its batch statistics so
   // that the recompute repeats them exactly); `recompute` marks that segment's forward again in

@@ -3,7 +3,8 @@
 // its device's allocator during its forward and during its backward (absolute: everything
 // alive then), the bytes its layers saved and the checkpoint dropped (what it would keep
 // un-checkpointed), the bytes of what the checkpoint keeps, and the time of its forward and
-// backward. Segments that are not checkpointed are measured too (saved = 0).
+// backward, the bytes alive when each began and the sizes of its input and output. Segments
+// that are not checkpointed are measured too (saved = 0).
 // Invariant: a probe never changes what is computed; the allocator's overall peak is
 // restored (raise_peak) after each region it measures.
 #pragma once
@@ -23,6 +24,9 @@ struct SegmentMeasure {
   double forward_ms = 0, backward_ms = 0;  // summed over microbatches
   size_t forward_peak = 0, backward_peak = 0;  // bytes, max over microbatches
   size_t saved = 0, kept = 0;    // bytes, max over microbatches
+  // Bytes alive when its forward / backward began (max over microbatches), and the sizes of
+  // its input and output tensors: what the search's predictions start from.
+  size_t forward_base = 0, backward_base = 0, in_bytes = 0, out_bytes = 0;
 };
 
 class MemoptProbe {

@@ -7,8 +7,10 @@
 //               repeats the kept batch statistics and leaves its running statistics alone,
 //               neurons restart at rest and leave their firing statistics alone, dropout draws
 //               the same masks) and then runs the layers' backward as usual.
-//  pieces       (checkpointed segments of leaf layers only) the segment runs as `pieces`
-//               pieces along `axis` — the time steps (level 3) or the samples (level 2) — so
+//  pieces       (checkpointed segments only) the segment runs as `pieces` pieces along `axis` —
+//               the time steps (level 3; segments of leaf layers) or the samples (levels 2, 4;
+//               leaves and Sequential / Residual blocks of them: samples are independent in
+//               every layer, attention included, but batch norm) — so
 //               that only one piece's activations are alive at a time, in forward and backward:
 //               batch norm needs the whole segment's statistics and gradient sums, so it runs
 //               extra passes over the pieces (forward: one per batch norm to add its moments,
@@ -38,7 +40,7 @@ struct MemoptSegment {
   size_t begin = 0, end = 0;  // children [begin, end)
   bool checkpoint = false;
   bool compress = true;       // keep a binary input as bits
-  int pieces = 1;             // >= 1; > 1 only when checkpointed and every child is a leaf
+  int pieces = 1;             // >= 1; > 1 only when checkpointed and splittable() along `axis`
   SplitAxis axis = SplitAxis::Time;
   // "none", "ckpt", "ckpt+bits", "ckpt+bits t/4" (4 time pieces), "ckpt+bits n/2" (2 sample pieces)
   std::string describe() const;
@@ -46,7 +48,9 @@ struct MemoptSegment {
 
 // The segments memopt may checkpoint in `seq` (see the header).
 std::vector<std::pair<size_t, size_t>> natural_segments(Sequential& seq);
-// Whether children [begin, end) of `seq` may run in pieces (all leaves).
-bool splittable(Sequential& seq, size_t begin, size_t end);
+// Whether children [begin, end) of `seq` may run in pieces along `axis`: time, all leaves;
+// samples, leaves and Sequential / Residual composites of them (batch norms nested in a block
+// get their moments and sums passes like direct children).
+bool splittable(Sequential& seq, size_t begin, size_t end, SplitAxis axis);
 
 }  // namespace sm

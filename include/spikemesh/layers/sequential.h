@@ -37,8 +37,13 @@ class Sequential : public Layer {
   void backward_weight_cpu(Ctx& ctx) override;
 
   // Children [begin, end) forward in order, a batch norm and the neuron or max pooling after
-  // it fused where they qualify (layers/fused_epilogue.h).
+  // it fused where they qualify (layers/fused_epilogue.h). An undefined tensor stops it (a
+  // memopt moments pass: the batch norm it was for returns none), and so does it stop the
+  // children's backward (a sums pass); a Residual passes the undefined tensor on.
   Tensor forward_children(size_t begin, size_t end, Tensor h, Ctx& ctx);
+  // Children [end, begin) backward in reverse, each after the first marking the gradient it
+  // gets as the loop's own (ctx.dy_owned: it may be written over); stops at an undefined one.
+  Tensor backward_children(size_t begin, size_t end, Tensor g, Ctx& ctx);
 
   std::vector<LayerPtr> layers_;
 

@@ -26,6 +26,7 @@ struct MemoptOptions {
   int level = 0;                       // --memopt-level 0..4
   bool compress_x = true;              // --memopt-compress-x: keep binary checkpointed inputs as bits
   double memory_budget_mb = 0.0;       // --memory-budget-mb: stop at the first configuration under it (0: none)
+  double max_slowdown = 1.2;           // --memopt-max-slowdown: level 4's step time bound, x level 0's
   double pp_stage_budget_ratio = 0.5;  // --pp-memopt-stage-budget-ratio in (0, 1]
   bool enabled() const { return level > 0 || memory_budget_mb > 0; }
 };

@@ -56,6 +56,7 @@ struct ParallelConfig {
   int64_t memopt_level = 0;               // models/memopt_plan.h
   bool memopt_compress_x = true;
   double memory_budget_mb = 0.0;          // 0: none
+  double memopt_max_slowdown = 1.2;       // level 4: predicted step time / level 0's
   double pp_memopt_stage_budget_ratio = 0.5;
 };
 

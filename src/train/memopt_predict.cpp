@@ -1,0 +1,134 @@
+// memopt_predict.cpp — peaks and extra time of memopt configurations from one measured step
+// (train/memopt_predict.h).
+#include "spikemesh/train/memopt_predict.h"
+
+#include <algorithm>
+
+#include "spikemesh/layers/batchnorm.h"
+#include "spikemesh/layers/sequential.h"
+#include "spikemesh/models/stage.h"
+
+namespace sm {
+namespace {
+
+int unit_index(Stage& stage, const Sequential* u) {
+  for (size_t k = 0; k < stage.size(); ++k)
+    if (&stage.unit(k) == u) return static_cast<int>(k);
+  return -1;
+}
+
+int count_batch_norms(Layer& l) {
+  int n = dynamic_cast<BatchNorm*>(&l) ? 1 : 0;
+  for (Layer* c : l.children()) n += count_batch_norms(*c);
+  return n;
+}
+
+const SegmentMeasure* find(const MemoptTrial& t, const Sequential* unit, size_t segment) {
+  for (const SegmentMeasure& m : t.segs)
+    if (m.unit == unit && m.segment == segment) return &m;
+  return nullptr;
+}
+
+int pieces_of(const MemoptSegment* s) { return s && s->checkpoint ? std::max(1, s->pieces) : 1; }
+
+double transient(size_t peak, size_t base) {
+  return std::max(0.0, static_cast<double>(peak) - static_cast<double>(base));
+}
+
+// A region's transient (peak - base) in P pieces as fixed + per_piece / P. From one run in
+// `pieces` pieces: the tensor that stays whole (its output in forward, input gradient in
+// backward) is the fixed part, the rest scales. From that run and a level-1 run (one piece,
+// transient `one`): the line through both points.
+PieceModel piece_model(double measured, size_t whole, double pieces, const double* one) {
+  PieceModel m;
+  if (one && pieces > 1) {
+    m.per_piece = std::max(0.0, (*one - measured) * pieces / (pieces - 1));
+    m.fixed = std::max(0.0, *one - m.per_piece);
+    return m;
+  }
+  m.fixed = std::min(measured, static_cast<double>(whole));
+  m.per_piece = (measured - m.fixed) * std::max(1.0, pieces);
+  return m;
+}
+
+}  // namespace
+
+MemoptPredictor::MemoptPredictor(Stage& stage, const MemoptTrial& measured, const MemoptConfig& config,
+                                 const MemoptTrial& level1, double inflight)
+    : stage_(stage), m_(measured), config_(config), inflight_(inflight) {
+  for (const SegmentMeasure& m : m_.segs) {
+    SegmentRef r{unit_index(stage, m.unit), m.segment};
+    refs_.push_back(r);
+    const SegmentMeasure* l1 = find(level1, m.unit, m.segment);
+    saved_.push_back(l1 ? static_cast<double>(l1->saved) : 0.0);
+    kept_.push_back(l1 ? static_cast<double>(l1->kept) : 0.0);
+    int bns = 0;
+    const MemoptSegment* s = r.unit >= 0 && r.segment < config.units[r.unit].size() ? &config.units[r.unit][r.segment]
+                                                                                    : nullptr;
+    if (s)
+      for (size_t i = s->begin; i < s->end; ++i) bns += count_batch_norms(stage.unit(r.unit).at(i));
+    batch_norms_.push_back(bns);
+    const double p0 = pieces_of(s);
+    const double f1 = l1 ? transient(l1->forward_peak, l1->forward_base) : 0.0;
+    const double b1 = l1 ? transient(l1->backward_peak, l1->backward_base) : 0.0;
+    const bool two = l1 && &level1 != &measured && p0 > 1;
+    forward_.push_back(piece_model(transient(m.forward_peak, m.forward_base), m.out_bytes, p0, two ? &f1 : nullptr));
+    backward_.push_back(piece_model(transient(m.backward_peak, m.backward_base), m.in_bytes, p0, two ? &b1 : nullptr));
+  }
+}
+
+const MemoptSegment* MemoptPredictor::in(const MemoptConfig& c, size_t i) const {
+  const SegmentRef& r = refs_[i];
+  if (r.unit < 0 || r.unit >= static_cast<int>(c.units.size()) || r.segment >= c.units[r.unit].size()) return nullptr;
+  return &c.units[r.unit][r.segment];
+}
+
+double MemoptPredictor::keep_whole_bytes(size_t i) const {
+  return inflight_ * std::max(0.0, saved_[i] - kept_[i]);
+}
+
+std::vector<double> MemoptPredictor::segment_peaks(const MemoptConfig& c) const {
+  const size_t n = m_.segs.size();
+  std::vector<double> peak(n, 0.0), shift(n, 0.0);
+  for (size_t i = 0; i < n; ++i) {
+    const SegmentMeasure& m = m_.segs[i];
+    const MemoptSegment* was = in(config_, i);
+    const MemoptSegment* now = in(c, i);
+    const double p1 = pieces_of(now);
+    peak[i] = std::max(static_cast<double>(m.forward_base) + forward_[i].fixed + forward_[i].per_piece / p1,
+                       static_cast<double>(m.backward_base) + backward_[i].fixed + backward_[i].per_piece / p1);
+    // Kept whole now but checkpointed when measured (or the reverse): later segments see it.
+    const bool ck0 = was && was->checkpoint, ck1 = now && now->checkpoint;
+    if (ck0 != ck1)
+      for (size_t j = 0; j < n; ++j)
+        if (m_.segs[j].order > m.order) shift[j] += (ck0 ? 1.0 : -1.0) * keep_whole_bytes(i);
+  }
+  for (size_t i = 0; i < n; ++i) peak[i] = std::max(0.0, peak[i] + shift[i]);
+  return peak;
+}
+
+double MemoptPredictor::peak(const MemoptConfig& c) const {
+  double p = 0;
+  for (double v : segment_peaks(c)) p = std::max(p, v);
+  return p;
+}
+
+double MemoptPredictor::extra_ms(const MemoptConfig& c) const {
+  double ms = 0;
+  for (size_t i = 0; i < m_.segs.size(); ++i) {
+    const MemoptSegment* was = in(config_, i);
+    const MemoptSegment* now = in(c, i);
+    const bool ck0 = was && was->checkpoint, ck1 = now && now->checkpoint;
+    const double fwd = m_.segs[i].forward_ms;
+    if (ck1 && !ck0) ms += fwd;  // a recompute more
+    if (ck0 && !ck1) ms -= fwd;
+    const bool split0 = pieces_of(was) > 1, split1 = pieces_of(now) > 1;
+    // Per batch norm: a partial forward in forward, a recompute and partial backward in backward.
+    const double split_cost = batch_norms_[i] * 3.5 * fwd;
+    if (split1 && !split0) ms += split_cost;
+    if (split0 && !split1) ms -= split_cost;
+  }
+  return ms;
+}
+
+}  // namespace sm
