@@ -49,12 +49,14 @@ Tensor Layer::forward(const Tensor& x, Ctx& ctx) {
 }
 
 Tensor Layer::backward_input(const Tensor& dy, Ctx& ctx) {
-  SpStatsScope stats(sp_, ctx);
-  if (sp_.role == SpRole::Last && sp_.sharded(ctx.slot))
-    return backward_dispatch(sp_.region->partial_grad_in ? sp_reduce_scatter_rows(dy, *ctx.tp)
-                                                         : sp_rows_of(dy, ctx.tp->rank(), ctx.tp->size()),
-                             ctx);
+  if (sp_.role == SpRole::Last && sp_.sharded(ctx.slot)) {
+    const Tensor g = sp_.region->partial_grad_in ? sp_reduce_scatter_rows(dy, *ctx.tp)
+                                                 : sp_rows_of(dy, ctx.tp->rank(), ctx.tp->size());
+    SpStatsScope stats(sp_, ctx);
+    return backward_dispatch(g, ctx);
+  }
   // (a Start layer — rowwise, a weight layer — all-gathers its gradient itself, step by step)
+  SpStatsScope stats(sp_, ctx);
   return backward_dispatch(dy, ctx);  // no copy of the handle: dy may be written over (layer.h)
 }
 

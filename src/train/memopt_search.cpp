@@ -204,7 +204,8 @@ MemoptTrial Search::trial(const MemoptConfig& c, const std::string& what, double
   std::ostringstream os;
   os.precision(4);
   os << what << ": peak " << t.world_peak / kMiB << " MB";
-  if (predicted > 0) os << " (predicted " << world_max(layout_.groups(), predicted) / kMiB << ")";
+  const double world_predicted = world_max(layout_.groups(), predicted);  // every rank: collective
+  if (world_predicted > 0) os << " (predicted " << world_predicted / kMiB << ")";
   os << ", " << t.ms << " ms";
   r_.log.push_back(os.str());
   return t;
@@ -371,20 +372,24 @@ MemoptSearchResult Search::run(const MemoptTrial* observed) {
   Timer timer;
   r_.searched = true;
   MemoptConfig from = layout_.memopt();
-  MemoptTrial m = observed ? *observed : trial(from, "measured " + std::string(from.any_checkpoint() ? "level 1" : "level 0"), 0);
+  // Decisions that change the number of collective steps depend on what every rank shares
+  // (the options, world maxima), never on this stage's own segments (pp: some stages have none).
+  const bool from_level0 = o_.level == 0;
+  const std::string measured_level = from_level0 ? "level 0" : "level 1";
+  MemoptTrial m = observed ? *observed : trial(from, "measured " + measured_level, 0);
   if (observed) {
     std::ostringstream os;
-    os << "the caller's step (" << (from.any_checkpoint() ? "level 1" : "level 0") << "): peak " << m.world_peak / kMiB
+    os << "the caller's step (" << measured_level << "): peak " << m.world_peak / kMiB
        << " MB";
     r_.log.push_back(os.str());
   }
-  if (!from.any_checkpoint() && !met(m)) {  // a budget from level 0: level 1 is measured first
+  if (from_level0 && !met(m)) {  // a budget from level 0: level 1 is measured first
     from = checkpoint_all(stage_, o_.compress_x, layout_.memopt_units());
     m = trial(from, "level 1", 0);
   }
   MemoptConfig cfg = from;
   MemoptTrial best = m;
-  if (!(met(m) && !from.any_checkpoint())) {
+  if (!(met(m) && from_level0)) {
     const MemoptPredictor p(stage_, m, from, m, inflight_);
     if (budget_ > 0) {  // refused before any trial when even every piece cannot reach it
       const double smallest = world_max(layout_.groups(), p.peak(smallest_peak(p, from)));
@@ -399,7 +404,7 @@ MemoptSearchResult Search::run(const MemoptTrial* observed) {
     if (any_rank(layout_.groups(), changes(cand, from) > 0)) {
       const std::string what = "predicted: " + std::to_string(changes(cand, from)) + " segments changed on this stage";
       const MemoptTrial t1 = trial(cand, what, p.peak(cand));
-      const bool ok1 = budget_ > 0 ? met(t1) : t1.stage_peak <= std::max(limit, p.peak(cand)) * 1.05;
+      const bool ok1 = budget_ > 0 ? met(t1) : p.size() == 0 || t1.stage_peak <= std::max(limit, p.peak(cand)) * 1.05;
       if (any_rank(layout_.groups(), !ok1) && r_.trial_steps < 2) {
         const MemoptPredictor p1(stage_, t1, cand, m, inflight_);
         const double target = (limit > 0 ? limit : p.peak(cand)) * 0.97;
@@ -410,7 +415,7 @@ MemoptSearchResult Search::run(const MemoptTrial* observed) {
         if (smallest) again = smallest_peak(p, from);
         const MemoptTrial t2 = trial(again, smallest ? "the smallest predicted peak" : "corrected from that step",
                                      smallest ? p.peak(again) : p1.peak(again));
-        const bool ok2 = budget_ > 0 ? met(t2) : t2.stage_peak <= std::max(limit, p.peak(cand)) * 1.05;
+        const bool ok2 = budget_ > 0 ? met(t2) : p.size() == 0 || t2.stage_peak <= std::max(limit, p.peak(cand)) * 1.05;
         if (ok2 || t2.stage_peak < std::min(t1.stage_peak, m.stage_peak)) cfg = again, best = t2;
         else if (ok1 || t1.stage_peak < m.stage_peak) cfg = cand, best = t1;
       } else if (ok1 || t1.stage_peak < m.stage_peak) {
