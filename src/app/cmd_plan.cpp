@@ -70,7 +70,7 @@ void apply_config(const CLI::App& cmd, PlanOptions& o) {
 
 // memopt on this process (CPU, fp32, the whole model as one stage, --batch-size samples of the
 // synthetic batch): what it chooses per unit and segment, measured on a real step (levels 2-4
-// and a budget run their search; level 4 prints the peak its greedy choice predicted).
+// and a budget run their search from one trial step, and print the peak the choice predicted).
 void print_memopt_plan(const PlanOptions& o) {
   auto model = o.sel.build();
   model->finalize(DType::F32, Device::cpu(), 1);
@@ -95,7 +95,7 @@ void print_memopt_plan(const PlanOptions& o) {
     std::printf("  %-22s [%zu,%zu)%*s %-16s %9.2f %9.2f %11.1f %11.1f %9.1f\n", g.unit.c_str(), g.begin, g.end,
                 static_cast<int>(std::max<size_t>(1, 8 - std::to_string(g.begin).size() - std::to_string(g.end).size() - 3)),
                 "", g.choice.c_str(), g.saved_mb, g.kept_mb, g.forward_peak_mb, g.backward_peak_mb, g.forward_ms);
-  if (r.predicted_peak_mb > 0) std::printf("  predicted peak (level 4's choice): %.1f MB\n", r.predicted_peak_mb);
+  if (r.predicted_peak_mb > 0) std::printf("  predicted peak of the choice: %.1f MB\n", r.predicted_peak_mb);
   std::printf("  measured peak: %.1f MB allocated (model, gradients and activations; no optimizer state)\n", r.peak_mb);
 }
 

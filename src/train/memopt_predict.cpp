@@ -54,8 +54,8 @@ PieceModel piece_model(double measured, size_t whole, double pieces, const doubl
 }  // namespace
 
 MemoptPredictor::MemoptPredictor(Stage& stage, const MemoptTrial& measured, const MemoptConfig& config,
-                                 const MemoptTrial& level1, double inflight)
-    : stage_(stage), m_(measured), config_(config), inflight_(inflight) {
+                                 const MemoptTrial& level1, double inflight, double steps)
+    : stage_(stage), m_(measured), config_(config), inflight_(inflight), steps_(std::max(1.0, steps)) {
   for (const SegmentMeasure& m : m_.segs) {
     SegmentRef r{unit_index(stage, m.unit), m.segment};
     refs_.push_back(r);
@@ -92,16 +92,25 @@ std::vector<double> MemoptPredictor::segment_peaks(const MemoptConfig& c) const 
   std::vector<double> peak(n, 0.0), shift(n, 0.0);
   for (size_t i = 0; i < n; ++i) {
     const SegmentMeasure& m = m_.segs[i];
+    const auto membrane_bytes = [&](const MemoptSegment* g) {
+      return g && g->checkpoint && g->pieces > 1 && g->axis == SplitAxis::Time
+                 ? inflight_ * (g->pieces - 1) * saved_[i] / steps_
+                 : 0.0;
+    };
     const MemoptSegment* was = in(config_, i);
     const MemoptSegment* now = in(c, i);
     const double p1 = pieces_of(now);
     peak[i] = std::max(static_cast<double>(m.forward_base) + forward_[i].fixed + forward_[i].per_piece / p1,
                        static_cast<double>(m.backward_base) + backward_[i].fixed + backward_[i].per_piece / p1);
-    // Kept whole now but checkpointed when measured (or the reverse): later segments see it.
+    // Kept whole now but checkpointed when measured (or the reverse): later segments see it;
+    // so they see the membranes kept at time-piece starts (and so does its own backward).
     const bool ck0 = was && was->checkpoint, ck1 = now && now->checkpoint;
-    if (ck0 != ck1)
+    const double later = (ck0 != ck1 ? (ck0 ? 1.0 : -1.0) * keep_whole_bytes(i) : 0.0) +
+                         membrane_bytes(now) - membrane_bytes(was);
+    peak[i] += std::max(0.0, membrane_bytes(now) - membrane_bytes(was));
+    if (later != 0.0)
       for (size_t j = 0; j < n; ++j)
-        if (m_.segs[j].order > m.order) shift[j] += (ck0 ? 1.0 : -1.0) * keep_whole_bytes(i);
+        if (m_.segs[j].order > m.order) shift[j] += later;
   }
   for (size_t i = 0; i < n; ++i) peak[i] = std::max(0.0, peak[i] + shift[i]);
   return peak;

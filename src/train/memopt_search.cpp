@@ -168,12 +168,16 @@ class Search {
   Search(Layout& layout, const std::vector<MicroBatch>& micro, const Ctx& ctx)
       : layout_(layout), stage_(layout.stage()), micro_(micro), ctx_(ctx), o_(layout.plan().options.memopt),
         budget_(o_.memory_budget_mb * kMiB),
-        inflight_(layout.plan().pipelined() ? static_cast<double>(micro.size()) : 1.0) {}
+        inflight_(layout.plan().pipelined() ? static_cast<double>(micro.size()) : 1.0),
+        steps_(micro.empty() ? 1.0 : static_cast<double>(micro.front().x.dim(0))) {}
 
   MemoptSearchResult run(const MemoptTrial* observed);
 
  private:
-  bool met(const MemoptTrial& t) const { return budget_ > 0 && t.world_peak <= budget_; }
+  // The budget is each stage's own (pp: every stage meets it for its ranks); all_met() agrees
+  // on it over the world, for decisions that change the number of collective steps.
+  bool met(const MemoptTrial& t) const { return budget_ > 0 && t.stage_peak <= budget_; }
+  bool all_met(const MemoptTrial& t) const { return budget_ > 0 && !any_rank(layout_.groups(), !met(t)); }
   MemoptTrial trial(const MemoptConfig& c, const std::string& what, double predicted);
   bool can_split(const MemoptConfig& c, size_t unit, size_t seg, SplitAxis axis) const;
   MemoptConfig add_sample_pieces(const MemoptPredictor& p, MemoptConfig c, double stop_at) const;
@@ -193,7 +197,7 @@ class Search {
   const std::vector<MicroBatch>& micro_;
   const Ctx& ctx_;
   const MemoptOptions& o_;
-  const double budget_, inflight_;
+  const double budget_, inflight_, steps_;
   MemoptSearchResult r_;
 };
 
@@ -383,14 +387,14 @@ MemoptSearchResult Search::run(const MemoptTrial* observed) {
        << " MB";
     r_.log.push_back(os.str());
   }
-  if (from_level0 && !met(m)) {  // a budget from level 0: level 1 is measured first
+  if (from_level0 && !all_met(m)) {  // a budget from level 0: level 1 is measured first
     from = checkpoint_all(stage_, o_.compress_x, layout_.memopt_units());
     m = trial(from, "level 1", 0);
   }
   MemoptConfig cfg = from;
   MemoptTrial best = m;
-  if (!(met(m) && from_level0)) {
-    const MemoptPredictor p(stage_, m, from, m, inflight_);
+  if (!(from_level0 && all_met(m))) {
+    const MemoptPredictor p(stage_, m, from, m, inflight_, steps_);
     if (budget_ > 0) {  // refused before any trial when even every piece cannot reach it
       const double smallest = world_max(layout_.groups(), p.peak(smallest_peak(p, from)));
       if (smallest > budget_ * 1.05)
@@ -406,7 +410,7 @@ MemoptSearchResult Search::run(const MemoptTrial* observed) {
       const MemoptTrial t1 = trial(cand, what, p.peak(cand));
       const bool ok1 = budget_ > 0 ? met(t1) : p.size() == 0 || t1.stage_peak <= std::max(limit, p.peak(cand)) * 1.05;
       if (any_rank(layout_.groups(), !ok1) && r_.trial_steps < 2) {
-        const MemoptPredictor p1(stage_, t1, cand, m, inflight_);
+        const MemoptPredictor p1(stage_, t1, cand, m, inflight_, steps_);
         const double target = (limit > 0 ? limit : p.peak(cand)) * 0.97;
         MemoptConfig again = checkpoint_again(p1, from, cand, target);
         // A budget still predicted out of reach: the configuration with the smallest peak
@@ -428,7 +432,7 @@ MemoptSearchResult Search::run(const MemoptTrial* observed) {
   r_.peak_mb = best.world_peak / kMiB;
   r_.segments = report_of(stage_, cfg, best);
   r_.optimize_ms = world_max(layout_.groups(), timer.ms());
-  if (budget_ > 0 && !met(best)) {
+  if (budget_ > 0 && !all_met(best)) {
     std::string tried;
     for (const std::string& l : r_.log) tried += (tried.empty() ? "" : "; ") + l;
     SM_INPUT_ERROR("--memory-budget-mb " << o_.memory_budget_mb << ": no memopt configuration reached it; the smallest "

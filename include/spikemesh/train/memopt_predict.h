@@ -12,7 +12,9 @@
 //  checkpoint    a segment kept whole (un-checkpointed) keeps its saved bytes instead of its
 //                kept bytes from its forward to its backward: every segment after it in forward
 //                order sees them in both its forward and its backward (× the microbatches in
-//                flight under a pipeline); one checkpointed again gives them back;
+//                flight under a pipeline); one checkpointed again gives them back; a segment
+//                in P time pieces keeps its neurons' membranes at P - 1 piece starts, about
+//                (P - 1) / T of its saved bytes, as long (its own backward included);
 //  time          un-checkpointing saves the segment's recompute (its forward); splitting costs
 //                about 3.5 of the segment's forwards per batch norm (measured: a partial forward
 //                per batch norm in forward, a recompute and partial backward per batch norm in
@@ -56,7 +58,7 @@ class MemoptPredictor {
   // was checkpointed (saved/kept; may be `measured` itself). `inflight`: microbatches whose
   // activations are alive at once (pipelines), else 1.
   MemoptPredictor(Stage& stage, const MemoptTrial& measured, const MemoptConfig& config, const MemoptTrial& level1,
-                  double inflight);
+                  double inflight, double steps);
   // Predicted stage peak in bytes of `c` (the same segments as `config`).
   double peak(const MemoptConfig& c) const;
   // Per measured segment (forward order), its predicted peak under `c` (bytes).
@@ -81,6 +83,7 @@ class MemoptPredictor {
   std::vector<int> batch_norms_;      // per measured segment
   std::vector<PieceModel> forward_, backward_;  // per measured segment
   double inflight_ = 1;
+  double steps_ = 1;  // T of the measured batch
 };
 
 }  // namespace sm
