@@ -20,6 +20,7 @@
 #include "spikemesh/models/model.h"
 #include "spikemesh/models/model_selection.h"
 #include "spikemesh/parallel/layout.h"
+#include "spikemesh/train/memopt_predict.h"
 #include "spikemesh/train/memopt_search.h"
 #include "spikemesh/optim/optimizer.h"
 #include "spikemesh/train/train_step.h"
@@ -290,6 +291,66 @@ TEST(Memopt, BudgetBetweenLevel1AndTheSmallestPeakIsMetInTwoTrials) {
   EXPECT_LE(r.trial_steps, 2);
   EXPECT_LE(r.peak_mb, budget);
   for (const std::string& l : r.log) std::printf("[ info     ] budget %.2f MB: %s\n", budget, l.c_str());
+}
+
+// The prediction the search chooses from (train/memopt_predict.h), against numbers worked by
+// hand: two segments of a CSNN stage measured under level 1 (bytes in MiB for readability).
+TEST(MemoptPredict, PiecesKeepWholeAndTimeChunksAsWorkedByHand) {
+  const Case c{"fmnist_csnn", {"C=4"}, 4, 4, -1.0, 0};
+  auto m = build(c, DType::F32);
+  LayoutOptions lo;
+  lo.memopt.level = 1;
+  Layout layout(*m, nullptr, resolved_layout_plan(lo, MeshShape{}, 1, 0, *m));
+  Stage& stage = layout.stage();
+  const MemoptConfig level1 = layout.memopt();
+  ASSERT_GE(level1.units.size(), 2u);
+  ASSERT_FALSE(level1.units[0].empty());
+  ASSERT_FALSE(level1.units[1].empty());
+  const size_t MiB = 1 << 20;
+  MemoptTrial t;
+  t.ms = 100;
+  SegmentMeasure a;  // first in forward order: 10 base, 40 forward peak, 70 backward peak
+  a.unit = &stage.unit(0), a.segment = 0, a.order = 0;
+  a.forward_base = 10 * MiB, a.forward_peak = 40 * MiB, a.out_bytes = 6 * MiB;
+  a.backward_base = 20 * MiB, a.backward_peak = 70 * MiB, a.in_bytes = 2 * MiB;
+  a.saved = 16 * MiB, a.kept = 1 * MiB, a.forward_ms = 10;
+  SegmentMeasure b = a;  // after it: 30 forward peak, 35 backward peak
+  b.unit = &stage.unit(1), b.order = 1;
+  b.forward_base = 20 * MiB, b.forward_peak = 30 * MiB, b.backward_base = 25 * MiB, b.backward_peak = 35 * MiB;
+  b.saved = 4 * MiB, b.kept = 0, b.forward_ms = 5;
+  t.segs = {a, b};
+  const MemoptPredictor p(stage, t, level1, t, 1.0, 4.0);
+  EXPECT_DOUBLE_EQ(p.peak(level1), 70.0 * MiB) << "measured: a's backward";
+  // a in 2 sample pieces: backward 20 + 2 (input gradient, whole) + (50 - 2) / 2 = 46;
+  // forward 10 + 6 + (30 - 6) / 2 = 28; b unchanged (35).
+  MemoptConfig split = level1;
+  split.units[0][0].pieces = 2, split.units[0][0].axis = SplitAxis::Batch;
+  const std::vector<double> sp = p.segment_peaks(split);
+  EXPECT_DOUBLE_EQ(sp[0], 46.0 * MiB);
+  EXPECT_DOUBLE_EQ(sp[1], 35.0 * MiB);
+  // a kept whole: b sees a's saved - kept = 15 more (50); a's own peak stays 70.
+  MemoptConfig whole = level1;
+  whole.units[0][0].checkpoint = false;
+  const std::vector<double> wp = p.segment_peaks(whole);
+  EXPECT_DOUBLE_EQ(wp[0], 70.0 * MiB);
+  EXPECT_DOUBLE_EQ(wp[1], 50.0 * MiB);
+  EXPECT_DOUBLE_EQ(p.extra_ms(whole), -10.0) << "its recompute saved";
+  // a in 4 time pieces of T 4: 3 membranes kept, 3/4 of its saved bytes (12), in its own
+  // backward and in b: a's backward 20 + 2 + 48/4 + 12 = 46, b's 35 + 12 = 47.
+  MemoptConfig chunks = level1;
+  chunks.units[0][0].pieces = 4, chunks.units[0][0].axis = SplitAxis::Time;
+  const std::vector<double> cp = p.segment_peaks(chunks);
+  EXPECT_DOUBLE_EQ(cp[0], 46.0 * MiB);
+  EXPECT_DOUBLE_EQ(cp[1], 47.0 * MiB);
+  // The same split measured (a at 2 pieces: backward 50, i.e. transient 30) fits the line
+  // through both: per piece (50 - 30)·2/(2 - 1) = 40, fixed 10; at 4 pieces 20 + 10 + 10 = 40.
+  MemoptTrial t2 = t;
+  t2.segs[0].backward_peak = 50 * MiB;
+  t2.segs[0].forward_peak = 28 * MiB;
+  const MemoptPredictor p2(stage, t2, split, t, 1.0, 4.0);
+  MemoptConfig four = level1;
+  four.units[0][0].pieces = 4, four.units[0][0].axis = SplitAxis::Batch;
+  EXPECT_DOUBLE_EQ(p2.segment_peaks(four)[0], 40.0 * MiB);
 }
 
 TEST(Memopt, CheckpointingLowersThePeak) {
