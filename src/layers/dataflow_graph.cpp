@@ -136,6 +136,13 @@ Tensor Graph::backward_input_cpu(const Tensor& dy, Ctx& ctx) {  // both devices
   const Saved sv = std::move(slots.get(ctx.slot));
   slots.release(ctx.slot);  // W needs nothing of the graph's own
   CudaAllocLabel label("graph backward", &name_);
+  const bool owned = ctx.dy_owned;  // its nodes' gradients are never written over (layers/layer.h)
+  ctx.dy_owned = false;
+  struct Restore {
+    Ctx& c;
+    bool v;
+    ~Restore() { c.dy_owned = v; }
+  } restore{ctx, owned};
   std::vector<std::vector<Tensor>> grads(nodes_.size());  // [node][output], summed over uses
   for (size_t i = 0; i < nodes_.size(); ++i) grads[i].resize(static_cast<size_t>(nodes_[i].outputs));
   Tensor dinput;

@@ -78,11 +78,8 @@ Tensor Residual::forward_cpu(const Tensor& x, Ctx& ctx) {  // both devices
 }
 
 Tensor Residual::backward_input_cpu(const Tensor& dy, Ctx& ctx) {  // both devices
-  const Tensor held = dy;  // the identity branch reads dy after the body's backward (layer.h)
-  const bool owned = ctx.dy_owned;
-  ctx.dy_owned = false;
-  Tensor g = Sequential::backward_input_cpu(held, ctx);
-  ctx.dy_owned = owned;
+  // dy is safe from the body: the first child of its loop never gets it as owned (layer.h)
+  Tensor g = Sequential::backward_input_cpu(dy, ctx);
   if (!g.defined()) return g;  // a memopt sums pass stopped inside the body
   CudaAllocLabel label("residual backward", &name_);
   return layer_ops::add(dy, g, "residual backward");  // d/dx (x + f(x)) = dy + f'(x)ᵀ dy

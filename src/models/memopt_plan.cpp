@@ -16,13 +16,6 @@ void validate_memopt_options(const MemoptOptions& o) {
   if (!(o.max_slowdown >= 1.0)) SM_INPUT_ERROR("--memopt-max-slowdown must be >= 1, got " << o.max_slowdown);
 }
 
-bool MemoptConfig::any_checkpoint() const {
-  for (const auto& u : units)
-    for (const MemoptSegment& s : u)
-      if (s.checkpoint) return true;
-  return false;
-}
-
 MemoptConfig checkpoint_all(Stage& stage, bool compress, const std::vector<bool>& include) {
   MemoptConfig c;
   c.units.resize(stage.size());

@@ -9,13 +9,14 @@
 #include "spikemesh/models/stage.h"
 
 namespace sm {
-namespace {
 
 int unit_index(Stage& stage, const Sequential* u) {
   for (size_t k = 0; k < stage.size(); ++k)
     if (&stage.unit(k) == u) return static_cast<int>(k);
   return -1;
 }
+
+namespace {
 
 int count_batch_norms(Layer& l) {
   int n = dynamic_cast<BatchNorm*>(&l) ? 1 : 0;
@@ -55,7 +56,7 @@ PieceModel piece_model(double measured, size_t whole, double pieces, const doubl
 
 MemoptPredictor::MemoptPredictor(Stage& stage, const MemoptTrial& measured, const MemoptConfig& config,
                                  const MemoptTrial& level1, double inflight, double steps)
-    : stage_(stage), m_(measured), config_(config), inflight_(inflight), steps_(std::max(1.0, steps)) {
+    : m_(measured), config_(config), inflight_(inflight), steps_(std::max(1.0, steps)) {
   for (const SegmentMeasure& m : m_.segs) {
     SegmentRef r{unit_index(stage, m.unit), m.segment};
     refs_.push_back(r);

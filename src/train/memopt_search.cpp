@@ -90,12 +90,6 @@ MemoptTrial run_trial(Layout& layout, const std::vector<MicroBatch>& micro, cons
   return t;
 }
 
-int unit_index(Stage& stage, const Sequential* u) {
-  for (size_t k = 0; k < stage.size(); ++k)
-    if (&stage.unit(k) == u) return static_cast<int>(k);
-  return -1;
-}
-
 std::string unit_name(Stage& stage, int k) {
   return stage.unit(k).name().empty() ? "unit " + std::to_string(stage.global_index(k)) : stage.unit(k).name();
 }
@@ -114,6 +108,22 @@ std::vector<MemoptSegmentReport> report_of(Stage& stage, const MemoptConfig& c, 
     out.push_back(r);
   }
   return out;
+}
+
+// The measured segments `pick(its choice in c, in from)` selects, by recompute time saved per
+// byte kept whole: the most first (`most_first`) or the least.
+template <class Pick>
+std::vector<size_t> by_time_per_byte(const MemoptPredictor& p, bool most_first, Pick pick, const MemoptConfig& c,
+                                     const MemoptConfig& from) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const SegmentRef r = p.ref(i);
+    if (r.unit >= 0 && pick(c.units[r.unit][r.segment], from.units[r.unit][r.segment])) order.push_back(i);
+  }
+  const auto gain = [&](size_t i) { return p.forward_ms(i) / std::max(p.keep_whole_bytes(i), 1.0); };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return most_first ? gain(a) > gain(b) : gain(a) < gain(b); });
+  return order;
 }
 
 // Counts the segments whose choice differs between two configurations.
@@ -269,14 +279,9 @@ MemoptConfig Search::add_time_pieces(const MemoptPredictor& p, MemoptConfig c) c
 // Checkpointed segments in one piece kept whole, the most recompute time saved per byte kept
 // first, while the predicted peak stays at or under `limit`.
 MemoptConfig Search::keep_whole(const MemoptPredictor& p, MemoptConfig c, double limit) const {
-  std::vector<size_t> order;
-  for (size_t i = 0; i < p.size(); ++i) {
-    const SegmentRef r = p.ref(i);
-    if (r.unit >= 0 && c.units[r.unit][r.segment].checkpoint && c.units[r.unit][r.segment].pieces == 1)
-      order.push_back(i);
-  }
-  const auto gain = [&](size_t i) { return p.forward_ms(i) / std::max(p.keep_whole_bytes(i), 1.0); };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return gain(a) > gain(b); });
+  const std::vector<size_t> order = by_time_per_byte(p, true, [&](const MemoptSegment& s, const MemoptSegment&) {
+    return s.checkpoint && s.pieces == 1;
+  }, c, c);
   for (size_t i : order) {
     MemoptConfig next = c;
     next.units[p.ref(i).unit][p.ref(i).segment].checkpoint = false;
@@ -290,14 +295,9 @@ MemoptConfig Search::keep_whole(const MemoptPredictor& p, MemoptConfig c, double
 // limit; then more pieces if that is not enough.
 MemoptConfig Search::checkpoint_again(const MemoptPredictor& p, const MemoptConfig& from, MemoptConfig c,
                                       double limit) const {
-  std::vector<size_t> order;
-  for (size_t i = 0; i < p.size(); ++i) {
-    const SegmentRef r = p.ref(i);
-    if (r.unit >= 0 && !c.units[r.unit][r.segment].checkpoint && from.units[r.unit][r.segment].checkpoint)
-      order.push_back(i);
-  }
-  const auto gain = [&](size_t i) { return p.forward_ms(i) / std::max(p.keep_whole_bytes(i), 1.0); };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return gain(a) < gain(b); });
+  const std::vector<size_t> order = by_time_per_byte(p, false, [&](const MemoptSegment& s, const MemoptSegment& was) {
+    return !s.checkpoint && was.checkpoint;
+  }, c, from);
   for (size_t i : order) {
     if (p.peak(c) <= limit) break;
     c.units[p.ref(i).unit][p.ref(i).segment].checkpoint = true;

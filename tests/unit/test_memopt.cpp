@@ -320,26 +320,28 @@ TEST(MemoptPredict, PiecesKeepWholeAndTimeChunksAsWorkedByHand) {
   b.saved = 4 * MiB, b.kept = 0, b.forward_ms = 5;
   t.segs = {a, b};
   const MemoptPredictor p(stage, t, level1, t, 1.0, 4.0);
+  // level 1 with segment a in `pieces` along `axis` (or kept whole)
+  const auto with_a = [&](int pieces, SplitAxis axis, bool checkpoint = true) {
+    MemoptConfig c = level1;
+    c.units[0][0].pieces = pieces, c.units[0][0].axis = axis, c.units[0][0].checkpoint = checkpoint;
+    return c;
+  };
   EXPECT_DOUBLE_EQ(p.peak(level1), 70.0 * MiB) << "measured: a's backward";
   // a in 2 sample pieces: backward 20 + 2 (input gradient, whole) + (50 - 2) / 2 = 46;
   // forward 10 + 6 + (30 - 6) / 2 = 28; b unchanged (35).
-  MemoptConfig split = level1;
-  split.units[0][0].pieces = 2, split.units[0][0].axis = SplitAxis::Batch;
+  const MemoptConfig split = with_a(2, SplitAxis::Batch);
   const std::vector<double> sp = p.segment_peaks(split);
   EXPECT_DOUBLE_EQ(sp[0], 46.0 * MiB);
   EXPECT_DOUBLE_EQ(sp[1], 35.0 * MiB);
   // a kept whole: b sees a's saved - kept = 15 more (50); a's own peak stays 70.
-  MemoptConfig whole = level1;
-  whole.units[0][0].checkpoint = false;
+  const MemoptConfig whole = with_a(1, SplitAxis::Time, false);
   const std::vector<double> wp = p.segment_peaks(whole);
   EXPECT_DOUBLE_EQ(wp[0], 70.0 * MiB);
   EXPECT_DOUBLE_EQ(wp[1], 50.0 * MiB);
   EXPECT_DOUBLE_EQ(p.extra_ms(whole), -10.0) << "its recompute saved";
   // a in 4 time pieces of T 4: 3 membranes kept, 3/4 of its saved bytes (12), in its own
   // backward and in b: a's backward 20 + 2 + 48/4 + 12 = 46, b's 35 + 12 = 47.
-  MemoptConfig chunks = level1;
-  chunks.units[0][0].pieces = 4, chunks.units[0][0].axis = SplitAxis::Time;
-  const std::vector<double> cp = p.segment_peaks(chunks);
+  const std::vector<double> cp = p.segment_peaks(with_a(4, SplitAxis::Time));
   EXPECT_DOUBLE_EQ(cp[0], 46.0 * MiB);
   EXPECT_DOUBLE_EQ(cp[1], 47.0 * MiB);
   // The same split measured (a at 2 pieces: backward 50, i.e. transient 30) fits the line
@@ -348,9 +350,7 @@ TEST(MemoptPredict, PiecesKeepWholeAndTimeChunksAsWorkedByHand) {
   t2.segs[0].backward_peak = 50 * MiB;
   t2.segs[0].forward_peak = 28 * MiB;
   const MemoptPredictor p2(stage, t2, split, t, 1.0, 4.0);
-  MemoptConfig four = level1;
-  four.units[0][0].pieces = 4, four.units[0][0].axis = SplitAxis::Batch;
-  EXPECT_DOUBLE_EQ(p2.segment_peaks(four)[0], 40.0 * MiB);
+  EXPECT_DOUBLE_EQ(p2.segment_peaks(with_a(4, SplitAxis::Batch))[0], 40.0 * MiB);
 }
 
 TEST(Memopt, CheckpointingLowersThePeak) {

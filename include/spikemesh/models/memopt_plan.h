@@ -38,7 +38,6 @@ void validate_memopt_options(const MemoptOptions& o);
 // Per local unit of a stage: its segments (empty: memopt off for that unit).
 struct MemoptConfig {
   std::vector<std::vector<MemoptSegment>> units;
-  bool any_checkpoint() const;
 };
 
 // Every natural segment of every unit of `stage` (or of the units flagged in `include`, one

@@ -45,6 +45,9 @@ struct PieceModel {
   double fixed = 0, per_piece = 0;
 };
 
+// The local index of `unit` in `stage` (-1: not one of its units).
+int unit_index(Stage& stage, const Sequential* unit);
+
 // Where a segment is: unit k of the stage, segment s of that unit.
 struct SegmentRef {
   int unit = -1;
@@ -75,7 +78,6 @@ class MemoptPredictor {
 
  private:
   const MemoptSegment* in(const MemoptConfig& c, size_t i) const;
-  Stage& stage_;
   const MemoptTrial& m_;
   const MemoptConfig& config_;
   std::vector<SegmentRef> refs_;      // per measured segment
