@@ -25,7 +25,7 @@ std::string MemoptSegment::describe() const {
   if (!checkpoint) return "none";
   std::ostringstream os;
   os << "ckpt" << (compress ? "+bits" : "");
-  if (pieces > 1) os << (axis == SplitAxis::Time ? " t/" : " n/") << pieces;
+  if (pieces > 1) os << (axis == SplitAxis::Time ? " t/" : " n/") << pieces << (forward_in_pieces ? "" : " bwd");
   return os.str();
 }
 
@@ -175,7 +175,7 @@ Tensor Sequential::segment_forward(const MemoptSegment& seg, size_t index, const
   Ctx c = ctx;
   c.checkpointed = true;
   size_t dropped = 0;  // bytes the layers saved and the checkpoint released
-  if (seg.pieces > 1) {
+  if (seg.pieces > 1 && seg.forward_in_pieces) {
     h = split_forward(seg, kept, x, c, &dropped);
   } else {
     SlotCapture capture;
@@ -390,6 +390,9 @@ void Sequential::set_memopt(std::vector<MemoptSegment> segments) {
     SM_CHECK(s.pieces >= 1 && (s.pieces == 1 || (s.checkpoint && splittable(*this, s.begin, s.end, s.axis))),
              "memopt segment [" << s.begin << ", " << s.end << ") of '" << name_
                                 << "': pieces need a checkpointed segment of leaf layers");
+    SM_CHECK(s.forward_in_pieces || s.axis == SplitAxis::Batch,
+             "memopt segment [" << s.begin << ", " << s.end << ") of '" << name_
+                                << "': pieces in backward only are sample pieces");
     next = s.end;
   }
   SM_CHECK(segments.empty() || next == layers_.size(),

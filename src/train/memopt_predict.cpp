@@ -31,6 +31,19 @@ const SegmentMeasure* find(const MemoptTrial& t, const Sequential* unit, size_t 
 }
 
 int pieces_of(const MemoptSegment* s) { return s && s->checkpoint ? std::max(1, s->pieces) : 1; }
+// The pieces of its forward: one when only its backward runs in pieces.
+int forward_pieces_of(const MemoptSegment* s) { return s && !s->forward_in_pieces ? 1 : pieces_of(s); }
+
+// What running in pieces costs, in forwards of the segment per batch norm (measured on the CPU):
+// in forward and backward, a partial forward per batch norm in forward, a recompute and partial
+// backward per batch norm in backward and what running in pieces adds; in backward only, the
+// latter two.
+constexpr double kSplitForwards = 3.5;
+constexpr double kBackwardSplitForwards = 2.0;
+double split_forwards(const MemoptSegment* s) {
+  if (pieces_of(s) == 1) return 0.0;
+  return s->forward_in_pieces ? kSplitForwards : kBackwardSplitForwards;
+}
 
 double transient(size_t peak, size_t base) {
   return std::max(0.0, static_cast<double>(peak) - static_cast<double>(base));
@@ -69,12 +82,12 @@ MemoptPredictor::MemoptPredictor(Stage& stage, const MemoptTrial& measured, cons
     if (s)
       for (size_t i = s->begin; i < s->end; ++i) bns += count_batch_norms(stage.unit(r.unit).at(i));
     batch_norms_.push_back(bns);
-    const double p0 = pieces_of(s);
+    const double f0 = forward_pieces_of(s), p0 = pieces_of(s);
     const double f1 = l1 ? transient(l1->forward_peak, l1->forward_base) : 0.0;
     const double b1 = l1 ? transient(l1->backward_peak, l1->backward_base) : 0.0;
-    const bool two = l1 && &level1 != &measured && p0 > 1;
-    forward_.push_back(piece_model(transient(m.forward_peak, m.forward_base), m.out_bytes, p0, two ? &f1 : nullptr));
-    backward_.push_back(piece_model(transient(m.backward_peak, m.backward_base), m.in_bytes, p0, two ? &b1 : nullptr));
+    const bool two = l1 && &level1 != &measured;
+    forward_.push_back(piece_model(transient(m.forward_peak, m.forward_base), m.out_bytes, f0, two && f0 > 1 ? &f1 : nullptr));
+    backward_.push_back(piece_model(transient(m.backward_peak, m.backward_base), m.in_bytes, p0, two && p0 > 1 ? &b1 : nullptr));
   }
 }
 
@@ -100,8 +113,8 @@ std::vector<double> MemoptPredictor::segment_peaks(const MemoptConfig& c) const 
     };
     const MemoptSegment* was = in(config_, i);
     const MemoptSegment* now = in(c, i);
-    const double p1 = pieces_of(now);
-    peak[i] = std::max(static_cast<double>(m.forward_base) + forward_[i].fixed + forward_[i].per_piece / p1,
+    const double f1 = forward_pieces_of(now), p1 = pieces_of(now);
+    peak[i] = std::max(static_cast<double>(m.forward_base) + forward_[i].fixed + forward_[i].per_piece / f1,
                        static_cast<double>(m.backward_base) + backward_[i].fixed + backward_[i].per_piece / p1);
     // Kept whole now but checkpointed when measured (or the reverse): later segments see it;
     // so they see the membranes kept at time-piece starts (and so does its own backward).
@@ -132,11 +145,7 @@ double MemoptPredictor::extra_ms(const MemoptConfig& c) const {
     const double fwd = m_.segs[i].forward_ms;
     if (ck1 && !ck0) ms += fwd;  // a recompute more
     if (ck0 && !ck1) ms -= fwd;
-    const bool split0 = pieces_of(was) > 1, split1 = pieces_of(now) > 1;
-    // Per batch norm: a partial forward in forward, a recompute and partial backward in backward.
-    const double split_cost = batch_norms_[i] * 3.5 * fwd;
-    if (split1 && !split0) ms += split_cost;
-    if (split0 && !split1) ms -= split_cost;
+    ms += batch_norms_[i] * (split_forwards(now) - split_forwards(was)) * fwd;
   }
   return ms;
 }

@@ -190,6 +190,7 @@ class Search {
   bool all_met(const MemoptTrial& t) const { return budget_ > 0 && !any_rank(layout_.groups(), !met(t)); }
   MemoptTrial trial(const MemoptConfig& c, const std::string& what, double predicted);
   bool can_split(const MemoptConfig& c, size_t unit, size_t seg, SplitAxis axis) const;
+  std::vector<MemoptConfig> sample_splits(const MemoptConfig& c, size_t unit, size_t seg) const;
   MemoptConfig add_sample_pieces(const MemoptPredictor& p, MemoptConfig c, double stop_at) const;
   MemoptConfig add_time_pieces(const MemoptPredictor& p, MemoptConfig c) const;
   MemoptConfig keep_whole(const MemoptPredictor& p, MemoptConfig c, double limit) const;
@@ -233,22 +234,46 @@ bool Search::can_split(const MemoptConfig& c, size_t unit, size_t seg, SplitAxis
   return (s.pieces == 1 || s.axis == axis) && pieces <= L;
 }
 
-// The segment with the highest predicted peak gets twice the pieces over its samples while its
-// own prediction drops by more than 1% and the stage's does not rise; `stop_at` > 0 (a budget)
-// stops at the first configuration predicted under it.
+// The next sample splits of a checkpointed segment, the cheaper first: twice the pieces in
+// backward only (while its forward is whole), its forward joining the pieces its backward has,
+// twice the pieces in forward and backward.
+std::vector<MemoptConfig> Search::sample_splits(const MemoptConfig& c, size_t unit, size_t seg) const {
+  std::vector<MemoptConfig> out;
+  const MemoptSegment& s = c.units[unit][seg];
+  const bool split = s.pieces > 1 && s.axis == SplitAxis::Batch;
+  const bool more = can_split(c, unit, seg, SplitAxis::Batch);
+  const auto with = [&](int pieces, bool forward_in_pieces) {
+    out.push_back(c);
+    MemoptSegment& n = out.back().units[unit][seg];
+    n.pieces = pieces;
+    n.axis = SplitAxis::Batch;
+    n.forward_in_pieces = forward_in_pieces;
+  };
+  if (more && !(split && s.forward_in_pieces)) with(split ? 2 * s.pieces : 2, false);
+  if (split && !s.forward_in_pieces) with(s.pieces, true);
+  if (more) with(split ? 2 * s.pieces : 2, true);
+  return out;
+}
+
+// The segment with the highest predicted peak is split further over its samples (backward only
+// when that predicts as low) while its own prediction drops by more than 1% and the stage's
+// does not rise; `stop_at` > 0 (a budget) stops at the first configuration predicted under it.
 MemoptConfig Search::add_sample_pieces(const MemoptPredictor& p, MemoptConfig c, double stop_at) const {
   for (int guard = 0; guard < 256; ++guard) {
     const std::vector<double> peaks = p.segment_peaks(c);
     if (peaks.empty() || (stop_at > 0 && p.peak(c) <= stop_at)) break;
     const size_t top = static_cast<size_t>(std::max_element(peaks.begin(), peaks.end()) - peaks.begin());
     const SegmentRef r = p.ref(top);
-    if (r.unit < 0 || !can_split(c, r.unit, r.segment, SplitAxis::Batch)) break;
-    MemoptConfig next = c;
-    MemoptSegment& s = next.units[r.unit][r.segment];
-    s.pieces = s.pieces > 1 ? 2 * s.pieces : 2;
-    s.axis = SplitAxis::Batch;
-    if (!(p.segment_peaks(next)[top] < peaks[top] * 0.99) || p.peak(next) > p.peak(c)) break;
-    c = next;
+    if (r.unit < 0 || !c.units[r.unit][r.segment].checkpoint) break;
+    const MemoptConfig* best = nullptr;
+    double best_top = peaks[top] * 0.99;
+    std::vector<MemoptConfig> nexts = sample_splits(c, r.unit, r.segment);
+    for (const MemoptConfig& next : nexts) {  // the cheaper first: a tie keeps it
+      const double t = p.segment_peaks(next)[top];
+      if (t < best_top * (best ? 0.995 : 1.0) && p.peak(next) <= p.peak(c)) best = &next, best_top = t;
+    }
+    if (!best) break;
+    c = *best;
   }
   return c;
 }
@@ -339,14 +364,9 @@ MemoptConfig Search::lowest_peak_within(const MemoptPredictor& p, const MemoptCo
     }
     const SegmentRef r = p.ref(top);
     if (r.unit >= 0) {  // the top one checkpointed and in (more) pieces over its samples
-      MemoptConfig next = c;
-      MemoptSegment& s = next.units[r.unit][r.segment];
-      s.checkpoint = true;
-      if (can_split(next, r.unit, r.segment, SplitAxis::Batch)) {
-        s.pieces = s.pieces > 1 ? 2 * s.pieces : 2;
-        s.axis = SplitAxis::Batch;
-        consider(next);
-      }
+      MemoptConfig ck = c;
+      ck.units[r.unit][r.segment].checkpoint = true;
+      for (const MemoptConfig& next : sample_splits(ck, r.unit, r.segment)) consider(next);
     }
     if (best.units.empty()) break;
     c = best;

@@ -80,6 +80,7 @@ std::vector<double> values_of(const Tensor& t) {
 struct Split {
   int pieces = 1;
   SplitAxis axis = SplitAxis::Time;
+  bool forward_in_pieces = true;  // false: only the backward in pieces
 };
 
 MemRun train(const Case& c, int level, DType dt, int steps, bool split_wgrad = false, int accum = 1, Split split = {},
@@ -91,7 +92,12 @@ MemRun train(const Case& c, int level, DType dt, int steps, bool split_wgrad = f
   lo.split_wgrad = split_wgrad;
   Layout layout(*m, nullptr, resolved_layout_plan(lo, MeshShape{}, 1, 0, *m));
   // pieces < 0: the level-0 reference of a pieces run (nothing split, the same comparison)
-  if (split.pieces > 1) layout.set_memopt(split_all(layout.stage(), layout.memopt(), split.pieces, split.axis));
+  if (split.pieces > 1) {
+    MemoptConfig mc = split_all(layout.stage(), layout.memopt(), split.pieces, split.axis);
+    for (auto& u : mc.units)
+      for (MemoptSegment& s : u) s.forward_in_pieces = split.forward_in_pieces;
+    layout.set_memopt(mc);
+  }
   split.pieces = std::abs(split.pieces);
   OptimizerConfig oc;
   auto opt = make_optimizer(oc, layout.optimizer_params());
@@ -159,7 +165,8 @@ void expect_same(const Case& c, int steps, bool split_wgrad = false, int accum =
   const MemRun ref = train(c, 0, DType::F64, steps, false, accum, Split{split.pieces > 1 ? -split.pieces : 1, split.axis});
   const MemRun got = train(c, 1, DType::F64, steps, split_wgrad, accum, split);
   const std::string what = c.model + (split_wgrad ? " (B/W split)" : "") + (accum > 1 ? " (2 microbatches)" : "") +
-                           (split.pieces > 1 ? (split.axis == SplitAxis::Time ? " t/" : " n/") + std::to_string(split.pieces) : "");
+                           (split.pieces > 1 ? (split.axis == SplitAxis::Time ? " t/" : " n/") + std::to_string(split.pieces) : "") +
+                           (split.forward_in_pieces ? "" : " in backward only");
   EXPECT_GT(got.checkpointed_segments, 0) << what;
   EXPECT_EQ(ref.checkpointed_segments, 0) << what;
   ASSERT_EQ(got.losses.size(), ref.losses.size());
@@ -222,6 +229,16 @@ TEST(Memopt, SamplePiecesEqualLevel0) {
   expect_same(kSformerCifar, 20, false, 1, Split{4, SplitAxis::Batch});
   if (kVggSteps > 0)
     expect_same(Case{"cifar10dvs_vgg", {}, 2, 2, 0.25, 0}, std::min(4, kVggSteps), false, 1, Split{2, SplitAxis::Batch});
+}
+// Pieces in backward only: the forward whole (its batch statistics kept once), the backward's
+// sums passes and real pass over the samples.
+TEST(Memopt, BackwardOnlySamplePiecesEqualLevel0) {
+  expect_same(kCsnn, 20, false, 1, Split{2, SplitAxis::Batch, false});
+  expect_same(kSformerCifar, 20, false, 1, Split{4, SplitAxis::Batch, false});
+  expect_same(kSformerCifar, 20, /*split_wgrad=*/true, /*accum=*/2, Split{2, SplitAxis::Batch, false});
+  if (kVggSteps > 0)
+    expect_same(Case{"cifar10dvs_vgg", {}, 2, 2, 0.25, 0}, std::min(4, kVggSteps), false, 1,
+                Split{2, SplitAxis::Batch, false});
 }
 TEST(Memopt, PiecesWithTheBWSplitAndMicrobatches) {
   expect_same(kSformerCifar, 20, /*split_wgrad=*/true, 1, Split{2, SplitAxis::Time});

@@ -20,6 +20,10 @@
 //               (last piece first); dropout draws each sample's mask by its global index. The
 //               same spikes, statistics and (up to summation order) gradients as one pass; the
 //               weight gradients of a split segment are accumulated in B (W has nothing left).
+//  forward_in_pieces (sample pieces only) false: the forward runs whole, as a checkpointed segment
+//               does (batch norm keeps the statistics it computed once), and only the backward
+//               runs in pieces (its sums passes and the real pass) — a backward peak cut for
+//               one recompute and one partial backward per batch norm, not a forward pass more.
 // Segments come from natural_segments(): a cut after every child whose output is a spike
 // tensor (so checkpointed inputs compress to bits) or that is a composite (a residual block),
 // trailing spike-preserving children (pooling, flatten) staying with the segment before them.
@@ -42,7 +46,9 @@ struct MemoptSegment {
   bool compress = true;       // keep a binary input as bits
   int pieces = 1;             // >= 1; > 1 only when checkpointed and splittable() along `axis`
   SplitAxis axis = SplitAxis::Time;
-  // "none", "ckpt", "ckpt+bits", "ckpt+bits t/4" (4 time pieces), "ckpt+bits n/2" (2 sample pieces)
+  bool forward_in_pieces = true;  // false: pieces in backward only (axis Batch)
+  // "none", "ckpt", "ckpt+bits", "ckpt+bits t/4" (4 time pieces), "ckpt+bits n/2" (2 sample
+  // pieces), "ckpt+bits n/2 bwd" (2 sample pieces in backward only)
   std::string describe() const;
 };
 
