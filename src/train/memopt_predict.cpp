@@ -39,7 +39,7 @@ int forward_pieces_of(const MemoptSegment* s) { return s && !s->forward_in_piece
 // backward per batch norm in backward and what running in pieces adds; in backward only, the
 // latter two.
 constexpr double kSplitForwards = 3.5;
-constexpr double kBackwardSplitForwards = 2.0;
+constexpr double kBackwardSplitForwards = 1.4;
 double split_forwards(const MemoptSegment* s) {
   if (pieces_of(s) == 1) return 0.0;
   return s->forward_in_pieces ? kSplitForwards : kBackwardSplitForwards;

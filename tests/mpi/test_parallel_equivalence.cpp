@@ -39,7 +39,8 @@ struct ParallelResult {
 // k·p + r of each of the `accum` micro-batches of the global batch.
 ParallelResult parallel_run(Comm& dp, const std::string& which, DType dt, int steps, int64_t global,
                             const OptimizerConfig& oc, LayoutOptions lo, bool sync_bn, int accum = 1,
-                            double dropout = 0.0, double clip_norm = 0.0, Device dev = Device::cpu()) {
+                            double dropout = 0.0, double clip_norm = 0.0, Device dev = Device::cpu(),
+                            int backward_pieces = 1) {
   auto m = build_model(which, dt, 7, dropout, dev);
   lo.sync_bn = sync_bn;  // the layout hands synced BN over dp to the layers
   Layout layout(*m, dp, resolved_layout_plan(lo, MeshShape{dp.size(), 1, 1}, dp.size(), 0, *m));
@@ -47,6 +48,12 @@ ParallelResult parallel_run(Comm& dp, const std::string& which, DType dt, int st
   const int p = dp.size(), r = dp.rank();
   const int64_t b = global / (p * accum);
   ParallelResult out;
+  if (backward_pieces > 1) {  // memopt's segments in sample pieces, backward only
+    MemoptConfig mc = split_all(layout.stage(), layout.memopt(), backward_pieces, SplitAxis::Batch);
+    for (auto& u : mc.units)
+      for (MemoptSegment& sg : u) sg.forward_in_pieces = false;
+    layout.set_memopt(mc);
+  }
   if (lo.memopt.level >= 2) {  // the search on the first step's batch (collective over dp)
     std::vector<MicroBatch> first;
     for (int k = 0; k < accum; ++k) first.push_back(on_device(synth_batch(*m, 0, (k * p + r) * b, b, dt), dev));
@@ -107,13 +114,13 @@ LayoutOptions mode(std::string name, DType dt) {
 
 void expect_same_trajectory(const std::string& which, const std::string& layout, DType dt, double tol,
                             const std::string& optimizer = "adam", double clip_norm = 0.0,
-                            Device dev = Device::cpu()) {
+                            Device dev = Device::cpu(), int backward_pieces = 1) {
   if (!world_fits()) GTEST_SKIP() << "global batch " << kGlobal << " not divisible by " << world_size();
   Comm dp(world(), "dp");
   const OptimizerConfig oc = test_optimizer(optimizer);
   Trajectory ref = reference_run(which, dt, kSteps, kGlobal, oc, 1, 0.0, clip_norm, dev);
   ParallelResult par = parallel_run(dp, which, dt, kSteps, kGlobal, oc, mode(layout, dt), /*sync_bn=*/true, 1, 0.0,
-                                    clip_norm, dev);
+                                    clip_norm, dev, backward_pieces);
   ASSERT_EQ(par.tr.losses.size(), ref.losses.size());
   EXPECT_NE(ref.losses.front(), ref.losses.back()) << "the reference did not train";
   if (clip_norm > 0) {
@@ -149,6 +156,12 @@ TEST(ParallelEquivalence, MemoptDpSpikformerFp64) { expect_same_trajectory("sfor
 TEST(ParallelEquivalence, MemoptSearchesFsdpAndZeroDvsFp64) {
   expect_same_trajectory("dvs", "fsdp+memopt4", DType::F64, 1e-9);
   expect_same_trajectory("dvs", "zero+memopt3", DType::F64, 1e-9);
+}
+// Sample pieces in backward only with synced BN: the forward's statistics all-reduced once,
+// the pieces' gradient sums all-reduced over dp.
+TEST(ParallelEquivalence, MemoptBackwardPiecesDpAndFsdpFp64) {
+  expect_same_trajectory("dvs", "dp+memopt", DType::F64, 1e-9, "adam", 0.0, Device::cpu(), 2);
+  expect_same_trajectory("sformer", "fsdp+memopt", DType::F64, 1e-9, "adam", 0.0, Device::cpu(), 2);
 }
 TEST(ParallelEquivalence, DpDvsFp64) { expect_same_trajectory("dvs", "dp", DType::F64, 1e-9); }
 TEST(ParallelEquivalence, ZeroDvsFp64) { expect_same_trajectory("dvs", "zero", DType::F64, 1e-9, "sgd"); }

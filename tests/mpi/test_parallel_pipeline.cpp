@@ -57,6 +57,7 @@ struct PpCase {
   std::string transport = "auto";  // pp_transfer.h: auto | staged | channels
   int memopt = 0;                  // --memopt-level
   double memopt_ratio = 1.0;       // --pp-memopt-stage-budget-ratio
+  int backward_pieces = 1;         // > 1: memopt's segments in that many sample pieces, backward only
 };
 
 struct PpRun {
@@ -103,6 +104,12 @@ PpRun pp_run(const PpCase& c, const Trajectory& ref) {
   const int p = layout.groups().data_size(), r = layout.groups().data_rank();
   const int64_t b = kGlobal / (p * c.micro);  // dp rank r takes part k·p + r of microbatch k
   PpRun out;
+  if (c.backward_pieces > 1) {
+    MemoptConfig mc = split_all(layout.stage(), layout.memopt(), c.backward_pieces, SplitAxis::Batch);
+    for (auto& u : mc.units)
+      for (MemoptSegment& sg : u) sg.forward_in_pieces = false;
+    layout.set_memopt(mc);
+  }
   if (c.memopt >= 2) {  // the search on the first step's batch (collective), as train runs it
     std::vector<MicroBatch> first;
     for (int k = 0; k < c.micro; ++k) first.push_back(on_device(synth_batch(m, 0, (k * p + r) * b, b, c.dt), c.dev));
@@ -279,6 +286,18 @@ TEST(PipelineParallel, MemoptEverySchedulePp2Fp64) {
   c.layout_text = "1|2";
   c.memopt = 1;
   expect_pp_trajectory(c);
+}
+
+// Sample pieces in backward only on both stages, under 1F1B with its microbatches in flight
+// and zero-bubble's B/W split: the one-rank trajectory.
+TEST(PipelineParallel, MemoptBackwardPiecesPp2Fp64) {
+  if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
+  for (int k : {1, 3}) {
+    PpCase c = schedule_case(kSchedules[k], 2);
+    c.memopt = 1;
+    c.backward_pieces = 2;
+    expect_pp_trajectory(c);
+  }
 }
 
 // The searches (levels 3 and 4) under pp: every rank runs the same trial steps whatever its

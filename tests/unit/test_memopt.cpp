@@ -312,6 +312,12 @@ TEST(Memopt, BudgetBetweenLevel1AndTheSmallestPeakIsMetInTwoTrials) {
 
 // The prediction the search chooses from (train/memopt_predict.h), against numbers worked by
 // hand: two segments of a CSNN stage measured under level 1 (bytes in MiB for readability).
+int count_batch_norms_in(Layer& l) {
+  int n = l.type().rfind("batchnorm", 0) == 0 ? 1 : 0;
+  for (Layer* c : l.children()) n += count_batch_norms_in(*c);
+  return n;
+}
+
 TEST(MemoptPredict, PiecesKeepWholeAndTimeChunksAsWorkedByHand) {
   const Case c{"fmnist_csnn", {"C=4"}, 4, 4, -1.0, 0};
   auto m = build(c, DType::F32);
@@ -350,6 +356,17 @@ TEST(MemoptPredict, PiecesKeepWholeAndTimeChunksAsWorkedByHand) {
   const std::vector<double> sp = p.segment_peaks(split);
   EXPECT_DOUBLE_EQ(sp[0], 46.0 * MiB);
   EXPECT_DOUBLE_EQ(sp[1], 35.0 * MiB);
+  // ... in backward only: its forward stays whole (40), its backward 46 — so 46 again, but with
+  // 6 MB more in forward; a 4-piece backward alone (20 + 2 + 48/4 = 34) leaves the forward's 40.
+  MemoptConfig backward_only = split;
+  backward_only.units[0][0].forward_in_pieces = false;
+  EXPECT_DOUBLE_EQ(p.segment_peaks(backward_only)[0], 46.0 * MiB);
+  backward_only.units[0][0].pieces = 4;
+  EXPECT_DOUBLE_EQ(p.segment_peaks(backward_only)[0], 40.0 * MiB);
+  // Time: a's one batch norm costs 3.5 forwards (10 ms) split in both passes, 1.4 in backward only.
+  ASSERT_EQ(count_batch_norms_in(stage.unit(0)), 1);
+  EXPECT_DOUBLE_EQ(p.extra_ms(split), 35.0);
+  EXPECT_DOUBLE_EQ(p.extra_ms(backward_only), 14.0);
   // a kept whole: b sees a's saved - kept = 15 more (50); a's own peak stays 70.
   const MemoptConfig whole = with_a(1, SplitAxis::Time, false);
   const std::vector<double> wp = p.segment_peaks(whole);
