@@ -31,6 +31,7 @@
 #include "spikemesh/planner/plan_pipeline.h"
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/train/memopt_search.h"
+#include "spikemesh/train/run_setup.h"
 #include "spikemesh/bench/synthetic_batch.h"
 
 namespace sm {
@@ -68,10 +69,37 @@ void apply_config(const CLI::App& cmd, PlanOptions& o) {
   if (f.fills(cmd, "batch-size")) o.batch_size = c.batch_size;
 }
 
+// The layout options of the parallel flags; without --distributed-mode, the mode the mesh implies.
+LayoutOptions plan_layout_options(const PlanOptions& o, const MeshShape& shape) {
+  LayoutOptions lo = layout_options(o.par);
+  if (o.par.distributed_mode == "none")  // not given: the mode the mesh implies
+    lo.mode = shape.pp > 1 ? "pp" : shape.tp > 1 ? "tp" : shape.dp > 1 ? "dp" : "none";
+  return lo;
+}
+
+// The lines of a memopt measurement: its trials, then per unit and segment the choice, what
+// its checkpoint saved and kept, the peaks of its forward and backward and its forward time.
+std::string memopt_report(const MemoptSearchResult& r) {
+  std::string out;
+  char line[512];
+  for (const std::string& l : r.log) out += "  trial: " + l + "\n";
+  std::snprintf(line, sizeof line, "  %-22s %-9s %-18s %9s %9s %11s %11s %9s\n", "unit", "children", "choice", "saved MB",
+                "kept MB", "fwd peak MB", "bwd peak MB", "fwd ms");
+  out += line;
+  for (const MemoptSegmentReport& g : r.segments) {
+    const std::string range = "[" + std::to_string(g.begin) + "," + std::to_string(g.end) + ")";
+    std::snprintf(line, sizeof line, "  %-22s %-9s %-18s %9.2f %9.2f %11.1f %11.1f %9.1f\n", g.unit.c_str(),
+                  range.c_str(), g.choice.c_str(), g.saved_mb, g.kept_mb, g.forward_peak_mb, g.backward_peak_mb,
+                  g.forward_ms);
+    out += line;
+  }
+  return out;
+}
+
 // memopt on this process (CPU, fp32, the whole model as one stage, --batch-size samples of the
 // synthetic batch): what it chooses per unit and segment, measured on a real step (levels 2-4
 // and a budget run their search from one trial step, and print the peak the choice predicted).
-void print_memopt_plan(const PlanOptions& o) {
+void print_memopt_plan(const PlanOptions& o, int pp) {
   auto model = o.sel.build();
   model->finalize(DType::F32, Device::cpu(), 1);
   LayoutOptions lo;
@@ -88,15 +116,62 @@ void print_memopt_plan(const PlanOptions& o) {
               model->info.name.c_str(), lo.memopt.level, lo.memopt.compress_x ? ", inputs as bits" : "",
               static_cast<long long>(r.trial_steps), r.trial_steps == 1 ? "" : "s", static_cast<long long>(o.batch_size),
               model->info.T, r.optimize_ms);
-  for (const std::string& l : r.log) std::printf("  trial: %s\n", l.c_str());
-  std::printf("  %-22s %-9s %-16s %9s %9s %11s %11s %9s\n", "unit", "children", "choice", "saved MB", "kept MB",
-              "fwd peak MB", "bwd peak MB", "fwd ms");
-  for (const MemoptSegmentReport& g : r.segments)
-    std::printf("  %-22s [%zu,%zu)%*s %-16s %9.2f %9.2f %11.1f %11.1f %9.1f\n", g.unit.c_str(), g.begin, g.end,
-                static_cast<int>(std::max<size_t>(1, 8 - std::to_string(g.begin).size() - std::to_string(g.end).size() - 3)),
-                "", g.choice.c_str(), g.saved_mb, g.kept_mb, g.forward_peak_mb, g.backward_peak_mb, g.forward_ms);
+  std::fputs(memopt_report(r).c_str(), stdout);
   if (r.predicted_peak_mb > 0) std::printf("  predicted peak of the choice: %.1f MB\n", r.predicted_peak_mb);
   std::printf("  measured peak: %.1f MB allocated (model, gradients and activations; no optimizer state)\n", r.peak_mb);
+  if (pp > 1)
+    std::printf("  (the whole model as one stage: run under mpirun with the mesh's ranks to measure each of the %d "
+                "pipeline stages)\n", pp);
+}
+
+// memopt under the mesh, per pipeline stage (collective over the world): every rank builds the
+// layout `train` would (fp32, CPU), runs memopt's search — or one measured step at level 1 — on
+// the synthetic batch in the plan's microbatches, every schedule slot in flight as in training;
+// rank 0 prints each pipeline rank's units, choices and peaks as its first rank (dp 0, tp 0)
+// measured them.
+void print_memopt_stages(const PlanOptions& o, Mesh& mesh, int world_rank) {
+  RunRequest req;
+  req.model = o.sel;
+  req.device = "cpu";
+  const LayoutOptions lo = plan_layout_options(o, mesh.shape());
+  req.layout = plan_layout(lo, mesh.shape(), mesh.world_size(), batch_request(o.par, o.batch_size));
+  RunParts parts = setup_run(req, &mesh);  // collective over the world
+  Layout& layout = *parts.layout;
+  const BatchPlan& batch = layout.plan().batch;
+  const std::vector<MicroBatch> micro =
+      synthetic_batch(parts.model->info, SyntheticBatch{batch.replica, static_cast<int>(batch.accum), mesh.dp().rank(), 1},
+                      DType::F32, Device::cpu(), DType::F32);
+  Ctx ctx;
+  ctx.seed = 1;
+  MemoptSearchResult r = optimize_memopt(layout, micro, ctx);  // collective over the layout's groups
+  if (!r.searched) r = measure_memopt(layout, micro, ctx);
+  std::string mine;
+  if (mesh.dp().rank() == 0 && mesh.tp().rank() == 0) {
+    char line[256];
+    const bool any = !r.segments.empty();
+    std::snprintf(line, sizeof line, "  pipeline rank %d (world rank %d): %s, measured peak %.1f MB\n", mesh.pp().rank(),
+                  world_rank, any ? "memopt on its units below" : "level 0 (its stages are not among memopt's)",
+                  r.stage_peak_mb);
+    mine = line;
+    if (r.stage_predicted_peak_mb > 0) {
+      std::snprintf(line, sizeof line, "    predicted peak of its choice: %.1f MB\n", r.stage_predicted_peak_mb);
+      mine += line;
+    }
+    if (any) mine += memopt_report(r);
+  }
+  const std::vector<std::string> all = all_gather_strings(mesh.world(), mine);
+  if (world_rank != 0) return;
+  std::string stages;
+  for (int s : layout.memopt_stages()) stages += (stages.empty() ? "" : ", ") + std::to_string(s);
+  std::printf("\nmemopt plan of %s per pipeline stage: level %d%s, logical stages with memopt: %s "
+              "(--pp-memopt-stage-budget-ratio %g), measured under the mesh on %lld trial step%s of %lld samples per dp "
+              "replica in %lld microbatches, T %d (fp32, CPU, %.0f ms; peaks without optimizer state):\n",
+              parts.model->info.name.c_str(), lo.memopt.level, lo.memopt.compress_x ? ", inputs as bits" : "",
+              stages.c_str(), lo.memopt.pp_stage_budget_ratio, static_cast<long long>(r.trial_steps),
+              r.trial_steps == 1 ? "" : "s", static_cast<long long>(batch.replica), static_cast<long long>(batch.accum),
+              parts.model->info.T, r.optimize_ms);
+  for (const std::string& t : all) std::fputs(t.c_str(), stdout);
+  std::fflush(stdout);
 }
 
 // Product of the --mesh-shape values: the world a one-process preview resolves against.
@@ -111,15 +186,13 @@ int preview_world(const MeshFlags& f) {
 // each dimension implies, the tp and pp flags, --batch-size per dp replica; bound to `model`
 // (the plan's tp layers point into it). Pure.
 LayoutPlan plan_of(const PlanOptions& o, const MeshShape& shape, int world, Model& model) {
-  LayoutOptions lo = layout_options(o.par);
-  if (o.par.distributed_mode == "none")  // not given: the mode the mesh implies
-    lo.mode = shape.pp > 1 ? "pp" : shape.tp > 1 ? "tp" : shape.dp > 1 ? "dp" : "none";
-  LayoutPlan plan = plan_layout(lo, shape, world, batch_request(o.par, o.batch_size));
+  LayoutPlan plan = plan_layout(plan_layout_options(o, shape), shape, world, batch_request(o.par, o.batch_size));
   bind_layout_plan(plan, model);
   return plan;
 }
 
-void print_plan(const PlanOptions& o, const MeshShape& shape, int world) {
+// `per_stage`: memopt is measured per pipeline stage afterwards (print_memopt_stages).
+void print_plan(const PlanOptions& o, const MeshShape& shape, int world, bool per_stage = false) {
   auto model = o.sel.build();
   const LayoutPlan plan = plan_of(o, shape, world, *model);
   std::printf("\n%s", plan.describe().c_str());
@@ -133,7 +206,7 @@ void print_plan(const PlanOptions& o, const MeshShape& shape, int world) {
     std::fputs(describe_tp_plan(tp, o.batch_size, model->info.T, o.elem_bytes).c_str(), stdout);
   }
   if (shape.pp > 1) print_pp_plan(o.sel, plan, o.pp);
-  if (plan.options.memopt.enabled()) print_memopt_plan(o);
+  if (plan.options.memopt.enabled() && !per_stage) print_memopt_plan(o, shape.pp);
 }
 }  // namespace
 
@@ -202,13 +275,15 @@ void add_plan_command(CLI::App& app, const AppEnv& env) {
       SM_WARN(mesh->host() << " has " << mesh->local_size() << " ranks for " << gpus << " GPU" << (gpus == 1 ? "" : "s")
                            << ": ranks share GPUs (one task per GPU: srun --gpus-per-task=1, or fewer --ntasks-per-node)");
     // Rank 0 prints; a bad flag found there fails every rank (collective over the world).
+    const bool memopt_per_stage = have_model && mesh->shape().pp > 1 && layout_options(o->par).memopt.enabled();
     agree_on_error(&mesh->world(), [&] {
       if (env.rank != 0) return;
       std::fputs(text.c_str(), stdout);
       std::printf("comm: --comm %s, --comm-timeout %g s\n", o->par.comm.c_str(), o->par.comm_timeout);
-      if (have_model) print_plan(*o, mesh->shape(), env.size);
+      if (have_model) print_plan(*o, mesh->shape(), env.size, memopt_per_stage);
       std::fflush(stdout);
     });
+    if (memopt_per_stage) print_memopt_stages(*o, *mesh, env.rank);  // collective over the world
   });
 }
 

@@ -424,6 +424,7 @@ MemoptSearchResult Search::run(const MemoptTrial* observed) {
     }
     double limit = 0;
     MemoptConfig cand = choose(p, from, &limit);
+    r_.stage_predicted_peak_mb = p.peak(cand) / kMiB;
     r_.predicted_peak_mb = world_max(layout_.groups(), p.peak(cand)) / kMiB;
     if (any_rank(layout_.groups(), changes(cand, from) > 0)) {
       const std::string what = "predicted: " + std::to_string(changes(cand, from)) + " segments changed on this stage";
@@ -450,6 +451,7 @@ MemoptSearchResult Search::run(const MemoptTrial* observed) {
   }
   layout_.set_memopt(cfg);
   r_.peak_mb = best.world_peak / kMiB;
+  r_.stage_peak_mb = best.stage_peak / kMiB;
   r_.segments = report_of(stage_, cfg, best);
   r_.optimize_ms = world_max(layout_.groups(), timer.ms());
   if (budget_ > 0 && !all_met(best)) {
@@ -475,6 +477,7 @@ MemoptSearchResult measure_memopt(Layout& layout, const std::vector<MicroBatch>&
   const MemoptTrial t = run_trial(layout, micro, ctx);
   r.trial_steps = 1;
   r.peak_mb = t.world_peak / kMiB;
+  r.stage_peak_mb = t.stage_peak / kMiB;
   r.segments = report_of(layout.stage(), layout.memopt(), t);
   r.optimize_ms = timer.ms();
   return r;

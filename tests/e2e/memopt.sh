@@ -4,7 +4,7 @@
 # conv-BN-LIF VGG with dropout on synthetic events) alone and under `mpirun -np 2` (dp with
 # synced BN, pp 1f1b), logs what memopt chose, and writes step_peak_mem_mb; `spikemesh bench`
 # records the memopt fields for real; `spikemesh plan --memopt-level 4` prints the per-unit
-# choice with measured and predicted peaks; bad memopt flags exit non-zero on every rank with
+# choice with measured and predicted peaks, and under `mpirun` with a pipeline, per stage; bad memopt flags exit non-zero on every rank with
 # one message naming the flag.
 # Usage: tests/e2e/memopt.sh [path/to/spikemesh]   (default: $BIN, else build/bin/spikemesh)
 # Last line: "memopt: N passed, M failed"; exits non-zero on any failure.
@@ -133,6 +133,35 @@ if "$BIN" plan --model-spec "$T/tiny.toml" --batch-size 4 --memopt-level 4 >"$T/
   pass "plan --memopt-level 4 prints the per-unit choice and peaks"
 else
   fail "plan memopt" "$(tail -3 "$T/plan.log")"
+fi
+
+# plan under mpirun with a pipeline: each pipeline rank's stage measured under the mesh (its units,
+# choices and peak), the stages' units disjoint and covering the model; with the default ratio
+# one of the two stages runs level 0.
+if "${MPI[@]}" -np 2 "$BIN" plan --model-spec "$T/tiny.toml" --batch-size 4 --mesh-shape 1 1 2 --pp-layout "2|1" \
+     --pp-microbatches 2 --memopt-level 2 --pp-memopt-stage-budget-ratio 1 >"$T/plan_pp.log" 2>&1 &&
+  "$PY" - "$T/plan_pp.log" <<'EOF'
+import re, sys
+text = open(sys.argv[1]).read()
+part = text.split("per pipeline stage", 1)[1]
+ranks = re.split(r"\n  pipeline rank ", part)[1:]
+units = [set(re.findall(r"^  (features\.\d|classifier) ", r, re.M)) for r in ranks]
+peaks = [float(re.search(r"measured peak ([0-9.]+) MB", r).group(1)) for r in ranks]
+ok = len(ranks) == 2 and units[0] == {"features.0", "features.1"} and units[1] == {"classifier"} and min(peaks) > 0
+if not ok:
+    print(part)
+sys.exit(0 if ok else 1)
+EOF
+then
+  if "${MPI[@]}" -np 2 "$BIN" plan --model-spec "$T/tiny.toml" --batch-size 4 --mesh-shape 1 1 2 --pp-layout "2|1" \
+       --pp-microbatches 2 --memopt-level 1 >"$T/plan_pp_half.log" 2>&1 &&
+    [ "$(grep -c "level 0 (its stages are not among memopt's)" "$T/plan_pp_half.log")" = 1 ]; then
+    pass "plan under mpirun measures memopt per pipeline stage (its units, choices, peak; level 0 off memopt's stages)"
+  else
+    fail "plan per stage, ratio 0.5" "$(tail -4 "$T/plan_pp_half.log")"
+  fi
+else
+  fail "plan per pipeline stage" "$(tail -6 "$T/plan_pp.log")"
 fi
 
 # bad flags: one message naming the flag, non-zero exit on every rank

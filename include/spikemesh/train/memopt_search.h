@@ -54,6 +54,8 @@ struct MemoptSearchResult {
   int trial_steps = 0;          // trial steps of the search (the caller's observed step not counted)
   double peak_mb = 0;          // measured peak of the chosen configuration (max over the world)
   double predicted_peak_mb = 0;  // the prediction the configuration was chosen by (0: none)
+  double stage_peak_mb = 0;        // peak_mb and predicted_peak_mb of this pipeline stage (max over its dp/tp groups)
+  double stage_predicted_peak_mb = 0;
   std::vector<std::string> log;  // one line per trial: what changed, the peak
   std::vector<MemoptSegmentReport> segments;  // the chosen configuration, measured (this stage)
 };
