@@ -190,13 +190,15 @@ class Search {
   bool all_met(const MemoptTrial& t) const { return budget_ > 0 && !any_rank(layout_.groups(), !met(t)); }
   MemoptTrial trial(const MemoptConfig& c, const std::string& what, double predicted);
   bool can_split(const MemoptConfig& c, size_t unit, size_t seg, SplitAxis axis) const;
-  std::vector<MemoptConfig> sample_splits(const MemoptConfig& c, size_t unit, size_t seg) const;
+  std::vector<MemoptConfig> sample_splits(const MemoptConfig& c, size_t unit, size_t seg,
+                                          bool backward_only = true) const;
   MemoptConfig add_sample_pieces(const MemoptPredictor& p, MemoptConfig c, double stop_at) const;
   MemoptConfig add_time_pieces(const MemoptPredictor& p, MemoptConfig c) const;
   MemoptConfig keep_whole(const MemoptPredictor& p, MemoptConfig c, double limit) const;
   MemoptConfig checkpoint_again(const MemoptPredictor& p, const MemoptConfig& from, MemoptConfig c,
                                 double limit) const;
-  MemoptConfig lowest_peak_within(const MemoptPredictor& p, const MemoptConfig& from, double cap_ms) const;
+  MemoptConfig lowest_peak_within(const MemoptPredictor& p, const MemoptConfig& from, double cap_ms,
+                                  bool backward_only) const;
   MemoptConfig choose(const MemoptPredictor& p, const MemoptConfig& from, double* limit) const;
   // Every piece that lowers the prediction: sample pieces, then time chunks.
   MemoptConfig smallest_peak(const MemoptPredictor& p, const MemoptConfig& from) const {
@@ -236,8 +238,9 @@ bool Search::can_split(const MemoptConfig& c, size_t unit, size_t seg, SplitAxis
 
 // The next sample splits of a checkpointed segment, the cheaper first: twice the pieces in
 // backward only (while its forward is whole), its forward joining the pieces its backward has,
-// twice the pieces in forward and backward.
-std::vector<MemoptConfig> Search::sample_splits(const MemoptConfig& c, size_t unit, size_t seg) const {
+// twice the pieces in forward and backward (`backward_only` false: only the last).
+std::vector<MemoptConfig> Search::sample_splits(const MemoptConfig& c, size_t unit, size_t seg,
+                                                bool backward_only) const {
   std::vector<MemoptConfig> out;
   const MemoptSegment& s = c.units[unit][seg];
   const bool split = s.pieces > 1 && s.axis == SplitAxis::Batch;
@@ -249,8 +252,8 @@ std::vector<MemoptConfig> Search::sample_splits(const MemoptConfig& c, size_t un
     n.axis = SplitAxis::Batch;
     n.forward_in_pieces = forward_in_pieces;
   };
-  if (more && !(split && s.forward_in_pieces)) with(split ? 2 * s.pieces : 2, false);
-  if (split && !s.forward_in_pieces) with(s.pieces, true);
+  if (backward_only && more && !(split && s.forward_in_pieces)) with(split ? 2 * s.pieces : 2, false);
+  if (backward_only && split && !s.forward_in_pieces) with(s.pieces, true);
   if (more) with(split ? 2 * s.pieces : 2, true);
   return out;
 }
@@ -334,7 +337,8 @@ MemoptConfig Search::checkpoint_again(const MemoptPredictor& p, const MemoptConf
 // highest predicted peak the most per predicted millisecond — checkpointing a segment before it
 // (its saved bytes leave), or that segment checkpointed and split over samples (or split into
 // more pieces) — while the predicted step time stays within `cap_ms`.
-MemoptConfig Search::lowest_peak_within(const MemoptPredictor& p, const MemoptConfig& from, double cap_ms) const {
+MemoptConfig Search::lowest_peak_within(const MemoptPredictor& p, const MemoptConfig& from, double cap_ms,
+                                        bool backward_only) const {
   MemoptConfig c = from;
   for (auto& u : c.units)
     for (MemoptSegment& s : u) s.checkpoint = false, s.pieces = 1;
@@ -366,7 +370,7 @@ MemoptConfig Search::lowest_peak_within(const MemoptPredictor& p, const MemoptCo
     if (r.unit >= 0) {  // the top one checkpointed and in (more) pieces over its samples
       MemoptConfig ck = c;
       ck.units[r.unit][r.segment].checkpoint = true;
-      for (const MemoptConfig& next : sample_splits(ck, r.unit, r.segment)) consider(next);
+      for (const MemoptConfig& next : sample_splits(ck, r.unit, r.segment, backward_only)) consider(next);
     }
     if (best.units.empty()) break;
     c = best;
@@ -381,7 +385,12 @@ MemoptConfig Search::choose(const MemoptPredictor& p, const MemoptConfig& from, 
     MemoptConfig level0 = from;
     for (auto& u : level0.units)
       for (MemoptSegment& s : u) s.checkpoint = false, s.pieces = 1;
-    const MemoptConfig c = lowest_peak_within(p, from, o_.max_slowdown * p.step_ms(level0));
+    // The greedy walk is myopic (a cheap backward-only split can spend the time a checkpoint
+    // would have used better): walked with and without those splits, the lower prediction.
+    const double cap = o_.max_slowdown * p.step_ms(level0);
+    const MemoptConfig a = lowest_peak_within(p, from, cap, true), b = lowest_peak_within(p, from, cap, false);
+    const double pa = p.peak(a), pb = p.peak(b);
+    const MemoptConfig c = pb < pa * 0.999 || (pb <= pa * 1.001 && p.extra_ms(b) < p.extra_ms(a)) ? b : a;
     *limit = p.peak(c);
     return c;
   }
