@@ -321,8 +321,8 @@ void Sequential::split_pass(const MemoptSegment& seg, const KeptSegment& kept, c
     SlotCapture capture;  // drops what B kept for a W that is not coming (the sums passes)
     Tensor h = kept.input.restore_piece(seg.axis, b, e);
     h = forward_children(seg.begin, seg.end, h, cp);
-    Tensor g = piece_of(dy, seg.axis, b, e);
-    g = backward_children(seg.begin, seg.end, g, cp);
+    // A sample piece of dy is a copy of our own (written over in place); a time piece a view.
+    Tensor g = backward_children(seg.begin, seg.end, piece_of(dy, seg.axis, b, e), cp, seg.axis == SplitAxis::Batch);
     capture.release_all();
     if (dx) {
       if (!dx->defined()) {

@@ -45,10 +45,10 @@ Tensor Sequential::forward_cpu(const Tensor& x, Ctx& ctx) {
   return h;
 }
 
-Tensor Sequential::backward_children(size_t begin, size_t end, Tensor g, Ctx& ctx) {
+Tensor Sequential::backward_children(size_t begin, size_t end, Tensor g, Ctx& ctx, bool first_owned) {
   const bool owned = ctx.dy_owned;
   for (size_t i = end; i-- > begin && g.defined();) {
-    ctx.dy_owned = i + 1 < end;  // the first gets the caller's dy; the others this loop's own
+    ctx.dy_owned = first_owned || i + 1 < end;  // the first gets the caller's dy; the others this loop's own
     g = layers_[i]->backward_input(g, ctx);
   }
   ctx.dy_owned = owned;

@@ -13,6 +13,7 @@
 // Invariant: a slot exists from forward until W (or B without the split) releases it.
 #pragma once
 #include "spikemesh/layers/collectives.h"
+#include "spikemesh/layers/memopt_probe.h"
 #include "spikemesh/layers/sequence_parallel.h"
 #include "spikemesh/layers/slot_store.h"
 #include "spikemesh/layers/tensor_parallel.h"
@@ -65,7 +66,10 @@ Tensor WeightLayer::forward_on(Dev& dev, const Tensor& x, Ctx& ctx) {
     if (tp.late_bias) add_channel_bias(y, *tp.late_bias, layout);  // once, after the reduction
   } else {
     y = Tensor::empty(output_of(x.shape(), g), x.dtype(), x.device());  // [T, N, Cout_local, ...]
-    dev.forward(kernels(), g, x, w.value, tp.kernel_bias, y);
+    {
+      ProbeWorkspace ws(x.device(), x.nbytes() + y.nbytes());  // memopt's search: the kernel's own workspace
+      dev.forward(kernels(), g, x, w.value, tp.kernel_bias, y);
+    }
     tp_finish_forward(tp, ctx, y, channel_layout(g));
     if (gather_output_)  // colwise/ag: [T, N, Cout, ...] (collective over tp)
       y = tp_gather_channels(ctx, w, y, gathered_shape(y.shape(), ctx.tp ? ctx.tp->size() : 1), channel_layout(g));
@@ -110,7 +114,10 @@ Tensor WeightLayer::backward_input_on(Dev& dev, const Tensor& dy_in, Ctx& ctx) {
            type() << " backward got dy " << shape_str(dy.shape()) << " " << dtype_name(dy.dtype()) << " on "
                   << dy.device().str());
   Tensor dx = Tensor::empty(sv.shape, dy.dtype(), dy.device());  // [T, N, Cin_local, ...]
-  dev.backward_data(kernels(), g, dy, param(0).value, dx);
+  {
+    ProbeWorkspace ws(dy.device(), dy.nbytes() + dx.nbytes());
+    dev.backward_data(kernels(), g, dy, param(0).value, dx);
+  }
   tp_finish_backward_input(param(0), ctx, dx, sp_.role == SpRole::DeferColwise && sp_.sharded(ctx.slot));
   sv.dy = dy;  // a reference (no copy): W reads it, or we do it now
   if (!ctx.split_wgrad) backward_weight_on(dev, ctx);
@@ -123,7 +130,10 @@ void WeightLayer::backward_weight_on(Dev& dev, Ctx& ctx) {
   SM_CHECK(sv.dy.defined(), type() << " backward_weight without a kept dy (B not run with split_wgrad?)");
   Tensor x = sv.input.restore();  // [T, N, Cin_local, ...] (rows_only: [T, N/tp, ...])
   if (sv.rows_only) x = sp_all_gather_rows(x, *ctx.tp);  // collective over tp
-  dev.backward_weights(kernels(), geometry(x.shape()), x, sv.dy, param(0), bias_param());
+  {
+    ProbeWorkspace ws(x.device(), x.nbytes() + sv.dy.nbytes());
+    dev.backward_weights(kernels(), geometry(x.shape()), x, sv.dy, param(0), bias_param());
+  }
   dev.slots().release(ctx.slot);
 }
 

@@ -51,7 +51,7 @@ double transient(size_t peak, size_t base) {
 
 // A region's transient (peak - base) in P pieces as fixed + per_piece / P. From one run in
 // `pieces` pieces: the tensor that stays whole (its output in forward, input gradient in
-// backward) is the fixed part, the rest scales. From that run and a level-1 run (one piece,
+// backward) and the largest kernel workspace are the fixed part, the rest scales. From that run and a level-1 run (one piece,
 // transient `one`): the line through both points.
 PieceModel piece_model(double measured, size_t whole, double pieces, const double* one) {
   PieceModel m;
@@ -86,8 +86,10 @@ MemoptPredictor::MemoptPredictor(Stage& stage, const MemoptTrial& measured, cons
     const double f1 = l1 ? transient(l1->forward_peak, l1->forward_base) : 0.0;
     const double b1 = l1 ? transient(l1->backward_peak, l1->backward_base) : 0.0;
     const bool two = l1 && &level1 != &measured;
-    forward_.push_back(piece_model(transient(m.forward_peak, m.forward_base), m.out_bytes, f0, two && f0 > 1 ? &f1 : nullptr));
-    backward_.push_back(piece_model(transient(m.backward_peak, m.backward_base), m.in_bytes, p0, two && p0 > 1 ? &b1 : nullptr));
+    forward_.push_back(piece_model(transient(m.forward_peak, m.forward_base), m.out_bytes + m.forward_workspace, f0,
+                                   two && f0 > 1 ? &f1 : nullptr));
+    backward_.push_back(piece_model(transient(m.backward_peak, m.backward_base), m.in_bytes + m.backward_workspace, p0,
+                                    two && p0 > 1 ? &b1 : nullptr));
   }
 }
 

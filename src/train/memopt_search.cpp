@@ -19,7 +19,7 @@ namespace sm {
 namespace {
 
 constexpr double kMiB = 1048576.0;
-constexpr int kFields = 9;  // per segment in the reduction below
+constexpr int kFields = 11;  // per segment in the reduction below
 constexpr double kPlanMargin = 0.95;  // a budget is planned for with this much of it
 
 // Maximum over the ranks of one pipeline stage (its dp group, then its tp group).
@@ -45,7 +45,8 @@ void reduce_trial(const LayoutGroups& groups, MemoptTrial& t, double shift) {
   for (const SegmentMeasure& m : t.segs)
     v.insert(v.end(), {double(m.forward_peak) + shift, double(m.backward_peak) + shift, double(m.saved),
                        double(m.kept), m.forward_ms, double(m.forward_base) + shift,
-                       double(m.backward_base) + shift, double(m.in_bytes), double(m.out_bytes)});
+                       double(m.backward_base) + shift, double(m.in_bytes), double(m.out_bytes),
+                       double(m.forward_workspace), double(m.backward_workspace)});
   stage_max(groups, v);
   t.stage_peak = v[0], t.ms = v[1];
   for (size_t i = 0; i < t.segs.size(); ++i) {
@@ -54,6 +55,7 @@ void reduce_trial(const LayoutGroups& groups, MemoptTrial& t, double shift) {
     s.forward_peak = size_t(m[0]), s.backward_peak = size_t(m[1]), s.saved = size_t(m[2]), s.kept = size_t(m[3]);
     s.forward_ms = m[4], s.forward_base = size_t(m[5]), s.backward_base = size_t(m[6]);
     s.in_bytes = size_t(m[7]), s.out_bytes = size_t(m[8]);
+    s.forward_workspace = size_t(m[9]), s.backward_workspace = size_t(m[10]);
   }
   t.world_peak = world_max(groups, t.stage_peak);
 }

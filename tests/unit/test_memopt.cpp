@@ -16,6 +16,8 @@
 #include "gradient_check.h"
 #include "spikemesh/core/allocator.h"
 #include "spikemesh/core/device.h"
+#include "spikemesh/layers/memopt_probe.h"
+#include "spikemesh/layers/sequential.h"
 #include "spikemesh/models/memopt_plan.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/models/model_selection.h"
@@ -446,6 +448,37 @@ TEST(Memopt, BadFlagsNameTheFlag) {
   o.pp_stage_budget_ratio = 0.5;
   o.memory_budget_mb = -1;
   EXPECT_NE(bad(o).find("--memory-budget-mb"), std::string::npos);
+}
+
+// A kernel's workspace beyond its operands goes to the innermost measured region (forward or
+// backward), nothing outside a region, and the region's own peak still sees it.
+TEST(MemoptProbe, WorkspaceBeyondTheOperandsGoesToTheInnermostRegion) {
+  const Device cpu = Device::cpu();
+  const size_t MiB = 1 << 20;
+  const auto kernel = [&](size_t operands, int64_t floats) {
+    ProbeWorkspace ws(cpu, operands);
+    Tensor scratch = Tensor::empty({floats}, DType::F32);  // freed at once, as a kernel's workspace
+  };
+  Sequential unit;
+  MemoptProbe probe;
+  kernel(0, 1 << 20);  // no region: nothing recorded
+  EXPECT_TRUE(probe.measures().empty());
+  {
+    ProbeRegion region(&unit, 0, /*forward=*/false, cpu);
+    kernel(1 * MiB, 1 << 20);  // 4 MiB of workspace, 1 MiB of it the operands' size
+    kernel(0, 1 << 18);        // 1 MiB: less, the maximum stays
+    {
+      ProbeRegion inner(&unit, 1, /*forward=*/true, cpu);
+      kernel(0, 1 << 19);  // 2 MiB to the inner region's forward
+    }
+  }
+  ASSERT_EQ(probe.measures().size(), 2u);
+  const SegmentMeasure& outer = probe.measures()[0];
+  const SegmentMeasure& inner = probe.measures()[1];
+  EXPECT_EQ(outer.backward_workspace, 3 * MiB);
+  EXPECT_EQ(outer.forward_workspace, 0u);
+  EXPECT_EQ(inner.forward_workspace, 2 * MiB);
+  EXPECT_GE(outer.backward_peak, outer.backward_base + 4 * MiB) << "the region's peak includes the workspace";
 }
 
 }  // namespace

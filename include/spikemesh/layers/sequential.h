@@ -42,8 +42,9 @@ class Sequential : public Layer {
   // children's backward (a sums pass); a Residual passes the undefined tensor on.
   Tensor forward_children(size_t begin, size_t end, Tensor h, Ctx& ctx);
   // Children [end, begin) backward in reverse, each after the first marking the gradient it
-  // gets as the loop's own (ctx.dy_owned: it may be written over); stops at an undefined one.
-  Tensor backward_children(size_t begin, size_t end, Tensor g, Ctx& ctx);
+  // gets as the loop's own (ctx.dy_owned: it may be written over; the first too with
+  // `first_owned`, when the caller moved in a temporary of its own); stops at an undefined one.
+  Tensor backward_children(size_t begin, size_t end, Tensor g, Ctx& ctx, bool first_owned = false);
 
   std::vector<LayerPtr> layers_;
 

@@ -7,7 +7,7 @@
 // dropped (saved) and kept, and its forward time. From these:
 //  pieces        a segment's transient above its base is fixed + per_piece / pieces: from one
 //                step, the tensor that stays whole (its output in forward, its input gradient
-//                in backward) is fixed and the rest scales; from a step in pieces and the
+//                in backward) and its kernels' largest workspace are fixed and the rest scales; from a step in pieces and the
 //                level-1 step, the line through both (workspaces that do not shrink);
 //  checkpoint    a segment kept whole (un-checkpointed) keeps its saved bytes instead of its
 //                kept bytes from its forward to its backward: every segment after it in forward
