@@ -193,23 +193,22 @@ Tensor Sequential::segment_forward(const MemoptSegment& seg, size_t index, const
 }
 
 Tensor Sequential::segment_backward(const MemoptSegment& seg, size_t index, const Tensor& dy, Ctx& ctx) {
-  Tensor g = dy;  // [T, N, ...segment output]
-  ProbeRegion region(this, index, false, dy.device());
+  ProbeRegion region(this, index, false, dy.device());  // dy: [T, N, ...segment output]
   if (seg.checkpoint) {
     KeptSegment& kept = memopt_state().kept(ctx.slot, segments_.size())[index];
     if (seg.pieces > 1) {
-      g = split_backward(seg, kept, dy, ctx);
+      Tensor dx = split_backward(seg, kept, dy, ctx);
       kept = KeptSegment();
-      return g;
+      return dx;
     }
-    Tensor h = kept.input.restore();  // [T, N, ...segment input]
-    kept = KeptSegment();
     for (size_t i = seg.begin; i < seg.end; ++i) layers_[i]->reset_state();
     Ctx c = ctx;
     c.recompute = true;
-    h = forward_children(seg.begin, seg.end, h, c);
+    // The recompute only refills what the layers keep for backward; its output is dropped at once.
+    forward_children(seg.begin, seg.end, kept.input.restore(), c);
+    kept = KeptSegment();
   }
-  return backward_children(seg.begin, seg.end, g, ctx);  // [T, N, ...segment input]
+  return backward_children(seg.begin, seg.end, dy, ctx);  // [T, N, ...segment input]
 }
 
 // ---- a segment in pieces ------------------------------------------------------------------------
@@ -319,10 +318,10 @@ void Sequential::split_pass(const MemoptSegment& seg, const KeptSegment& kept, c
     Ctx cp = c;
     start_piece(seg, kept, p, cp, b);
     SlotCapture capture;  // drops what B kept for a W that is not coming (the sums passes)
-    Tensor h = kept.input.restore_piece(seg.axis, b, e);
-    h = forward_children(seg.begin, seg.end, h, cp);
+    forward_children(seg.begin, seg.end, kept.input.restore_piece(seg.axis, b, e), cp);  // refills; output dropped
     // A sample piece of dy is a copy of our own (written over in place); a time piece a view.
-    Tensor g = backward_children(seg.begin, seg.end, piece_of(dy, seg.axis, b, e), cp, seg.axis == SplitAxis::Batch);
+    cp.dy_owned = seg.axis == SplitAxis::Batch;
+    Tensor g = backward_children(seg.begin, seg.end, piece_of(dy, seg.axis, b, e), cp);
     capture.release_all();
     if (dx) {
       if (!dx->defined()) {

@@ -45,20 +45,23 @@ Tensor Sequential::forward_cpu(const Tensor& x, Ctx& ctx) {
   return h;
 }
 
-Tensor Sequential::backward_children(size_t begin, size_t end, Tensor g, Ctx& ctx, bool first_owned) {
-  const bool owned = ctx.dy_owned;
-  for (size_t i = end; i-- > begin && g.defined();) {
-    ctx.dy_owned = first_owned || i + 1 < end;  // the first gets the caller's dy; the others this loop's own
-    g = layers_[i]->backward_input(g, ctx);
-  }
+Tensor Sequential::backward_children(size_t begin, size_t end, const Tensor& dy, Ctx& ctx) {
+  if (begin == end || !dy.defined()) return dy;
+  const bool owned = ctx.dy_owned;  // the first child gets dy as the caller marked it
+  Tensor g = layers_[end - 1]->backward_input(dy, ctx);
+  ctx.dy_owned = true;  // the others get this loop's own temporaries
+  for (size_t i = end - 1; i-- > begin && g.defined();) g = layers_[i]->backward_input(g, ctx);
   ctx.dy_owned = owned;
   return g;
 }
 
 Tensor Sequential::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
   if (segments_.empty()) return backward_children(0, layers_.size(), dy, ctx);
-  Tensor g = dy;
-  for (size_t s = segments_.size(); s-- > 0;) g = segment_backward(segments_[s], s, g, ctx);
+  const bool owned = ctx.dy_owned;  // the last segment gets dy as the caller marked it
+  Tensor g = segment_backward(segments_.back(), segments_.size() - 1, dy, ctx);
+  ctx.dy_owned = true;  // the others get the loop's own temporaries
+  for (size_t s = segments_.size() - 1; s-- > 0;) g = segment_backward(segments_[s], s, g, ctx);
+  ctx.dy_owned = owned;
   return g;
 }
 
@@ -78,8 +81,11 @@ Tensor Residual::forward_cpu(const Tensor& x, Ctx& ctx) {  // both devices
 }
 
 Tensor Residual::backward_input_cpu(const Tensor& dy, Ctx& ctx) {  // both devices
-  // dy is safe from the body: the first child of its loop never gets it as owned (layer.h)
+  // The identity branch reads dy after the body: the body never gets it as owned (layer.h).
+  const bool owned = ctx.dy_owned;
+  ctx.dy_owned = false;
   Tensor g = Sequential::backward_input_cpu(dy, ctx);
+  ctx.dy_owned = owned;
   if (!g.defined()) return g;  // a memopt sums pass stopped inside the body
   CudaAllocLabel label("residual backward", &name_);
   return layer_ops::add(dy, g, "residual backward");  // d/dx (x + f(x)) = dy + f'(x)ᵀ dy

@@ -102,12 +102,16 @@ Tensor Stage::forward_chunk(size_t c, const Tensor& x, Ctx& ctx, UnitHooks* hook
 
 Tensor Stage::backward_input_chunk(size_t c, const Tensor& dy, Ctx& ctx, UnitHooks* hooks) {
   const auto [b, e] = chunk_local(c);
-  Tensor g = dy;  // [T, N, ...chunk output]
+  const bool owned = ctx.dy_owned;
+  Tensor g;  // [T, N, ...] the gradient between units: the loop's own, written over where it can be
   for (size_t k = e; k-- > b;) {
     if (hooks) hooks->before_backward(k);
-    g = unit(k).backward_input(g, ctx);
+    ctx.dy_owned = k + 1 < e;  // the chunk's first gets the caller's dy, never written over
+    if (k + 1 < e) g = unit(k).backward_input(g, ctx);
+    else g = unit(k).backward_input(dy, ctx);
     if (hooks && !ctx.split_wgrad) hooks->after_backward(k);
   }
+  ctx.dy_owned = owned;
   return g;  // [T, N, ...chunk input]
 }
 

@@ -5,9 +5,11 @@
 //  backward_input(dy, ctx)    (B) returns dx; when !ctx.split_wgrad also accumulates the
 //                             parameter gradients and releases the slot. When the caller
 //                             marks dy as its own temporary (ctx.dy_owned: a composite's
-//                             loop, for a gradient the previous child made) and its handle is
-//                             the only one (dy.sole_handle()), a CPU elementwise backward
-//                             (batch norm, neurons) writes dx over dy and returns it.
+//                             loop, for a gradient the previous child made; the stage's unit
+//                             loop between units; a composite passes the flag on to its first
+//                             child, except a Residual and a Graph, which read dy again) and
+//                             its handle is the only one (dy.sole_handle()), a CPU
+//                             elementwise backward (batch norm, neurons) writes dx over dy.
 //  backward_weight(ctx)       (W) accumulates parameter gradients from what B kept; only
 //                             called when B ran with ctx.split_wgrad; releases the slot.
 //  reset_state()              neuron membranes back to rest (before every microbatch).

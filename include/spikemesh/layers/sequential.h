@@ -41,10 +41,10 @@ class Sequential : public Layer {
   // memopt moments pass: the batch norm it was for returns none), and so does it stop the
   // children's backward (a sums pass); a Residual passes the undefined tensor on.
   Tensor forward_children(size_t begin, size_t end, Tensor h, Ctx& ctx);
-  // Children [end, begin) backward in reverse, each after the first marking the gradient it
-  // gets as the loop's own (ctx.dy_owned: it may be written over; the first too with
-  // `first_owned`, when the caller moved in a temporary of its own); stops at an undefined one.
-  Tensor backward_children(size_t begin, size_t end, Tensor g, Ctx& ctx, bool first_owned = false);
+  // Children [end, begin) backward in reverse: the first gets dy as the caller marked it
+  // (ctx.dy_owned: it may be written over when no other handle shares it), each after it the
+  // previous one's result as the loop's own; stops at an undefined gradient.
+  Tensor backward_children(size_t begin, size_t end, const Tensor& dy, Ctx& ctx);
 
   std::vector<LayerPtr> layers_;
 
