@@ -33,12 +33,13 @@ MemoptConfig checkpoint_all(Stage& stage, bool compress, const std::vector<bool>
   return c;
 }
 
-MemoptConfig split_all(Stage& stage, MemoptConfig c, int pieces, SplitAxis axis) {
+MemoptConfig split_all(Stage& stage, MemoptConfig c, int pieces, SplitAxis axis, bool forward_in_pieces) {
   for (size_t k = 0; k < stage.size() && k < c.units.size(); ++k)
     for (MemoptSegment& s : c.units[k])
       if (s.checkpoint && splittable(stage.unit(k), s.begin, s.end, axis)) {
         s.pieces = pieces;
         s.axis = axis;
+        s.forward_in_pieces = forward_in_pieces;
       }
   return c;
 }

@@ -49,10 +49,7 @@ ParallelResult parallel_run(Comm& dp, const std::string& which, DType dt, int st
   const int64_t b = global / (p * accum);
   ParallelResult out;
   if (backward_pieces > 1) {  // memopt's segments in sample pieces, backward only
-    MemoptConfig mc = split_all(layout.stage(), layout.memopt(), backward_pieces, SplitAxis::Batch);
-    for (auto& u : mc.units)
-      for (MemoptSegment& sg : u) sg.forward_in_pieces = false;
-    layout.set_memopt(mc);
+    layout.set_memopt(split_all(layout.stage(), layout.memopt(), backward_pieces, SplitAxis::Batch, false));
   }
   if (lo.memopt.level >= 2) {  // the search on the first step's batch (collective over dp)
     std::vector<MicroBatch> first;

@@ -105,10 +105,7 @@ PpRun pp_run(const PpCase& c, const Trajectory& ref) {
   const int64_t b = kGlobal / (p * c.micro);  // dp rank r takes part k·p + r of microbatch k
   PpRun out;
   if (c.backward_pieces > 1) {
-    MemoptConfig mc = split_all(layout.stage(), layout.memopt(), c.backward_pieces, SplitAxis::Batch);
-    for (auto& u : mc.units)
-      for (MemoptSegment& sg : u) sg.forward_in_pieces = false;
-    layout.set_memopt(mc);
+    layout.set_memopt(split_all(layout.stage(), layout.memopt(), c.backward_pieces, SplitAxis::Batch, false));
   }
   if (c.memopt >= 2) {  // the search on the first step's batch (collective), as train runs it
     std::vector<MicroBatch> first;

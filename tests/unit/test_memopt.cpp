@@ -94,12 +94,8 @@ MemRun train(const Case& c, int level, DType dt, int steps, bool split_wgrad = f
   lo.split_wgrad = split_wgrad;
   Layout layout(*m, nullptr, resolved_layout_plan(lo, MeshShape{}, 1, 0, *m));
   // pieces < 0: the level-0 reference of a pieces run (nothing split, the same comparison)
-  if (split.pieces > 1) {
-    MemoptConfig mc = split_all(layout.stage(), layout.memopt(), split.pieces, split.axis);
-    for (auto& u : mc.units)
-      for (MemoptSegment& s : u) s.forward_in_pieces = split.forward_in_pieces;
-    layout.set_memopt(mc);
-  }
+  if (split.pieces > 1)
+    layout.set_memopt(split_all(layout.stage(), layout.memopt(), split.pieces, split.axis, split.forward_in_pieces));
   split.pieces = std::abs(split.pieces);
   OptimizerConfig oc;
   auto opt = make_optimizer(oc, layout.optimizer_params());

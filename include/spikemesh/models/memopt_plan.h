@@ -44,8 +44,8 @@ struct MemoptConfig {
 // flag per local unit) checkpointed; the other units off.
 MemoptConfig checkpoint_all(Stage& stage, bool compress, const std::vector<bool>& include = {});
 // `c` with every checkpointed segment that can run in pieces (all leaves) split into `pieces`
-// along `axis` (pieces 1: unsplit).
-MemoptConfig split_all(Stage& stage, MemoptConfig c, int pieces, SplitAxis axis);
+// along `axis` (pieces 1: unsplit); `forward_in_pieces` false: sample pieces in backward only.
+MemoptConfig split_all(Stage& stage, MemoptConfig c, int pieces, SplitAxis axis, bool forward_in_pieces = true);
 // Sets every unit's segments (and clears units without).
 void apply_memopt(Stage& stage, const MemoptConfig& c);
 // One line per unit: "  features.1: ckpt+bits" or, for several segments, each "[b,e) choice".
