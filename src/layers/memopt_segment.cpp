@@ -74,10 +74,10 @@ void note_sizes(ProbeRegion& region, const Tensor& x, const Tensor& y) {
   }
 }
 
-// Piece i of P along a dim of length L: [i·L/P, (i+1)·L/P).
+}  // namespace
+
 std::pair<int64_t, int64_t> piece_range(int64_t L, int P, int i) { return {i * L / P, (i + 1) * L / P}; }
 
-// Rows [b, e) of `full` [T, N, ...] along the axis: a view (time) or a copy (samples).
 Tensor piece_of(const Tensor& full, SplitAxis axis, int64_t b, int64_t e) {
   if (axis == SplitAxis::Time) return full.slice0(b, e);
   Shape ps = full.shape();
@@ -91,7 +91,6 @@ Tensor piece_of(const Tensor& full, SplitAxis axis, int64_t b, int64_t e) {
   return out;
 }
 
-// Writes `piece` into rows [b, e) of `full` along the axis.
 void put_piece(Tensor& full, const Tensor& piece, SplitAxis axis, int64_t b, int64_t e) {
   if (axis == SplitAxis::Time) {
     full.slice0(b, e).copy_from(piece);
@@ -102,8 +101,6 @@ void put_piece(Tensor& full, const Tensor& piece, SplitAxis axis, int64_t b, int
   const Tensor rows = full.view({T * N, per}), prows = piece.view({T * n, per});
   for (int64_t t = 0; t < T; ++t) rows.slice0(t * N + b, t * N + e).copy_from(prows.slice0(t * n, (t + 1) * n));
 }
-
-}  // namespace
 
 // ---- what a checkpointed segment keeps of its input ------------------------------------------
 
@@ -335,29 +332,59 @@ void Sequential::split_pass(const MemoptSegment& seg, const KeptSegment& kept, c
   }
 }
 
-Tensor Sequential::split_backward(const MemoptSegment& seg, KeptSegment& kept, const Tensor& dy, const Ctx& ctx) {
-  const std::vector<BatchNorm*> bns = leaves_of<BatchNorm>(layers_, seg);
-  Ctx c = ctx;
-  c.recompute = true;
-  c.bn_split = true;
-  c.time_grad_carry = seg.axis == SplitAxis::Time;
+Tensor backward_in_pieces(const std::vector<BatchNorm*>& bns, const Ctx& c,
+                          const std::function<void(const Ctx&, Tensor*)>& pass) {
   // One pass per batch norm, last first: the pieces add its Σdy, Σdy·(x-μ) (the later ones
-  // already use their whole-segment sums); B only, so no parameter gradient moves.
+  // already use their whole sums); B only, so no parameter gradient moves.
   for (size_t k = bns.size(); k-- > 0;) {
     Ctx cs = c;
     cs.split_wgrad = true;
     cs.bn_grad_sums_for = bns[k];
-    split_pass(seg, kept, dy, cs, nullptr);
+    pass(cs, nullptr);
     bns[k]->finish_split_grad_sums(cs);  // collective over ctx.bn_sync when synced
   }
   // The real pass: input and parameter gradients, W at once (a split B/W has nothing left for W).
   Ctx cf = c;
   cf.split_wgrad = false;
   Tensor dx;
-  split_pass(seg, kept, dy, cf, &dx);
-  for (BatchNorm* bn : bns) bn->drop_split_state(ctx.slot);
+  pass(cf, &dx);
+  for (BatchNorm* bn : bns) bn->drop_split_state(c.slot);
+  return dx;
+}
+
+Tensor Sequential::split_backward(const MemoptSegment& seg, KeptSegment& kept, const Tensor& dy, const Ctx& ctx) {
+  Ctx c = ctx;
+  c.recompute = true;
+  c.bn_split = true;
+  c.time_grad_carry = seg.axis == SplitAxis::Time;
+  Tensor dx = backward_in_pieces(leaves_of<BatchNorm>(layers_, seg), c,
+                                 [&](const Ctx& cp, Tensor* out) { split_pass(seg, kept, dy, cp, out); });
   for (Neuron* n : leaves_of<Neuron>(layers_, seg)) n->clear_time_grad();
   return dx;  // [T, N, ...segment input]
+}
+
+// ---- a link of a piece chain -------------------------------------------------------------------
+
+Tensor Sequential::chain_input_piece(int slot, int64_t b, int64_t e) {
+  SM_CHECK(!segments_.empty() && segments_.front().checkpoint, "memopt chain: unit '" << name_ << "' keeps no input");
+  return memopt_state().kept(slot, segments_.size())[0].input.restore_piece(SplitAxis::Batch, b, e);
+}
+
+Tensor Sequential::chain_recompute(const Tensor& x, Ctx& ctx) {
+  MemoptSegment all;
+  all.end = layers_.size();
+  for (Neuron* n : leaves_of<Neuron>(layers_, all)) n->set_membrane(Tensor());
+  return forward_children(0, layers_.size(), x, ctx);  // [T, piece, ...unit output]
+}
+
+void Sequential::chain_release(int slot) {
+  for (KeptSegment& k : memopt_state().kept(slot, segments_.size())) k = KeptSegment();
+}
+
+std::vector<BatchNorm*> Sequential::batch_norms() {
+  MemoptSegment all;
+  all.end = layers_.size();
+  return leaves_of<BatchNorm>(layers_, all);
 }
 
 void Sequential::backward_weight_cpu(Ctx& ctx) {

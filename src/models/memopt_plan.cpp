@@ -1,6 +1,7 @@
 // memopt_plan.cpp — memopt's options and configurations (models/memopt_plan.h).
 #include "spikemesh/models/memopt_plan.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "spikemesh/core/error.h"
@@ -44,10 +45,45 @@ MemoptConfig split_all(Stage& stage, MemoptConfig c, int pieces, SplitAxis axis,
   return c;
 }
 
+bool MemoptConfig::has_pieces() const {
+  for (const auto& u : units)
+    for (const MemoptSegment& s : u)
+      if (s.checkpoint && s.pieces > 1) return true;
+  return !chains.empty();
+}
+
+const PieceChain* MemoptConfig::chain_of(size_t k) const {
+  for (const PieceChain& ch : chains)
+    if (ch.begin <= k && k < ch.end) return &ch;
+  return nullptr;
+}
+
+MemoptConfig chain_all(Stage& stage, MemoptConfig c, int pieces) {
+  const auto linkable = [&](size_t k) {
+    if (c.units[k].empty() || !splittable(stage.unit(k), 0, stage.unit(k).size(), SplitAxis::Batch)) return false;
+    for (const MemoptSegment& s : c.units[k])
+      if (!chain_link(s)) return false;
+    return true;
+  };
+  c.chains.clear();
+  for (size_t ch = 0; ch < stage.chunks(); ++ch) {
+    const auto [b, e] = stage.chunk_local(ch);
+    for (size_t k = b; k < e;) {
+      size_t end = k;
+      while (end < e && linkable(end)) ++end;
+      if (end >= k + 2) c.chains.push_back(PieceChain{k, end, pieces});
+      k = std::max(end, k + 1);
+    }
+  }
+  return c;
+}
+
 void apply_memopt(Stage& stage, const MemoptConfig& c) {
   SM_CHECK(c.units.size() == stage.size(), "memopt configuration for " << c.units.size() << " units on a stage of "
                                                                        << stage.size());
+  stage.set_memopt_chains({});
   for (size_t k = 0; k < stage.size(); ++k) stage.unit(k).set_memopt(c.units[k]);
+  stage.set_memopt_chains(c.chains);
 }
 
 std::string describe_memopt(Stage& stage, const MemoptConfig& c) {
@@ -62,10 +98,11 @@ std::string describe_memopt(Stage& stage, const MemoptConfig& c) {
       continue;
     }
     if (segs.size() == 1) {
-      os << " " << segs[0].describe() << "\n";
-      continue;
+      os << " " << segs[0].describe();
+    } else {
+      for (const MemoptSegment& s : segs) os << " [" << s.begin << "," << s.end << ") " << s.describe() << ";";
     }
-    for (const MemoptSegment& s : segs) os << " [" << s.begin << "," << s.end << ") " << s.describe() << ";";
+    if (const PieceChain* ch = c.chain_of(k)) os << ", " << ch->describe(stage);
     os << "\n";
   }
   return os.str();

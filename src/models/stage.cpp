@@ -65,6 +65,28 @@ void Stage::zero_grad() {
   for (size_t k = 0; k < size(); ++k) unit(k).zero_grad();
 }
 
+void Stage::set_memopt_chains(std::vector<PieceChain> chains) {
+  std::sort(chains.begin(), chains.end(), [](const PieceChain& a, const PieceChain& b) { return a.begin < b.begin; });
+  for (size_t i = 0; i < chains.size(); ++i) {
+    const std::string why = piece_chain_problem(*this, chains[i]);
+    SM_CHECK(why.empty(), "memopt chain [" << chains[i].begin << ", " << chains[i].end << "): " << why);
+    SM_CHECK(i == 0 || chains[i - 1].end <= chains[i].begin, "memopt chains overlap at unit " << chains[i].begin);
+  }
+  chains_ = std::move(chains);
+}
+
+const PieceChain* Stage::chain_ending_at(size_t k) const {
+  for (const PieceChain& ch : chains_)
+    if (ch.end == k + 1) return &ch;
+  return nullptr;
+}
+
+bool Stage::in_chain(size_t k) const {
+  for (const PieceChain& ch : chains_)
+    if (ch.begin <= k && k < ch.end) return true;
+  return false;
+}
+
 Tensor Stage::forward(const Tensor& x, Ctx& ctx, UnitHooks* hooks) {
   Tensor h = x;  // [T, N, ...]
   for (size_t c = 0; c < chunks(); ++c) h = forward_chunk(c, h, ctx, hooks);
@@ -105,10 +127,15 @@ Tensor Stage::backward_input_chunk(size_t c, const Tensor& dy, Ctx& ctx, UnitHoo
   const bool owned = ctx.dy_owned;
   Tensor g;  // [T, N, ...] the gradient between units: the loop's own, written over where it can be
   for (size_t k = e; k-- > b;) {
+    const Tensor& in = k + 1 < e ? g : dy;
+    if (const PieceChain* ch = chain_ending_at(k)) {  // its units together, in pieces
+      g = piece_chain_backward(*this, *ch, in, ctx, hooks);
+      k = ch->begin;
+      continue;
+    }
     if (hooks) hooks->before_backward(k);
     ctx.dy_owned = k + 1 < e;  // the chunk's first gets the caller's dy, never written over
-    if (k + 1 < e) g = unit(k).backward_input(g, ctx);
-    else g = unit(k).backward_input(dy, ctx);
+    g = unit(k).backward_input(in, ctx);
     if (hooks && !ctx.split_wgrad) hooks->after_backward(k);
   }
   ctx.dy_owned = owned;
@@ -119,7 +146,7 @@ void Stage::backward_weight_chunk(size_t c, Ctx& ctx, UnitHooks* hooks) {
   SM_CHECK(ctx.split_wgrad, "backward_weight without split_wgrad: backward_input already accumulated the weights");
   const auto [b, e] = chunk_local(c);
   for (size_t k = e; k-- > b;) {
-    unit(k).backward_weight(ctx);
+    if (!in_chain(k)) unit(k).backward_weight(ctx);
     if (hooks) hooks->after_backward(k);
   }
 }

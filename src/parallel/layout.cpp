@@ -192,7 +192,7 @@ void Layout::after_load() { strategy_->after_load(); }
 void Layout::fill_ctx(Ctx& ctx) {
   ctx.bn_sync = bn_sync_.get();
   ctx.tp = tp_coll_.get();  // nullptr for tp = 1
-  ctx.tp_shard_regions = opts_.memopt.level <= 1 && opts_.memopt.memory_budget_mb <= 0;
+  ctx.tp_shard_regions = opts_.memopt.level <= 1 && opts_.memopt.memory_budget_mb <= 0 && !memopt_.has_pieces();
   ctx.tp_debug_comm = opts_.tp_debug_comm;
   ctx.split_wgrad = opts_.split_wgrad;
 }

@@ -40,8 +40,10 @@ int forward_pieces_of(const MemoptSegment* s) { return s && !s->forward_in_piece
 // latter two.
 constexpr double kSplitForwards = 3.5;
 constexpr double kBackwardSplitForwards = 1.4;
-double split_forwards(const MemoptSegment* s) {
+// `chained`: a link of a piece chain, whose backward the chain's cost counts.
+double split_forwards(const MemoptSegment* s, bool chained) {
   if (pieces_of(s) == 1) return 0.0;
+  if (chained) return kSplitForwards - kBackwardSplitForwards;  // pieces in forward
   return s->forward_in_pieces ? kSplitForwards : kBackwardSplitForwards;
 }
 
@@ -88,9 +90,51 @@ MemoptPredictor::MemoptPredictor(Stage& stage, const MemoptTrial& measured, cons
     const bool two = l1 && &level1 != &measured;
     forward_.push_back(piece_model(transient(m.forward_peak, m.forward_base), m.out_bytes + m.forward_workspace, f0,
                                    two && f0 > 1 ? &f1 : nullptr));
-    backward_.push_back(piece_model(transient(m.backward_peak, m.backward_base), m.in_bytes + m.backward_workspace, p0,
-                                    two && p0 > 1 ? &b1 : nullptr));
+    // A unit of a chain when measured: its own backward was not (the chain's was): level 1's.
+    const bool chained = r.unit >= 0 && config.chain_of(static_cast<size_t>(r.unit)) && l1;
+    const SegmentMeasure& b = chained ? *l1 : m;
+    backward_.push_back(piece_model(transient(b.backward_peak, b.backward_base), b.in_bytes + b.backward_workspace,
+                                    chained ? 1.0 : p0, two && p0 > 1 && !chained ? &b1 : nullptr));
+    backward_workspace_.push_back(static_cast<double>(b.backward_workspace));
   }
+}
+
+std::vector<size_t> MemoptPredictor::members(const PieceChain& ch) const {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < refs_.size(); ++i)
+    if (refs_[i].unit >= static_cast<int>(ch.begin) && refs_[i].unit < static_cast<int>(ch.end)) out.push_back(i);
+  std::sort(out.begin(), out.end(), [&](size_t a, size_t b) { return m_.segs[a].order < m_.segs[b].order; });
+  return out;
+}
+
+void MemoptPredictor::chain_backward_peaks(const PieceChain& ch, std::vector<double>& backward) const {
+  const std::vector<size_t> links = members(ch);
+  if (links.empty()) return;
+  const size_t first = links.front(), top = links.back();
+  const double P = ch.pieces;
+  // The chain's dy (in the base of its top's backward) and input gradient whole; one piece of
+  // dy's rows, of every link's transient and of what the links below it recomputed.
+  const double base = static_cast<double>(m_.segs[top].backward_base) + m_.segs[first].in_bytes +
+                      static_cast<double>(m_.segs[top].out_bytes) / P;
+  double below = 0;
+  for (size_t i : links) {
+    const double whole = backward_[i].fixed + backward_[i].per_piece, ws = backward_workspace_[i];
+    const double own = std::max(0.0, whole - ws - (i == first ? m_.segs[first].in_bytes : 0.0));
+    backward[i] = base + ws + (own + below) / P;
+    below += saved_[i];
+  }
+}
+
+double MemoptPredictor::chain_ms(const PieceChain& ch) const {
+  const std::vector<size_t> links = members(ch);
+  double all = 0, ms = 0;
+  for (size_t i : links) all += m_.segs[i].forward_ms;
+  double above = all;
+  for (size_t i : links) {  // per batch norm: the chain recomputed, its backward down to it
+    above -= m_.segs[i].forward_ms;
+    ms += batch_norms_[i] * (all + 2.0 * above + (kBackwardSplitForwards - 1.0) * m_.segs[i].forward_ms);
+  }
+  return ms;
 }
 
 const MemoptSegment* MemoptPredictor::in(const MemoptConfig& c, size_t i) const {
@@ -105,7 +149,8 @@ double MemoptPredictor::keep_whole_bytes(size_t i) const {
 
 std::vector<double> MemoptPredictor::segment_peaks(const MemoptConfig& c) const {
   const size_t n = m_.segs.size();
-  std::vector<double> peak(n, 0.0), shift(n, 0.0);
+  std::vector<double> peak(n, 0.0), shift(n, 0.0), backward(n, -1.0);  // -1: not in a chain
+  for (const PieceChain& ch : c.chains) chain_backward_peaks(ch, backward);
   for (size_t i = 0; i < n; ++i) {
     const SegmentMeasure& m = m_.segs[i];
     const auto membrane_bytes = [&](const MemoptSegment* g) {
@@ -117,7 +162,9 @@ std::vector<double> MemoptPredictor::segment_peaks(const MemoptConfig& c) const 
     const MemoptSegment* now = in(c, i);
     const double f1 = forward_pieces_of(now), p1 = pieces_of(now);
     peak[i] = std::max(static_cast<double>(m.forward_base) + forward_[i].fixed + forward_[i].per_piece / f1,
-                       static_cast<double>(m.backward_base) + backward_[i].fixed + backward_[i].per_piece / p1);
+                       backward[i] >= 0 ? backward[i]
+                                        : static_cast<double>(m.backward_base) + backward_[i].fixed +
+                                              backward_[i].per_piece / p1);
     // Kept whole now but checkpointed when measured (or the reverse): later segments see it;
     // so they see the membranes kept at time-piece starts (and so does its own backward).
     const bool ck0 = was && was->checkpoint, ck1 = now && now->checkpoint;
@@ -147,8 +194,11 @@ double MemoptPredictor::extra_ms(const MemoptConfig& c) const {
     const double fwd = m_.segs[i].forward_ms;
     if (ck1 && !ck0) ms += fwd;  // a recompute more
     if (ck0 && !ck1) ms -= fwd;
-    ms += batch_norms_[i] * (split_forwards(now) - split_forwards(was)) * fwd;
+    const size_t k = static_cast<size_t>(std::max(refs_[i].unit, 0));
+    ms += batch_norms_[i] * (split_forwards(now, c.chain_of(k)) - split_forwards(was, config_.chain_of(k))) * fwd;
   }
+  for (const PieceChain& ch : c.chains) ms += chain_ms(ch);
+  for (const PieceChain& ch : config_.chains) ms -= chain_ms(ch);
   return ms;
 }
 

@@ -105,6 +105,7 @@ std::vector<MemoptSegmentReport> report_of(Stage& stage, const MemoptConfig& c, 
     MemoptSegmentReport r;
     r.unit = unit_name(stage, k);
     r.begin = s.begin, r.end = s.end, r.choice = s.describe();
+    if (const PieceChain* ch = c.chain_of(k)) r.choice += ", " + ch->describe(stage);
     r.saved_mb = m.saved / kMiB, r.kept_mb = m.kept / kMiB;
     r.forward_peak_mb = m.forward_peak / kMiB, r.backward_peak_mb = m.backward_peak / kMiB, r.forward_ms = m.forward_ms;
     out.push_back(r);
@@ -131,9 +132,15 @@ std::vector<size_t> by_time_per_byte(const MemoptPredictor& p, bool most_first, 
 // Counts the segments whose choice differs between two configurations.
 int changes(const MemoptConfig& a, const MemoptConfig& b) {
   int n = 0;
-  for (size_t k = 0; k < a.units.size() && k < b.units.size(); ++k)
+  for (size_t k = 0; k < a.units.size() && k < b.units.size(); ++k) {
     for (size_t s = 0; s < a.units[k].size() && s < b.units[k].size(); ++s)
       n += a.units[k][s].describe() != b.units[k][s].describe() ? 1 : 0;
+    const PieceChain *ca = a.chain_of(k), *cb = b.chain_of(k);
+    n += (ca == nullptr) != (cb == nullptr) || (ca && (ca->begin != cb->begin || ca->end != cb->end ||
+                                                       ca->pieces != cb->pieces))
+             ? 1
+             : 0;
+  }
   return n;
 }
 
@@ -196,15 +203,17 @@ class Search {
                                           bool backward_only = true) const;
   MemoptConfig add_sample_pieces(const MemoptPredictor& p, MemoptConfig c, double stop_at) const;
   MemoptConfig add_time_pieces(const MemoptPredictor& p, MemoptConfig c) const;
+  bool add_chain(MemoptConfig& c, const PieceChain& ch) const;
+  MemoptConfig add_chains(const MemoptPredictor& p, MemoptConfig c, double stop_at) const;
   MemoptConfig keep_whole(const MemoptPredictor& p, MemoptConfig c, double limit) const;
   MemoptConfig checkpoint_again(const MemoptPredictor& p, const MemoptConfig& from, MemoptConfig c,
                                 double limit) const;
   MemoptConfig lowest_peak_within(const MemoptPredictor& p, const MemoptConfig& from, double cap_ms,
                                   bool backward_only) const;
   MemoptConfig choose(const MemoptPredictor& p, const MemoptConfig& from, double* limit) const;
-  // Every piece that lowers the prediction: sample pieces, then time chunks.
+  // Every piece that lowers the prediction: sample pieces, chains, then time chunks.
   MemoptConfig smallest_peak(const MemoptPredictor& p, const MemoptConfig& from) const {
-    return add_time_pieces(p, add_sample_pieces(p, from, 0));
+    return add_time_pieces(p, add_chains(p, add_sample_pieces(p, from, 0), 0));
   }
 
   Layout& layout_;
@@ -232,7 +241,7 @@ MemoptTrial Search::trial(const MemoptConfig& c, const std::string& what, double
 
 bool Search::can_split(const MemoptConfig& c, size_t unit, size_t seg, SplitAxis axis) const {
   const MemoptSegment& s = c.units[unit][seg];
-  if (!s.checkpoint || !splittable(stage_.unit(unit), s.begin, s.end, axis)) return false;
+  if (c.chain_of(unit) || !s.checkpoint || !splittable(stage_.unit(unit), s.begin, s.end, axis)) return false;
   const int64_t L = micro_.front().x.dim(axis == SplitAxis::Time ? 0 : 1);
   const int pieces = s.pieces > 1 && s.axis == axis ? 2 * s.pieces : 2;
   return (s.pieces == 1 || s.axis == axis) && pieces <= L;
@@ -245,6 +254,16 @@ std::vector<MemoptConfig> Search::sample_splits(const MemoptConfig& c, size_t un
                                                 bool backward_only) const {
   std::vector<MemoptConfig> out;
   const MemoptSegment& s = c.units[unit][seg];
+  if (c.chain_of(unit)) {  // its backward runs in the chain's pieces: more pieces in forward only
+    const int64_t N = micro_.front().x.dim(1);
+    const int pieces = s.pieces > 1 ? 2 * s.pieces : 2;
+    if (s.checkpoint && pieces <= N && splittable(stage_.unit(unit), s.begin, s.end, SplitAxis::Batch)) {
+      out.push_back(c);
+      MemoptSegment& n = out.back().units[unit][seg];
+      n.pieces = pieces, n.axis = SplitAxis::Batch, n.forward_in_pieces = true;
+    }
+    return out;
+  }
   const bool split = s.pieces > 1 && s.axis == SplitAxis::Batch;
   const bool more = can_split(c, unit, seg, SplitAxis::Batch);
   const auto with = [&](int pieces, bool forward_in_pieces) {
@@ -295,7 +314,7 @@ MemoptConfig Search::add_time_pieces(const MemoptPredictor& p, MemoptConfig c) c
     for (size_t k = 0; k < next.units.size(); ++k)
       for (size_t s = 0; s < next.units[k].size(); ++s) {
         MemoptSegment& g = next.units[k][s];
-        if (g.pieces == 1 && g.checkpoint && splittable(stage_.unit(k), g.begin, g.end, SplitAxis::Time)) {
+        if (!next.chain_of(k) && g.pieces == 1 && g.checkpoint && splittable(stage_.unit(k), g.begin, g.end, SplitAxis::Time)) {
           g.pieces = static_cast<int>((T + tc - 1) / tc);
           g.axis = SplitAxis::Time;
         }
@@ -306,6 +325,48 @@ MemoptConfig Search::add_time_pieces(const MemoptPredictor& p, MemoptConfig c) c
   return best;
 }
 
+// Chains `ch` in `c` when its units may form one (every segment checkpointed; sample pieces in
+// forward kept, other pieces given up for the chain's) and it overlaps no chain of `c`.
+bool Search::add_chain(MemoptConfig& c, const PieceChain& ch) const {
+  for (size_t k = ch.begin; k < ch.end; ++k) {
+    if (c.units[k].empty() || c.chain_of(k) || !splittable(stage_.unit(k), 0, stage_.unit(k).size(), SplitAxis::Batch))
+      return false;
+    for (const MemoptSegment& s : c.units[k])
+      if (!s.checkpoint) return false;
+  }
+  for (size_t k = ch.begin; k < ch.end; ++k)  // pieces in forward stay; the backward is the chain's
+    for (MemoptSegment& s : c.units[k])
+      if (!chain_link(s)) s.pieces = 1, s.forward_in_pieces = true;
+  c.chains.push_back(ch);
+  return true;
+}
+
+// Piece chains of 2 to 4 units in 2, 4 or 8 pieces, each followed by the sample pieces that
+// then lower the prediction: the one with the lowest predicted peak while it is lower by more
+// than 1%; `stop_at` > 0 (a budget) stops once the prediction is under it.
+MemoptConfig Search::add_chains(const MemoptPredictor& p, MemoptConfig c, double stop_at) const {
+  const int64_t N = micro_.front().x.dim(1);
+  for (int round = 0; round < 8 && !(stop_at > 0 && p.peak(c) <= stop_at); ++round) {
+    MemoptConfig best;
+    double best_peak = p.peak(c) * 0.99;
+    for (size_t h = 0; h < stage_.chunks(); ++h) {
+      const auto [b, e] = stage_.chunk_local(h);
+      for (size_t k = b; k + 1 < e; ++k)
+        for (size_t len = 2; len <= 4 && k + len <= e; ++len)
+          for (int pieces : {2, 4, 8}) {
+            MemoptConfig next = c;
+            if (pieces > N || !add_chain(next, PieceChain{k, k + len, pieces})) continue;
+            next = add_sample_pieces(p, next, stop_at);
+            const double peak = p.peak(next);
+            if (peak < best_peak) best = next, best_peak = peak;
+          }
+    }
+    if (best.units.empty()) break;
+    c = best;
+  }
+  return c;
+}
+
 // Checkpointed segments in one piece kept whole, the most recompute time saved per byte kept
 // first, while the predicted peak stays at or under `limit`.
 MemoptConfig Search::keep_whole(const MemoptPredictor& p, MemoptConfig c, double limit) const {
@@ -313,6 +374,7 @@ MemoptConfig Search::keep_whole(const MemoptPredictor& p, MemoptConfig c, double
     return s.checkpoint && s.pieces == 1;
   }, c, c);
   for (size_t i : order) {
+    if (c.chain_of(p.ref(i).unit)) continue;  // a chain's links stay checkpointed
     MemoptConfig next = c;
     next.units[p.ref(i).unit][p.ref(i).segment].checkpoint = false;
     if (p.peak(next) <= limit) c = next;
@@ -398,6 +460,7 @@ MemoptConfig Search::choose(const MemoptPredictor& p, const MemoptConfig& from, 
   }
   *limit = budget_ * kPlanMargin;  // predictions are within about 5% of the measurement
   MemoptConfig c = add_sample_pieces(p, from, *limit);
+  if (o_.level == 2 || o_.level == 3 || (budget_ > 0 && p.peak(c) > *limit)) c = add_chains(p, c, *limit);
   if (o_.level == 3 || (budget_ > 0 && p.peak(c) > *limit)) c = add_time_pieces(p, c);
   if (budget_ > 0) c = keep_whole(p, c, *limit);
   return c;

@@ -40,7 +40,7 @@ struct ParallelResult {
 ParallelResult parallel_run(Comm& dp, const std::string& which, DType dt, int steps, int64_t global,
                             const OptimizerConfig& oc, LayoutOptions lo, bool sync_bn, int accum = 1,
                             double dropout = 0.0, double clip_norm = 0.0, Device dev = Device::cpu(),
-                            int backward_pieces = 1) {
+                            int backward_pieces = 1, int chain_pieces = 1) {
   auto m = build_model(which, dt, 7, dropout, dev);
   lo.sync_bn = sync_bn;  // the layout hands synced BN over dp to the layers
   Layout layout(*m, dp, resolved_layout_plan(lo, MeshShape{dp.size(), 1, 1}, dp.size(), 0, *m));
@@ -50,6 +50,10 @@ ParallelResult parallel_run(Comm& dp, const std::string& which, DType dt, int st
   ParallelResult out;
   if (backward_pieces > 1) {  // memopt's segments in sample pieces, backward only
     layout.set_memopt(split_all(layout.stage(), layout.memopt(), backward_pieces, SplitAxis::Batch, false));
+  }
+  if (chain_pieces > 1) {  // consecutive units chained in sample pieces
+    layout.set_memopt(chain_all(layout.stage(), layout.memopt(), chain_pieces));
+    EXPECT_FALSE(layout.memopt().chains.empty()) << which << ": no chain was made";
   }
   if (lo.memopt.level >= 2) {  // the search on the first step's batch (collective over dp)
     std::vector<MicroBatch> first;
@@ -111,13 +115,13 @@ LayoutOptions mode(std::string name, DType dt) {
 
 void expect_same_trajectory(const std::string& which, const std::string& layout, DType dt, double tol,
                             const std::string& optimizer = "adam", double clip_norm = 0.0,
-                            Device dev = Device::cpu(), int backward_pieces = 1) {
+                            Device dev = Device::cpu(), int backward_pieces = 1, int chain_pieces = 1) {
   if (!world_fits()) GTEST_SKIP() << "global batch " << kGlobal << " not divisible by " << world_size();
   Comm dp(world(), "dp");
   const OptimizerConfig oc = test_optimizer(optimizer);
   Trajectory ref = reference_run(which, dt, kSteps, kGlobal, oc, 1, 0.0, clip_norm, dev);
   ParallelResult par = parallel_run(dp, which, dt, kSteps, kGlobal, oc, mode(layout, dt), /*sync_bn=*/true, 1, 0.0,
-                                    clip_norm, dev, backward_pieces);
+                                    clip_norm, dev, backward_pieces, chain_pieces);
   ASSERT_EQ(par.tr.losses.size(), ref.losses.size());
   EXPECT_NE(ref.losses.front(), ref.losses.back()) << "the reference did not train";
   if (clip_norm > 0) {
@@ -159,6 +163,12 @@ TEST(ParallelEquivalence, MemoptSearchesFsdpAndZeroDvsFp64) {
 TEST(ParallelEquivalence, MemoptBackwardPiecesDpAndFsdpFp64) {
   expect_same_trajectory("dvs", "dp+memopt", DType::F64, 1e-9, "adam", 0.0, Device::cpu(), 2);
   expect_same_trajectory("sformer", "fsdp+memopt", DType::F64, 1e-9, "adam", 0.0, Device::cpu(), 2);
+}
+// Piece chains with synced BN: each batch norm's gradient sums over the chain's pieces
+// all-reduced over dp; FSDP gathers every unit of a chain before its backward.
+TEST(ParallelEquivalence, MemoptPieceChainsDpAndFsdpFp64) {
+  expect_same_trajectory("dvs", "dp+memopt", DType::F64, 1e-9, "adam", 0.0, Device::cpu(), 1, 2);
+  expect_same_trajectory("sformer", "fsdp+memopt", DType::F64, 1e-9, "adam", 0.0, Device::cpu(), 1, 2);
 }
 TEST(ParallelEquivalence, DpDvsFp64) { expect_same_trajectory("dvs", "dp", DType::F64, 1e-9); }
 TEST(ParallelEquivalence, ZeroDvsFp64) { expect_same_trajectory("dvs", "zero", DType::F64, 1e-9, "sgd"); }

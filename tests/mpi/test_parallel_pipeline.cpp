@@ -58,6 +58,7 @@ struct PpCase {
   int memopt = 0;                  // --memopt-level
   double memopt_ratio = 1.0;       // --pp-memopt-stage-budget-ratio
   int backward_pieces = 1;         // > 1: memopt's segments in that many sample pieces, backward only
+  int chain_pieces = 1;            // > 1: consecutive units of a chunk chained in that many sample pieces
 };
 
 struct PpRun {
@@ -106,6 +107,10 @@ PpRun pp_run(const PpCase& c, const Trajectory& ref) {
   PpRun out;
   if (c.backward_pieces > 1) {
     layout.set_memopt(split_all(layout.stage(), layout.memopt(), c.backward_pieces, SplitAxis::Batch, false));
+  }
+  if (c.chain_pieces > 1) {
+    layout.set_memopt(chain_all(layout.stage(), layout.memopt(), c.chain_pieces));
+    EXPECT_FALSE(layout.memopt().chains.empty()) << "rank " << world_rank() << ": no chain was made";
   }
   if (c.memopt >= 2) {  // the search on the first step's batch (collective), as train runs it
     std::vector<MicroBatch> first;
@@ -293,6 +298,19 @@ TEST(PipelineParallel, MemoptBackwardPiecesPp2Fp64) {
     PpCase c = schedule_case(kSchedules[k], 2);
     c.memopt = 1;
     c.backward_pieces = 2;
+    expect_pp_trajectory(c);
+  }
+}
+
+// Piece chains on both stages under 1F1B (microbatches in flight: each slot's kept inputs)
+// and zero-bubble (the chain's units have no W left; their gradient hooks fire with W).
+TEST(PipelineParallel, MemoptPieceChainsPp2Fp64) {
+  if (!world_is(2)) GTEST_SKIP() << "needs 2 ranks";
+  for (int k : {1, 3}) {
+    PpCase c = schedule_case(kSchedules[k], 2);
+    c.which = "deep";  // two or more units in every chunk of every stage
+    c.memopt = 1;
+    c.chain_pieces = 2;
     expect_pp_trajectory(c);
   }
 }

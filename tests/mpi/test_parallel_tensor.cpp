@@ -41,7 +41,7 @@ uint64_t replicated_checksum(Model& m) {
 // buffers) or fsdp_tp.
 TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, const OptimizerConfig& oc,
                 double dropout = 0.0, double clip_norm = 0.0, DType dt = DType::F64, Device dev = Device::cpu(),
-                const std::string& layout_name = "tp", int accum = 1, int memopt = 0) {
+                const std::string& layout_name = "tp", int accum = 1, int memopt = 0, int chain_pieces = 1) {
   auto mesh = Mesh::create(world(), shape);
   TpResult out;
   out.model = build_spec_model(which, dropout);
@@ -61,6 +61,10 @@ TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, con
   auto opt = make_optimizer(oc, layout.optimizer_params());
   const int p = layout.groups().data_size(), r = layout.groups().data_rank();
   const int64_t b = kGlobal / (p * accum);  // rank r takes part k·p + r of micro-batch k
+  if (chain_pieces > 1) {  // consecutive units chained in sample pieces (every tp rank the same)
+    layout.set_memopt(chain_all(layout.stage(), layout.memopt(), chain_pieces));
+    EXPECT_FALSE(layout.memopt().chains.empty()) << which << ": no chain was made";
+  }
   if (memopt >= 2) {  // the search on the first step's batch (collective over the tp and dp groups)
     std::vector<MicroBatch> first;
     for (int k = 0; k < accum; ++k) first.push_back(on_device(synth_batch(m, 0, (k * p + r) * b, b, dt), dev));
@@ -105,11 +109,11 @@ TpResult tp_run(const std::string& which, const MeshShape& shape, int steps, con
 void expect_tp_trajectory(const std::string& which, const MeshShape& shape, const std::string& optim = "adam",
                           double dropout = 0.0, double clip_norm = 0.0, DType dt = DType::F64,
                           Device dev = Device::cpu(), double tol = 1e-9, const std::string& layout = "tp",
-                          int accum = 1, int memopt = 0) {
+                          int accum = 1, int memopt = 0, int chain_pieces = 1) {
   const OptimizerConfig oc = test_optimizer(optim);
   // fp64 runs on the CPU; the device variant compares the device tp run with the CPU's one rank
   const Trajectory ref = reference_run(which, dt, kSteps, kGlobal, oc, accum, dropout, clip_norm);
-  const TpResult got = tp_run(which, shape, kSteps, oc, dropout, clip_norm, dt, dev, layout, accum, memopt);
+  const TpResult got = tp_run(which, shape, kSteps, oc, dropout, clip_norm, dt, dev, layout, accum, memopt, chain_pieces);
   EXPECT_GT(got.plan.sharded_layers(), 0) << which << ": nothing was sharded";
   ASSERT_EQ(got.tr.losses.size(), ref.losses.size());
   for (size_t s = 0; s < ref.losses.size(); ++s)
@@ -137,6 +141,14 @@ TEST(TensorParallel, TpCsnnFp64) {
 TEST(TensorParallel, TpSpikformerFp64) {
   if (!tp_world_fits()) GTEST_SKIP();
   expect_tp_trajectory("sformer", MeshShape{1, world_size(), 1});
+}
+// Piece chains under tp (every piece's rowwise all-reduces on every tp rank) and fsdp_tp (every
+// unit of a chain gathered before its backward): one rank's trajectory.
+TEST(TensorParallel, MemoptPieceChainsTpFp64) {
+  if (!tp_world_fits()) GTEST_SKIP();
+  const MeshShape tp{1, world_size(), 1};
+  expect_tp_trajectory("dvs", tp, "adam", 0.25, 0.0, DType::F64, Device::cpu(), 1e-9, "tp", 1, 1, /*chain_pieces=*/2);
+  expect_tp_trajectory("sformer", tp, "adam", 0.0, 0.0, DType::F64, Device::cpu(), 1e-9, "fsdp_tp", 1, 1, 2);
 }
 // memopt level 1 under tp (the recompute repeats the rowwise all-reduces on every tp rank) and
 // under fsdp_tp (parameters gathered again for backward before the recompute): one rank's trajectory.

@@ -70,6 +70,7 @@ struct MemRun {
   std::vector<double> losses, params, buffers, firing;
   size_t peak_bytes = 0;
   int checkpointed_segments = 0;
+  int chained_units = 0;
 };
 
 std::vector<double> values_of(const Tensor& t) {
@@ -83,6 +84,8 @@ struct Split {
   int pieces = 1;
   SplitAxis axis = SplitAxis::Time;
   bool forward_in_pieces = true;  // false: only the backward in pieces
+  bool chain = false;  // consecutive units chained in `pieces` sample pieces (forward_in_pieces: their
+                       // segments' forward in as many pieces too)
 };
 
 MemRun train(const Case& c, int level, DType dt, int steps, bool split_wgrad = false, int accum = 1, Split split = {},
@@ -94,7 +97,11 @@ MemRun train(const Case& c, int level, DType dt, int steps, bool split_wgrad = f
   lo.split_wgrad = split_wgrad;
   Layout layout(*m, nullptr, resolved_layout_plan(lo, MeshShape{}, 1, 0, *m));
   // pieces < 0: the level-0 reference of a pieces run (nothing split, the same comparison)
-  if (split.pieces > 1)
+  if (split.pieces > 1 && split.chain) {
+    MemoptConfig mc = layout.memopt();
+    if (split.forward_in_pieces) mc = split_all(layout.stage(), mc, split.pieces, SplitAxis::Batch, true);
+    layout.set_memopt(chain_all(layout.stage(), mc, split.pieces));
+  } else if (split.pieces > 1)
     layout.set_memopt(split_all(layout.stage(), layout.memopt(), split.pieces, split.axis, split.forward_in_pieces));
   split.pieces = std::abs(split.pieces);
   OptimizerConfig oc;
@@ -123,6 +130,7 @@ MemRun train(const Case& c, int level, DType dt, int steps, bool split_wgrad = f
   r.peak_bytes = allocator_for(c.dev).peak_bytes();
   for (const auto& u : layout.memopt().units)
     for (const MemoptSegment& s : u) r.checkpointed_segments += s.checkpoint ? 1 : 0;
+  for (const PieceChain& ch : layout.memopt().chains) r.chained_units += static_cast<int>(ch.end - ch.begin);
   // A conv bias right before a batch norm has an exactly zero gradient: what it gets is
   // rounding noise, which Adam turns into full steps of random sign, so any change of
   // summation order (pieces) moves it, and the running mean after it, anywhere. Such biases
@@ -164,8 +172,11 @@ void expect_same(const Case& c, int steps, bool split_wgrad = false, int accum =
   const MemRun got = train(c, 1, DType::F64, steps, split_wgrad, accum, split);
   const std::string what = c.model + (split_wgrad ? " (B/W split)" : "") + (accum > 1 ? " (2 microbatches)" : "") +
                            (split.pieces > 1 ? (split.axis == SplitAxis::Time ? " t/" : " n/") + std::to_string(split.pieces) : "") +
-                           (split.forward_in_pieces ? "" : " in backward only");
+                           (split.forward_in_pieces ? "" : " in backward only") + (split.chain ? ", chained" : "");
   EXPECT_GT(got.checkpointed_segments, 0) << what;
+  if (split.chain) {
+    EXPECT_GE(got.chained_units, 2) << what << ": no chain was made";
+  }
   EXPECT_EQ(ref.checkpointed_segments, 0) << what;
   ASSERT_EQ(got.losses.size(), ref.losses.size());
   EXPECT_NE(ref.losses.front(), ref.losses.back()) << what << ": the reference did not train";
@@ -237,6 +248,19 @@ TEST(Memopt, BackwardOnlySamplePiecesEqualLevel0) {
   if (kVggSteps > 0)
     expect_same(Case{"cifar10dvs_vgg", {}, 2, 2, 0.25, 0}, std::min(4, kVggSteps), false, 1,
                 Split{2, SplitAxis::Batch, false});
+}
+// Piece chains: consecutive units' backward over the same sample pieces, the gradient between
+// them never whole (residual blocks inside Spikformer's units; dropout in the VGG's classifier).
+// The links' forward whole, or in sample pieces of their own (moments passes) before it.
+TEST(Memopt, PieceChainsEqualLevel0) {
+  expect_same(kCsnn, 20, false, 1, Split{2, SplitAxis::Batch, false, true});
+  expect_same(kSformerCifar, 20, false, 1, Split{4, SplitAxis::Batch, false, true});
+  expect_same(kSformerCifar, 20, false, 1, Split{2, SplitAxis::Batch, true, true});
+  expect_same(kSformerCifar, 20, /*split_wgrad=*/true, /*accum=*/2, Split{2, SplitAxis::Batch, false, true});
+  expect_same(kCsnn, 20, /*split_wgrad=*/true, /*accum=*/2, Split{2, SplitAxis::Batch, true, true});
+  if (kVggSteps > 0)
+    expect_same(Case{"cifar10dvs_vgg", {}, 2, 2, 0.25, 0}, std::min(4, kVggSteps), false, 1,
+                Split{2, SplitAxis::Batch, true, true});
 }
 TEST(Memopt, PiecesWithTheBWSplitAndMicrobatches) {
   expect_same(kSformerCifar, 20, /*split_wgrad=*/true, 1, Split{2, SplitAxis::Time});

@@ -30,13 +30,18 @@
 // Invariant: the segments of a Sequential cover its children in order, without gaps.
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace sm {
 
+class BatchNorm;
 class Sequential;
+class Tensor;
+struct Ctx;
 
 enum class SplitAxis { Time, Batch };  // dim 0 (T) or dim 1 (N) of [T, N, ...]
 
@@ -58,5 +63,19 @@ std::vector<std::pair<size_t, size_t>> natural_segments(Sequential& seq);
 // samples, leaves and Sequential / Residual composites of them (batch norms nested in a block
 // get their moments and sums passes like direct children).
 bool splittable(Sequential& seq, size_t begin, size_t end, SplitAxis axis);
+
+// Piece i of P along a dim of length L: [i·L/P, (i+1)·L/P).
+std::pair<int64_t, int64_t> piece_range(int64_t L, int P, int i);
+// Rows [b, e) of `full` [T, N, ...] along the axis: a view (time) or a copy (samples).
+Tensor piece_of(const Tensor& full, SplitAxis axis, int64_t b, int64_t e);
+// Writes `piece` into rows [b, e) of `full` along the axis.
+void put_piece(Tensor& full, const Tensor& piece, SplitAxis axis, int64_t b, int64_t e);
+// The backward of work in pieces (a segment's, a piece chain's): one pass per batch norm of
+// `bns` (forward order), last first, in which the pieces only add its Σdy, Σdy·(x-μ) (B only,
+// ctx.bn_grad_sums_for), then the real pass, which writes the input gradient; then the batch
+// norms' split state is dropped. `pass(ctx, dx)` runs every piece once (dx nullptr: a sums
+// pass). Collective over ctx.bn_sync for synced batch norms.
+Tensor backward_in_pieces(const std::vector<BatchNorm*>& bns, const Ctx& c,
+                          const std::function<void(const Ctx&, Tensor*)>& pass);
 
 }  // namespace sm

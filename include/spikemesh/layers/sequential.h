@@ -14,6 +14,8 @@
 
 namespace sm {
 
+class BatchNorm;
+
 class Sequential : public Layer {
  public:
   void add(LayerPtr l) { layers_.push_back(std::move(l)); }
@@ -30,6 +32,16 @@ class Sequential : public Layer {
   // of checkpointed segments keep only their input; see layers/memopt_segment.h.
   void set_memopt(std::vector<MemoptSegment> segments);
   const std::vector<MemoptSegment>& memopt() const { return segments_; }
+
+  // A link of a memopt piece chain (models/piece_chain.h; every segment checkpointed in one
+  // piece): rows [b, e) of the samples its first segment kept (slot), its children's forward
+  // again on such a piece (ctx.recompute; neurons from rest), their backward, its kept inputs
+  // dropped, and every batch norm below it (forward order).
+  Tensor chain_input_piece(int slot, int64_t b, int64_t e);
+  Tensor chain_recompute(const Tensor& x, Ctx& ctx);
+  Tensor chain_backward(const Tensor& dy, Ctx& ctx) { return backward_children(0, layers_.size(), dy, ctx); }
+  void chain_release(int slot);
+  std::vector<BatchNorm*> batch_norms();
 
  protected:
   // Composites route by child, whatever the device.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "spikemesh/layers/memopt_segment.h"
+#include "spikemesh/models/piece_chain.h"
 
 namespace sm {
 
@@ -38,6 +39,11 @@ void validate_memopt_options(const MemoptOptions& o);
 // Per local unit of a stage: its segments (empty: memopt off for that unit).
 struct MemoptConfig {
   std::vector<std::vector<MemoptSegment>> units;
+  std::vector<PieceChain> chains;  // units whose backward runs in sample pieces together
+  // Whether any segment or chain runs in pieces.
+  bool has_pieces() const;
+  // The chain unit k belongs to (nullptr: none).
+  const PieceChain* chain_of(size_t k) const;
 };
 
 // Every natural segment of every unit of `stage` (or of the units flagged in `include`, one
@@ -46,9 +52,14 @@ MemoptConfig checkpoint_all(Stage& stage, bool compress, const std::vector<bool>
 // `c` with every checkpointed segment that can run in pieces (all leaves) split into `pieces`
 // along `axis` (pieces 1: unsplit); `forward_in_pieces` false: sample pieces in backward only.
 MemoptConfig split_all(Stage& stage, MemoptConfig c, int pieces, SplitAxis axis, bool forward_in_pieces = true);
-// Sets every unit's segments (and clears units without).
+// `c` with every maximal run of two or more consecutive units of one chunk whose segments are
+// all chain links and that can form a
+// piece chain (models/piece_chain.h) chained in `pieces` sample pieces (tests, experiments).
+MemoptConfig chain_all(Stage& stage, MemoptConfig c, int pieces);
+// Sets every unit's segments (and clears units without), then the stage's chains.
 void apply_memopt(Stage& stage, const MemoptConfig& c);
-// One line per unit: "  features.1: ckpt+bits" or, for several segments, each "[b,e) choice".
+// One line per unit: "  features.1: ckpt+bits" or, for several segments, each "[b,e) choice";
+// a chain's units add ", chain n/4 [first..last]".
 std::string describe_memopt(Stage& stage, const MemoptConfig& c);
 
 }  // namespace sm

@@ -15,6 +15,8 @@
 // Backward split: with ctx.split_wgrad, backward_input (B) computes only input gradients and
 // backward_weight (W) later accumulates the parameter gradients; after_backward(k) then fires
 // after unit k's W. Without it, backward_input computes both and after_backward fires at once.
+// memopt piece chains (models/piece_chain.h): the backward loop runs a chain's units together
+// when it reaches its last unit; their W does nothing (the chain's backward accumulated it).
 // Invariant: chunks are non-empty, ordered and disjoint.
 #pragma once
 #include <cstddef>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "spikemesh/layers/unit.h"
+#include "spikemesh/models/piece_chain.h"
 
 namespace sm {
 
@@ -61,6 +64,10 @@ class Stage {
   void reset_state(size_t chunk);
   void zero_grad();
 
+  // memopt's piece chains (set after the units' own memopt segments; checked against them).
+  void set_memopt_chains(std::vector<PieceChain> chains);
+  const std::vector<PieceChain>& memopt_chains() const { return chains_; }
+
   // x: [T, N, ...] -> the stage's output [T, N, ...]; the first stage checks x against the
   // model's input shape (Input error naming the model). Runs every chunk in order (pp = 1).
   Tensor forward(const Tensor& x, Ctx& ctx, UnitHooks* hooks = nullptr);
@@ -78,6 +85,9 @@ class Stage {
   Model& model_;
   std::vector<size_t> global_;       // model unit index of each local unit
   std::vector<size_t> chunk_begin_;  // local index where each chunk starts
+  std::vector<PieceChain> chains_;   // ordered, disjoint
+  const PieceChain* chain_ending_at(size_t k) const;  // the chain whose last unit is k, if any
+  bool in_chain(size_t k) const;
 };
 
 }  // namespace sm

@@ -7,7 +7,9 @@
 //
 //  level 2  level 1, then the segment with the highest predicted peak split into pieces over
 //           its samples, doubling while the predicted peak drops by more than 1% (the next
-//           highest segment in turn); one trial verifies it;
+//           highest segment in turn); then piece chains (models/piece_chain.h: 2 to 4 units
+//           whose backward runs in 2, 4 or 8 sample pieces together) while one lowers the
+//           predicted peak by more than 1%; one trial verifies it;
 //  level 3  level 2, then the other segments that can run in pieces go over time in chunks of
 //           4, 2 or 1 steps, the chunk with the lowest predicted peak (a fixed chunk length:
 //           what a piece holds does not grow with T);
@@ -15,8 +17,8 @@
 //           (1.2) of level 0's: from level 0, greedily the change that lowers the highest
 //           segment peak the most per predicted millisecond (checkpointing a segment before it,
 //           or that segment checkpointed and in more sample pieces);
-//  --memory-budget-mb B  the fewest pieces that bring the prediction under B (time chunks
-//           too if needed), then un-checkpointing as level 4 while the prediction stays <= B;
+//  --memory-budget-mb B  the fewest pieces that bring the prediction under B (chains, then
+//           time chunks too if needed), then un-checkpointing as level 4 while the prediction stays <= B;
 //           a budget under the smallest predicted peak is refused before any trial, naming it.
 // A trial whose measured peak is more than 5% above its prediction (or above the budget) is
 // corrected once from its own measurement (segments checkpointed again, or more pieces); the

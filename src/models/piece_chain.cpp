@@ -1,0 +1,99 @@
+// piece_chain.cpp — the backward of a memopt piece chain: consecutive units run over sample
+// pieces together (models/piece_chain.h).
+#include "spikemesh/models/piece_chain.h"
+
+#include <algorithm>
+#include <sstream>
+#include <vector>
+
+#include "spikemesh/layers/batchnorm.h"
+#include "spikemesh/layers/memopt_probe.h"
+#include "spikemesh/layers/slot_store.h"
+#include "spikemesh/models/stage.h"
+
+namespace sm {
+
+std::string PieceChain::describe(Stage& stage) const {
+  std::ostringstream os;
+  const auto name = [&](size_t k) {
+    return stage.unit(k).name().empty() ? "unit " + std::to_string(stage.global_index(k)) : stage.unit(k).name();
+  };
+  os << "chain n/" << pieces << " [" << name(begin) << ".." << name(end - 1) << "]";
+  return os.str();
+}
+
+bool chain_link(const MemoptSegment& s) {
+  return s.checkpoint && (s.pieces == 1 || (s.axis == SplitAxis::Batch && s.forward_in_pieces));
+}
+
+std::string piece_chain_problem(Stage& stage, const PieceChain& ch) {
+  if (ch.end > stage.size() || ch.begin + 2 > ch.end) return "a chain needs two or more units of the stage";
+  if (ch.pieces < 2) return "a chain runs in two or more pieces";
+  bool one_chunk = false;
+  for (size_t c = 0; c < stage.chunks(); ++c) {
+    const auto [b, e] = stage.chunk_local(c);
+    one_chunk = one_chunk || (b <= ch.begin && ch.end <= e);
+  }
+  if (!one_chunk) return "its units are not in one chunk of the stage";
+  for (size_t k = ch.begin; k < ch.end; ++k) {
+    Unit& u = stage.unit(k);
+    if (u.memopt().empty()) return "unit " + std::to_string(k) + " is not checkpointed";
+    for (const MemoptSegment& s : u.memopt())
+      if (!chain_link(s)) return "unit " + std::to_string(k) + " has a segment not checkpointed, or in pieces in backward";
+    if (!splittable(u, 0, u.size(), SplitAxis::Batch)) return "unit " + std::to_string(k) + " cannot run in sample pieces";
+  }
+  return "";
+}
+
+namespace {
+
+// One pass over the pieces: each recomputed from the chain's input through every unit, then its
+// rows of dy back until a batch norm's sums pass stops it (nullptr: to the input; the pieces of
+// the input gradient are written into *dx).
+void chain_pass(Stage& stage, const PieceChain& ch, const Tensor& dy, const Ctx& c, Tensor* dx) {
+  const int64_t N = dy.dim(1);
+  const int P = static_cast<int>(std::min<int64_t>(ch.pieces, std::max<int64_t>(N, 1)));
+  for (int p = 0; p < P; ++p) {
+    const auto [b, e] = piece_range(N, P, p);
+    Ctx cp = c;
+    cp.sample_offset += b;  // dropout masks by global sample index
+    SlotCapture capture;    // what the layers kept for this piece (and B's kept dy in a sums pass)
+    Tensor h = stage.unit(ch.begin).chain_input_piece(c.slot, b, e);  // [T, e-b, ...chain input]
+    for (size_t k = ch.begin; k < ch.end; ++k) h = stage.unit(k).chain_recompute(h, cp);
+    h = Tensor();
+    cp.dy_owned = true;  // a copy of dy's rows: ours
+    Tensor g = piece_of(dy, SplitAxis::Batch, b, e);  // [T, e-b, ...chain output]
+    for (size_t k = ch.end; k-- > ch.begin && g.defined();) g = stage.unit(k).chain_backward(g, cp);
+    capture.release_all();
+    if (!dx) continue;
+    if (!dx->defined()) {
+      Shape s = g.shape();
+      s[1] = N;
+      *dx = Tensor::empty(s, g.dtype(), g.device());  // [T, N, ...chain input]
+    }
+    put_piece(*dx, g, SplitAxis::Batch, b, e);
+  }
+}
+
+}  // namespace
+
+Tensor piece_chain_backward(Stage& stage, const PieceChain& ch, const Tensor& dy, Ctx& ctx, UnitHooks* hooks) {
+  Unit& last = stage.unit(ch.end - 1);
+  ProbeRegion region(&last, last.memopt().size() - 1, false, dy.device());  // measured as its last segment's
+  if (hooks)
+    for (size_t k = ch.end; k-- > ch.begin;) hooks->before_backward(k);
+  std::vector<BatchNorm*> bns;  // forward order
+  for (size_t k = ch.begin; k < ch.end; ++k)
+    for (BatchNorm* bn : stage.unit(k).batch_norms()) bns.push_back(bn);
+  Ctx c = ctx;
+  c.recompute = true;
+  c.bn_split = true;
+  c.time_grad_carry = false;
+  Tensor dx = backward_in_pieces(bns, c, [&](const Ctx& cp, Tensor* out) { chain_pass(stage, ch, dy, cp, out); });
+  for (size_t k = ch.begin; k < ch.end; ++k) stage.unit(k).chain_release(ctx.slot);
+  if (hooks && !ctx.split_wgrad)
+    for (size_t k = ch.end; k-- > ch.begin;) hooks->after_backward(k);
+  return dx;  // [T, N, ...chain input]
+}
+
+}  // namespace sm
