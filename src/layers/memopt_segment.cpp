@@ -365,12 +365,19 @@ Tensor Sequential::split_backward(const MemoptSegment& seg, KeptSegment& kept, c
 
 // ---- a link of a piece chain -------------------------------------------------------------------
 
+void Sequential::chain_keep_input(int slot, const Tensor& x) {
+  SM_CHECK(!segments_.empty() && segments_.front().checkpoint, "memopt chain: unit '" << name_ << "' keeps no input");
+  KeptSegment& kept = memopt_state().kept(slot, segments_.size())[0];
+  kept = KeptSegment();
+  kept.input = KeptInput::keep(x, segments_.front().compress);
+}
+
 Tensor Sequential::chain_input_piece(int slot, int64_t b, int64_t e) {
   SM_CHECK(!segments_.empty() && segments_.front().checkpoint, "memopt chain: unit '" << name_ << "' keeps no input");
   return memopt_state().kept(slot, segments_.size())[0].input.restore_piece(SplitAxis::Batch, b, e);
 }
 
-Tensor Sequential::chain_recompute(const Tensor& x, Ctx& ctx) {
+Tensor Sequential::chain_piece_forward(const Tensor& x, Ctx& ctx) {
   MemoptSegment all;
   all.end = layers_.size();
   for (Neuron* n : leaves_of<Neuron>(layers_, all)) n->set_membrane(Tensor());

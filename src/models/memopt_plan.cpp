@@ -58,7 +58,7 @@ const PieceChain* MemoptConfig::chain_of(size_t k) const {
   return nullptr;
 }
 
-MemoptConfig chain_all(Stage& stage, MemoptConfig c, int pieces) {
+MemoptConfig chain_all(Stage& stage, MemoptConfig c, int pieces, bool forward_in_pieces) {
   const auto linkable = [&](size_t k) {
     if (c.units[k].empty() || !splittable(stage.unit(k), 0, stage.unit(k).size(), SplitAxis::Batch)) return false;
     for (const MemoptSegment& s : c.units[k])
@@ -71,7 +71,7 @@ MemoptConfig chain_all(Stage& stage, MemoptConfig c, int pieces) {
     for (size_t k = b; k < e;) {
       size_t end = k;
       while (end < e && linkable(end)) ++end;
-      if (end >= k + 2) c.chains.push_back(PieceChain{k, end, pieces});
+      if (end >= k + 2) c.chains.push_back(PieceChain{k, end, pieces, forward_in_pieces});
       k = std::max(end, k + 1);
     }
   }

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "spikemesh/core/allocator.h"
 #include "spikemesh/layers/batchnorm.h"
 #include "spikemesh/layers/memopt_probe.h"
 #include "spikemesh/layers/slot_store.h"
@@ -18,7 +19,7 @@ std::string PieceChain::describe(Stage& stage) const {
   const auto name = [&](size_t k) {
     return stage.unit(k).name().empty() ? "unit " + std::to_string(stage.global_index(k)) : stage.unit(k).name();
   };
-  os << "chain n/" << pieces << " [" << name(begin) << ".." << name(end - 1) << "]";
+  os << "chain n/" << pieces << (forward_in_pieces ? "" : " bwd") << " [" << name(begin) << ".." << name(end - 1) << "]";
   return os.str();
 }
 
@@ -59,7 +60,7 @@ void chain_pass(Stage& stage, const PieceChain& ch, const Tensor& dy, const Ctx&
     cp.sample_offset += b;  // dropout masks by global sample index
     SlotCapture capture;    // what the layers kept for this piece (and B's kept dy in a sums pass)
     Tensor h = stage.unit(ch.begin).chain_input_piece(c.slot, b, e);  // [T, e-b, ...chain input]
-    for (size_t k = ch.begin; k < ch.end; ++k) h = stage.unit(k).chain_recompute(h, cp);
+    for (size_t k = ch.begin; k < ch.end; ++k) h = stage.unit(k).chain_piece_forward(h, cp);
     h = Tensor();
     cp.dy_owned = true;  // a copy of dy's rows: ours
     Tensor g = piece_of(dy, SplitAxis::Batch, b, e);  // [T, e-b, ...chain output]
@@ -75,16 +76,83 @@ void chain_pass(Stage& stage, const PieceChain& ch, const Tensor& dy, const Ctx&
   }
 }
 
+// Every batch norm of the chain, forward order.
+std::vector<BatchNorm*> batch_norms_of(Stage& stage, const PieceChain& ch) {
+  std::vector<BatchNorm*> bns;
+  for (size_t k = ch.begin; k < ch.end; ++k)
+    for (BatchNorm* bn : stage.unit(k).batch_norms()) bns.push_back(bn);
+  return bns;
+}
+
+// One forward pass over the pieces of x through the chain; an undefined tensor (a moments pass's
+// batch norm took its moments) stops a piece. `y`: the pieces' outputs written into it (nullptr:
+// none kept); `dropped`: the bytes the layers saved and the pass released.
+void forward_pass(Stage& stage, const PieceChain& ch, const Tensor& x, const Ctx& c, Tensor* y, size_t* dropped) {
+  const int64_t N = x.dim(1);
+  const int P = static_cast<int>(std::min<int64_t>(ch.pieces, std::max<int64_t>(N, 1)));
+  bool binary = true;
+  for (int p = 0; p < P; ++p) {
+    const auto [b, e] = piece_range(N, P, p);
+    Ctx cp = c;
+    cp.sample_offset += b;             // dropout masks by global sample index
+    cp.accumulate_stats = y && p > 0;  // firing statistics over the whole batch
+    SlotCapture capture;
+    Tensor h = piece_of(x, SplitAxis::Batch, b, e);  // [T, e-b, ...chain input]
+    for (size_t k = ch.begin; k < ch.end && h.defined(); ++k) h = stage.unit(k).chain_piece_forward(h, cp);
+    const size_t before = allocator_for(x.device()).current_bytes();
+    capture.release_all();  // recomputed in backward
+    if (dropped) *dropped += before - std::min(before, allocator_for(x.device()).current_bytes());
+    if (!y) continue;
+    if (!y->defined()) {
+      Shape s = h.shape();
+      s[1] = N;
+      *y = Tensor::empty(s, h.dtype(), h.device());  // [T, N, ...chain output]
+    }
+    put_piece(*y, h, SplitAxis::Batch, b, e);
+    binary = binary && h.is_binary();
+  }
+  if (y) y->set_binary(binary);
+}
+
 }  // namespace
+
+Tensor piece_chain_forward(Stage& stage, const PieceChain& ch, const Tensor& x, Ctx& ctx, UnitHooks* hooks) {
+  Unit& first = stage.unit(ch.begin);
+  ProbeRegion region(&first, 0, true, x.device());  // measured as its first segment's
+  if (hooks)
+    for (size_t k = ch.begin; k < ch.end; ++k) hooks->before_forward(k, ctx.training);
+  first.chain_keep_input(ctx.slot, x);
+  Ctx c = ctx;
+  c.checkpointed = true;
+  c.bn_split = true;
+  // One pass per batch norm: the pieces up to it add its input's moments (earlier ones
+  // normalise with the statistics just finished).
+  for (BatchNorm* bn : batch_norms_of(stage, ch)) {
+    Ctx cm = c;
+    cm.recompute = true;
+    cm.bn_moments_for = bn;
+    forward_pass(stage, ch, x, cm, nullptr, nullptr);
+    bn->finish_split_moments(cm);  // running statistics moved once (collective over ctx.bn_sync)
+  }
+  Tensor y;
+  size_t dropped = 0;
+  forward_pass(stage, ch, x, c, &y, &dropped);
+  if (SegmentMeasure* m = region.measure()) {
+    m->saved = std::max(m->saved, dropped);
+    m->in_bytes = std::max(m->in_bytes, x.nbytes());
+    m->out_bytes = std::max(m->out_bytes, y.nbytes());
+  }
+  if (hooks)
+    for (size_t k = ch.begin; k < ch.end; ++k) hooks->after_forward(k, ctx.training);
+  return y;  // [T, N, ...chain output]
+}
 
 Tensor piece_chain_backward(Stage& stage, const PieceChain& ch, const Tensor& dy, Ctx& ctx, UnitHooks* hooks) {
   Unit& last = stage.unit(ch.end - 1);
   ProbeRegion region(&last, last.memopt().size() - 1, false, dy.device());  // measured as its last segment's
   if (hooks)
     for (size_t k = ch.end; k-- > ch.begin;) hooks->before_backward(k);
-  std::vector<BatchNorm*> bns;  // forward order
-  for (size_t k = ch.begin; k < ch.end; ++k)
-    for (BatchNorm* bn : stage.unit(k).batch_norms()) bns.push_back(bn);
+  const std::vector<BatchNorm*> bns = batch_norms_of(stage, ch);
   Ctx c = ctx;
   c.recompute = true;
   c.bn_split = true;

@@ -81,6 +81,12 @@ const PieceChain* Stage::chain_ending_at(size_t k) const {
   return nullptr;
 }
 
+const PieceChain* Stage::chain_starting_at(size_t k) const {
+  for (const PieceChain& ch : chains_)
+    if (ch.begin == k) return &ch;
+  return nullptr;
+}
+
 bool Stage::in_chain(size_t k) const {
   for (const PieceChain& ch : chains_)
     if (ch.begin <= k && k < ch.end) return true;
@@ -115,6 +121,12 @@ Tensor Stage::forward_chunk(size_t c, const Tensor& x, Ctx& ctx, UnitHooks* hook
   }
   Tensor h = x;  // [T, N, ...]
   for (size_t k = b; k < e; ++k) {
+    const PieceChain* ch = chain_starting_at(k);
+    if (ch && ch->forward_in_pieces && ctx.training) {  // its units together, in pieces
+      h = piece_chain_forward(*this, *ch, h, ctx, hooks);
+      k = ch->end - 1;
+      continue;
+    }
     if (hooks) hooks->before_forward(k, ctx.training);
     h = unit(k).forward(h, ctx);
     if (hooks) hooks->after_forward(k, ctx.training);

@@ -40,10 +40,11 @@ int forward_pieces_of(const MemoptSegment* s) { return s && !s->forward_in_piece
 // latter two.
 constexpr double kSplitForwards = 3.5;
 constexpr double kBackwardSplitForwards = 1.4;
-// `chained`: a link of a piece chain, whose backward the chain's cost counts.
-double split_forwards(const MemoptSegment* s, bool chained) {
-  if (pieces_of(s) == 1) return 0.0;
-  if (chained) return kSplitForwards - kBackwardSplitForwards;  // pieces in forward
+// `chain`: the piece chain it is a link of, whose costs chain_ms counts (its own pieces, in
+// forward, count only when the chain's forward is the units' own).
+double split_forwards(const MemoptSegment* s, const PieceChain* chain) {
+  if (pieces_of(s) == 1 || (chain && chain->forward_in_pieces)) return 0.0;
+  if (chain) return kSplitForwards - kBackwardSplitForwards;  // pieces in forward
   return s->forward_in_pieces ? kSplitForwards : kBackwardSplitForwards;
 }
 
@@ -67,12 +68,35 @@ PieceModel piece_model(double measured, size_t whole, double pieces, const doubl
   return m;
 }
 
+// The measured step's segments, with the links of a chain of `config` (measured as one region)
+// and any segment it did not measure taken from the level-1 step (`from_level1` marks them).
+MemoptTrial merged(Stage& stage, const MemoptTrial& measured, const MemoptConfig& config, const MemoptTrial& level1,
+                   std::vector<bool>& from_level1) {
+  from_level1.assign(measured.segs.size(), false);
+  if (&measured == &level1 || config.chains.empty()) return measured;
+  MemoptTrial t = measured;
+  t.segs.clear();
+  from_level1.clear();
+  for (const SegmentMeasure& l : level1.segs) {
+    const int k = unit_index(stage, l.unit);
+    const SegmentMeasure* m = find(measured, l.unit, l.segment);
+    const bool use_l1 = !m || (k >= 0 && config.chain_of(static_cast<size_t>(k)));
+    t.segs.push_back(use_l1 ? l : *m);
+    t.segs.back().order = l.order;
+    from_level1.push_back(use_l1);
+  }
+  return t;
+}
+
 }  // namespace
 
 MemoptPredictor::MemoptPredictor(Stage& stage, const MemoptTrial& measured, const MemoptConfig& config,
                                  const MemoptTrial& level1, double inflight, double steps)
-    : m_(measured), config_(config), inflight_(inflight), steps_(std::max(1.0, steps)) {
-  for (const SegmentMeasure& m : m_.segs) {
+    : config_(config), inflight_(inflight), steps_(std::max(1.0, steps)) {
+  std::vector<bool> from_level1;
+  m_ = merged(stage, measured, config, level1, from_level1);
+  for (size_t j = 0; j < m_.segs.size(); ++j) {
+    const SegmentMeasure& m = m_.segs[j];
     SegmentRef r{unit_index(stage, m.unit), m.segment};
     refs_.push_back(r);
     const SegmentMeasure* l1 = find(level1, m.unit, m.segment);
@@ -84,18 +108,15 @@ MemoptPredictor::MemoptPredictor(Stage& stage, const MemoptTrial& measured, cons
     if (s)
       for (size_t i = s->begin; i < s->end; ++i) bns += count_batch_norms(stage.unit(r.unit).at(i));
     batch_norms_.push_back(bns);
-    const double f0 = forward_pieces_of(s), p0 = pieces_of(s);
+    // A level-1 measure is of one piece whatever `config` says.
+    const double f0 = from_level1[j] ? 1.0 : forward_pieces_of(s), p0 = from_level1[j] ? 1.0 : pieces_of(s);
     const double f1 = l1 ? transient(l1->forward_peak, l1->forward_base) : 0.0;
     const double b1 = l1 ? transient(l1->backward_peak, l1->backward_base) : 0.0;
     const bool two = l1 && &level1 != &measured;
     forward_.push_back(piece_model(transient(m.forward_peak, m.forward_base), m.out_bytes + m.forward_workspace, f0,
                                    two && f0 > 1 ? &f1 : nullptr));
-    // A unit of a chain when measured: its own backward was not (the chain's was): level 1's.
-    const bool chained = r.unit >= 0 && config.chain_of(static_cast<size_t>(r.unit)) && l1;
-    const SegmentMeasure& b = chained ? *l1 : m;
-    backward_.push_back(piece_model(transient(b.backward_peak, b.backward_base), b.in_bytes + b.backward_workspace,
-                                    chained ? 1.0 : p0, two && p0 > 1 && !chained ? &b1 : nullptr));
-    backward_workspace_.push_back(static_cast<double>(b.backward_workspace));
+    backward_.push_back(piece_model(transient(m.backward_peak, m.backward_base), m.in_bytes + m.backward_workspace, p0,
+                                    two && p0 > 1 ? &b1 : nullptr));
   }
 }
 
@@ -105,6 +126,21 @@ std::vector<size_t> MemoptPredictor::members(const PieceChain& ch) const {
     if (refs_[i].unit >= static_cast<int>(ch.begin) && refs_[i].unit < static_cast<int>(ch.end)) out.push_back(i);
   std::sort(out.begin(), out.end(), [&](size_t a, size_t b) { return m_.segs[a].order < m_.segs[b].order; });
   return out;
+}
+
+void MemoptPredictor::chain_forward_peaks(const PieceChain& ch, std::vector<double>& forward) const {
+  const std::vector<size_t> links = members(ch);
+  if (links.empty() || !ch.forward_in_pieces) return;
+  const size_t first = links.front(), last = links.back();
+  const double P = ch.pieces;
+  // The chain's input (in the base of its first forward) and output whole; one piece of every
+  // link's input and transient (its output included).
+  const double base = static_cast<double>(m_.segs[first].forward_base) + m_.segs[last].out_bytes;
+  for (size_t i : links) {
+    const double whole = forward_[i].fixed + forward_[i].per_piece, ws = m_.segs[i].forward_workspace;
+    const double own = std::max(0.0, whole - ws) + (i == first ? 0.0 : m_.segs[i].in_bytes);
+    forward[i] = base + ws + own / P;
+  }
 }
 
 void MemoptPredictor::chain_backward_peaks(const PieceChain& ch, std::vector<double>& backward) const {
@@ -118,7 +154,7 @@ void MemoptPredictor::chain_backward_peaks(const PieceChain& ch, std::vector<dou
                       static_cast<double>(m_.segs[top].out_bytes) / P;
   double below = 0;
   for (size_t i : links) {
-    const double whole = backward_[i].fixed + backward_[i].per_piece, ws = backward_workspace_[i];
+    const double whole = backward_[i].fixed + backward_[i].per_piece, ws = m_.segs[i].backward_workspace;
     const double own = std::max(0.0, whole - ws - (i == first ? m_.segs[first].in_bytes : 0.0));
     backward[i] = base + ws + (own + below) / P;
     below += saved_[i];
@@ -129,10 +165,14 @@ double MemoptPredictor::chain_ms(const PieceChain& ch) const {
   const std::vector<size_t> links = members(ch);
   double all = 0, ms = 0;
   for (size_t i : links) all += m_.segs[i].forward_ms;
-  double above = all;
+  double above = all, below = 0;
   for (size_t i : links) {  // per batch norm: the chain recomputed, its backward down to it
-    above -= m_.segs[i].forward_ms;
-    ms += batch_norms_[i] * (all + 2.0 * above + (kBackwardSplitForwards - 1.0) * m_.segs[i].forward_ms);
+    const double own = m_.segs[i].forward_ms;
+    above -= own;
+    ms += batch_norms_[i] * (all + 2.0 * above + (kBackwardSplitForwards - 1.0) * own);
+    // in forward, a moments pass through the links up to it
+    if (ch.forward_in_pieces) ms += batch_norms_[i] * (below + (kSplitForwards - kBackwardSplitForwards) * own);
+    below += own;
   }
   return ms;
 }
@@ -149,8 +189,8 @@ double MemoptPredictor::keep_whole_bytes(size_t i) const {
 
 std::vector<double> MemoptPredictor::segment_peaks(const MemoptConfig& c) const {
   const size_t n = m_.segs.size();
-  std::vector<double> peak(n, 0.0), shift(n, 0.0), backward(n, -1.0);  // -1: not in a chain
-  for (const PieceChain& ch : c.chains) chain_backward_peaks(ch, backward);
+  std::vector<double> peak(n, 0.0), shift(n, 0.0), forward(n, -1.0), backward(n, -1.0);  // -1: not chained
+  for (const PieceChain& ch : c.chains) chain_forward_peaks(ch, forward), chain_backward_peaks(ch, backward);
   for (size_t i = 0; i < n; ++i) {
     const SegmentMeasure& m = m_.segs[i];
     const auto membrane_bytes = [&](const MemoptSegment* g) {
@@ -161,7 +201,9 @@ std::vector<double> MemoptPredictor::segment_peaks(const MemoptConfig& c) const 
     const MemoptSegment* was = in(config_, i);
     const MemoptSegment* now = in(c, i);
     const double f1 = forward_pieces_of(now), p1 = pieces_of(now);
-    peak[i] = std::max(static_cast<double>(m.forward_base) + forward_[i].fixed + forward_[i].per_piece / f1,
+    peak[i] = std::max(forward[i] >= 0 ? forward[i]
+                                       : static_cast<double>(m.forward_base) + forward_[i].fixed +
+                                             forward_[i].per_piece / f1,
                        backward[i] >= 0 ? backward[i]
                                         : static_cast<double>(m.backward_base) + backward_[i].fixed +
                                               backward_[i].per_piece / p1);

@@ -96,20 +96,24 @@ std::string unit_name(Stage& stage, int k) {
   return stage.unit(k).name().empty() ? "unit " + std::to_string(stage.global_index(k)) : stage.unit(k).name();
 }
 
+// Per unit and segment of `c` in stage order, what `t` measured of it (a piece chain's forward
+// is measured as its first segment's, its backward as its last's; its other links show zeros).
 std::vector<MemoptSegmentReport> report_of(Stage& stage, const MemoptConfig& c, const MemoptTrial& t) {
   std::vector<MemoptSegmentReport> out;
-  for (const SegmentMeasure& m : t.segs) {
-    const int k = unit_index(stage, m.unit);
-    if (k < 0 || m.segment >= c.units[k].size()) continue;
-    const MemoptSegment& s = c.units[k][m.segment];
-    MemoptSegmentReport r;
-    r.unit = unit_name(stage, k);
-    r.begin = s.begin, r.end = s.end, r.choice = s.describe();
-    if (const PieceChain* ch = c.chain_of(k)) r.choice += ", " + ch->describe(stage);
-    r.saved_mb = m.saved / kMiB, r.kept_mb = m.kept / kMiB;
-    r.forward_peak_mb = m.forward_peak / kMiB, r.backward_peak_mb = m.backward_peak / kMiB, r.forward_ms = m.forward_ms;
-    out.push_back(r);
-  }
+  for (size_t k = 0; k < c.units.size(); ++k)
+    for (size_t i = 0; i < c.units[k].size(); ++i) {
+      const MemoptSegment& s = c.units[k][i];
+      MemoptSegmentReport r;
+      r.unit = unit_name(stage, static_cast<int>(k));
+      r.begin = s.begin, r.end = s.end, r.choice = s.describe();
+      if (const PieceChain* ch = c.chain_of(k)) r.choice += ", " + ch->describe(stage);
+      for (const SegmentMeasure& m : t.segs)
+        if (unit_index(stage, m.unit) == static_cast<int>(k) && m.segment == i) {
+          r.saved_mb = m.saved / kMiB, r.kept_mb = m.kept / kMiB, r.forward_ms = m.forward_ms;
+          r.forward_peak_mb = m.forward_peak / kMiB, r.backward_peak_mb = m.backward_peak / kMiB;
+        }
+      out.push_back(r);
+    }
   return out;
 }
 
@@ -254,8 +258,9 @@ std::vector<MemoptConfig> Search::sample_splits(const MemoptConfig& c, size_t un
                                                 bool backward_only) const {
   std::vector<MemoptConfig> out;
   const MemoptSegment& s = c.units[unit][seg];
-  if (c.chain_of(unit)) {  // its backward runs in the chain's pieces: more pieces in forward only
-    const int64_t N = micro_.front().x.dim(1);
+  if (const PieceChain* ch = c.chain_of(unit)) {  // its backward runs in the chain's pieces
+    if (ch->forward_in_pieces) return out;         // and its forward too
+    const int64_t N = micro_.front().x.dim(1);     // more pieces in its own forward
     const int pieces = s.pieces > 1 ? 2 * s.pieces : 2;
     if (s.checkpoint && pieces <= N && splittable(stage_.unit(unit), s.begin, s.end, SplitAxis::Batch)) {
       out.push_back(c);
@@ -334,14 +339,15 @@ bool Search::add_chain(MemoptConfig& c, const PieceChain& ch) const {
     for (const MemoptSegment& s : c.units[k])
       if (!s.checkpoint) return false;
   }
-  for (size_t k = ch.begin; k < ch.end; ++k)  // pieces in forward stay; the backward is the chain's
+  for (size_t k = ch.begin; k < ch.end; ++k)  // pieces of their own in forward stay unless the chain's replace them
     for (MemoptSegment& s : c.units[k])
-      if (!chain_link(s)) s.pieces = 1, s.forward_in_pieces = true;
+      if (!chain_link(s) || ch.forward_in_pieces) s.pieces = 1, s.forward_in_pieces = true;
   c.chains.push_back(ch);
   return true;
 }
 
-// Piece chains of 2 to 4 units in 2, 4 or 8 pieces, each followed by the sample pieces that
+// Piece chains of 2 to 4 units in 2, 4 or 8 pieces, in both passes or in backward only, each
+// followed by the sample pieces that
 // then lower the prediction: the one with the lowest predicted peak while it is lower by more
 // than 1%; `stop_at` > 0 (a budget) stops once the prediction is under it.
 MemoptConfig Search::add_chains(const MemoptPredictor& p, MemoptConfig c, double stop_at) const {
@@ -353,13 +359,14 @@ MemoptConfig Search::add_chains(const MemoptPredictor& p, MemoptConfig c, double
       const auto [b, e] = stage_.chunk_local(h);
       for (size_t k = b; k + 1 < e; ++k)
         for (size_t len = 2; len <= 4 && k + len <= e; ++len)
-          for (int pieces : {2, 4, 8}) {
-            MemoptConfig next = c;
-            if (pieces > N || !add_chain(next, PieceChain{k, k + len, pieces})) continue;
-            next = add_sample_pieces(p, next, stop_at);
-            const double peak = p.peak(next);
-            if (peak < best_peak) best = next, best_peak = peak;
-          }
+          for (int pieces : {2, 4, 8})
+            for (bool forward : {false, true}) {  // the cheaper first: a tie keeps it
+              MemoptConfig next = c;
+              if (pieces > N || !add_chain(next, PieceChain{k, k + len, pieces, forward})) continue;
+              next = add_sample_pieces(p, next, stop_at);
+              const double peak = p.peak(next);
+              if (peak < best_peak) best = next, best_peak = peak;
+            }
     }
     if (best.units.empty()) break;
     c = best;

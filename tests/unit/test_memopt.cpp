@@ -84,8 +84,9 @@ struct Split {
   int pieces = 1;
   SplitAxis axis = SplitAxis::Time;
   bool forward_in_pieces = true;  // false: only the backward in pieces
-  bool chain = false;  // consecutive units chained in `pieces` sample pieces (forward_in_pieces: their
-                       // segments' forward in as many pieces too)
+  bool chain = false;        // consecutive units chained in `pieces` sample pieces (forward_in_pieces:
+                             // the chain's forward too)
+  bool link_pieces = false;  // chain: its units' own forward in `pieces` sample pieces
 };
 
 MemRun train(const Case& c, int level, DType dt, int steps, bool split_wgrad = false, int accum = 1, Split split = {},
@@ -99,8 +100,8 @@ MemRun train(const Case& c, int level, DType dt, int steps, bool split_wgrad = f
   // pieces < 0: the level-0 reference of a pieces run (nothing split, the same comparison)
   if (split.pieces > 1 && split.chain) {
     MemoptConfig mc = layout.memopt();
-    if (split.forward_in_pieces) mc = split_all(layout.stage(), mc, split.pieces, SplitAxis::Batch, true);
-    layout.set_memopt(chain_all(layout.stage(), mc, split.pieces));
+    if (split.link_pieces) mc = split_all(layout.stage(), mc, split.pieces, SplitAxis::Batch, true);
+    layout.set_memopt(chain_all(layout.stage(), mc, split.pieces, split.forward_in_pieces));
   } else if (split.pieces > 1)
     layout.set_memopt(split_all(layout.stage(), layout.memopt(), split.pieces, split.axis, split.forward_in_pieces));
   split.pieces = std::abs(split.pieces);
@@ -172,7 +173,7 @@ void expect_same(const Case& c, int steps, bool split_wgrad = false, int accum =
   const MemRun got = train(c, 1, DType::F64, steps, split_wgrad, accum, split);
   const std::string what = c.model + (split_wgrad ? " (B/W split)" : "") + (accum > 1 ? " (2 microbatches)" : "") +
                            (split.pieces > 1 ? (split.axis == SplitAxis::Time ? " t/" : " n/") + std::to_string(split.pieces) : "") +
-                           (split.forward_in_pieces ? "" : " in backward only") + (split.chain ? ", chained" : "");
+                           (split.forward_in_pieces ? "" : " in backward only") + (split.chain ? ", chained" : "") + (split.link_pieces ? " (units' forward in pieces)" : "");
   EXPECT_GT(got.checkpointed_segments, 0) << what;
   if (split.chain) {
     EXPECT_GE(got.chained_units, 2) << what << ": no chain was made";
@@ -251,13 +252,16 @@ TEST(Memopt, BackwardOnlySamplePiecesEqualLevel0) {
 }
 // Piece chains: consecutive units' backward over the same sample pieces, the gradient between
 // them never whole (residual blocks inside Spikformer's units; dropout in the VGG's classifier).
-// The links' forward whole, or in sample pieces of their own (moments passes) before it.
+// The chain's forward in pieces too (its moments passes through the units), or the units' own
+// forward (whole, or in sample pieces of their own) and the chain's backward.
 TEST(Memopt, PieceChainsEqualLevel0) {
+  expect_same(kCsnn, 20, false, 1, Split{2, SplitAxis::Batch, true, true});
   expect_same(kCsnn, 20, false, 1, Split{2, SplitAxis::Batch, false, true});
+  expect_same(kSformerCifar, 20, false, 1, Split{4, SplitAxis::Batch, true, true});
   expect_same(kSformerCifar, 20, false, 1, Split{4, SplitAxis::Batch, false, true});
-  expect_same(kSformerCifar, 20, false, 1, Split{2, SplitAxis::Batch, true, true});
-  expect_same(kSformerCifar, 20, /*split_wgrad=*/true, /*accum=*/2, Split{2, SplitAxis::Batch, false, true});
-  expect_same(kCsnn, 20, /*split_wgrad=*/true, /*accum=*/2, Split{2, SplitAxis::Batch, true, true});
+  expect_same(kSformerCifar, 20, false, 1, Split{2, SplitAxis::Batch, false, true, true});
+  expect_same(kSformerCifar, 20, /*split_wgrad=*/true, /*accum=*/2, Split{2, SplitAxis::Batch, true, true});
+  expect_same(kCsnn, 20, /*split_wgrad=*/true, /*accum=*/2, Split{2, SplitAxis::Batch, false, true, true});
   if (kVggSteps > 0)
     expect_same(Case{"cifar10dvs_vgg", {}, 2, 2, 0.25, 0}, std::min(4, kVggSteps), false, 1,
                 Split{2, SplitAxis::Batch, true, true});

@@ -33,12 +33,14 @@ class Sequential : public Layer {
   void set_memopt(std::vector<MemoptSegment> segments);
   const std::vector<MemoptSegment>& memopt() const { return segments_; }
 
-  // A link of a memopt piece chain (models/piece_chain.h; every segment checkpointed in one
-  // piece): rows [b, e) of the samples its first segment kept (slot), its children's forward
-  // again on such a piece (ctx.recompute; neurons from rest), their backward, its kept inputs
-  // dropped, and every batch norm below it (forward order).
+  // A link of a memopt piece chain (models/piece_chain.h; every segment checkpointed): the
+  // chain's input kept as its first segment's (slot; as bits when binary and that segment
+  // compresses), rows [b, e) of the samples its first segment kept, its children's forward on a
+  // piece (neurons from rest), their backward, its kept inputs dropped, and every batch norm
+  // below it (forward order).
+  void chain_keep_input(int slot, const Tensor& x);
   Tensor chain_input_piece(int slot, int64_t b, int64_t e);
-  Tensor chain_recompute(const Tensor& x, Ctx& ctx);
+  Tensor chain_piece_forward(const Tensor& x, Ctx& ctx);
   Tensor chain_backward(const Tensor& dy, Ctx& ctx) { return backward_children(0, layers_.size(), dy, ctx); }
   void chain_release(int slot);
   std::vector<BatchNorm*> batch_norms();

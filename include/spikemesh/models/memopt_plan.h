@@ -55,7 +55,7 @@ MemoptConfig split_all(Stage& stage, MemoptConfig c, int pieces, SplitAxis axis,
 // `c` with every maximal run of two or more consecutive units of one chunk whose segments are
 // all chain links and that can form a
 // piece chain (models/piece_chain.h) chained in `pieces` sample pieces (tests, experiments).
-MemoptConfig chain_all(Stage& stage, MemoptConfig c, int pieces);
+MemoptConfig chain_all(Stage& stage, MemoptConfig c, int pieces, bool forward_in_pieces = true);
 // Sets every unit's segments (and clears units without), then the stage's chains.
 void apply_memopt(Stage& stage, const MemoptConfig& c);
 // One line per unit: "  features.1: ckpt+bits" or, for several segments, each "[b,e) choice";

@@ -2,9 +2,14 @@
 // chunk of a stage whose backward runs over sample pieces TOGETHER, so the gradient between
 // them is never whole — each piece's rows flow from the chain's last unit down to its first.
 //
-// Forward: the chain's units run as their segments say — every segment checkpointed (each
-// keeps its input, as bits when binary), whole or in sample pieces in forward (the batch
-// statistics kept either way); their backward is the chain's. Backward, when the loop reaches the chain's last
+// Forward (`forward_in_pieces`, the default): the chain's input runs per sample piece through
+// every unit of the chain, each piece's output rows written into the chain's whole output, so
+// no activation between the units is whole either; batch norm's batch statistics come first,
+// from one pass over the pieces per batch norm of the chain (each stopping at its batch norm,
+// ctx.bn_moments_for), and are kept for the recomputes; only the chain's input is kept (as bits
+// when binary). Without it, the units run as their segments say — every segment checkpointed
+// (each keeps its input), whole or in sample pieces of its own — and only the backward is the
+// chain's. Backward, when the loop reaches the chain's last
 // unit: per piece of samples, the first unit's kept input rows are recomputed through every
 // unit of the chain (ctx.recompute: the forward's batch statistics, neurons from rest), then
 // the piece's rows of dy run back through the units to the chain's input; batch norm needs the
@@ -34,7 +39,8 @@ struct Ctx;
 struct PieceChain {
   size_t begin = 0, end = 0;  // local units [begin, end) of the stage
   int pieces = 2;             // sample pieces (at most the microbatch's samples are used)
-  // "chain n/4 [features.1..features.3]"
+  bool forward_in_pieces = true;  // false: the units' own forward, the chain's backward
+  // "chain n/4 [features.1..features.3]"; "chain n/4 bwd [...]" (backward only)
   std::string describe(Stage& stage) const;
 };
 
@@ -44,6 +50,11 @@ bool chain_link(const MemoptSegment& s);
 // Whether `ch` satisfies the invariants above on `stage` as its units are configured now
 // (message: why not; empty when it does).
 std::string piece_chain_problem(Stage& stage, const PieceChain& ch);
+
+// The chain's forward in pieces (training, `forward_in_pieces`): x [T, N, ...input of unit
+// begin] -> [T, N, ...output of unit end-1]. Fires the hooks' before_forward for every unit of
+// the chain before and after_forward after. Collective like the units' own forward.
+Tensor piece_chain_forward(Stage& stage, const PieceChain& ch, const Tensor& x, Ctx& ctx, UnitHooks* hooks);
 
 // The chain's backward: dy [T, N, ...output of unit end-1] -> [T, N, ...input of unit begin].
 // Fires the hooks' before_backward for every unit of the chain (last first) before, and their

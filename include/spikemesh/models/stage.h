@@ -15,8 +15,9 @@
 // Backward split: with ctx.split_wgrad, backward_input (B) computes only input gradients and
 // backward_weight (W) later accumulates the parameter gradients; after_backward(k) then fires
 // after unit k's W. Without it, backward_input computes both and after_backward fires at once.
-// memopt piece chains (models/piece_chain.h): the backward loop runs a chain's units together
-// when it reaches its last unit; their W does nothing (the chain's backward accumulated it).
+// memopt piece chains (models/piece_chain.h): the forward loop runs a chain's units together
+// when it reaches its first unit (training, in pieces), the backward loop when it reaches its
+// last; their W does nothing (the chain's backward accumulated it).
 // Invariant: chunks are non-empty, ordered and disjoint.
 #pragma once
 #include <cstddef>
@@ -86,7 +87,8 @@ class Stage {
   std::vector<size_t> global_;       // model unit index of each local unit
   std::vector<size_t> chunk_begin_;  // local index where each chunk starts
   std::vector<PieceChain> chains_;   // ordered, disjoint
-  const PieceChain* chain_ending_at(size_t k) const;  // the chain whose last unit is k, if any
+  const PieceChain* chain_starting_at(size_t k) const;  // the chain whose first unit is k, if any
+  const PieceChain* chain_ending_at(size_t k) const;    // the chain whose last unit is k, if any
   bool in_chain(size_t k) const;
 };
 

@@ -20,12 +20,15 @@
 //                about 3.5 of the segment's forwards per batch norm (measured: a partial forward
 //                per batch norm in forward, a recompute and partial backward per batch norm in
 //                backward, and what running in pieces adds), pieces in backward only about 1.4.
-//  chains        (models/piece_chain.h) a chain's links see in backward the base of its top's
+//  chains        (models/piece_chain.h) a chain's links see in forward (in pieces) the base of
+//                its first's forward, the chain's output whole and one piece of their input and
+//                transient; in backward the base of its top's
 //                backward, the chain's input gradient whole, and one piece of dy's rows, of
 //                their own transient (their input gradient included) and of what the links
 //                below them recomputed; time: per batch norm, a recompute of the chain and a
 //                backward from its top down to that batch norm (≈ 2 forwards per segment above
-//                it, 0.4 of its own). A link measured inside a chain is predicted from level 1.
+//                it, 0.4 of its own), and in forward per batch norm a moments pass through the
+//                links up to it. A link measured inside a chain is predicted from level 1.
 // `saved` and `kept` of a segment come from the step where it was checkpointed (level 1), so
 // one level-1 measurement predicts every configuration.
 // Invariant: a prediction never changes the layout; it is a pure function of its inputs.
@@ -86,16 +89,17 @@ class MemoptPredictor {
  private:
   const MemoptSegment* in(const MemoptConfig& c, size_t i) const;
   std::vector<size_t> members(const PieceChain& ch) const;  // its measured segments, forward order
-  // The backward peaks of a chain's segments (into `backward`, by measured index), its extra ms.
+  // The forward / backward peaks of a chain's segments (into `forward` / `backward`, by
+  // measured index), its extra ms.
+  void chain_forward_peaks(const PieceChain& ch, std::vector<double>& forward) const;
   void chain_backward_peaks(const PieceChain& ch, std::vector<double>& backward) const;
   double chain_ms(const PieceChain& ch) const;
-  const MemoptTrial& m_;
+  MemoptTrial m_;  // the measured step (a chain's links and what it did not measure: level 1's)
   const MemoptConfig& config_;
   std::vector<SegmentRef> refs_;      // per measured segment
   std::vector<double> saved_, kept_;  // per measured segment, from the level-1 step
   std::vector<int> batch_norms_;      // per measured segment
   std::vector<PieceModel> forward_, backward_;  // per measured segment
-  std::vector<double> backward_workspace_;       // per measured segment
   double inflight_ = 1;
   double steps_ = 1;  // T of the measured batch
 };
