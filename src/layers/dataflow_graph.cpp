@@ -137,12 +137,14 @@ Tensor Graph::backward_input_cpu(const Tensor& dy, Ctx& ctx) {  // both devices
   slots.release(ctx.slot);  // W needs nothing of the graph's own
   CudaAllocLabel label("graph backward", &name_);
   const bool owned = ctx.dy_owned;  // its nodes' gradients are never written over (layers/layer.h)
+  const bool unused = ctx.input_grad_unused;  // and its nodes' input gradients are all made
   ctx.dy_owned = false;
+  ctx.input_grad_unused = false;
   struct Restore {
     Ctx& c;
-    bool v;
-    ~Restore() { c.dy_owned = v; }
-  } restore{ctx, owned};
+    bool v, u;
+    ~Restore() { c.dy_owned = v, c.input_grad_unused = u; }
+  } restore{ctx, owned, unused};
   std::vector<std::vector<Tensor>> grads(nodes_.size());  // [node][output], summed over uses
   for (size_t i = 0; i < nodes_.size(); ++i) grads[i].resize(static_cast<size_t>(nodes_[i].outputs));
   Tensor dinput;

@@ -320,7 +320,7 @@ void Sequential::split_pass(const MemoptSegment& seg, const KeptSegment& kept, c
     cp.dy_owned = seg.axis == SplitAxis::Batch;
     Tensor g = backward_children(seg.begin, seg.end, piece_of(dy, seg.axis, b, e), cp);
     capture.release_all();
-    if (dx) {
+    if (dx && g.defined()) {  // (undefined in a real pass: the model's input, ctx.input_grad_unused)
       if (!dx->defined()) {
         Shape s = g.shape();
         if (seg.axis == SplitAxis::Time) s[0] = dy.dim(0);

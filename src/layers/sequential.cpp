@@ -48,20 +48,32 @@ Tensor Sequential::forward_cpu(const Tensor& x, Ctx& ctx) {
 Tensor Sequential::backward_children(size_t begin, size_t end, const Tensor& dy, Ctx& ctx) {
   if (begin == end || !dy.defined()) return dy;
   const bool owned = ctx.dy_owned;  // the first child gets dy as the caller marked it
+  const bool unused = ctx.input_grad_unused;  // only the child that reads our input may skip its gradient
+  ctx.input_grad_unused = unused && end - 1 == begin;
   Tensor g = layers_[end - 1]->backward_input(dy, ctx);
   ctx.dy_owned = true;  // the others get this loop's own temporaries
-  for (size_t i = end - 1; i-- > begin && g.defined();) g = layers_[i]->backward_input(g, ctx);
+  for (size_t i = end - 1; i-- > begin && g.defined();) {
+    ctx.input_grad_unused = unused && i == begin;
+    g = layers_[i]->backward_input(g, ctx);
+  }
   ctx.dy_owned = owned;
+  ctx.input_grad_unused = unused;
   return g;
 }
 
 Tensor Sequential::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
   if (segments_.empty()) return backward_children(0, layers_.size(), dy, ctx);
   const bool owned = ctx.dy_owned;  // the last segment gets dy as the caller marked it
+  const bool unused = ctx.input_grad_unused;  // only the first segment may skip its input gradient
+  ctx.input_grad_unused = unused && segments_.size() == 1;
   Tensor g = segment_backward(segments_.back(), segments_.size() - 1, dy, ctx);
   ctx.dy_owned = true;  // the others get the loop's own temporaries
-  for (size_t s = segments_.size() - 1; s-- > 0;) g = segment_backward(segments_[s], s, g, ctx);
+  for (size_t s = segments_.size() - 1; s-- > 0;) {
+    ctx.input_grad_unused = unused && s == 0;
+    g = segment_backward(segments_[s], s, g, ctx);
+  }
   ctx.dy_owned = owned;
+  ctx.input_grad_unused = unused;
   return g;
 }
 
@@ -82,10 +94,12 @@ Tensor Residual::forward_cpu(const Tensor& x, Ctx& ctx) {  // both devices
 
 Tensor Residual::backward_input_cpu(const Tensor& dy, Ctx& ctx) {  // both devices
   // The identity branch reads dy after the body: the body never gets it as owned (layer.h).
-  const bool owned = ctx.dy_owned;
+  const bool owned = ctx.dy_owned, unused = ctx.input_grad_unused;
   ctx.dy_owned = false;
+  ctx.input_grad_unused = false;  // dy + the body's input gradient: it needs the latter
   Tensor g = Sequential::backward_input_cpu(dy, ctx);
   ctx.dy_owned = owned;
+  ctx.input_grad_unused = unused;
   if (!g.defined()) return g;  // a memopt sums pass stopped inside the body
   CudaAllocLabel label("residual backward", &name_);
   return layer_ops::add(dy, g, "residual backward");  // d/dx (x + f(x)) = dy + f'(x)ᵀ dy

@@ -64,9 +64,12 @@ void chain_pass(Stage& stage, const PieceChain& ch, const Tensor& dy, const Ctx&
     h = Tensor();
     cp.dy_owned = true;  // a copy of dy's rows: ours
     Tensor g = piece_of(dy, SplitAxis::Batch, b, e);  // [T, e-b, ...chain output]
-    for (size_t k = ch.end; k-- > ch.begin && g.defined();) g = stage.unit(k).chain_backward(g, cp);
+    for (size_t k = ch.end; k-- > ch.begin && g.defined();) {
+      cp.input_grad_unused = c.input_grad_unused && k == ch.begin;  // the model's input: no gradient
+      g = stage.unit(k).chain_backward(g, cp);
+    }
     capture.release_all();
-    if (!dx) continue;
+    if (!dx || !g.defined()) continue;
     if (!dx->defined()) {
       Shape s = g.shape();
       s[1] = N;

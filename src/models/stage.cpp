@@ -136,21 +136,24 @@ Tensor Stage::forward_chunk(size_t c, const Tensor& x, Ctx& ctx, UnitHooks* hook
 
 Tensor Stage::backward_input_chunk(size_t c, const Tensor& dy, Ctx& ctx, UnitHooks* hooks) {
   const auto [b, e] = chunk_local(c);
-  const bool owned = ctx.dy_owned;
+  const bool owned = ctx.dy_owned, unused = ctx.input_grad_unused;
   Tensor g;  // [T, N, ...] the gradient between units: the loop's own, written over where it can be
   for (size_t k = e; k-- > b;) {
     const Tensor& in = k + 1 < e ? g : dy;
     if (const PieceChain* ch = chain_ending_at(k)) {  // its units together, in pieces
+      ctx.input_grad_unused = unused && global_[ch->begin] == 0;
       g = piece_chain_backward(*this, *ch, in, ctx, hooks);
       k = ch->begin;
       continue;
     }
+    ctx.input_grad_unused = unused && global_[k] == 0;  // the model's input: its gradient is not wanted
     if (hooks) hooks->before_backward(k);
     ctx.dy_owned = k + 1 < e;  // the chunk's first gets the caller's dy, never written over
     g = unit(k).backward_input(in, ctx);
     if (hooks && !ctx.split_wgrad) hooks->after_backward(k);
   }
   ctx.dy_owned = owned;
+  ctx.input_grad_unused = unused;
   return g;  // [T, N, ...chunk input]
 }
 

@@ -220,7 +220,9 @@ MicroResult Layout::forward_backward(const MicroBatch& mb, Ctx& ctx, double loss
   r.forward_ms = t.ms();
   t.reset();
   Tensor dout = model_.loss->backward(loss_grad_scale, ctx.slot);  // [T, n, K]
+  ctx.input_grad_unused = true;  // nothing reads the model input's gradient
   stage_->backward_input(dout, ctx, grad_hooks());
+  ctx.input_grad_unused = false;
   if (ctx.split_wgrad) stage_->backward_weight(ctx, grad_hooks());
   if (last_micro)  // the accumulated partial sums, once per step
     finish_backward();

@@ -27,6 +27,11 @@ struct Ctx {
   // dy it passes is its own temporary (the previous child's result): a CPU elementwise backward
   // may then write dx over dy if no other handle shares its storage (layers/layer.h).
   bool dy_owned = false;
+  // Set by the stage's backward loop, when its caller asked (a training step), for the layers
+  // that read the model's input and are the first of their unit: nothing wants their input
+  // gradient, so a weight layer skips its data gradient and returns an undefined tensor (a
+  // composite passes it on to the child that reads its input; a Residual and a Graph do not).
+  bool input_grad_unused = false;
   // memopt (layers/memopt_segment.h): `checkpointed` marks the forward of a checkpointed
   // segment (its saved state is dropped afterwards; batch norm keeps its batch statistics so
   // that the recompute repeats them exactly); `recompute` marks that segment's forward again in

@@ -72,7 +72,8 @@ class Stage {
   // x: [T, N, ...] -> the stage's output [T, N, ...]; the first stage checks x against the
   // model's input shape (Input error naming the model). Runs every chunk in order (pp = 1).
   Tensor forward(const Tensor& x, Ctx& ctx, UnitHooks* hooks = nullptr);
-  // dy: gradient of the stage's output -> gradient of its input (see the header on W).
+  // dy: gradient of the stage's output -> gradient of its input (see the header on W); with
+  // ctx.input_grad_unused on the first stage, the model's input gets none (undefined).
   Tensor backward_input(const Tensor& dy, Ctx& ctx, UnitHooks* hooks = nullptr);
   // Only after a backward_input with ctx.split_wgrad: every unit's W, last unit first.
   void backward_weight(Ctx& ctx, UnitHooks* hooks = nullptr);

@@ -225,7 +225,9 @@ void PipelineRuntime::run_backward_input(const PpAction& a, StepState& st) {
   SM_CHECK(dy.defined(), "pipeline: " << to_text(a) << " has no output gradient");
   st.ctx.split_wgrad = a.kind == PpActionKind::B;
   if (a.kind == PpActionKind::BW) st.hooks.final_pass = ++st.backward_done[s] == st.M;
+  st.ctx.input_grad_unused = s == 0;  // the model's input: nothing reads its gradient
   Tensor dx = stage_.backward_input_chunk(static_cast<size_t>(s / schedule_.ranks), dy, st.ctx, &st.hooks);
+  st.ctx.input_grad_unused = false;
   if (s > 0) st.gout[st.idx(s, m)] = dx;  // [T, n, ...stage input]
   st.ctx.split_wgrad = false;
   synchronize(st.dev);
