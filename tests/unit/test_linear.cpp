@@ -2,7 +2,8 @@
 // odd and multi-block sizes) and the Linear kernels against the naive double reference
 // (tests/ref/linear_ref); GEMM determinism across thread counts; the Linear layer:
 // finite-difference gradients in f64 (fused and split B/W), f32 against the reference,
-// spike inputs saved as bits, parameter shapes and input errors. Last, the tensor-parallel
+// spike inputs saved as bits, the unused input gradient of the model's first layer, parameter
+// shapes and input errors. Last, the tensor-parallel
 // modes shared by Linear, Conv1d and Conv2d (colwise / rowwise over two simulated ranks:
 // two threads and a fake Collectives) against the unsharded layer.
 #include <gtest/gtest.h>
@@ -243,6 +244,34 @@ TEST(LinearLayer, SpikeInputSavedAsBitsGivesSameWeightGrad) {
     ctx.split_wgrad = false;
     plain->backward_input(dy, ctx);
     EXPECT_EQ(vec(packed->flat_grad()), vec(plain->flat_grad()));
+  }
+}
+
+// The layer reading the model's input (ctx.input_grad_unused): no data gradient, the same
+// weight gradient bit for bit, fused and with the B/W split.
+TEST(LinearLayer, UnusedInputGradientIsNotMadeAndWeightsAreUnchanged) {
+  for (bool split : {false, true}) {
+    auto skip = linear_unit({13, 5, true, WeightInit::TorchDefault}, DType::F64);
+    auto full = linear_unit({13, 5, true, WeightInit::TorchDefault}, DType::F64);
+    const Tensor x = test::random_tensor({2, 3, 13}, DType::F64, 93);
+    Ctx ctx;
+    Tensor y = skip->forward(x, ctx);
+    full->forward(x, ctx);
+    const Tensor dy = test::random_tensor(y.shape(), DType::F64, 94);
+    skip->zero_grad();
+    full->zero_grad();
+    ctx.split_wgrad = split;
+    Tensor dx_full = full->backward_input(dy, ctx);
+    ctx.input_grad_unused = true;
+    Tensor dx_skip = skip->backward_input(dy, ctx);
+    ctx.input_grad_unused = false;
+    if (split) {
+      skip->backward_weight(ctx);
+      full->backward_weight(ctx);
+    }
+    EXPECT_TRUE(dx_full.defined());
+    EXPECT_FALSE(dx_skip.defined()) << "the unused input gradient was made (split " << split << ")";
+    EXPECT_EQ(vec(skip->flat_grad()), vec(full->flat_grad())) << "split " << split;
   }
 }
 
