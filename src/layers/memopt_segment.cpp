@@ -320,6 +320,7 @@ void Sequential::split_pass(const MemoptSegment& seg, const KeptSegment& kept, c
     cp.dy_owned = seg.axis == SplitAxis::Batch;
     Tensor g = backward_children(seg.begin, seg.end, piece_of(dy, seg.axis, b, e), cp);
     capture.release_all();
+    SM_CHECK(!dx || g.defined() || cp.input_grad_unused, "memopt: a piece of '" << name_ << "' made no input gradient");
     if (dx && g.defined()) {  // (undefined in a real pass: the model's input, ctx.input_grad_unused)
       if (!dx->defined()) {
         Shape s = g.shape();
@@ -365,11 +366,12 @@ Tensor Sequential::split_backward(const MemoptSegment& seg, KeptSegment& kept, c
 
 // ---- a link of a piece chain -------------------------------------------------------------------
 
-void Sequential::chain_keep_input(int slot, const Tensor& x) {
+size_t Sequential::chain_keep_input(int slot, const Tensor& x) {
   SM_CHECK(!segments_.empty() && segments_.front().checkpoint, "memopt chain: unit '" << name_ << "' keeps no input");
   KeptSegment& kept = memopt_state().kept(slot, segments_.size())[0];
   kept = KeptSegment();
   kept.input = KeptInput::keep(x, segments_.front().compress);
+  return kept.input.bytes();
 }
 
 Tensor Sequential::chain_input_piece(int slot, int64_t b, int64_t e) {

@@ -69,6 +69,7 @@ void chain_pass(Stage& stage, const PieceChain& ch, const Tensor& dy, const Ctx&
       g = stage.unit(k).chain_backward(g, cp);
     }
     capture.release_all();
+    SM_CHECK(!dx || g.defined() || c.input_grad_unused, "memopt chain: a piece made no input gradient");
     if (!dx || !g.defined()) continue;
     if (!dx->defined()) {
       Shape s = g.shape();
@@ -120,11 +121,11 @@ void forward_pass(Stage& stage, const PieceChain& ch, const Tensor& x, const Ctx
 }  // namespace
 
 Tensor piece_chain_forward(Stage& stage, const PieceChain& ch, const Tensor& x, Ctx& ctx, UnitHooks* hooks) {
-  Unit& first = stage.unit(ch.begin);
-  ProbeRegion region(&first, 0, true, x.device());  // measured as its first segment's
   if (hooks)
     for (size_t k = ch.begin; k < ch.end; ++k) hooks->before_forward(k, ctx.training);
-  first.chain_keep_input(ctx.slot, x);
+  Unit& first = stage.unit(ch.begin);
+  ProbeRegion region(&first, 0, true, x.device());  // measured as its first segment's (after the hooks, as a unit's)
+  const size_t kept = first.chain_keep_input(ctx.slot, x);
   Ctx c = ctx;
   c.checkpointed = true;
   c.bn_split = true;
@@ -142,6 +143,7 @@ Tensor piece_chain_forward(Stage& stage, const PieceChain& ch, const Tensor& x, 
   forward_pass(stage, ch, x, c, &y, &dropped);
   if (SegmentMeasure* m = region.measure()) {
     m->saved = std::max(m->saved, dropped);
+    m->kept = std::max(m->kept, kept);
     m->in_bytes = std::max(m->in_bytes, x.nbytes());
     m->out_bytes = std::max(m->out_bytes, y.nbytes());
   }
@@ -151,10 +153,10 @@ Tensor piece_chain_forward(Stage& stage, const PieceChain& ch, const Tensor& x, 
 }
 
 Tensor piece_chain_backward(Stage& stage, const PieceChain& ch, const Tensor& dy, Ctx& ctx, UnitHooks* hooks) {
-  Unit& last = stage.unit(ch.end - 1);
-  ProbeRegion region(&last, last.memopt().size() - 1, false, dy.device());  // measured as its last segment's
   if (hooks)
     for (size_t k = ch.end; k-- > ch.begin;) hooks->before_backward(k);
+  Unit& last = stage.unit(ch.end - 1);
+  ProbeRegion region(&last, last.memopt().size() - 1, false, dy.device());  // measured as its last segment's
   const std::vector<BatchNorm*> bns = batch_norms_of(stage, ch);
   Ctx c = ctx;
   c.recompute = true;

@@ -150,6 +150,7 @@ Tensor Stage::backward_input_chunk(size_t c, const Tensor& dy, Ctx& ctx, UnitHoo
     if (hooks) hooks->before_backward(k);
     ctx.dy_owned = k + 1 < e;  // the chunk's first gets the caller's dy, never written over
     g = unit(k).backward_input(in, ctx);
+    SM_CHECK(g.defined() || ctx.input_grad_unused, "unit " << global_[k] << " made no input gradient");
     if (hooks && !ctx.split_wgrad) hooks->after_backward(k);
   }
   ctx.dy_owned = owned;

@@ -266,6 +266,19 @@ TEST(Memopt, PieceChainsEqualLevel0) {
     expect_same(Case{"cifar10dvs_vgg", {}, 2, 2, 0.25, 0}, std::min(4, kVggSteps), false, 1,
                 Split{2, SplitAxis::Batch, true, true});
 }
+// A chain in both passes holds one piece of what lies between its units: below level 1's peak,
+// and below the chain in backward only (whose forward is level 1's).
+TEST(Memopt, PieceChainsLowerTheLevel1Peak) {
+  const Case c{"spikformer_cifar", {"E=32", "heads=2", "depth=2", "in_channels=3", "num_classes=10"}, 4, 8, 0.0, 32};
+  const MemRun l1 = train(c, 1, DType::F32, 2);
+  const MemRun bwd = train(c, 1, DType::F32, 2, false, 1, Split{4, SplitAxis::Batch, false, true});
+  const MemRun both = train(c, 1, DType::F32, 2, false, 1, Split{4, SplitAxis::Batch, true, true});
+  EXPECT_GE(both.chained_units, 2);
+  EXPECT_LT(bwd.peak_bytes, l1.peak_bytes) << "the chain's backward";
+  EXPECT_LT(both.peak_bytes, bwd.peak_bytes) << "the chain's forward";
+  std::printf("[ info     ] spikformer_cifar E32 b8 T4 f32 peak: level 1 %.2f MB, chain n/4 bwd %.2f MB, chain n/4 %.2f MB\n",
+              l1.peak_bytes / 1048576.0, bwd.peak_bytes / 1048576.0, both.peak_bytes / 1048576.0);
+}
 TEST(Memopt, PiecesWithTheBWSplitAndMicrobatches) {
   expect_same(kSformerCifar, 20, /*split_wgrad=*/true, 1, Split{2, SplitAxis::Time});
   expect_same(kCsnn, 20, false, /*accum=*/2, Split{2, SplitAxis::Batch});

@@ -38,7 +38,7 @@ class Sequential : public Layer {
   // compresses), rows [b, e) of the samples its first segment kept, its children's forward on a
   // piece (neurons from rest), their backward, its kept inputs dropped, and every batch norm
   // below it (forward order).
-  void chain_keep_input(int slot, const Tensor& x);
+  size_t chain_keep_input(int slot, const Tensor& x);  // the bytes kept
   Tensor chain_input_piece(int slot, int64_t b, int64_t e);
   Tensor chain_piece_forward(const Tensor& x, Ctx& ctx);
   Tensor chain_backward(const Tensor& dy, Ctx& ctx) { return backward_children(0, layers_.size(), dy, ctx); }
