@@ -76,6 +76,8 @@ void note_sizes(ProbeRegion& region, const Tensor& x, const Tensor& y) {
 
 }  // namespace
 
+int pieces_along(int64_t L, int pieces) { return static_cast<int>(std::min<int64_t>(pieces, std::max<int64_t>(L, 1))); }
+
 std::pair<int64_t, int64_t> piece_range(int64_t L, int P, int i) { return {i * L / P, (i + 1) * L / P}; }
 
 Tensor piece_of(const Tensor& full, SplitAxis axis, int64_t b, int64_t e) {
@@ -91,7 +93,12 @@ Tensor piece_of(const Tensor& full, SplitAxis axis, int64_t b, int64_t e) {
   return out;
 }
 
-void put_piece(Tensor& full, const Tensor& piece, SplitAxis axis, int64_t b, int64_t e) {
+void put_piece(Tensor& full, const Tensor& piece, SplitAxis axis, int64_t b, int64_t e, int64_t L) {
+  if (!full.defined()) {
+    Shape s = piece.shape();
+    s[axis == SplitAxis::Time ? 0 : 1] = L;
+    full = Tensor::empty(s, piece.dtype(), piece.device());  // [T, N, ...]
+  }
   if (axis == SplitAxis::Time) {
     full.slice0(b, e).copy_from(piece);
     return;
@@ -218,12 +225,16 @@ void collect_leaves(Layer& l, std::vector<L*>& out) {
   for (Layer* c : l.children()) collect_leaves(*c, out);
 }
 
-// Every layer of type L in the segment, nested ones included, in forward order.
+// Every layer of type L in children [begin, end), nested ones included, in forward order.
+template <class L>
+std::vector<L*> leaves_of(std::vector<LayerPtr>& layers, size_t begin, size_t end) {
+  std::vector<L*> out;
+  for (size_t i = begin; i < end; ++i) collect_leaves(*layers[i], out);
+  return out;
+}
 template <class L>
 std::vector<L*> leaves_of(std::vector<LayerPtr>& layers, const MemoptSegment& seg) {
-  std::vector<L*> out;
-  for (size_t i = seg.begin; i < seg.end; ++i) collect_leaves(*layers[i], out);
-  return out;
+  return leaves_of<L>(layers, seg.begin, seg.end);
 }
 
 }  // namespace
@@ -242,7 +253,7 @@ void Sequential::start_piece(const MemoptSegment& seg, const KeptSegment& kept, 
 Tensor Sequential::split_forward(const MemoptSegment& seg, KeptSegment& kept, const Tensor& x, const Ctx& ctx,
                                  size_t* dropped) {
   const int64_t L = seg.axis == SplitAxis::Time ? x.dim(0) : x.dim(1);
-  const int P = static_cast<int>(std::min<int64_t>(seg.pieces, std::max<int64_t>(L, 1)));
+  const int P = pieces_along(L, seg.pieces);
   const std::vector<BatchNorm*> bns = leaves_of<BatchNorm>(layers_, seg);
   const std::vector<Neuron*> neurons = leaves_of<Neuron>(layers_, seg);
   Ctx c = ctx;
@@ -289,13 +300,7 @@ Tensor Sequential::split_forward(const MemoptSegment& seg, KeptSegment& kept, co
     const size_t before = allocator_for(x.device()).current_bytes();
     capture.release_all();
     *dropped += before - std::min(before, allocator_for(x.device()).current_bytes());
-    if (!y.defined()) {
-      Shape ys = h.shape();
-      if (seg.axis == SplitAxis::Time) ys[0] = x.dim(0);
-      else ys[1] = x.dim(1);
-      y = Tensor::empty(ys, h.dtype(), h.device());  // [T, N, ...segment output]
-    }
-    put_piece(y, h, seg.axis, b, e);
+    put_piece(y, h, seg.axis, b, e, L);  // [T, N, ...segment output]
     binary = binary && h.is_binary();
   }
   y.set_binary(binary);
@@ -307,7 +312,7 @@ Tensor Sequential::split_forward(const MemoptSegment& seg, KeptSegment& kept, co
 void Sequential::split_pass(const MemoptSegment& seg, const KeptSegment& kept, const Tensor& dy, const Ctx& c,
                             Tensor* dx) {
   const int64_t L = seg.axis == SplitAxis::Time ? dy.dim(0) : dy.dim(1);
-  const int P = static_cast<int>(std::min<int64_t>(seg.pieces, std::max<int64_t>(L, 1)));
+  const int P = pieces_along(L, seg.pieces);
   for (Neuron* n : leaves_of<Neuron>(layers_, seg)) n->clear_time_grad();
   for (int q = 0; q < P; ++q) {
     const int p = seg.axis == SplitAxis::Time ? P - 1 - q : q;
@@ -321,15 +326,8 @@ void Sequential::split_pass(const MemoptSegment& seg, const KeptSegment& kept, c
     Tensor g = backward_children(seg.begin, seg.end, piece_of(dy, seg.axis, b, e), cp);
     capture.release_all();
     SM_CHECK(!dx || g.defined() || cp.input_grad_unused, "memopt: a piece of '" << name_ << "' made no input gradient");
-    if (dx && g.defined()) {  // (undefined in a real pass: the model's input, ctx.input_grad_unused)
-      if (!dx->defined()) {
-        Shape s = g.shape();
-        if (seg.axis == SplitAxis::Time) s[0] = dy.dim(0);
-        else s[1] = dy.dim(1);
-        *dx = Tensor::empty(s, g.dtype(), g.device());  // [T, N, ...segment input]
-      }
-      put_piece(*dx, g, seg.axis, b, e);
-    }
+    // (undefined in a real pass: the model's input, ctx.input_grad_unused)
+    if (dx && g.defined()) put_piece(*dx, g, seg.axis, b, e, L);  // [T, N, ...segment input]
   }
 }
 
@@ -366,23 +364,24 @@ Tensor Sequential::split_backward(const MemoptSegment& seg, KeptSegment& kept, c
 
 // ---- a link of a piece chain -------------------------------------------------------------------
 
-size_t Sequential::chain_keep_input(int slot, const Tensor& x) {
+Sequential::KeptSegment& Sequential::chain_input(int slot) {
   SM_CHECK(!segments_.empty() && segments_.front().checkpoint, "memopt chain: unit '" << name_ << "' keeps no input");
-  KeptSegment& kept = memopt_state().kept(slot, segments_.size())[0];
+  return memopt_state().kept(slot, segments_.size())[0];
+}
+
+size_t Sequential::chain_keep_input(int slot, const Tensor& x) {
+  KeptSegment& kept = chain_input(slot);
   kept = KeptSegment();
   kept.input = KeptInput::keep(x, segments_.front().compress);
   return kept.input.bytes();
 }
 
 Tensor Sequential::chain_input_piece(int slot, int64_t b, int64_t e) {
-  SM_CHECK(!segments_.empty() && segments_.front().checkpoint, "memopt chain: unit '" << name_ << "' keeps no input");
-  return memopt_state().kept(slot, segments_.size())[0].input.restore_piece(SplitAxis::Batch, b, e);
+  return chain_input(slot).input.restore_piece(SplitAxis::Batch, b, e);
 }
 
 Tensor Sequential::chain_piece_forward(const Tensor& x, Ctx& ctx) {
-  MemoptSegment all;
-  all.end = layers_.size();
-  for (Neuron* n : leaves_of<Neuron>(layers_, all)) n->set_membrane(Tensor());
+  for (Neuron* n : leaves_of<Neuron>(layers_, 0, layers_.size())) n->set_membrane(Tensor());
   return forward_children(0, layers_.size(), x, ctx);  // [T, piece, ...unit output]
 }
 
@@ -390,11 +389,7 @@ void Sequential::chain_release(int slot) {
   for (KeptSegment& k : memopt_state().kept(slot, segments_.size())) k = KeptSegment();
 }
 
-std::vector<BatchNorm*> Sequential::batch_norms() {
-  MemoptSegment all;
-  all.end = layers_.size();
-  return leaves_of<BatchNorm>(layers_, all);
-}
+std::vector<BatchNorm*> Sequential::batch_norms() { return leaves_of<BatchNorm>(layers_, 0, layers_.size()); }
 
 void Sequential::backward_weight_cpu(Ctx& ctx) {
   if (segments_.empty()) return Layer::backward_weight_cpu(ctx);

@@ -113,17 +113,15 @@ Tensor WeightLayer::backward_input_on(Dev& dev, const Tensor& dy_in, Ctx& ctx) {
   SM_CHECK(dy.numel() == g.output_numel() && dy.dtype() == sv.dtype,
            type() << " backward got dy " << shape_str(dy.shape()) << " " << dtype_name(dy.dtype()) << " on "
                   << dy.device().str());
-  if (ctx.input_grad_unused && tp_mode(param(0), ctx) != TpMode::Colwise) {  // the model's input: no data gradient
-    sv.dy = dy;
-    if (!ctx.split_wgrad) backward_weight_on(dev, ctx);
-    return Tensor();
+  Tensor dx;  // [T, N, Cin_local, ...]; none for the model's input (ctx.input_grad_unused)
+  if (!ctx.input_grad_unused || tp_mode(param(0), ctx) == TpMode::Colwise) {
+    dx = Tensor::empty(sv.shape, dy.dtype(), dy.device());
+    {
+      ProbeWorkspace ws(dy.device(), dy.nbytes() + dx.nbytes());
+      dev.backward_data(kernels(), g, dy, param(0).value, dx);
+    }
+    tp_finish_backward_input(param(0), ctx, dx, sp_.role == SpRole::DeferColwise && sp_.sharded(ctx.slot));
   }
-  Tensor dx = Tensor::empty(sv.shape, dy.dtype(), dy.device());  // [T, N, Cin_local, ...]
-  {
-    ProbeWorkspace ws(dy.device(), dy.nbytes() + dx.nbytes());
-    dev.backward_data(kernels(), g, dy, param(0).value, dx);
-  }
-  tp_finish_backward_input(param(0), ctx, dx, sp_.role == SpRole::DeferColwise && sp_.sharded(ctx.slot));
   sv.dy = dy;  // a reference (no copy): W reads it, or we do it now
   if (!ctx.split_wgrad) backward_weight_on(dev, ctx);
   return dx;

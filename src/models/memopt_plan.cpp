@@ -52,11 +52,7 @@ bool MemoptConfig::has_pieces() const {
   return !chains.empty();
 }
 
-const PieceChain* MemoptConfig::chain_of(size_t k) const {
-  for (const PieceChain& ch : chains)
-    if (ch.begin <= k && k < ch.end) return &ch;
-  return nullptr;
-}
+const PieceChain* MemoptConfig::chain_of(size_t k) const { return chain_containing(chains, k); }
 
 MemoptConfig chain_all(Stage& stage, MemoptConfig c, int pieces, bool forward_in_pieces) {
   const auto linkable = [&](size_t k) {

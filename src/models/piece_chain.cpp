@@ -23,6 +23,12 @@ std::string PieceChain::describe(Stage& stage) const {
   return os.str();
 }
 
+const PieceChain* chain_containing(const std::vector<PieceChain>& chains, size_t k) {
+  for (const PieceChain& ch : chains)
+    if (ch.begin <= k && k < ch.end) return &ch;
+  return nullptr;
+}
+
 bool chain_link(const MemoptSegment& s) {
   return s.checkpoint && (s.pieces == 1 || (s.axis == SplitAxis::Batch && s.forward_in_pieces));
 }
@@ -53,7 +59,7 @@ namespace {
 // the input gradient are written into *dx).
 void chain_pass(Stage& stage, const PieceChain& ch, const Tensor& dy, const Ctx& c, Tensor* dx) {
   const int64_t N = dy.dim(1);
-  const int P = static_cast<int>(std::min<int64_t>(ch.pieces, std::max<int64_t>(N, 1)));
+  const int P = pieces_along(N, ch.pieces);
   for (int p = 0; p < P; ++p) {
     const auto [b, e] = piece_range(N, P, p);
     Ctx cp = c;
@@ -70,13 +76,7 @@ void chain_pass(Stage& stage, const PieceChain& ch, const Tensor& dy, const Ctx&
     }
     capture.release_all();
     SM_CHECK(!dx || g.defined() || c.input_grad_unused, "memopt chain: a piece made no input gradient");
-    if (!dx || !g.defined()) continue;
-    if (!dx->defined()) {
-      Shape s = g.shape();
-      s[1] = N;
-      *dx = Tensor::empty(s, g.dtype(), g.device());  // [T, N, ...chain input]
-    }
-    put_piece(*dx, g, SplitAxis::Batch, b, e);
+    if (dx && g.defined()) put_piece(*dx, g, SplitAxis::Batch, b, e, N);  // [T, N, ...chain input]
   }
 }
 
@@ -93,7 +93,7 @@ std::vector<BatchNorm*> batch_norms_of(Stage& stage, const PieceChain& ch) {
 // none kept); `dropped`: the bytes the layers saved and the pass released.
 void forward_pass(Stage& stage, const PieceChain& ch, const Tensor& x, const Ctx& c, Tensor* y, size_t* dropped) {
   const int64_t N = x.dim(1);
-  const int P = static_cast<int>(std::min<int64_t>(ch.pieces, std::max<int64_t>(N, 1)));
+  const int P = pieces_along(N, ch.pieces);
   bool binary = true;
   for (int p = 0; p < P; ++p) {
     const auto [b, e] = piece_range(N, P, p);
@@ -107,12 +107,7 @@ void forward_pass(Stage& stage, const PieceChain& ch, const Tensor& x, const Ctx
     capture.release_all();  // recomputed in backward
     if (dropped) *dropped += before - std::min(before, allocator_for(x.device()).current_bytes());
     if (!y) continue;
-    if (!y->defined()) {
-      Shape s = h.shape();
-      s[1] = N;
-      *y = Tensor::empty(s, h.dtype(), h.device());  // [T, N, ...chain output]
-    }
-    put_piece(*y, h, SplitAxis::Batch, b, e);
+    put_piece(*y, h, SplitAxis::Batch, b, e, N);  // [T, N, ...chain output]
     binary = binary && h.is_binary();
   }
   if (y) y->set_binary(binary);

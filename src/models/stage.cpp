@@ -87,12 +87,6 @@ const PieceChain* Stage::chain_starting_at(size_t k) const {
   return nullptr;
 }
 
-bool Stage::in_chain(size_t k) const {
-  for (const PieceChain& ch : chains_)
-    if (ch.begin <= k && k < ch.end) return true;
-  return false;
-}
-
 Tensor Stage::forward(const Tensor& x, Ctx& ctx, UnitHooks* hooks) {
   Tensor h = x;  // [T, N, ...]
   for (size_t c = 0; c < chunks(); ++c) h = forward_chunk(c, h, ctx, hooks);
@@ -162,7 +156,7 @@ void Stage::backward_weight_chunk(size_t c, Ctx& ctx, UnitHooks* hooks) {
   SM_CHECK(ctx.split_wgrad, "backward_weight without split_wgrad: backward_input already accumulated the weights");
   const auto [b, e] = chunk_local(c);
   for (size_t k = e; k-- > b;) {
-    if (!in_chain(k)) unit(k).backward_weight(ctx);
+    if (!chain_containing(chains_, k)) unit(k).backward_weight(ctx);
     if (hooks) hooks->after_backward(k);
   }
 }

@@ -108,7 +108,7 @@ std::vector<MemoptSegmentReport> report_of(Stage& stage, const MemoptConfig& c, 
       r.begin = s.begin, r.end = s.end, r.choice = s.describe();
       if (const PieceChain* ch = c.chain_of(k)) r.choice += ", " + ch->describe(stage);
       for (const SegmentMeasure& m : t.segs)
-        if (unit_index(stage, m.unit) == static_cast<int>(k) && m.segment == i) {
+        if (m.unit == &stage.unit(k) && m.segment == i) {
           r.saved_mb = m.saved / kMiB, r.kept_mb = m.kept / kMiB, r.forward_ms = m.forward_ms;
           r.forward_peak_mb = m.forward_peak / kMiB, r.backward_peak_mb = m.backward_peak / kMiB;
         }
@@ -140,10 +140,7 @@ int changes(const MemoptConfig& a, const MemoptConfig& b) {
     for (size_t s = 0; s < a.units[k].size() && s < b.units[k].size(); ++s)
       n += a.units[k][s].describe() != b.units[k][s].describe() ? 1 : 0;
     const PieceChain *ca = a.chain_of(k), *cb = b.chain_of(k);
-    n += (ca == nullptr) != (cb == nullptr) || (ca && (ca->begin != cb->begin || ca->end != cb->end ||
-                                                       ca->pieces != cb->pieces))
-             ? 1
-             : 0;
+    n += (ca == nullptr) != (cb == nullptr) || (ca && !(*ca == *cb)) ? 1 : 0;
   }
   return n;
 }

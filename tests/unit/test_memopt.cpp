@@ -21,6 +21,7 @@
 #include "spikemesh/models/memopt_plan.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/models/model_selection.h"
+#include "spikemesh/models/stage.h"
 #include "spikemesh/parallel/layout.h"
 #include "spikemesh/train/memopt_predict.h"
 #include "spikemesh/train/memopt_search.h"
@@ -278,6 +279,47 @@ TEST(Memopt, PieceChainsLowerTheLevel1Peak) {
   EXPECT_LT(both.peak_bytes, bwd.peak_bytes) << "the chain's forward";
   std::printf("[ info     ] spikformer_cifar E32 b8 T4 f32 peak: level 1 %.2f MB, chain n/4 bwd %.2f MB, chain n/4 %.2f MB\n",
               l1.peak_bytes / 1048576.0, bwd.peak_bytes / 1048576.0, both.peak_bytes / 1048576.0);
+}
+// The model's input gets no gradient when the caller says nothing reads it (a training step):
+// the stage returns none — through the first unit's checkpointed segments, their sample pieces
+// and a chain starting at unit 0 — and every parameter gradient is bitwise the one of a backward
+// that made it.
+struct InputGradRun {
+  bool dx_made = false;
+  std::vector<double> grads;
+  bool chain_at_input = false;
+};
+InputGradRun backward_once(int mode, bool unused) {  // mode 0: level 0, 1: level 1 n/2, 2: chains n/2
+  auto m = build(kSformerCifar, DType::F64);
+  LayoutOptions lo;
+  lo.memopt.level = mode > 0 ? 1 : 0;
+  Layout layout(*m, nullptr, resolved_layout_plan(lo, MeshShape{}, 1, 0, *m));
+  if (mode == 1) layout.set_memopt(split_all(layout.stage(), layout.memopt(), 2, SplitAxis::Batch));
+  if (mode == 2) layout.set_memopt(chain_all(layout.stage(), layout.memopt(), 2));
+  Stage& stage = layout.stage();
+  Ctx ctx;
+  ctx.seed = 11;
+  stage.zero_grad();
+  stage.reset_state();
+  const Tensor y = stage.forward(batch_of(*m, 0, kSformerCifar.batch, DType::F64).x, ctx);
+  ctx.input_grad_unused = unused;
+  InputGradRun r;
+  r.dx_made = stage.backward_input(test::random_tensor(y.shape(), DType::F64, 5), ctx).defined();
+  for (auto& u : m->units)
+    for (double v : values_of(u->flat_grad())) r.grads.push_back(v);
+  r.chain_at_input = !layout.memopt().chains.empty() && layout.memopt().chains.front().begin == 0;
+  return r;
+}
+TEST(Memopt, TheModelInputGetsNoGradientAndTheSameWeightGradients) {
+  for (int mode : {0, 1, 2}) {
+    const InputGradRun made = backward_once(mode, false), skipped = backward_once(mode, true);
+    EXPECT_TRUE(made.dx_made) << "mode " << mode;
+    EXPECT_FALSE(skipped.dx_made) << "mode " << mode << ": the unused input gradient was made";
+    EXPECT_EQ(skipped.grads, made.grads) << "mode " << mode;
+    if (mode == 2) {
+      EXPECT_TRUE(skipped.chain_at_input) << "no chain starts at the model's input";
+    }
+  }
 }
 TEST(Memopt, PiecesWithTheBWSplitAndMicrobatches) {
   expect_same(kSformerCifar, 20, /*split_wgrad=*/true, 1, Split{2, SplitAxis::Time});

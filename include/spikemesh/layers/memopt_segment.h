@@ -64,12 +64,15 @@ std::vector<std::pair<size_t, size_t>> natural_segments(Sequential& seq);
 // get their moments and sums passes like direct children).
 bool splittable(Sequential& seq, size_t begin, size_t end, SplitAxis axis);
 
+// The pieces a dim of length L runs in: `pieces`, at most L (at least 1).
+int pieces_along(int64_t L, int pieces);
 // Piece i of P along a dim of length L: [i·L/P, (i+1)·L/P).
 std::pair<int64_t, int64_t> piece_range(int64_t L, int P, int i);
 // Rows [b, e) of `full` [T, N, ...] along the axis: a view (time) or a copy (samples).
 Tensor piece_of(const Tensor& full, SplitAxis axis, int64_t b, int64_t e);
-// Writes `piece` into rows [b, e) of `full` along the axis.
-void put_piece(Tensor& full, const Tensor& piece, SplitAxis axis, int64_t b, int64_t e);
+// Writes `piece` into rows [b, e) of `full` along the axis; an undefined `full` is first made
+// as the piece's shape with L rows along the axis (the first piece of a pass).
+void put_piece(Tensor& full, const Tensor& piece, SplitAxis axis, int64_t b, int64_t e, int64_t L);
 // The backward of work in pieces (a segment's, a piece chain's): one pass per batch norm of
 // `bns` (forward order), last first, in which the pieces only add its Σdy, Σdy·(x-μ) (B only,
 // ctx.bn_grad_sums_for), then the real pass, which writes the input gradient; then the batch

@@ -86,6 +86,7 @@ class Sequential : public Layer {
     std::vector<KeptSegment>& kept(int slot, size_t segments);
   };
   MemoptState& memopt_state();
+  KeptSegment& chain_input(int slot);  // its first segment's, where a chain keeps its input
   Tensor segment_forward(const MemoptSegment& seg, size_t index, const Tensor& x, Ctx& ctx);
   Tensor segment_backward(const MemoptSegment& seg, size_t index, const Tensor& dy, Ctx& ctx);
   Tensor split_forward(const MemoptSegment& seg, KeptSegment& kept, const Tensor& x, const Ctx& ctx, size_t* dropped);

@@ -26,6 +26,7 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "spikemesh/layers/memopt_segment.h"
 
@@ -42,7 +43,13 @@ struct PieceChain {
   bool forward_in_pieces = true;  // false: the units' own forward, the chain's backward
   // "chain n/4 [features.1..features.3]"; "chain n/4 bwd [...]" (backward only)
   std::string describe(Stage& stage) const;
+  bool operator==(const PieceChain& o) const {
+    return begin == o.begin && end == o.end && pieces == o.pieces && forward_in_pieces == o.forward_in_pieces;
+  }
 };
+
+// The chain of `chains` that unit k belongs to (nullptr: none).
+const PieceChain* chain_containing(const std::vector<PieceChain>& chains, size_t k);
 
 // A segment a chain may hold: checkpointed, in one piece or in sample pieces in forward.
 bool chain_link(const MemoptSegment& s);

@@ -90,7 +90,6 @@ class Stage {
   std::vector<PieceChain> chains_;   // ordered, disjoint
   const PieceChain* chain_starting_at(size_t k) const;  // the chain whose first unit is k, if any
   const PieceChain* chain_ending_at(size_t k) const;    // the chain whose last unit is k, if any
-  bool in_chain(size_t k) const;
 };
 
 }  // namespace sm
