@@ -25,6 +25,7 @@
 #include "spikemesh/kernels/conv_policy.h"
 #include "spikemesh/kernels/spike_conv_choice.h"
 #include "spikemesh/layers/fused_epilogue.h"
+#include "spikemesh/layers/time_invariant_prefix.h"
 
 namespace {
 
@@ -110,6 +111,7 @@ void apply_environment() {
   (void)sm::cuda::conv_api_from_env();  // SPIKEMESH_CUDNN_API
   sm::apply_spike_conv_algo_env();
   sm::apply_fused_epilogues_env();
+  sm::apply_merge_steps_env();
   sm::apply_winograd_env();
 }
 

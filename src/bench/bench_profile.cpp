@@ -10,6 +10,18 @@
 
 namespace sm {
 
+// Per leaf layer (a fused pair's forward under "bn+next", its backward under each layer), in
+// the forward's order: where a step goes, layer by layer.
+void print_cpu_layer_rows(int64_t steps, double step_ms) {
+  std::printf("  per layer (ms per step, leaf layers in forward order, CPU):\n    %-48s %-22s %9s %9s %7s\n",
+              "layer", "type", "forward", "backward", "share");
+  for (const LayerTiming& r : layer_profile_layers()) {
+    const double f = r.forward_ms / steps, b = r.backward_ms / steps;
+    std::printf("    %-48s %-22s %9.2f %9.2f %6.1f%%\n", r.layer.c_str(), r.type.c_str(), f, b,
+                100.0 * (f + b) / step_ms);
+  }
+}
+
 // Per-layer-type time per step of the timed steps (layer_profile.h). Matrix-product layers also
 // get their achieved rate; their backward does two products of the forward's size (data and
 // weights), so its rate is computed from 2× the forward FLOPs.
@@ -28,6 +40,7 @@ void print_cpu_layer_profile(int64_t steps, double step_ms) {
   }
   std::printf("    %-12s %21.2f %6.1f%%  (rest: loss, optimizer, framework)\n", "all layers", total,
               100.0 * total / step_ms);
+  print_cpu_layer_rows(steps, step_ms);
   const std::vector<SpikeConvRow> conv = layer_profile_spike_conv_report();
   if (conv.empty()) return;
   std::printf("  convolutions of spike inputs (--conv-algo %s; ms per step; kernel: the one that ran, sparse "

@@ -12,6 +12,7 @@ std::vector<MicroBatch> synthetic_batch(const ModelInfo& mi, const SyntheticBatc
   int64_t per = 1;
   for (int64_t d : mi.input_shape) per *= d;
   CounterRng rx(b.seed, "bench/x"), ry(b.seed, "bench/y");
+  const bool repeated = mi.input_kind == "static";  // one frame repeated over T, as the static encoder feeds it
   std::vector<MicroBatch> micro;
   for (int k = 0; k < M; ++k) {
     Shape xs = {T, n};
@@ -20,7 +21,7 @@ std::vector<MicroBatch> synthetic_batch(const ModelInfo& mi, const SyntheticBatc
     for (int t = 0; t < T; ++t)
       for (int64_t i = 0; i < n; ++i)
         for (int64_t e = 0; e < per; ++e) {
-          const int64_t whole = (t * N + k * n + i) * per + e;  // index in the [T, N, ...] batch
+          const int64_t whole = ((repeated ? 0 : t) * N + k * n + i) * per + e;  // index in the [T, N, ...] batch
           const double v = rx.normal(static_cast<uint64_t>(dp_rank) * static_cast<uint64_t>(T * N * per) + whole);
           const int64_t at = (t * n + i) * per + e;
           if (dtype == DType::F32) x.data<float>()[at] = static_cast<float>(v);

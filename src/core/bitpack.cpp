@@ -92,6 +92,17 @@ SavedActivation SavedActivation::save(const Tensor& x) {
   return s;
 }
 
+SavedActivation SavedActivation::save_packed(const Tensor& x, Tensor bits) {
+  SM_CHECK(x.is_binary() && bits.dtype() == DType::U8 && bits.numel() == (x.numel() + 7) / 8,
+           "save_packed: the bits of another tensor");
+  SavedActivation s;
+  s.shape_ = x.shape();
+  s.dtype_ = x.dtype();
+  s.kept_ = std::move(bits);
+  s.packed_ = true;
+  return s;
+}
+
 Tensor SavedActivation::restore() const {
   SM_CHECK(kept_.defined(), "restore of an empty SavedActivation");
   if (!packed_) return kept_;

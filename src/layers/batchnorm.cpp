@@ -191,6 +191,7 @@ void check_input(const BatchNorm& bn, const Tensor& x) {
 void begin_saved(SavedBase& sv, const Ctx& ctx) {
   sv.batch_stats = ctx.training;
   sv.synced = ctx.training && ctx.bn_sync != nullptr;
+  sv.time_repeat = static_cast<double>(ctx.time_repeat);
 }
 
 void check_backward(const SavedBase& sv, const Tensor& dy, const Ctx& ctx) {
@@ -282,6 +283,10 @@ void batch_statistics(const Tensor& x, const cpu::BnShape& s, const Ctx& ctx, st
   std::vector<double> sum(C), sumsq(C);
   double count = static_cast<double>(s.count());
   shifted_moments(x, s, rm, sum, sumsq);
+  if (sv.time_repeat != 1.0) {  // one step standing for time_repeat identical ones
+    for (size_t c = 0; c < C; ++c) sum[c] *= sv.time_repeat, sumsq[c] *= sv.time_repeat;
+    count *= sv.time_repeat;
+  }
   if (sv.synced) all_reduce_vectors(*ctx.bn_sync, {&sum, &sumsq}, &count);
   SM_CHECK(count > 0, "batchnorm over an empty batch");
   // n = 1: PyTorch raises; we skip Bessel's correction instead of dividing by zero.
@@ -465,8 +470,10 @@ Tensor BatchNorm::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
     }
     for (size_t c = 0; c < C; ++c) {
       const double is = sv.invstd[c];
-      b[c] = -a[c] * is * is * sum_dy_xc[c] / sv.count / unscale[c];  // per unit of act - center
-      d[c] = -a[c] * sum_dy[c] / sv.count;
+      // One step standing for time_repeat: its dy is the steps' sum, so the mean terms count
+      // once per step (time_invariant_prefix.h).
+      b[c] = -a[c] * is * is * sum_dy_xc[c] / sv.count / unscale[c] * sv.time_repeat;  // per unit of act - center
+      d[c] = -a[c] * sum_dy[c] / sv.count * sv.time_repeat;
     }
   }
   const bool owned = ctx.dy_owned && dy.sole_handle();

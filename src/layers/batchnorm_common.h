@@ -23,6 +23,7 @@ struct SavedBase {
   double count = 0.0;         // elements per channel (whole group when synced)
   bool batch_stats = true;    // training mode (batch statistics) in forward
   bool synced = false;        // forward all-reduced its statistics
+  double time_repeat = 1.0;   // ctx.time_repeat of the forward: the input stood for this many steps
 };
 
 // Forward: x is [T, N, C, ...] fitting the layer (Input errors) in an activation dtype of its device.

@@ -67,7 +67,7 @@ bool try_fused_forward(Layer& a, Layer& b, const Tensor& x, Ctx& ctx, Tensor& y)
   const auto t0 = std::chrono::steady_clock::now();
   y = bn->forward_into(b, x, ctx);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  layer_profile_add(bn->type() + "+" + b.type(), ms, 0.0, true);
+  layer_profile_add(bn->type() + "+" + b.type(), ms, 0.0, true, 0.0, bn->name() + "+" + b.name());
   return true;
 }
 

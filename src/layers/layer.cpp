@@ -76,7 +76,7 @@ Tensor Layer::forward_dispatch(const Tensor& x, Ctx& ctx) {
     const Tensor& w = own_params_[0]->value;  // [Cout, ...]
     if (w.defined() && w.dim(0) > 0) flops = 2.0 * double(w.numel()) * double(y.numel() / w.dim(0));
   }
-  layer_profile_add(t, ms, 0.0, true, flops);
+  layer_profile_add(t, ms, 0.0, true, flops, name());
   return y;
 }
 
@@ -88,7 +88,7 @@ Tensor Layer::backward_dispatch(const Tensor& dy, Ctx& ctx) {
   if (!timed(*this, dy.device())) return backward_input_cpu(dy, ctx);
   auto t0 = std::chrono::steady_clock::now();
   Tensor dx = backward_input_cpu(dy, ctx);
-  layer_profile_add(type(), 0.0, ms_since(t0), false);
+  layer_profile_add(type(), 0.0, ms_since(t0), false, 0.0, name());
   return dx;
 }
 
@@ -100,7 +100,7 @@ void Layer::backward_weight(Ctx& ctx) {
   if (!timed(*this, last_device_)) return backward_weight_cpu(ctx);
   auto t0 = std::chrono::steady_clock::now();
   backward_weight_cpu(ctx);
-  layer_profile_add(type(), 0.0, ms_since(t0), false);
+  layer_profile_add(type(), 0.0, ms_since(t0), false, 0.0, name());
 }
 
 void Layer::reset_state() {

@@ -12,6 +12,8 @@ std::atomic<bool> g_enabled{false};
 std::mutex g_mu;
 std::map<std::string, LayerTypeTiming> g_rows;
 std::vector<SpikeConvRow> g_conv_rows;  // first-call order
+std::vector<LayerTiming> g_layer_rows;  // first-call order
+std::map<std::string, size_t> g_layer_index;
 }  // namespace
 
 void layer_profile_enable(bool on) { g_enabled.store(on); }
@@ -21,6 +23,8 @@ void layer_profile_reset() {
   std::lock_guard<std::mutex> lk(g_mu);
   g_rows.clear();
   g_conv_rows.clear();
+  g_layer_rows.clear();
+  g_layer_index.clear();
 }
 
 void layer_profile_spike_conv(const std::string& layer, const std::string& geometry, bool forward, double density,
@@ -54,8 +58,14 @@ std::vector<SpikeConvRow> layer_profile_spike_conv_report() {
 }
 
 void layer_profile_add(const std::string& type, double forward_ms, double backward_ms, bool is_forward_call,
-                       double forward_flops) {
+                       double forward_flops, const std::string& layer) {
   std::lock_guard<std::mutex> lk(g_mu);
+  if (!layer.empty()) {
+    auto [it, fresh] = g_layer_index.emplace(layer, g_layer_rows.size());
+    if (fresh) g_layer_rows.push_back(LayerTiming{layer, type});
+    g_layer_rows[it->second].forward_ms += forward_ms;
+    g_layer_rows[it->second].backward_ms += backward_ms;
+  }
   LayerTypeTiming& r = g_rows[type];
   r.type = type;
   r.forward_ms += forward_ms;
@@ -72,6 +82,11 @@ std::vector<LayerTypeTiming> layer_profile_report() {
     return a.forward_ms + a.backward_ms > b.forward_ms + b.backward_ms;
   });
   return out;
+}
+
+std::vector<LayerTiming> layer_profile_layers() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  return g_layer_rows;
 }
 
 }  // namespace sm

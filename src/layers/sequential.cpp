@@ -4,6 +4,7 @@
 #include "device_ops.h"
 #include "spikemesh/core/allocator_cuda.h"
 #include "spikemesh/layers/fused_epilogue.h"
+#include "spikemesh/layers/time_invariant_prefix.h"
 
 namespace sm {
 
@@ -38,8 +39,58 @@ Tensor Sequential::forward_children(size_t begin, size_t end, Tensor h, Ctx& ctx
   return h;
 }
 
+namespace {
+// ctx.time_repeat for one scope (time_invariant_prefix.h).
+class TimeRepeatScope {
+ public:
+  TimeRepeatScope(Ctx& ctx, int64_t steps) : ctx_(ctx) { ctx_.time_repeat = steps; }
+  ~TimeRepeatScope() { ctx_.time_repeat = 1; }
+  TimeRepeatScope(const TimeRepeatScope&) = delete;
+  TimeRepeatScope& operator=(const TimeRepeatScope&) = delete;
+
+ private:
+  Ctx& ctx_;
+};
+}  // namespace
+
+Tensor Sequential::forward_whole(const Tensor& x, Ctx& ctx) {
+  const size_t k = ctx.merge_repeated_steps ? time_invariant_prefix(layers_, x, ctx) : 0;
+  ctx.merge_repeated_steps = false;  // for this sequence only, not for its children
+  if (static_cast<size_t>(ctx.slot) >= prefix_by_slot_.size()) prefix_by_slot_.resize(ctx.slot + 1, 0);
+  prefix_by_slot_[ctx.slot] = k;
+  if (k == 0) return forward_children(0, layers_.size(), x, ctx);
+  const int64_t T = x.dim(0);
+  Tensor h;
+  {
+    TimeRepeatScope repeat(ctx, T);
+    h = forward_children(0, k, x.slice0(0, 1), ctx);  // step 0 stands for all: [1, N, ...]
+  }
+  if (!h.defined()) return h;
+  return forward_children(k, layers_.size(), repeat_time_steps(h, T), ctx);
+}
+
+Tensor Sequential::backward_whole(const Tensor& dy, Ctx& ctx) {
+  const size_t k = static_cast<size_t>(ctx.slot) < prefix_by_slot_.size() ? prefix_by_slot_[ctx.slot] : 0;
+  if (k == 0) return backward_children(0, layers_.size(), dy, ctx);
+  const bool owned = ctx.dy_owned, unused = ctx.input_grad_unused;
+  SM_CHECK(unused, "layer '" << name() << "' merged its input's repeated time steps, whose gradients are now wanted");
+  ctx.input_grad_unused = false;  // the neuron's input gradient is wanted
+  Tensor g = backward_children(k, layers_.size(), dy, ctx);
+  ctx.input_grad_unused = unused;
+  if (!g.defined()) return g;
+  const int64_t T = g.dim(0);
+  g = sum_time_steps(g);  // [1, N, ...]: the gradient of the repeated step
+  ctx.dy_owned = true;
+  {
+    TimeRepeatScope repeat(ctx, T);
+    backward_children(0, k, g, ctx);
+  }
+  ctx.dy_owned = owned;
+  return Tensor();  // the model input's gradient: not wanted (only the steps' sum was made)
+}
+
 Tensor Sequential::forward_cpu(const Tensor& x, Ctx& ctx) {
-  if (segments_.empty()) return forward_children(0, layers_.size(), x, ctx);
+  if (segments_.empty()) return forward_whole(x, ctx);
   Tensor h = x;
   for (size_t s = 0; s < segments_.size(); ++s) h = segment_forward(segments_[s], s, h, ctx);
   return h;
@@ -62,7 +113,7 @@ Tensor Sequential::backward_children(size_t begin, size_t end, const Tensor& dy,
 }
 
 Tensor Sequential::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
-  if (segments_.empty()) return backward_children(0, layers_.size(), dy, ctx);
+  if (segments_.empty()) return backward_whole(dy, ctx);
   const bool owned = ctx.dy_owned;  // the last segment gets dy as the caller marked it
   const bool unused = ctx.input_grad_unused;  // only the first segment may skip its input gradient
   ctx.input_grad_unused = unused && segments_.size() == 1;

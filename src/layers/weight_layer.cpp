@@ -51,20 +51,19 @@ std::string geometry_text(const Geometry& g) {
   return os.str();
 }
 
-// Runs `sparse` or `dense` for an f32 input x that may be a spike tensor (spike_conv_choice.h):
-// the binary-input kernel when x is flagged binary, the family is a convolution and the
-// mode/firing rate say so; the choice is recorded for `bench --profile`.
+// Whether an f32 input may go to the binary-input kernel (spike_conv_choice.h): a spike
+// tensor into a convolution, unless the mode says dense and no profile wants its firing rate.
+bool spike_kernel_candidate(Family k, bool binary) {
+  return binary && k != Family::Matmul && (spike_conv_algo() != SpikeConvAlgo::Dense || layer_profile_enabled());
+}
+
+// Runs `sparse` or `dense` for a spike input of firing rate `density`: the binary-input
+// kernel when the mode/firing rate say so; the choice is recorded for `bench --profile`.
 template <typename Sparse, typename Dense>
-void run_maybe_sparse(const std::string& layer, Family k, ConvPass pass, const Geometry& g, const Tensor& x,
+void run_maybe_sparse(const std::string& layer, Family k, ConvPass pass, const Geometry& g, double density,
                       Sparse&& sparse, Dense&& dense) {
   const bool timed = layer_profile_enabled();
-  // dense without the profile's table: no firing rate to count
-  if (!x.is_binary() || k == Family::Matmul || (spike_conv_algo() == SpikeConvAlgo::Dense && !timed)) {
-    dense();
-    return;
-  }
   const Geometry sg = spike_geometry(k, g);
-  const double density = cpu::nonzero_fraction(x.data<float>(), x.numel());
   const bool use_sparse = use_spike_kernel(pass, sg, density);
   const auto t0 = std::chrono::steady_clock::now();
   if (use_sparse)
@@ -83,8 +82,14 @@ struct CpuKernels {
   static constexpr bool kKernelAddsBias = true;
   SlotStore<WeightSaved<Act>>& store;
   const std::string& layer;  // the layer's name (profile rows)
+  Tensor input_bits;         // forward: the spike input's bits, made once for the kernel and the slot
+  const void* input_bits_of = nullptr;
 
   SlotStore<WeightSaved<Act>>& slots() { return store; }
+  Act save_input(const Tensor& x) {
+    if (input_bits.defined() && x.raw() == input_bits_of && x.is_binary()) return Act::save_packed(x, input_bits);
+    return Act::save(x);
+  }
 
   void check(const Tensor& x, const Tensor& w, const std::string& what) {
     SM_CHECK(x.dtype() == DType::F32 || x.dtype() == DType::F64,
@@ -109,11 +114,16 @@ struct CpuKernels {
           cpu::conv1x1_forward<T>(g.batch, g.in_channels, g.out_channels, g.height, px, pw, pb, py);
         if (k == Family::Matmul) cpu::linear_forward<T>(g.batch, g.in_channels, g.out_channels, px, pw, pb, py);
       };
-      if constexpr (std::is_same_v<T, float>)
-        run_maybe_sparse(layer, k, ConvPass::Forward, g, x,
-                         [&](const Geometry& sg) { cpu::spike_conv2d_forward(sg, px, pw, pb, py); }, dense);
-      else
+      if constexpr (std::is_same_v<T, float>) {
+        if (!spike_kernel_candidate(k, x.is_binary())) return dense();
+        input_bits = pack_bits(x);  // the slot keeps them too (save_input)
+        input_bits_of = x.raw();
+        const uint8_t* bits = input_bits.data<uint8_t>();
+        run_maybe_sparse(layer, k, ConvPass::Forward, g, cpu::set_bit_fraction(bits, x.numel()),
+                         [&](const Geometry& sg) { cpu::spike_conv2d_forward_bits(sg, bits, pw, pb, py); }, dense);
+      } else {
         dense();
+      }
     });
   }
 
@@ -134,28 +144,47 @@ struct CpuKernels {
     });
   }
 
+  // W from the kept input: a spike input's bits straight into the binary-input kernel when it
+  // is chosen, else the input unpacked for the dense one.
+  void backward_weights_saved(Family k, const Geometry& g, const Act& in, const Tensor& dy, Param& w, Param* b) {
+    if (!in.packed() || in.dtype() != DType::F32 || !spike_kernel_candidate(k, true))
+      return backward_weights(k, g, in.restore(), dy, w, b);
+    const uint8_t* bits = in.bits().data<uint8_t>();
+    float *pdw = w.grad.data<float>(), *pdb = b ? b->grad.data<float>() : nullptr;
+    run_maybe_sparse(
+        layer, k, ConvPass::Weights, g, cpu::set_bit_fraction(bits, shape_numel(in.shape())),
+        [&](const Geometry& sg) { cpu::spike_conv2d_backward_weights_bits(sg, bits, dy.data<float>(), pdw, pdb); },
+        [&] { dense_weights<float>(k, g, in.restore(), dy, pdw, pdb); });
+  }
+
+  template <typename T>
+  static void dense_weights(Family k, const Geometry& g, const Tensor& x, const Tensor& dy, T* pdw, T* pdb) {
+    const T *px = x.data<T>(), *pdy = dy.data<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      if (k == Family::Conv && winograd_kernel(g) == WinogradKernel::OneDnn)  // the own one: direct
+        return cpu::conv2d_backward_weights_winograd_dnnl(g, px, pdy, pdw, pdb);
+    }
+    if (k == Family::Conv) cpu::conv2d_backward_weights<T>(g, px, pdy, pdw, pdb);
+    if (k == Family::Conv1x1)
+      cpu::conv1x1_backward_weights<T>(g.batch, g.in_channels, g.out_channels, g.height, px, pdy, pdw, pdb);
+    if (k == Family::Matmul) cpu::linear_backward_weights<T>(g.batch, g.in_channels, g.out_channels, px, pdy, pdw, pdb);
+  }
+
   void backward_weights(Family k, const Geometry& g, const Tensor& x, const Tensor& dy, Param& w, Param* b) {
     dispatch_real(x.dtype(), [&](auto t) {
       using T = decltype(t);
-      const T *px = x.data<T>(), *pdy = dy.data<T>();
       T *pdw = w.grad.data<T>(), *pdb = b ? b->grad.data<T>() : nullptr;
-      auto dense = [&] {
-        if constexpr (std::is_same_v<T, float>) {
-          if (k == Family::Conv && winograd_kernel(g) == WinogradKernel::OneDnn)  // the own one: direct
-            return cpu::conv2d_backward_weights_winograd_dnnl(g, px, pdy, pdw, pdb);
+      if constexpr (std::is_same_v<T, float>) {
+        if (spike_kernel_candidate(k, x.is_binary())) {
+          const float *px = x.data<float>(), *pdy = dy.data<float>();
+          run_maybe_sparse(
+              layer, k, ConvPass::Weights, g, cpu::nonzero_fraction(px, x.numel()),
+              [&](const Geometry& sg) { cpu::spike_conv2d_backward_weights(sg, px, pdy, pdw, pdb); },
+              [&] { dense_weights<float>(k, g, x, dy, pdw, pdb); });
+          return;
         }
-        if (k == Family::Conv) cpu::conv2d_backward_weights<T>(g, px, pdy, pdw, pdb);
-        if (k == Family::Conv1x1)
-          cpu::conv1x1_backward_weights<T>(g.batch, g.in_channels, g.out_channels, g.height, px, pdy, pdw, pdb);
-        if (k == Family::Matmul)
-          cpu::linear_backward_weights<T>(g.batch, g.in_channels, g.out_channels, px, pdy, pdw, pdb);
-      };
-      if constexpr (std::is_same_v<T, float>)
-        run_maybe_sparse(layer, k, ConvPass::Weights, g, x,
-                         [&](const Geometry& sg) { cpu::spike_conv2d_backward_weights(sg, px, pdy, pdw, pdb); },
-                         dense);
-      else
-        dense();
+      }
+      dense_weights<T>(k, g, x, dy, pdw, pdb);
     });
   }
 };

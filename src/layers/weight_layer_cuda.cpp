@@ -30,6 +30,7 @@ struct CudaKernels {
   const std::string& name;
 
   SlotStore<WeightSaved<Act>>& slots() { return im.slots; }
+  Act save_input(const Tensor& x) { return Act::save(x); }
 
   void check(const Tensor& x, const Tensor& w, const std::string& what) {
     cuda_layer::check_activation(x, what.c_str(), name);
@@ -56,6 +57,9 @@ struct CudaKernels {
     data_pass(false, k, g, dy, w, dx);
   }
 
+  void backward_weights_saved(Family k, const Geometry& g, const Act& in, const Tensor& dy, Param& w, Param* b) {
+    backward_weights(k, g, in.restore(), dy, w, b);
+  }
   void backward_weights(Family k, const Geometry& g, const Tensor& x, const Tensor& dy, Param& w, Param* b) {
     const DType dt = x.dtype();
     const int dev = x.device().ordinal;

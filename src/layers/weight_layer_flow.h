@@ -78,7 +78,7 @@ Tensor WeightLayer::forward_on(Dev& dev, const Tensor& x, Ctx& ctx) {
   // After a sample-sharded region the input was all-gathered: keep only this rank's samples
   // and gather them again for the weight gradient (the region's memory cut reaches this input).
   sv.rows_only = sp_.role == SpRole::DeferColwise && sp_.sharded(ctx.slot);
-  sv.input = Dev::Act::save(sv.rows_only ? sp_rows_of(x, ctx.tp->rank(), ctx.tp->size()) : x);
+  sv.input = dev.save_input(sv.rows_only ? sp_rows_of(x, ctx.tp->rank(), ctx.tp->size()) : x);
   sv.shape = x.shape();
   sv.dtype = x.dtype();
   return y;
@@ -131,8 +131,13 @@ template <class Dev>
 void WeightLayer::backward_weight_on(Dev& dev, Ctx& ctx) {
   WeightSaved<typename Dev::Act>& sv = dev.slots().get(ctx.slot);
   SM_CHECK(sv.dy.defined(), type() << " backward_weight without a kept dy (B not run with split_wgrad?)");
-  Tensor x = sv.input.restore();  // [T, N, Cin_local, ...] (rows_only: [T, N/tp, ...])
-  if (sv.rows_only) x = sp_all_gather_rows(x, *ctx.tp);  // collective over tp
+  if (!sv.rows_only) {  // from what was kept (the CPU reads a spike input's bits)
+    ProbeWorkspace ws(sv.dy.device(), static_cast<size_t>(shape_numel(sv.shape)) * dtype_size(sv.dtype) + sv.dy.nbytes());
+    dev.backward_weights_saved(kernels(), geometry(sv.shape), sv.input, sv.dy, param(0), bias_param());
+    dev.slots().release(ctx.slot);
+    return;
+  }
+  Tensor x = sp_all_gather_rows(sv.input.restore(), *ctx.tp);  // [T, N, Cin_local, ...]; collective over tp
   {
     ProbeWorkspace ws(x.device(), x.nbytes() + sv.dy.nbytes());
     dev.backward_weights(kernels(), geometry(x.shape()), x, sv.dy, param(0), bias_param());

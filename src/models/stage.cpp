@@ -122,7 +122,10 @@ Tensor Stage::forward_chunk(size_t c, const Tensor& x, Ctx& ctx, UnitHooks* hook
       continue;
     }
     if (hooks) hooks->before_forward(k, ctx.training);
+    // the model's first unit may merge repeated input steps (layers/time_invariant_prefix.h)
+    ctx.merge_repeated_steps = global_[k] == 0 && (!ctx.training || ctx.model_input_grad_unused);
     h = unit(k).forward(h, ctx);
+    ctx.merge_repeated_steps = false;
     if (hooks) hooks->after_forward(k, ctx.training);
   }
   return h;  // [T, N, ...chunk output]

@@ -215,7 +215,9 @@ MicroResult Layout::forward_backward(const MicroBatch& mb, Ctx& ctx, double loss
   if (tp_sums_) tp_sums_->set_last_micro(last_micro);
   r.reset_ms = t.ms();
   t.reset();
+  ctx.model_input_grad_unused = true;  // as the backward below says
   Tensor out = stage_->forward(mb.x, ctx, grad_hooks());     // [T, n, K]
+  ctx.model_input_grad_unused = false;
   r.loss = model_.loss->forward(out, mb.y, ctx.slot);
   r.forward_ms = t.ms();
   t.reset();

@@ -52,6 +52,18 @@ inline std::unique_ptr<Unit> wrap(LayerPtr layer, DType dt = DType::F64, uint64_
   return u;
 }
 
+// The tolerance measure of docs/semantics.md §9: the largest difference over the largest
+// magnitude of the reference b (1e300 when the sizes differ).
+inline double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return 1e300;
+  double d = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d = std::max(d, std::fabs(a[i] - b[i]));
+    scale = std::max(scale, std::fabs(b[i]));
+  }
+  return d / std::max(scale, 1e-300);
+}
+
 namespace detail {
 inline double dot(const Tensor& a, const Tensor& b) {
   double s = 0.0;

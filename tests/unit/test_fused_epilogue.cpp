@@ -260,11 +260,6 @@ UnitRun run_unit(DType dt, bool fuse, bool pool = false) {
   return r;
 }
 
-double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
-  double d = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i])), scale = std::max(scale, std::fabs(b[i]));
-  return d / std::max(scale, 1e-300);
-}
 
 TEST(FusedEpilogue, UnitFusedEqualsUnfused) {
   for (bool pool : {false, true})
@@ -281,9 +276,9 @@ TEST(FusedEpilogue, UnitFusedEqualsUnfused) {
     // output (batchnorm.cpp): rounding-level differences only.
     const double tol = dt == DType::F64 ? 1e-12 : 2e-5;
     ASSERT_EQ(plain.dx.size(), fused.dx.size());
-    EXPECT_LE(max_rel(fused.dx, plain.dx), tol) << "input gradients";
+    EXPECT_LE(test::max_rel(fused.dx, plain.dx), tol) << "input gradients";
     ASSERT_EQ(plain.grads.size(), fused.grads.size());
-    EXPECT_LE(max_rel(fused.grads, plain.grads), tol) << "parameter gradients";
+    EXPECT_LE(test::max_rel(fused.grads, plain.grads), tol) << "parameter gradients";
   }
 }
 

@@ -157,17 +157,6 @@ MemRun train(const Case& c, int level, DType dt, int steps, bool split_wgrad = f
   return r;
 }
 
-// The tolerance measure of docs/semantics.md §9 (as tests/mpi's max_rel_diff): the largest
-// difference over the largest magnitude of the reference.
-double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return 1e300;
-  double d = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d = std::max(d, std::fabs(a[i] - b[i]));
-    scale = std::max(scale, std::fabs(b[i]));
-  }
-  return d / std::max(scale, 1e-30);
-}
 
 void expect_same(const Case& c, int steps, bool split_wgrad = false, int accum = 1, Split split = {}) {
   const MemRun ref = train(c, 0, DType::F64, steps, false, accum, Split{split.pieces > 1 ? -split.pieces : 1, split.axis});
@@ -182,16 +171,16 @@ void expect_same(const Case& c, int steps, bool split_wgrad = false, int accum =
   EXPECT_EQ(ref.checkpointed_segments, 0) << what;
   ASSERT_EQ(got.losses.size(), ref.losses.size());
   EXPECT_NE(ref.losses.front(), ref.losses.back()) << what << ": the reference did not train";
-  EXPECT_LE(max_rel(got.losses, ref.losses), 1e-9) << what << ": losses";
+  EXPECT_LE(test::max_rel(got.losses, ref.losses), 1e-9) << what << ": losses";
   ASSERT_EQ(got.params.size(), ref.params.size());
-  EXPECT_LE(max_rel(got.params, ref.params), 1e-9) << what << ": parameters";
+  EXPECT_LE(test::max_rel(got.params, ref.params), 1e-9) << what << ": parameters";
   // Running statistics and num_batches_tracked moved once per forward, never in a recompute.
   ASSERT_EQ(got.buffers.size(), ref.buffers.size());
-  EXPECT_LE(max_rel(got.buffers, ref.buffers), 1e-9) << what << ": batch-norm buffers";
+  EXPECT_LE(test::max_rel(got.buffers, ref.buffers), 1e-9) << what << ": batch-norm buffers";
   ASSERT_EQ(got.firing.size(), ref.firing.size());
-  EXPECT_LE(max_rel(got.firing, ref.firing), 1e-12) << what << ": firing rates";
+  EXPECT_LE(test::max_rel(got.firing, ref.firing), 1e-12) << what << ": firing rates";
   std::printf("[ info     ] %s: level 1 = level 0 over %d fp64 steps (losses %.2g, params %.2g); peak %.2f -> %.2f MB\n",
-              what.c_str(), steps, max_rel(got.losses, ref.losses), max_rel(got.params, ref.params),
+              what.c_str(), steps, test::max_rel(got.losses, ref.losses), test::max_rel(got.params, ref.params),
               ref.peak_bytes / 1048576.0, got.peak_bytes / 1048576.0);
 }
 
@@ -339,10 +328,10 @@ void expect_search_keeps_trajectory(const Case& c, int level, int steps) {
   EXPECT_GT(r.predicted_peak_mb, 0) << what;
   EXPECT_GT(r.optimize_ms, 0) << what;
   EXPECT_FALSE(r.segments.empty()) << what;
-  EXPECT_LE(max_rel(got.losses, ref.losses), 1e-9) << what << ": losses";
-  EXPECT_LE(max_rel(got.params, ref.params), 1e-9) << what << ": parameters";
-  EXPECT_LE(max_rel(got.buffers, ref.buffers), 1e-9) << what << ": batch-norm buffers (the trials put them back)";
-  EXPECT_LE(max_rel(got.firing, ref.firing), 1e-9) << what << ": firing rates";
+  EXPECT_LE(test::max_rel(got.losses, ref.losses), 1e-9) << what << ": losses";
+  EXPECT_LE(test::max_rel(got.params, ref.params), 1e-9) << what << ": parameters";
+  EXPECT_LE(test::max_rel(got.buffers, ref.buffers), 1e-9) << what << ": batch-norm buffers (the trials put them back)";
+  EXPECT_LE(test::max_rel(got.firing, ref.firing), 1e-9) << what << ": firing rates";
   for (const std::string& l : r.log) std::printf("[ info     ] %s: %s\n", what.c_str(), l.c_str());
 }
 TEST(Memopt, Level2SearchKeepsTheTrajectory) { expect_search_keeps_trajectory(kSformerCifar, 2, 20); }
@@ -490,9 +479,9 @@ TEST(MemoptGpu, LevelsAndPiecesOnTheDevice) {
   EXPECT_EQ(l1.params, ref.params) << "level 1 on the device";
   for (Split sp : {Split{2, SplitAxis::Time}, Split{2, SplitAxis::Batch}}) {
     const MemRun got = train(c, 1, DType::F32, 5, false, 1, sp);
-    EXPECT_LE(max_rel(got.losses, ref.losses), 1e-4) << (sp.axis == SplitAxis::Time ? "time" : "samples");
-    EXPECT_LE(max_rel(got.params, ref.params), 1e-4) << (sp.axis == SplitAxis::Time ? "time" : "samples");
-    EXPECT_LE(max_rel(got.buffers, ref.buffers), 1e-4) << (sp.axis == SplitAxis::Time ? "time" : "samples");
+    EXPECT_LE(test::max_rel(got.losses, ref.losses), 1e-4) << (sp.axis == SplitAxis::Time ? "time" : "samples");
+    EXPECT_LE(test::max_rel(got.params, ref.params), 1e-4) << (sp.axis == SplitAxis::Time ? "time" : "samples");
+    EXPECT_LE(test::max_rel(got.buffers, ref.buffers), 1e-4) << (sp.axis == SplitAxis::Time ? "time" : "samples");
   }
 }
 

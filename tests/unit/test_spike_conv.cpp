@@ -18,6 +18,7 @@
 #include "../ref/conv_ref.h"
 #include "conv_test_util.h"
 #include "gradient_check.h"
+#include "spikemesh/core/bitpack.h"
 #include "spikemesh/core/rng.h"
 #include "spikemesh/kernels/cpu/spike_conv.h"
 #include "spikemesh/kernels/cpu/winograd.h"
@@ -159,11 +160,22 @@ TEST_P(SpikeConvKernel, BitwiseIndependentOfThreadsAndRegisterWidth) {
       ys.push_back(y);
       dws.push_back(dw);
     }
+    // the same from the packed bits a layer keeps (no pass over the floats)
+    Tensor xt = Tensor::empty({g.input_numel()}, DType::F32);
+    std::copy(xf.begin(), xf.end(), xt.data<float>());
+    const Tensor bits = pack_bits(xt);
+    std::vector<float> y(g.output_numel()), dw(g.weight_numel(), 0.5f);
+    cpu::spike_conv2d_forward_bits(g, bits.data<uint8_t>(), wf.data(), nullptr, y.data());
+    cpu::spike_conv2d_backward_weights_bits(g, bits.data<uint8_t>(), dyf.data(), dw.data(), nullptr);
+    ys.push_back(y);
+    dws.push_back(dw);
+    EXPECT_DOUBLE_EQ(cpu::set_bit_fraction(bits.data<uint8_t>(), g.input_numel()),
+                     cpu::nonzero_fraction(xf.data(), g.input_numel()));
   }
   omp_set_num_threads(saved);
   cpu::spike_conv_allow_avx512(true);
   for (size_t r = 1; r < ys.size(); ++r) {
-    ASSERT_EQ(ys[0], ys[r]) << "forward, run " << r << " (threads 1,1,2,2,3,3 × AVX-512 on/off)";
+    ASSERT_EQ(ys[0], ys[r]) << "forward, run " << r << " (threads 1, 2, 3 × AVX-512 on/off, then from bits)";
     ASSERT_EQ(dws[0], dws[r]) << "weight gradient, run " << r;
   }
 }

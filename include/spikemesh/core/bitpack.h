@@ -22,12 +22,16 @@ class SavedActivation {
  public:
   SavedActivation() = default;
   static SavedActivation save(const Tensor& x);
+  // save(x) of a binary x whose pack_bits(x) the caller already made (not repacked).
+  static SavedActivation save_packed(const Tensor& x, Tensor bits);
   // The saved tensor (a fresh unpacked copy when it was packed), flagged binary if it was.
   Tensor restore() const;
   // Elements [offset, offset + count) of the flattened saved tensor as a fresh 1-d tensor
   // [count] (unpacked from the bits alone when packed: memopt pieces).
   Tensor restore_range(int64_t offset, int64_t count) const;
   bool packed() const { return packed_; }
+  const Tensor& bits() const { return kept_; }  // when packed: u8 [⌈numel/8⌉]
+  DType dtype() const { return dtype_; }
   bool defined() const { return kept_.defined(); }
   size_t bytes() const { return kept_.defined() ? kept_.nbytes() : 0; }
   const Shape& shape() const { return shape_; }

@@ -21,6 +21,7 @@ struct BatchNormConfig {
 
 class BatchNorm : public Layer {
  public:
+  bool same_at_every_time_step() const override { return true; }
   explicit BatchNorm(const BatchNormConfig& c);
   Shape output_shape(const Shape& in) const override;
   std::string type() const override { return cfg_.spatial_dims == 1 ? "batchnorm1d" : "batchnorm2d"; }

@@ -53,6 +53,17 @@ struct Ctx {
   const void* bn_moments_for = nullptr;
   const void* bn_grad_sums_for = nullptr;
   bool bn_split = false;
+  // > 1 while a sequence's children before its first neuron run on one time step of an input
+  // whose T steps are identical (layers/time_invariant_prefix.h): batch norm counts its
+  // statistics this many times, as if it had seen every step.
+  int64_t time_repeat = 1;
+  // Set by a training step around its forward: nothing will want the model input's gradient
+  // (the backward sets input_grad_unused). The stage then sets merge_repeated_steps for its
+  // model's first unit (also in evaluation, which has no backward): that unit may run its
+  // children before the first neuron on one time step when the input repeats it (the
+  // per-step gradients of the input would be lost, only their sum is made).
+  bool model_input_grad_unused = false;
+  bool merge_repeated_steps = false;
 };
 
 }  // namespace sm

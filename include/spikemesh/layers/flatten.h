@@ -9,6 +9,7 @@ namespace sm {
 
 class Flatten : public Layer {
  public:
+  bool same_at_every_time_step() const override { return true; }
   explicit Flatten(int start_dim = 0) : start_dim_(start_dim) {}
   int start_dim() const { return start_dim_; }
   Shape output_shape(const Shape& in) const override;

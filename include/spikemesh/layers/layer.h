@@ -71,6 +71,10 @@ class Layer {
   // Whether spikes in give spikes out (max-pooling, flatten): such trailing layers are skipped
   // when a composite asks whether it ends in spikes.
   virtual bool preserves_spikes() const { return false; }
+  // Whether the layer maps every time step of [T, N, ...] alike and on its own (convolutions,
+  // linears, batch norm, pooling, flatten — not neurons, not dropout): T identical input steps
+  // give T identical output steps, so one step may stand for all (layers/time_invariant_prefix.h).
+  virtual bool same_at_every_time_step() const { return false; }
 
   // Parameters of this layer (composites: of all children, in order).
   virtual std::vector<Param*> params();

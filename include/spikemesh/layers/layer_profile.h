@@ -22,10 +22,19 @@ struct LayerTypeTiming {
 void layer_profile_enable(bool on);
 bool layer_profile_enabled();
 void layer_profile_reset();
+// Adds one call's time to its type's row and, when `layer` is given, to that layer's row.
 void layer_profile_add(const std::string& type, double forward_ms, double backward_ms, bool is_forward_call,
-                       double forward_flops = 0.0);
+                       double forward_flops = 0.0, const std::string& layer = "");
 // Rows by descending total time.
 std::vector<LayerTypeTiming> layer_profile_report();
+
+// One leaf layer's (or fused pair's, "bn+next") time, summed over calls.
+struct LayerTiming {
+  std::string layer, type;
+  double forward_ms = 0.0, backward_ms = 0.0;
+};
+// Rows in first-call order (the forward's order of the model's layers).
+std::vector<LayerTiming> layer_profile_layers();
 
 // Per weight layer whose input is a spike tensor (f32, CPU): the firing rate it saw and, per
 // pass, which kernel ran (spike_conv_choice.h) and its time. Rows in first-call order.

@@ -22,6 +22,7 @@ enum class PoolKind { Max, Avg };
 
 class Pool2d : public Layer {
  public:
+  bool same_at_every_time_step() const override { return true; }
   Pool2d(PoolKind kind, const PoolConfig& c);
   Shape output_shape(const Shape& in) const override;  // [C, H, W] -> [C, Ho, Wo]
   std::string type() const override { return kind_ == PoolKind::Max ? "maxpool2d" : "avgpool2d"; }

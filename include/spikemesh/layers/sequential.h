@@ -94,8 +94,15 @@ class Sequential : public Layer {
   void split_pass(const MemoptSegment& seg, const KeptSegment& kept, const Tensor& dy, const Ctx& c, Tensor* dx);
   void start_piece(const MemoptSegment& seg, const KeptSegment& kept, int p, Ctx& c, int64_t b);
 
+  // Without memopt segments: every child in order, those before the first neuron on one time
+  // step where the input repeats it (layers/time_invariant_prefix.h; prefix_by_slot_ records
+  // how many per slot for backward, 0: none).
+  Tensor forward_whole(const Tensor& x, Ctx& ctx);
+  Tensor backward_whole(const Tensor& dy, Ctx& ctx);
+
   std::vector<MemoptSegment> segments_;
   std::shared_ptr<MemoptState> memopt_state_;
+  std::vector<size_t> prefix_by_slot_;
 };
 
 class Residual : public Sequential {

@@ -19,6 +19,7 @@ namespace sm {
 
 class WeightLayer : public Layer {
  public:
+  bool same_at_every_time_step() const override { return true; }
   enum class KernelFamily { Conv, Conv1x1, Matmul };
   // Colwise without a rowwise partner (the tp plan's colwise/ag, tensor_parallel.h): the
   // output channels are all-gathered over ctx.tp after the kernel.

@@ -99,12 +99,50 @@ struct SpikeBitmap {  // bits [batch, Hp, Wp, words]: bit c of pixel (h, w) = x[
   }
 };
 
-SpikeBitmap spike_bitmap(const Conv2dGeometry& g, const float* x) {
+SpikeBitmap empty_bitmap(const Conv2dGeometry& g) {
   SpikeBitmap b;
   b.hp = g.height + 2 * g.padding;
   b.wp = g.width + 2 * g.padding;
   b.words = (g.in_channels + 63) / 64;
   b.bits = Tensor::zeros({g.batch, b.hp, b.wp, b.words}, DType::I64);
+  return b;
+}
+
+// Calls f(i) for every set bit i in [0, len) of the bits starting at bit `first` of `b`
+// (nbytes long; bits past the end read as 0), in ascending order.
+template <typename F>
+void for_each_set_bit(const uint8_t* b, int64_t nbytes, int64_t first, int64_t len, F&& f) {
+  for (int64_t i = 0; i < len;) {
+    const int64_t bit = first + i, byte = bit >> 3;
+    uint64_t w = 0;
+    std::memcpy(&w, b + byte, static_cast<size_t>(std::min<int64_t>(8, nbytes - byte)));
+    const int64_t take = std::min<int64_t>(56, len - i);  // 64 − (bit & 7) ≥ 57 bits valid
+    w = (w >> (bit & 7)) & ((uint64_t{1} << take) - 1);
+    for (; w; w &= w - 1) f(i + __builtin_ctzll(w));
+    i += take;
+  }
+}
+
+// The bitmap of spike_bitmap from packed bits: only set bits are visited.
+SpikeBitmap spike_bitmap_from_bits(const Conv2dGeometry& g, const uint8_t* xb) {
+  SpikeBitmap b = empty_bitmap(g);
+  uint64_t* bits = reinterpret_cast<uint64_t*>(b.bits.data<int64_t>());
+  const int64_t C = g.in_channels, W = g.width, plane = g.height * g.width, p = g.padding;
+  const int64_t nbytes = (g.batch * C * plane + 7) / 8;
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < g.batch; ++n)  // one sample per thread at a time: threads never share a word
+    for (int64_t c = 0; c < C; ++c) {
+      const uint64_t bit = uint64_t{1} << (c & 63);
+      uint64_t* sample = bits + (n * b.hp * b.wp) * b.words + (c >> 6);
+      for_each_set_bit(xb, nbytes, (n * C + c) * plane, plane, [&](int64_t q) {
+        sample[((q / W + p) * b.wp + q % W + p) * b.words] |= bit;
+      });
+    }
+  return b;
+}
+
+SpikeBitmap spike_bitmap(const Conv2dGeometry& g, const float* x) {
+  SpikeBitmap b = empty_bitmap(g);
   uint64_t* bits = reinterpret_cast<uint64_t*>(b.bits.data<int64_t>());
   const int64_t C = g.in_channels, H = g.height, W = g.width, p = g.padding;
 #pragma omp parallel for schedule(static) collapse(2)
@@ -246,9 +284,8 @@ struct WeightScratch {
 // dwt[ci] [K·K, CoutP] += Σ over the active pixels (ih, iw) of x[n, ci] of the dy rows they
 // reach through each tap: output (oh, ow) = ((ih + p − kh) / s, (iw + p − kw) / s) when that
 // divides exactly and lies inside the output.
-void weight_rows(const Conv2dGeometry& g, const float* xp, const BlockedRows& dyt, int64_t coutp, WeightScratch& s,
-                 float* dwt_ci) {
-  const int64_t K = g.kernel, st = g.stride, p = g.padding, Ho = g.out_height(), Wo = g.out_width();
+// The active pixels of one input plane into s.ih, s.iw (row-major order); their count.
+int64_t active_pixels(const Conv2dGeometry& g, const float* xp, WeightScratch& s) {
   int64_t n_active = 0;
   for (int64_t h = 0; h < g.height; ++h)
     for (int64_t w = 0; w < g.width; ++w)
@@ -256,6 +293,22 @@ void weight_rows(const Conv2dGeometry& g, const float* xp, const BlockedRows& dy
         s.ih[n_active] = static_cast<int32_t>(h);
         s.iw[n_active++] = static_cast<int32_t>(w);
       }
+  return n_active;
+}
+
+// The same from the plane's packed bits (starting at bit `first` of xb, nbytes long).
+int64_t active_pixels(const Conv2dGeometry& g, const uint8_t* xb, int64_t nbytes, int64_t first, WeightScratch& s) {
+  int64_t n_active = 0;
+  for_each_set_bit(xb, nbytes, first, g.height * g.width, [&](int64_t q) {
+    s.ih[n_active] = static_cast<int32_t>(q / g.width);
+    s.iw[n_active++] = static_cast<int32_t>(q % g.width);
+  });
+  return n_active;
+}
+
+void weight_rows(const Conv2dGeometry& g, int64_t n_active, const BlockedRows& dyt, int64_t coutp, WeightScratch& s,
+                 float* dwt_ci) {
+  const int64_t K = g.kernel, st = g.stride, p = g.padding, Ho = g.out_height(), Wo = g.out_width();
   if (n_active == 0) return;
   int32_t count = 0;
   for (int64_t t = 0; t < K * K; ++t) {
@@ -291,9 +344,11 @@ double nonzero_fraction(const float* x, int64_t n) {
   return static_cast<double>(count) / static_cast<double>(n);
 }
 
-void spike_conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y) {
+namespace {
+
+// The forward from the spike bitmap (both entry points).
+void forward_from_bitmap(const Conv2dGeometry& g, const SpikeBitmap& bm, const float* w, const float* bias, float* y) {
   const int64_t coutp = round_up(g.out_channels, kPad), Ho = g.out_height(), Wo = g.out_width();
-  const SpikeBitmap bm = spike_bitmap(g, x);
   const BlockedRows wt = tap_major_weight(g, w, coutp);  // [K·K·Cin, CoutP] blocked
   std::vector<float> biasp(coutp, 0.0f);
   if (bias) std::copy(bias, bias + g.out_channels, biasp.begin());
@@ -310,8 +365,9 @@ void spike_conv2d_forward(const Conv2dGeometry& g, const float* x, const float* 
   }
 }
 
-void spike_conv2d_backward_weights(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
-                                   float* dbias) {
+// The weight gradient, active(n, ci, scratch) filling a plane's active pixels (both entry points).
+template <typename Active>
+void weights_from(const Conv2dGeometry& g, Active&& active, const float* dy, float* dw, float* dbias) {
   const int64_t C = g.in_channels, kk = g.kernel * g.kernel, coutp = round_up(g.out_channels, kPad);
   const int64_t plane = g.out_height() * g.out_width(), in_plane = g.height * g.width;
   Tensor dwt = Tensor::zeros({C, kk, coutp}, DType::F32);  // dw as [Cin, K·K, CoutP]
@@ -327,7 +383,7 @@ void spike_conv2d_backward_weights(const Conv2dGeometry& g, const float* x, cons
       // (implicit barrier: dyt complete)
 #pragma omp for schedule(static)
       for (int64_t ci = 0; ci < C; ++ci)
-        weight_rows(g, x + (n * C + ci) * in_plane, dyt, coutp, s, dwt.data<float>() + ci * kk * coutp);
+        weight_rows(g, active(n, ci, s), dyt, coutp, s, dwt.data<float>() + ci * kk * coutp);
       // (implicit barrier: dyt free for the next sample)
     }
   }
@@ -337,6 +393,50 @@ void spike_conv2d_backward_weights(const Conv2dGeometry& g, const float* x, cons
     for (int64_t ci = 0; ci < C; ++ci)
       for (int64_t t = 0; t < kk; ++t) dw[(co * C + ci) * kk + t] += pt[(ci * kk + t) * coutp + co];
   if (dbias) channel_bias_grad<float>(g.batch, g.out_channels, plane, dy, dbias);
+}
+
+}  // namespace
+
+void spike_conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y) {
+  forward_from_bitmap(g, spike_bitmap(g, x), w, bias, y);
+}
+
+void spike_conv2d_forward_bits(const Conv2dGeometry& g, const uint8_t* x_bits, const float* w, const float* bias,
+                               float* y) {
+  forward_from_bitmap(g, spike_bitmap_from_bits(g, x_bits), w, bias, y);
+}
+
+void spike_conv2d_backward_weights(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
+                                   float* dbias) {
+  const int64_t C = g.in_channels, in_plane = g.height * g.width;
+  weights_from(
+      g, [&](int64_t n, int64_t ci, WeightScratch& s) { return active_pixels(g, x + (n * C + ci) * in_plane, s); }, dy,
+      dw, dbias);
+}
+
+void spike_conv2d_backward_weights_bits(const Conv2dGeometry& g, const uint8_t* x_bits, const float* dy, float* dw,
+                                        float* dbias) {
+  const int64_t C = g.in_channels, in_plane = g.height * g.width, nbytes = (g.batch * C * in_plane + 7) / 8;
+  weights_from(
+      g,
+      [&](int64_t n, int64_t ci, WeightScratch& s) {
+        return active_pixels(g, x_bits, nbytes, (n * C + ci) * in_plane, s);
+      },
+      dy, dw, dbias);
+}
+
+double set_bit_fraction(const uint8_t* bits, int64_t n) {
+  if (n <= 0) return 0.0;
+  const int64_t nbytes = (n + 7) / 8, words = nbytes / 8;
+  int64_t count = 0;
+#pragma omp parallel for schedule(static) reduction(+ : count)
+  for (int64_t i = 0; i < words; ++i) {
+    uint64_t w;
+    std::memcpy(&w, bits + 8 * i, 8);
+    count += __builtin_popcountll(w);
+  }
+  for (int64_t j = 8 * words; j < nbytes; ++j) count += __builtin_popcount(bits[j]);
+  return static_cast<double>(count) / static_cast<double>(n);
 }
 
 }  // namespace sm::cpu

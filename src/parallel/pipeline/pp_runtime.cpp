@@ -197,7 +197,9 @@ void PipelineRuntime::run_forward(const PpAction& a, StepState& st) {
   stage_.reset_state(c);  // neuron state at rest for every microbatch on every stage
   const double t1 = now_s();
   st.ctx.split_wgrad = false;
+  st.ctx.model_input_grad_unused = s == 0;  // as its backward says
   Tensor y = stage_.forward_chunk(c, x, st.ctx);  // [T, n, ...stage output]
+  st.ctx.model_input_grad_unused = false;
   if (s == st.S - 1) {
     st.res.losses[m] = loss_->forward(y, st.micro[m].y, m);
   } else {

@@ -42,4 +42,14 @@ void spike_conv2d_forward(const Conv2dGeometry& g, const float* x, const float* 
 void spike_conv2d_backward_weights(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
                                    float* dbias);
 
+// The same two passes from the input's packed bits (core/bitpack.h: u8, element order of x,
+// least significant bit first; ⌈numel/8⌉ bytes, the bits past numel zero), as a layer keeps a
+// spike input for backward: no pass over the float input, bitwise the results above.
+void spike_conv2d_forward_bits(const Conv2dGeometry& g, const uint8_t* x_bits, const float* w, const float* bias,
+                               float* y);
+void spike_conv2d_backward_weights_bits(const Conv2dGeometry& g, const uint8_t* x_bits, const float* dy, float* dw,
+                                        float* dbias);
+// The fraction of the n packed bits that are set (the firing rate the kernel choice reads).
+double set_bit_fraction(const uint8_t* bits, int64_t n);
+
 }  // namespace sm::cpu
