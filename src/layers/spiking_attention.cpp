@@ -80,9 +80,9 @@ Tensor SpikingAttention::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
   const cpu::SsaGeom g = geometry(xs);
   Tensor dx = Tensor::empty(xs, dy.dtype(), dy.device());  // [T, N, 3C, L]
   if (dy.dtype() == DType::F64)
-    cpu::ssa_backward<double>(dy.data<double>(), qkv.data<double>(), g, scale_, dx.data<double>());
+    cpu::ssa_backward<double>(dy.data<double>(), qkv.data<double>(), g, scale_, qkv.is_binary(), dx.data<double>());
   else
-    cpu::ssa_backward<float>(dy.data<float>(), qkv.data<float>(), g, scale_, dx.data<float>());
+    cpu::ssa_backward<float>(dy.data<float>(), qkv.data<float>(), g, scale_, qkv.is_binary(), dx.data<float>());
   return dx;
 }
 

@@ -124,7 +124,7 @@ void check_ssa_backward(const cpu::SsaGeom& g, uint64_t seed) {
     SCOPED_TRACE(binary ? "spikes" : "values");
     const std::vector<float> x =
         binary ? spikes(nx, seed + 1) : rounded<S>(gpu_test::random_floats(nx, seed + 2, -1.0, 1.0));
-    cpu::ssa_backward<float>(dy.data(), x.data(), g, scale, ref.data());
+    cpu::ssa_backward<float>(dy.data(), x.data(), g, scale, false, ref.data());
     DeviceArray<S> d_x(gpu_test::to_storage<S>(x));
     cuda::ssa_backward_cuda<S>(d_dy.get(), d_x.get(), nullptr, g, scale, d_work.get(), d_dx.get(), nullptr);
     const std::vector<float> got = gpu_test::to_floats(d_dx.download());

@@ -112,6 +112,98 @@ void forward_binary_block(const HeadBlocks<T>& in, int64_t d, int64_t L, T scale
   }
 }
 
+// ---- the backward of a binary block -----------------------------------------------------
+
+// Per token l, the set rows of a d×L 0/1 block as a mask (bit j: x[j, l] ≠ 0); d ≤ 64.
+template <typename T>
+void token_masks(const T* x, int64_t d, int64_t L, uint64_t* mask) {
+  std::fill(mask, mask + L, uint64_t{0});
+  for (int64_t j = 0; j < d; ++j)
+    for (int64_t l = 0; l < L; ++l) mask[l] |= static_cast<uint64_t>(x[j * L + l] != T(0)) << j;
+}
+
+// rows[l, :] = Σ over the set bits j of mask[l] (ascending) of m[j, :] (d doubles each).
+void masked_row_sums(const uint64_t* mask, const double* m, int64_t d, int64_t L, double* rows) {
+  for (int64_t l = 0; l < L; ++l) {
+    double* r = rows + l * d;
+    std::fill(r, r + d, 0.0);
+    for (uint64_t b = mask[l]; b; b &= b - 1) {
+      const double* mj = m + __builtin_ctzll(b) * d;
+#pragma omp simd
+      for (int64_t i = 0; i < d; ++i) r[i] += mj[i];
+    }
+  }
+}
+
+// out[i, l] = T(rows[l, i] · s): [L, d] doubles back to a [d, L] block.
+template <typename T>
+void store_transposed(const double* rows, int64_t d, int64_t L, double s, T* out) {
+  for (int64_t i = 0; i < d; ++i)
+    for (int64_t l = 0; l < L; ++l) out[i * L + l] = static_cast<T>(rows[l * d + i] * s);
+}
+
+struct BinaryScratch {
+  std::vector<uint64_t> bits, qm, km, vm;  // packed rows of V, K; token masks of Q, K, V
+  std::vector<double> a, da, dat, dot, rows;  // A, dA [d, d] (i-major), dAᵀ [d, d], dOutᵀ [L, d], [L, d]
+};
+
+// The backward of one block whose q, k, v are 0/1, d ≤ 64: A from popcounts; dA (as dAᵀ, one
+// row per Q channel) by adding dOut's token columns where Q fires; dV, dK by adding rows of
+// dAᵀ / dA where K / V fire; dQ as the general path (A is dense). Every element is the general
+// path's double sum in the same order without its exact-zero terms (a finite value's sum is
+// unchanged by them), rounded once to T.
+template <typename T>
+void backward_binary_block(const HeadBlocks<T>& in, const T* dO, int64_t d, int64_t L, double scale,
+                           BinaryScratch& s, T* dq, T* dk, T* dv) {
+  const int64_t W = (L + 63) / 64;
+  s.bits.resize(2 * d * W);
+  pack_rows(in.v, d, L, W, s.bits.data());
+  pack_rows(in.k, d, L, W, s.bits.data() + d * W);
+  s.a.resize(d * d);
+  for (int64_t i = 0; i < d; ++i)  // A[i, j] = |V_i ∧ K_j|
+    for (int64_t j = 0; j < d; ++j) {
+      int64_t n = 0;
+      for (int64_t w = 0; w < W; ++w) n += __builtin_popcountll(s.bits[i * W + w] & s.bits[(d + j) * W + w]);
+      s.a[i * d + j] = static_cast<double>(n);
+    }
+  s.qm.resize(L), s.km.resize(L), s.vm.resize(L);
+  token_masks(in.q, d, L, s.qm.data());
+  token_masks(in.k, d, L, s.km.data());
+  token_masks(in.v, d, L, s.vm.data());
+  s.dot.resize(L * d), s.rows.resize(L * d), s.dat.resize(d * d), s.da.resize(d * d);
+  transpose(dO, d, L, s.dot.data());  // dOutᵀ [L, d]
+  // dAᵀ[j, :] = scale · Σ_{l: Q[j,l]=1} dOut[:, l]
+  std::fill(s.dat.begin(), s.dat.end(), 0.0);
+  for (int64_t l = 0; l < L; ++l)
+    for (uint64_t b = s.qm[l]; b; b &= b - 1) {
+      double* r = s.dat.data() + __builtin_ctzll(b) * d;
+      const double* o = s.dot.data() + l * d;
+#pragma omp simd
+      for (int64_t i = 0; i < d; ++i) r[i] += o[i];
+    }
+  for (int64_t j = 0; j < d; ++j)
+    for (int64_t i = 0; i < d; ++i) {
+      if (scale != 1.0) s.dat[j * d + i] *= scale;
+      s.da[i * d + j] = s.dat[j * d + i];
+    }
+  masked_row_sums(s.km.data(), s.dat.data(), d, L, s.rows.data());  // dV[i, l] = Σ_{j: K[j,l]=1} dA[i, j]
+  store_transposed(s.rows.data(), d, L, 1.0, dv);
+  masked_row_sums(s.vm.data(), s.da.data(), d, L, s.rows.data());  // dK[j, l] = Σ_{i: V[i,l]=1} dA[i, j]
+  store_transposed(s.rows.data(), d, L, 1.0, dk);
+  for (int64_t l = 0; l < L; ++l) {  // dQ[j, l] = scale · Σ_i A[i, j] · dOut[i, l]
+    double* r = s.rows.data() + l * d;
+    std::fill(r, r + d, 0.0);
+    const double* o = s.dot.data() + l * d;
+    for (int64_t i = 0; i < d; ++i) {
+      const double oi = o[i];
+      const double* ai = s.a.data() + i * d;
+#pragma omp simd
+      for (int64_t j = 0; j < d; ++j) r[j] += ai[j] * oi;
+    }
+  }
+  store_transposed(s.rows.data(), d, L, scale, dq);
+}
+
 }  // namespace
 
 template <typename T>
@@ -144,8 +236,22 @@ void ssa_forward(const T* qkv, const SsaGeom& g, double scale, bool binary, T* o
 }
 
 template <typename T>
-void ssa_backward(const T* dout, const T* qkv, const SsaGeom& g, double scale, T* dqkv) {
+void ssa_backward(const T* dout, const T* qkv, const SsaGeom& g, double scale, bool binary, T* dqkv) {
   const int64_t d = g.d, L = g.L, C = g.C(), blocks = g.batch * g.heads;
+  if (binary && d <= 64) {
+#pragma omp parallel
+    {
+      BinaryScratch s;
+#pragma omp for schedule(static)
+      for (int64_t bh = 0; bh < blocks; ++bh) {
+        const int64_t b = bh / g.heads, h = bh % g.heads;
+        T* dq = dqkv + (b * 3 * C + h * d) * L;
+        backward_binary_block(head_blocks(qkv, g, b, h), dout + (b * C + h * d) * L, d, L, scale, s, dq, dq + C * L,
+                              dq + 2 * C * L);
+      }
+    }
+    return;
+  }
 #pragma omp parallel
   {
     std::vector<double> a(d * d), da(d * d), yt(L * d), acc(L);  // A, dA [d, d]; [L, d]; [L]
@@ -173,7 +279,7 @@ void ssa_backward(const T* dout, const T* qkv, const SsaGeom& g, double scale, T
 
 template void ssa_forward<float>(const float*, const SsaGeom&, double, bool, float*);
 template void ssa_forward<double>(const double*, const SsaGeom&, double, bool, double*);
-template void ssa_backward<float>(const float*, const float*, const SsaGeom&, double, float*);
-template void ssa_backward<double>(const double*, const double*, const SsaGeom&, double, double*);
+template void ssa_backward<float>(const float*, const float*, const SsaGeom&, double, bool, float*);
+template void ssa_backward<double>(const double*, const double*, const SsaGeom&, double, bool, double*);
 
 }  // namespace sm::cpu

@@ -17,6 +17,9 @@
 //    every value before the final ·scale is an exact integer (f32: while d·L < 2^24). The
 //    result is therefore bitwise T(A·Q) · T(scale) — exactly the plain float math.
 //  * non-binary forward and the backward accumulate in double and round once to T.
+//  * binary backward (q, k, v exactly 0 or 1, d ≤ 64): A from popcounts, and dA, dV, dK add
+//    only where Q, K, V fire (token masks) — the same double sums in the same order without
+//    their exact-zero terms, so equal to the general path for finite values; dQ as there.
 #pragma once
 #include <cstdint>
 
@@ -34,8 +37,9 @@ struct SsaGeom {
 template <typename T>
 void ssa_forward(const T* qkv, const SsaGeom& g, double scale, bool binary, T* out);
 
-// dout: [B, C, L], qkv: [B, 3C, L] (the forward's input) -> dqkv: [B, 3C, L] (q, k, v parts).
+// dout: [B, C, L], qkv: [B, 3C, L] (the forward's input) -> dqkv: [B, 3C, L] (q, k, v parts);
+// binary: qkv holds only 0 and 1 (the path that adds where they fire).
 template <typename T>
-void ssa_backward(const T* dout, const T* qkv, const SsaGeom& g, double scale, T* dqkv);
+void ssa_backward(const T* dout, const T* qkv, const SsaGeom& g, double scale, bool binary, T* dqkv);
 
 }  // namespace sm::cpu
