@@ -59,7 +59,7 @@ def run(args):
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     x, y = peer.synthetic_batch(args, info["input_shape"], info["classes"], info["static"], device)
     runner = torch.compile(model) if args.compile else model
-    work = peer.Workload(model, runner, sj_models.mean_ce_loss, lambda: sj_models.reset(model))
+    work = peer.Workload(model, runner, sj_models.loss_of(info), lambda: sj_models.reset(model))
     rec = peer.run_benchmark(args, work, opt, x, y, "spikingjelly", info["classes"])
     rec["spikingjelly_version"] = importlib.metadata.version("spikingjelly")
     # SpikingJelly 2 has no backend argument: lif_multi_step dispatches by device and dtype to

@@ -1,6 +1,7 @@
 """sj_models.py — spikemesh's built-in models written with SpikingJelly's own public layers and
 neurons (multi-step mode), for the peer benchmarks (bench/sj_bench.py, bench/sj_distributed.py):
-the VGG from `layer.*` + `neuron.LIFNode`, Spikformer as SpikingJelly's own `model.spikformer`.
+the VGG from `layer.*` + `neuron.LIFNode`, Spikformer as SpikingJelly's own `model.spikformer`,
+the Fashion-MNIST CSNN as SpikingJelly's `examples/conv_fashion_mnist.py` builds it.
 
 No spikemesh code: only `spikingjelly.activation_based` {layer, neuron, surrogate, functional}.
 State-dict names and shapes equal spikemesh's (input/models/*.toml, the parity twins of
@@ -13,7 +14,7 @@ import torch
 import torch.nn as nn
 from spikingjelly.activation_based import functional, layer, neuron, surrogate
 
-MODEL_CHOICES = ("cifar10dvs_vgg", "spikformer_ti", "spikformer_s")
+MODEL_CHOICES = ("cifar10dvs_vgg", "spikformer_ti", "spikformer_s", "fmnist_csnn")
 
 # spikformer_*: (E, heads, depth) of docs/semantics.md §3 / input/models/spikformer_*.toml
 SPIKFORMER_SIZES = {"spikformer_ti": (256, 8, 4), "spikformer_s": (384, 12, 6)}
@@ -85,18 +86,58 @@ def build_spikformer(name, T, image_size=224, num_classes=1000):
     return model, dict(input_shape=(3, image_size, image_size), classes=num_classes, dropout=0.0, static=True)
 
 
+class CSNN(nn.Module):
+    """SpikingJelly's Fashion-MNIST CSNN (examples/conv_fashion_mnist.py, docs/semantics.md §4):
+    conv_fc = 2 x [Conv2d 3x3 pad 1 (no bias) -> BN -> IF -> MaxPool(2)] -> Flatten ->
+    Linear(C·7·7, C·4·4) -> IF -> Linear(C·4·4, 10) -> IF, on [T, N, 1, 28, 28]; IF: hard reset 0,
+    ATan(2), no detach_reset. The example's own module is not imported (it pulls in tensorboard);
+    this one has its layers under its names."""
+
+    def __init__(self, channels=128):
+        super().__init__()
+        c = channels
+
+        def if_node():
+            return neuron.IFNode(v_threshold=1.0, v_reset=0.0, surrogate_function=surrogate.ATan(alpha=2.0),
+                                 detach_reset=False, step_mode="m")
+
+        self.conv_fc = nn.Sequential(
+            layer.Conv2d(1, c, 3, padding=1, bias=False, step_mode="m"), layer.BatchNorm2d(c, step_mode="m"),
+            if_node(), layer.MaxPool2d(2, 2, step_mode="m"),
+            layer.Conv2d(c, c, 3, padding=1, bias=False, step_mode="m"), layer.BatchNorm2d(c, step_mode="m"),
+            if_node(), layer.MaxPool2d(2, 2, step_mode="m"),
+            layer.Flatten(step_mode="m"),
+            layer.Linear(c * 7 * 7, c * 4 * 4, bias=False, step_mode="m"), if_node(),
+            layer.Linear(c * 4 * 4, 10, bias=False, step_mode="m"), if_node())
+
+    def forward(self, x_seq):
+        return self.conv_fc(x_seq)  # [T, N, 10] spikes
+
+
 def build_model(name, dropout=None, T=4, image_size=224, num_classes=1000):
     """(module, info) with info = {input_shape, classes, dropout, static}."""
     if name in SPIKFORMER_SIZES:
         if dropout:
             raise SystemExit("--dropout: Spikformer has no dropout layer")
         return build_spikformer(name, T, image_size, num_classes)
+    if name == "fmnist_csnn":
+        return CSNN(), dict(input_shape=(1, 28, 28), classes=10, dropout=0.0, static=True, loss="rate_mse")
     if name != "cifar10dvs_vgg":
         raise SystemExit(f"sj_models: model {name!r} has no SpikingJelly twin (choices: {MODEL_CHOICES})")
     p = 0.25 if dropout is None else dropout
     if not 0 <= p < 1:
         raise SystemExit(f"--dropout {p}: must be in [0, 1)")
     return CIFAR10DVSVGG(dropout=p), dict(input_shape=(2, 48, 48), classes=10, dropout=p, static=False)
+
+
+def rate_mse_loss(out, y):
+    """rate_mse (docs/semantics.md §1): MSE between the firing rate over T and one-hot labels."""
+    return nn.functional.mse_loss(out.mean(0), nn.functional.one_hot(y, out.shape[-1]).float())
+
+
+def loss_of(info):
+    """The loss of a model's info: rate_mse for the CSNN, mean_ce otherwise."""
+    return rate_mse_loss if info.get("loss") == "rate_mse" else mean_ce_loss
 
 
 def mean_ce_loss(out, y):

@@ -252,11 +252,23 @@ void maxpool2d_backward(const T* dy, const Idx* argmax, const PoolGeom& g, T* dx
     });
     return;
   }
-  auto zero_plane = [&](int64_t p) { std::fill(dx + p * H * W, dx + (p + 1) * H * W, T(0)); };
-  for_each_window(g, zero_plane, [&](int64_t p, int64_t o, const Window& w) {
-    const int64_t off = argmax[p * Ho * Wo + o];
-    dx[p * H * W + (w.h0 + off / k) * W + w.w0 + off % k] += dy[p * Ho * Wo + o];
-  });
+  // Overlapping windows: per plane, zero it and add each output's gradient at its winner, in
+  // output order (a winner is always inside the image: its offset from the window's unclipped
+  // corner is looked up, no clipping per window).
+  std::vector<int64_t> step_of(static_cast<size_t>(k) * k);
+  for (size_t off = 0; off < step_of.size(); ++off) step_of[off] = static_cast<int64_t>(off) / k * W + off % k;
+  const int64_t st = g.stride, pad = g.padding;
+#pragma omp parallel for schedule(static) if (!omp_in_parallel())
+  for (int64_t p = 0; p < g.planes; ++p) {
+    T* xp = dx + p * H * W;
+    std::fill(xp, xp + H * W, T(0));
+    const T* gp = dy + p * Ho * Wo;
+    const Idx* ap = argmax + p * Ho * Wo;
+    for (int64_t i = 0; i < Ho; ++i) {
+      const int64_t corner = (i * st - pad) * W - pad;  // of window (i, 0), possibly in the padding
+      for (int64_t j = 0; j < Wo; ++j) xp[corner + j * st + step_of[ap[i * Wo + j]]] += gp[i * Wo + j];
+    }
+  }
 }
 
 template <typename T, typename Idx>
