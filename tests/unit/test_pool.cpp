@@ -40,6 +40,10 @@ const PoolCase kCases[] = {
     {{3, 2, 1}, {1, 2, 3, 9, 40}},  // f32: eight windows at a time (AVX2) and a scalar tail
     {{3, 2, 1}, {1, 1, 2, 6, 37}},  // the same on an odd width
     {{3, 2, 0}, {1, 1, 1, 5, 50}},  // ... without padding
+    {{3, 2, 0}, {1, 1, 2, 4, 17}},  // one column short of a group of eight (all scalar)
+    {{3, 2, 1}, {1, 1, 2, 5, 19}},  // exactly one group; the clipped top row in vector form
+    {{3, 2, 1}, {1, 2, 2, 7, 112}}, // the stem's width: groups, an overlapping last group, edges
+    {{3, 2, 0}, {1, 1, 2, 6, 35}},  // no padding: the overlapping last group ends the row
 };
 
 ref::PoolRefGeom ref_geom(const PoolCase& k) {

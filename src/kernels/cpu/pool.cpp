@@ -93,13 +93,16 @@ inline bool takes_over(T v, T best) {
 }
 
 #if defined(__AVX2__)
-// Eight neighbouring stride-2 windows of kernel 3 inside the image, f32: r points at row 0 of
-// the first window's top-left element (columns r[0..17] of the three rows are read). The same
-// row-major order and first-maximum / NaN rule as takes_over, in vector form.
-inline void maxpool3s2_eight(const float* r, int64_t W, float* y, uint8_t* argmax) {
+// Eight neighbouring stride-2 windows of kernel 3 whose columns lie inside the image, f32:
+// rows[a] points at window row a's first element of the first window (columns [0, 18) are
+// read), or is null where the row is padding (the top or bottom edge). The same row-major
+// order, first real element first, and first-maximum / NaN rule as takes_over, in vector form.
+inline void maxpool3s2_eight(const float* const rows[3], float* y, uint8_t* argmax) {
   __m256 best = _mm256_setzero_ps(), off = _mm256_setzero_ps();
+  bool first = true;
   for (int a = 0; a < 3; ++a) {
-    const float* row = r + a * W;
+    const float* row = rows[a];
+    if (!row) continue;
     const __m256 lo = _mm256_loadu_ps(row), hi = _mm256_loadu_ps(row + 8);
     const __m256 lo2 = _mm256_loadu_ps(row + 2), hi2 = _mm256_loadu_ps(row + 10);
     const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
@@ -109,8 +112,10 @@ inline void maxpool3s2_eight(const float* r, int64_t W, float* y, uint8_t* argma
     col[2] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(lo2, hi2, _MM_SHUFFLE(2, 0, 2, 0)), order);
     for (int b = 0; b < 3; ++b) {
       const __m256 v = col[b];
-      if (a == 0 && b == 0) {
+      if (first) {
         best = v;
+        off = _mm256_set1_ps(static_cast<float>(a * 3));
+        first = false;
         continue;
       }
       const __m256 t = _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ),
@@ -143,18 +148,38 @@ void maxpool3_forward(const PoolGeom& g, const T* x, T* y, Idx* argmax) {
       const int64_t kh0 = std::max<int64_t>(0, -h0), kh1 = std::min<int64_t>(3, H - h0);
       T* yr = y + (p * Ho + i) * Wo;
       Idx* ar = argmax + (p * Ho + i) * Wo;
-      for (int64_t j = 0; j < Wo; ++j) {
-        const int64_t w0 = j * st - pad;
 #if defined(__AVX2__)
-        if constexpr (std::is_same_v<T, float> && std::is_same_v<Idx, uint8_t>) {
-          // eight whole windows whose 18 columns lie inside the row
-          if (st == 2 && kh0 == 0 && kh1 == 3 && w0 >= 0 && j + 8 <= Wo && w0 + 18 <= W) {
-            maxpool3s2_eight(xp + h0 * W + w0, W, yr + j, ar + j);
-            j += 7;
-            continue;
+      // Eight windows at a time where their 18 columns lie inside the row (the rows of the
+      // window that are padding left out); the last group of a row may overlap the one
+      // before it (the same windows again, the same results): only the windows at the left
+      // and right padding are left to the scalar loop below.
+      int64_t j_vec = 0, j_end = 0;  // windows [j_vec, j_end) done in vector form
+      if constexpr (std::is_same_v<T, float> && std::is_same_v<Idx, uint8_t>) {
+        const int64_t j_first = (pad + st - 1) / st;          // first window with w0 ≥ 0
+        const int64_t j_last = W + pad >= 18 ? (W - 18 + pad) / st : -1;  // last group start: w0 + 18 ≤ W
+        if (st == 2 && j_last >= j_first) {
+          const float* rows[3];
+          for (int a = 0; a < 3; ++a) rows[a] = a >= kh0 && a < kh1 ? xp + (h0 + a) * W : nullptr;
+          j_vec = j_first;
+          j_end = std::min(Wo, j_last + 8);
+          for (int64_t j = j_first;; j += 8) {
+            const int64_t js = std::min(j, j_last);
+            const float* at[3];
+            for (int a = 0; a < 3; ++a) at[a] = rows[a] ? rows[a] + js * st - pad : nullptr;
+            maxpool3s2_eight(at, yr + js, ar + js);
+            if (js == j_last) break;
           }
         }
+      }
+#else
+      const int64_t j_vec = 0, j_end = 0;
 #endif
+      for (int64_t j = 0; j < Wo; ++j) {
+        if (j == j_vec && j_end > j_vec) {
+          j = j_end - 1;
+          continue;
+        }
+        const int64_t w0 = j * st - pad;
         const int64_t kw0 = std::max<int64_t>(0, -w0), kw1 = std::min<int64_t>(3, W - w0);
         if (kh0 == 0 && kh1 == 3 && kw0 == 0 && kw1 == 3) {
           const T* r = xp + h0 * W + w0;
