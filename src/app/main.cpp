@@ -85,6 +85,8 @@ std::string app_footer() {
          "  SPIKEMESH_CONV_ALGO=auto|dense|sparse (CPU f32 convolutions of spikes, the default of --conv-algo);\n"
          "  SPIKEMESH_FUSE=1|0 (CPU: batch norm and the neuron or max pooling after it in one pass; 1, the\n"
          "  default, is on);\n"
+         "  SPIKEMESH_MERGE_STEPS=1|0 (CPU: a static input repeated over T runs the model's layers before its first\n"
+         "  neuron once; 1, the default, is on);\n"
          "  SPIKEMESH_WINOGRAD=auto|own|off (CPU 3x3 convolutions: auto takes oneDNN's Winograd where it has one\n"
          "  (AVX-512), else our F(2x2,3x3) on wide layers; own forces ours; off runs direct);\n"
          "  SPIKEMESH_CUDNN_API=auto|graph|legacy (GPU convolutions: auto, the default, runs cuDNN's graph API and\n"
@@ -97,7 +99,8 @@ std::string app_footer() {
 // (SPIKEMESH_CONV_ALGOS, SPIKEMESH_CONV_FP32_PRECISION, SPIKEMESH_MATMUL_FP32_PRECISION) and
 // SPIKEMESH_CUDNN_API checked here so that a typo fails on every device, not at a GPU's first
 // convolution; SPIKEMESH_CONV_ALGO (the CPU's --conv-algo default), SPIKEMESH_FUSE (the fused
-// batch-norm epilogue) and SPIKEMESH_WINOGRAD (the CPU's Winograd kernels) checked and applied.
+// batch-norm epilogue), SPIKEMESH_MERGE_STEPS (repeated input steps run once) and
+// SPIKEMESH_WINOGRAD (the CPU's Winograd kernels) checked and applied.
 void apply_environment() {
   if (const char* level = std::getenv("SPIKEMESH_LOG_LEVEL")) {
     const std::string v = level;

@@ -10,7 +10,7 @@
 #   * bench --profile names the layer, its firing rate and the kernel that ran, and the record
 #     carries conv_algo and spike_conv_layers; bench --kernel spike-conv and --kernel winograd
 #     print their sweeps;
-#   * bad input: an unknown --conv-algo, SPIKEMESH_CONV_ALGO or --conv-shape gives one
+#   * bad input: an unknown --conv-algo, SPIKEMESH_CONV_ALGO, SPIKEMESH_MERGE_STEPS or --conv-shape gives one
 #     'spikemesh: error:' line naming it and a non-zero exit.
 # Usage: BIN=build/bin/spikemesh tests/e2e/conv_algo.sh   (needs $PY with h5py and numpy)
 E2E_NAME=conv_algo
@@ -100,5 +100,7 @@ expect_error "train --conv-algo fast" "--conv-algo fast: unknown convolution alg
 expect_error "bench --conv-algo fast" "--conv-algo" "$BIN" bench --model fmnist_csnn --conv-algo fast
 expect_error "SPIKEMESH_CONV_ALGO=fast" "SPIKEMESH_CONV_ALGO=fast: unknown convolution algorithm" \
   env SPIKEMESH_CONV_ALGO=fast "$BIN" model --model fmnist_csnn
+expect_error "SPIKEMESH_MERGE_STEPS=yes" "SPIKEMESH_MERGE_STEPS=yes: expected 1 (on, the default) or 0 (off)" \
+  env SPIKEMESH_MERGE_STEPS=yes "$BIN" model --model fmnist_csnn
 expect_error "bad conv-shape" "--conv-shape 1,2: expected Cin,Cout,H,K" "$BIN" bench --kernel spike-conv --conv-shape 1,2
 finish
