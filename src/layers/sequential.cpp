@@ -1,6 +1,8 @@
 // sequential.cpp — Sequential and Residual composites.
 #include "spikemesh/layers/sequential.h"
 
+#include <utility>
+
 #include "device_ops.h"
 #include "spikemesh/core/allocator_cuda.h"
 #include "spikemesh/layers/fused_epilogue.h"
@@ -43,19 +45,19 @@ namespace {
 // ctx.time_repeat for one scope (time_invariant_prefix.h).
 class TimeRepeatScope {
  public:
-  TimeRepeatScope(Ctx& ctx, int64_t steps) : ctx_(ctx) { ctx_.time_repeat = steps; }
-  ~TimeRepeatScope() { ctx_.time_repeat = 1; }
+  TimeRepeatScope(Ctx& ctx, int64_t steps) : ctx_(ctx), before_(ctx.time_repeat) { ctx_.time_repeat = steps; }
+  ~TimeRepeatScope() { ctx_.time_repeat = before_; }
   TimeRepeatScope(const TimeRepeatScope&) = delete;
   TimeRepeatScope& operator=(const TimeRepeatScope&) = delete;
 
  private:
   Ctx& ctx_;
+  int64_t before_;
 };
 }  // namespace
 
-Tensor Sequential::forward_whole(const Tensor& x, Ctx& ctx) {
-  const size_t k = ctx.merge_repeated_steps ? time_invariant_prefix(layers_, x, ctx) : 0;
-  ctx.merge_repeated_steps = false;  // for this sequence only, not for its children
+Tensor Sequential::forward_whole(const Tensor& x, Ctx& ctx, bool merge) {
+  const size_t k = merge ? time_invariant_prefix(layers_, x, ctx) : 0;
   if (static_cast<size_t>(ctx.slot) >= prefix_by_slot_.size()) prefix_by_slot_.resize(ctx.slot + 1, 0);
   prefix_by_slot_[ctx.slot] = k;
   if (k == 0) return forward_children(0, layers_.size(), x, ctx);
@@ -73,7 +75,9 @@ Tensor Sequential::backward_whole(const Tensor& dy, Ctx& ctx) {
   const size_t k = static_cast<size_t>(ctx.slot) < prefix_by_slot_.size() ? prefix_by_slot_[ctx.slot] : 0;
   if (k == 0) return backward_children(0, layers_.size(), dy, ctx);
   const bool owned = ctx.dy_owned, unused = ctx.input_grad_unused;
-  SM_CHECK(unused, "layer '" << name() << "' merged its input's repeated time steps, whose gradients are now wanted");
+  SM_CHECK(unused, "'" << name() << "' ran its layers before the first neuron once for repeated input steps (an "
+                       "evaluation forward), so its input has no per-step gradient; a backward that needs it "
+                       "runs after a training forward, or with SPIKEMESH_MERGE_STEPS=0");
   ctx.input_grad_unused = false;  // the neuron's input gradient is wanted
   Tensor g = backward_children(k, layers_.size(), dy, ctx);
   ctx.input_grad_unused = unused;
@@ -81,16 +85,15 @@ Tensor Sequential::backward_whole(const Tensor& dy, Ctx& ctx) {
   const int64_t T = g.dim(0);
   g = sum_time_steps(g);  // [1, N, ...]: the gradient of the repeated step
   ctx.dy_owned = true;
-  {
-    TimeRepeatScope repeat(ctx, T);
-    backward_children(0, k, g, ctx);
-  }
+  backward_children(0, k, g, ctx);  // batch norm reads its T from the slot (forward's ctx.time_repeat)
   ctx.dy_owned = owned;
   return Tensor();  // the model input's gradient: not wanted (only the steps' sum was made)
 }
 
 Tensor Sequential::forward_cpu(const Tensor& x, Ctx& ctx) {
-  if (segments_.empty()) return forward_whole(x, ctx);
+  // the stage's permission is for this sequence (its first unit), never for the composites in it
+  const bool merge = std::exchange(ctx.merge_repeated_steps, false);
+  if (segments_.empty()) return forward_whole(x, ctx, merge);
   Tensor h = x;
   for (size_t s = 0; s < segments_.size(); ++s) h = segment_forward(segments_[s], s, h, ctx);
   return h;

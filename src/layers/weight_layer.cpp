@@ -87,7 +87,8 @@ struct CpuKernels {
 
   SlotStore<WeightSaved<Act>>& slots() { return store; }
   Act save_input(const Tensor& x) {
-    if (input_bits.defined() && x.raw() == input_bits_of && x.is_binary()) return Act::save_packed(x, input_bits);
+    if (input_bits.defined() && x.raw() == input_bits_of && x.is_binary() && input_bits.numel() == (x.numel() + 7) / 8)
+      return Act::save_packed(x, input_bits);
     return Act::save(x);
   }
 

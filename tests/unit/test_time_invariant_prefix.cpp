@@ -4,7 +4,8 @@
 // a small Spikformer-Ti (conv → BN → max pool → LIF stem) with merging on against off — losses,
 // parameters, batch-norm buffers (the running variance's Bessel factor counts the T steps) and
 // firing rates; the merge really ran (and did not for an input whose steps differ); evaluation
-// merges too and gives the same logits; SPIKEMESH_MERGE_STEPS's check.
+// merges too and gives the same logits; two microbatches in flight; memopt segments (no merge,
+// the same trajectory); SPIKEMESH_MERGE_STEPS's check.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -54,7 +55,8 @@ Tensor input_of(const Model& m, int64_t n, uint64_t seed, DType dt, bool repeat)
   return repeat_time_steps(test::random_tensor(one, dt, seed, -0.5, 2.0), m.info.T);
 }
 
-TrainRun train(const Case& c, bool merge, bool repeat, DType dt, int steps) {
+// steps training steps (accum microbatches each, memopt `level`), then one evaluation forward.
+TrainRun train(const Case& c, bool merge, bool repeat, DType dt, int steps, int level = 0, int accum = 1) {
   const bool before = merge_repeated_steps_enabled();
   set_merge_repeated_steps(merge);
   ModelSelection sel;
@@ -64,7 +66,9 @@ TrainRun train(const Case& c, bool merge, bool repeat, DType dt, int steps) {
   sel.dropout = 0.0;
   auto m = sel.build();
   m->finalize(dt, Device::cpu(), 7);
-  Layout layout(*m, nullptr, resolved_layout_plan(LayoutOptions{}, MeshShape{}, 1, 0, *m));
+  LayoutOptions lo;
+  lo.memopt.level = level;
+  Layout layout(*m, nullptr, resolved_layout_plan(lo, MeshShape{}, 1, 0, *m));
   OptimizerConfig oc;
   auto opt = make_optimizer(oc, layout.optimizer_params());
   TrainRun r;
@@ -73,11 +77,15 @@ TrainRun train(const Case& c, bool merge, bool repeat, DType dt, int steps) {
     Ctx ctx;
     ctx.seed = 11;
     ctx.step = s;
-    MicroBatch b;
-    b.x = input_of(*m, c.batch, 500 + static_cast<uint64_t>(s), dt, repeat);
-    b.y = Tensor::empty({c.batch}, DType::I64);
-    for (int64_t i = 0; i < c.batch; ++i) b.y.data<int64_t>()[i] = (s * 7 + i * 3) % m->info.num_classes;
-    r.losses.push_back(train_step(layout, *opt, {b}, ctx, StepOptions{}).loss);
+    std::vector<MicroBatch> micro(static_cast<size_t>(accum));
+    for (int k = 0; k < accum; ++k) {
+      MicroBatch& b = micro[k];
+      b.x = input_of(*m, c.batch, 500 + static_cast<uint64_t>(s * accum + k), dt, repeat);
+      b.y = Tensor::empty({c.batch}, DType::I64);
+      for (int64_t i = 0; i < c.batch; ++i) b.y.data<int64_t>()[i] = (s * 7 + k + i * 3) % m->info.num_classes;
+      b.sample_offset = k * c.batch;
+    }
+    r.losses.push_back(train_step(layout, *opt, micro, ctx, StepOptions{}).loss);
   }
   for (Param* p : m->params())
     for (double v : values_of(p->value)) r.params.push_back(v);
@@ -113,6 +121,31 @@ void expect_merge_keeps_trajectory(const Case& c) {
 
 TEST(TimeInvariantPrefix, MergedStepsKeepTheCsnnTrajectory) { expect_merge_keeps_trajectory(kCsnn); }
 TEST(TimeInvariantPrefix, MergedStepsKeepTheSpikformerTrajectory) { expect_merge_keeps_trajectory(kSformerTi); }
+
+// Two microbatches per step (their slots in flight): each forward merges, the trajectory is the
+// unmerged one.
+TEST(TimeInvariantPrefix, MicrobatchesMergeEachAndKeepTheTrajectory) {
+  const TrainRun off = train(kSformerTi, false, true, DType::F64, 10, 0, 2);
+  const TrainRun on = train(kSformerTi, true, true, DType::F64, 10, 0, 2);
+  EXPECT_EQ(on.merged, 2 * 10 + 1);
+  EXPECT_LE(test::max_rel(on.losses, off.losses), 1e-10);
+  EXPECT_LE(test::max_rel(on.params, off.params), 1e-10);
+  EXPECT_LE(test::max_rel(on.buffers, off.buffers), 1e-10);
+}
+
+// Under memopt the first unit runs in segments and does not merge; nothing nested in it takes
+// the stage's permission (a residual body's repeated spikes must not merge there), and the
+// trajectory is the merged level-0 one.
+TEST(TimeInvariantPrefix, MemoptSegmentsDoNotMerge) {
+  for (int level : {1, 2}) {
+    SCOPED_TRACE("memopt level " + std::to_string(level));
+    const TrainRun ref = train(kSformerTi, true, true, DType::F64, 10);
+    const TrainRun got = train(kSformerTi, true, true, DType::F64, 10, level);
+    EXPECT_EQ(got.merged, 0) << "the unit runs in segments, in training and in evaluation";
+    EXPECT_LE(test::max_rel(got.losses, ref.losses), 1e-9);
+    EXPECT_LE(test::max_rel(got.params, ref.params), 1e-9);
+  }
+}
 
 TEST(TimeInvariantPrefix, StepsThatDifferAreNotMerged) {
   const TrainRun r = train(kCsnn, true, false, DType::F64, 2);

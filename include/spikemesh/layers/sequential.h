@@ -95,9 +95,10 @@ class Sequential : public Layer {
   void start_piece(const MemoptSegment& seg, const KeptSegment& kept, int p, Ctx& c, int64_t b);
 
   // Without memopt segments: every child in order, those before the first neuron on one time
-  // step where the input repeats it (layers/time_invariant_prefix.h; prefix_by_slot_ records
-  // how many per slot for backward, 0: none).
-  Tensor forward_whole(const Tensor& x, Ctx& ctx);
+  // step where `merge` (the stage's ctx.merge_repeated_steps, taken on entry) allows it and the
+  // input repeats it (layers/time_invariant_prefix.h; prefix_by_slot_ records how many per
+  // slot for backward, 0: none).
+  Tensor forward_whole(const Tensor& x, Ctx& ctx, bool merge);
   Tensor backward_whole(const Tensor& dy, Ctx& ctx);
 
   std::vector<MemoptSegment> segments_;
