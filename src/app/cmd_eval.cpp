@@ -24,6 +24,7 @@ namespace sm {
 namespace {
 struct EvalCommand {
   std::string checkpoint, split = "test", out;
+  bool save_outputs = false;
   TrainConfig cfg;
   TrainConfigResolver resolver{cfg};
 };
@@ -50,7 +51,7 @@ void run_eval(EvalCommand& e, const AppEnv& env) {
                                               training_target(e.cfg, world.get(), env.size, local_rank_of(env.world, env.size)),
                                               world.get());
   std::unique_ptr<Mesh> mesh = make_run_mesh(recorded_parallel_config(e.cfg.parallel, plan), plan, env);  // collective
-  const EvalReport rep = run_evaluation(e.cfg, ci, split, mesh.get(), plan);
+  const EvalReport rep = run_evaluation(e.cfg, ci, split, mesh.get(), plan, e.save_outputs);
   agree_on_error(world.get(), [&] {
     if (env.rank == 0) write_eval_h5(rep, out);
   });
@@ -75,13 +76,17 @@ void add_eval_command(CLI::App& app, const AppEnv& env) {
       "the checkpoint loads into, as for train). The evaluation batch is --eval-batch-size, else --batch-size,\n"
       "per data rank, as train's evaluation: at the same step and layout the numbers equal train's.\n"
       "Output: a table, and eval.h5 (default: next to the checkpoint; eval_train.h5 for --split train)\n"
-      "holding loss, accuracy, /class/{correct,count,accuracy} and /firing_rate (see README, Evaluation).");
+      "holding loss, accuracy, /class/{correct,count,accuracy} and /firing_rate (see README, Evaluation);\n"
+      "with --save-outputs also /outputs [N, K] (each sample's output mean over T: logits, or firing rates\n"
+      "for rate-coded models) and /labels [N], in the dataset's order, e.g. to compare with PyTorch.");
   cmd->add_option("checkpoint", e->checkpoint, "checkpoint file (ckpt_*.h5), or a run directory (its newest)")
       ->required();
   cmd->add_option("--split", e->split, "the dataset split to evaluate")
       ->check(CLI::IsMember({"test", "train"}))
       ->capture_default_str();
   cmd->add_option("--out", e->out, "the HDF5 file to write (default: eval.h5 next to the checkpoint)");
+  cmd->add_flag("--save-outputs", e->save_outputs,
+                "also write every sample's output mean over T (/outputs) and label (/labels)");
   e->resolver.add_options(*cmd, eval_flag_keys());
   cmd->callback([e, &env]() { run_eval(*e, env); });
 }

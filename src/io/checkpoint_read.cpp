@@ -164,7 +164,7 @@ void validate_info(const std::string& path, const CheckpointInfo& ci, bool has_l
 
 // Checks the file against the requested tensors; returns per tensor {file dtype, stored crc}.
 std::vector<int64_t> validate_for_load(const std::string& path, const std::vector<TensorPlan>& plans,
-                                       const CheckpointMeta& expect, const CheckpointInfo& ci) {
+                                       const CheckpointMeta& expect, const CheckpointInfo& ci, bool weights_only) {
   if (!expect.model.empty() && ci.model != expect.model)
     SM_INPUT_ERROR(path << ": checkpoint of model '" << ci.model << "', but this run builds '" << expect.model << "'");
   H5File f = H5File::open(path);
@@ -201,7 +201,7 @@ std::vector<int64_t> validate_for_load(const std::string& path, const std::vecto
     ckpt::for_each_dataset(f.open_group("optim"), "", [&](const H5Group&, const std::string&, const std::string&) {
       ++file_optim;
     });
-  if (file_optim != wanted_optim)
+  if (file_optim != wanted_optim && !weights_only)
     SM_INPUT_ERROR(path << ": holds " << file_optim << " optimizer state tensors, this run's optimizer ('"
                         << expect.optimizer << "') has " << wanted_optim);
   return out;
@@ -369,12 +369,12 @@ struct FileFacts {
 // Step 1, collective over the group: rank 0 checks the file against the request; everyone
 // learns the info, dtypes and stored crcs.
 FileFacts check_file(const Group& g, const std::string& path, const std::vector<TensorPlan>& plans,
-                     const CheckpointMeta& expect) {
+                     const CheckpointMeta& expect, bool weights_only) {
   FileFacts ff;
   g.agree([&] {
     if (g.rank() != 0) return;
     ff.info = read_checkpoint_info(path);
-    reading(path, [&] { ff.facts = validate_for_load(path, plans, expect, ff.info); });
+    reading(path, [&] { ff.facts = validate_for_load(path, plans, expect, ff.info, weights_only); });
   });
   bcast_info(g, ff.info);
   g.bcast(ff.facts);
@@ -550,7 +550,7 @@ CheckpointInfo read_checkpoint(Comm* group, const std::string& path, std::vector
   g.agree([&] { plans = ckpt::plan_tensors(shards, false); });
   ckpt::require_same_everywhere(g, plans, "load|" + path + "|" + expect.model + "|" + expect.optimizer,
                                 "read_checkpoint");
-  const FileFacts ff = check_file(g, path, plans, expect);  // 1. the file against the request
+  const FileFacts ff = check_file(g, path, plans, expect, opts.weights_only);  // 1. the file against the request
   std::vector<ReadPart> parts;                              // 2. this rank's boxes, read
   const std::vector<int64_t> crc_rows = read_tensors(g, path, plans, shards, ff, parts);
   verify_checksums(g, path, plans, ff, crc_rows);  // 3. every checksum

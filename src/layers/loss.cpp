@@ -86,6 +86,7 @@ class TimeMeanLoss final : public Loss {
       r.class_correct.assign(static_cast<size_t>(k), 0);
       r.class_count.assign(static_cast<size_t>(k), 0);
       cpu::count_correct_per_class(mean.data(), lab, n, k, r.class_correct.data(), r.class_count.data());
+      r.time_mean = mean;
     }
     r.loss = n > 0 ? math_(mean.data(), lab, n, k, s.grad.data<double>()) : 0.0;
     slots_.fresh(slot) = std::move(s);

@@ -89,6 +89,7 @@ class DeviceAwareLoss final : public Loss {
           r.class_count.assign(static_cast<size_t>(k), 0);
           cpu::count_correct_per_class(mh.data<double>(), host_labels.data<int64_t>(), n, k, r.class_correct.data(),
                                        r.class_count.data());
+          r.time_mean.assign(mh.data<double>(), mh.data<double>() + n * k);
         }
       }
     } else if (capture) {

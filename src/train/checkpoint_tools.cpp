@@ -133,9 +133,19 @@ CheckpointScan verify_checkpoint(const std::string& path) {
   return scan;
 }
 
-CheckpointModel export_state_dict(const std::string& path, const std::string& out) {
+CheckpointModel load_checkpoint_model(const std::string& path) {
   CheckpointModel cm = checkpoint_model(read_checkpoint_info(path));
   load_model_checkpoint(path, *cm.model, *cm.optimizer);
+  return cm;
+}
+
+CheckpointModel export_state_dict(const std::string& path, const std::string& out) {
+  CheckpointModel cm = load_checkpoint_model(path);
+  export_flat_h5(cm, out, path);
+  return cm;
+}
+
+void export_flat_h5(const CheckpointModel& cm, const std::string& out, const std::string& source) {
   const std::string tmp = out + ".tmp";
   {
     H5File f = H5File::create(tmp);
@@ -146,7 +156,7 @@ CheckpointModel export_state_dict(const std::string& path, const std::string& ou
     f.set_attr("step", cm.info.state.step);
     f.set_attr("epoch", cm.info.state.epoch);
     f.set_attr("precision", cm.info.precision);
-    f.set_attr("source", path);
+    f.set_attr("source", source);
     f.set_attr("format", "spikemesh-flat-state-dict");
     f.flush();
     f.close();
@@ -155,7 +165,6 @@ CheckpointModel export_state_dict(const std::string& path, const std::string& ou
     std::remove(tmp.c_str());
     SM_INPUT_ERROR(out << ": cannot write the export (rename from " << tmp << " failed)");
   }
-  return cm;
 }
 
 }  // namespace sm

@@ -63,6 +63,12 @@ void write_eval_h5(const EvalReport& r, const std::string& path) {
     }  // the group closes before the file
     f.write("firing_rate", vector_tensor(o.firing_rate, DType::F64));
     f.set_attr_on("firing_rate", "layer_names", join(o.layer_names));
+    if (!o.labels.empty()) {  // eval --save-outputs
+      const int64_t n = static_cast<int64_t>(o.labels.size());
+      Tensor rows = vector_tensor(o.outputs, DType::F64);
+      f.write("outputs", rows.view({n, static_cast<int64_t>(o.outputs.size()) / n}));
+      f.write("labels", vector_tensor(o.labels, DType::I64));
+    }
     f.flush();
     f.close();
   } catch (const Error& e) {

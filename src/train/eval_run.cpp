@@ -79,7 +79,7 @@ std::function<void(int64_t, int64_t)> progress_printer(bool root, Split split) {
 }  // namespace
 
 EvalReport run_evaluation(const TrainConfig& cfg, const CheckpointInfo& ci, Split split, Mesh* mesh,
-                          const LayoutPlan& plan) {
+                          const LayoutPlan& plan, bool keep_outputs) {
   Comm* world = mesh ? &mesh->world() : nullptr;
   H5Dataset ds = H5Dataset::open(cfg.data, data_group_of(mesh));  // collective over the data group
   RunRequest req;
@@ -106,7 +106,7 @@ EvalReport run_evaluation(const TrainConfig& cfg, const CheckpointInfo& ci, Spli
   rep.batch = cfg.eval_batch_size > 0 ? cfg.eval_batch_size : cfg.batch_size;  // as train's evaluation
   rep.world_size = layout.groups().world_size();
   EvalSettings es{rep.batch,    static_cast<int>(rep.T), encoding_from_name(cfg.encoding), parts.dtype,
-                  parts.activations, static_cast<uint64_t>(cfg.seed), split, {}};
+                  parts.activations, static_cast<uint64_t>(cfg.seed), split, keep_outputs, {}};
   es.progress = progress_printer(layout.groups().is_root(), split);
   rep.result = evaluate_split(layout, ds, es);
   return rep;

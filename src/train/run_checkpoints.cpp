@@ -175,7 +175,7 @@ namespace {
 //    and warns itself when a flag changes one (train/gpu_numerics_flags.h).
 bool ignored_on_resume(const std::string& key) {
   static const std::set<std::string> kIgnored = {
-      "resume", "max-steps", "epochs", "output", "run-name", "log-every", "ckpt-every", "keep", "eval-batch-size",
+      "resume", "init", "max-steps", "epochs", "output", "run-name", "log-every", "ckpt-every", "keep", "eval-batch-size",
       "allow-nonfinite-checkpoint", "check-replicas", "pp-timeline-steps", "threads", "device", "cuda-graphs", "comm",
       "comm-timeout", "distributed-mode", "mesh-shape", "tp-mesh-dim", "dp-mesh-dim", "optimizer-sharding",
       "bucket-mb", "pp-schedule", "pp-virtual-stages", "pp-layout", "pp-delay-wgrad", "pp-schedule-file", "pp-transport",
@@ -225,6 +225,21 @@ std::vector<std::string> resume_config_differences(const std::string& ckpt_toml,
   if (gb_was > 0 && gb_now > 0 && gb_was != gb_now)
     out.push_back("global batch: checkpoint " + std::to_string(gb_was) + ", now " + std::to_string(gb_now));
   return out;
+}
+
+CheckpointInfo CheckpointManager::load_weights(const std::string& path) {
+  std::vector<TensorShard> shards = layout_checkpoint_shards(layout_, opt_, false);
+  shards.erase(std::remove_if(shards.begin(), shards.end(),
+                              [](const TensorShard& s) { return s.path.rfind("optim/", 0) == 0; }),
+               shards.end());
+  CheckpointReadOptions lo;
+  lo.allow_nonfinite = allow_nonfinite_;
+  lo.weights_only = true;
+  CheckpointMeta expect = meta();
+  expect.optimizer.clear();  // any optimizer's file (its state is not read)
+  CheckpointInfo ci = read_checkpoint(layout_.groups().checkpoint_comm(), path, shards, expect, lo);
+  layout_.after_load();
+  return ci;
 }
 
 CheckpointInfo CheckpointManager::load(const std::string& path, LossScaler& scaler) {

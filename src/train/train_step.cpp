@@ -79,6 +79,7 @@ StepResult eval_step(Layout& layout, const Tensor& x, const Tensor& y, Ctx& ctx)
   r.count = mr.loss.count;
   r.class_correct = mr.loss.class_correct;
   r.class_count = mr.loss.class_count;
+  r.time_mean = mr.loss.time_mean;
   return r;
 }
 

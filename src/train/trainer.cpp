@@ -198,6 +198,14 @@ void TrainingRun::resume_or_start() {
     SM_INPUT_ERROR(run_dir_ << " already holds checkpoints of an earlier run: continue it with --resume auto, "
                                "or choose another --run-name");
   if (!resume_from_.empty()) st_ = resume(*ckpt_, resume_from_, parts_.scaler, cfg_, plan_, root_, *log_);
+  if (cfg_.init.empty()) return;
+  if (!resume_from_.empty()) {
+    log_->line("--init " + cfg_.init + " ignored: the run continues from its own checkpoint");
+    return;
+  }
+  const CheckpointInfo ci = ckpt_->load_weights(cfg_.init);
+  log_->line("initialised from " + cfg_.init + ": the parameters and buffers of model " + ci.model + " (step " +
+             std::to_string(ci.state.step) + " of the run that wrote it); fresh optimizer, step 0");
 }
 
 void TrainingRun::save() {

@@ -116,6 +116,9 @@ std::string write_checkpoint(Comm* group, const std::string& dir, const std::vec
 // Returns the file's info (state, optimizer_step, ...) on every rank.
 struct CheckpointReadOptions {
   bool allow_nonfinite = false;  // train --allow-nonfinite-checkpoint
+  // train --init: only params/ and buffers/ are requested; the file's optim/ tensors (any
+  // optimizer's, or none) are neither counted nor read.
+  bool weights_only = false;
 };
 CheckpointInfo read_checkpoint(Comm* group, const std::string& path, std::vector<TensorShard>& shards,
                                const CheckpointMeta& expect, const CheckpointReadOptions& opts = {});

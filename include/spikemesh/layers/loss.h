@@ -8,7 +8,7 @@
 // so several microbatches may be in flight; backward of a slot releases it. A forward into a
 // held slot replaces it (evaluation forwards need no backward). Slot 0 is the default.
 // Per-class counts (evaluation): with set_per_class(true) forward also counts, per class, the
-// samples and the correct ones (on a GPU that copies the [N, K] time mean to the host).
+// samples and the correct ones, and keeps the [N, K] time mean (on a GPU that copies it to the host).
 #pragma once
 #include <memory>
 #include <string>
@@ -23,6 +23,7 @@ struct LossResult {
   int64_t correct = 0;    // samples whose argmax equals the label
   int64_t count = 0;      // N
   std::vector<int64_t> class_correct, class_count;  // [K] when Loss::per_class(), else empty
+  std::vector<double> time_mean;  // [N, K] row-major, the output's mean over T, when Loss::per_class()
 };
 
 class Loss {

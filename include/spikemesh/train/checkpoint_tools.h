@@ -42,4 +42,10 @@ CheckpointScan verify_checkpoint(const std::string& path);
 // Returns the rebuilt, loaded model. Input error naming the file otherwise.
 CheckpointModel export_state_dict(const std::string& path, const std::string& out);
 
+// The rebuilt model and optimizer of checkpoint `path`, loaded (every check of a resume).
+CheckpointModel load_checkpoint_model(const std::string& path);
+
+// The flat state-dict HDF5 of an already loaded `cm` (as export_state_dict; attribute source).
+void export_flat_h5(const CheckpointModel& cm, const std::string& out, const std::string& source);
+
 }  // namespace sm

@@ -24,7 +24,9 @@ struct EvalReport {
 // format_version 1, checkpoint, data, split, model, precision, layout, step, epoch, T,
 // batch_size, world_size, num_classes, loss, accuracy, correct, count; datasets
 // /class/correct, /class/count (i64 [K]), /class/accuracy (f64 [K], NaN for a class with no
-// sample), /firing_rate (f64 [L], attribute layer_names: the L names joined by commas).
+// sample), /firing_rate (f64 [L], attribute layer_names: the L names joined by commas); with the
+// outcome's outputs (eval --save-outputs) also /outputs (f64 [N, K]: every sample's output mean
+// over T, file order) and /labels (i64 [N]).
 // Input error naming the file when it cannot be written.
 void write_eval_h5(const EvalReport& r, const std::string& path);
 

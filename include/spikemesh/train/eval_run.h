@@ -43,8 +43,9 @@ std::string default_eval_path(const std::string& checkpoint, Split split);
 // Loads checkpoint `ci` into the layout `cfg` and `mesh` describe and evaluates `split` of
 // cfg.data; the root rank prints progress lines. Collective over mesh->world() (null: one rank,
 // no MPI call); Input errors (dataset shape or classes, a checkpoint that does not fit) reach
-// every rank with one message.
+// every rank with one message. keep_outputs: the report's outcome holds every sample's output
+// time mean and label (eval --save-outputs).
 EvalReport run_evaluation(const TrainConfig& cfg, const CheckpointInfo& ci, Split split, Mesh* mesh,
-                          const LayoutPlan& plan);
+                          const LayoutPlan& plan, bool keep_outputs = false);
 
 }  // namespace sm

@@ -26,6 +26,7 @@ struct EvalSettings {
   DType dtype = DType::F32, activations = DType::F32;
   uint64_t seed = 0;
   Split split = Split::Test;
+  bool keep_outputs = false;  // fill EvalOutcome::outputs and labels (eval --save-outputs)
   // Called on every rank after each global batch with (batches done, batches in all); may be empty.
   std::function<void(int64_t, int64_t)> progress;
 };
@@ -36,6 +37,10 @@ struct EvalOutcome {
   std::vector<double> firing_rate;       // per neuron layer, sample-weighted mean
   std::vector<std::string> layer_names;  // of firing_rate
   std::vector<int64_t> class_correct, class_count;  // per class [num_classes]; sums: correct, count
+  // keep_outputs: per sample of the split, in file order, the output's mean over T ([count, K]
+  // row-major: logits for mean_ce models, firing rates for rate_mse) and the label; on every rank.
+  std::vector<double> outputs;
+  std::vector<int64_t> labels;
 };
 
 // Evaluates s.split of `ds` (collective, see above); the per-class counts have the dataset's classes.

@@ -62,6 +62,10 @@ class CheckpointManager {
   // the file's are known, ONE warning on the layout's root naming every setting that changes
   // the trajectory and differs (resume_config_differences).
   CheckpointInfo load(const std::string& path, LossScaler& scaler);
+  // train --init: loads only the model's parameters and buffers of `path` (every check of load
+  // on them; the file's optimizer state, step and data cursor are ignored: the optimizer stays
+  // fresh), then rebuilds replicas. Collective over the layout's checkpoint group.
+  CheckpointInfo load_weights(const std::string& path);
   // train --allow-nonfinite-checkpoint: load a checkpoint holding NaN/Inf with a warning.
   void allow_nonfinite(bool allow) { allow_nonfinite_ = allow; }
 

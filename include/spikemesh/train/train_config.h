@@ -64,6 +64,7 @@ struct TrainConfig {
   int64_t ckpt_every = 0;         // 0: only at the end (and on SIGTERM/SIGUSR1)
   int64_t keep = 3;
   std::string resume;             // "", PATH or "auto"
+  std::string init;               // "" or a checkpoint whose parameters and buffers start a new run
   bool allow_nonfinite_checkpoint = false;  // load a checkpoint holding NaN/Inf values (else an error)
   int64_t log_every = 50;
   int64_t eval_batch_size = 0;    // 0: batch-size

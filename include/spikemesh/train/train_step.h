@@ -21,6 +21,7 @@ struct StepResult {
   double reset_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
   double grad_norm = 0.0;  // before clipping; 0 when clipping is off
   std::vector<int64_t> class_correct, class_count;  // eval_step with the loss's per-class counts on
+  std::vector<double> time_mean;                    // eval_step: [n, K] output mean over T (LossResult's)
 };
 
 struct StepOptions {
