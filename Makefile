@@ -14,6 +14,7 @@
 #   make run    (Foundation II) import Fashion-MNIST, train the default config
 #   make bench-deps   .venv-bench/: a current torch + SpikingJelly from PyPI (for make bench)
 #   make datasets-check   the event-dataset importers against SpikingJelly's own code (needs bench-deps)
+#   make interop-check    state dicts and NIR graphs round-tripped through SpikingJelly, safetensors, nir (needs bench-deps)
 #   make bench  spikemesh vs SpikingJelly / PyTorch (eager, compiled): output/bench/report.md + .png
 #   make gpu-bundle   .device/: the GPU machine's bundle (build-gpu/, sm_90) and SpikingJelly wheels
 #   make gpu-rehearsal   (root) the GPU procedure on a bare Debian root without a GPU: run before every GPU run
@@ -93,7 +94,7 @@ TEST_UNIT_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_UNIT_SRC))
 TEST_BIN      := $(BUILD)/bin/spikemesh_tests
 GTEST_LIBS    := -lgtest_main -lgtest -lpthread
 
-.PHONY: all deps test test-cluster test-unit test-mpi test-parity test-e2e summary clean format run bench bench-deps datasets-check check-includes sanitize
+.PHONY: all deps test test-cluster test-unit test-mpi test-parity test-e2e summary clean format run bench bench-deps datasets-check interop-check check-includes sanitize
 all: summary $(BIN)
 
 summary:
@@ -355,6 +356,10 @@ bench-deps:
 datasets-check: all
 	@[ -x .venv-bench/bin/python ] || { echo "datasets-check: run make bench-deps first (.venv-bench/)"; exit 1; }
 	.venv-bench/bin/python bench/datasets_check.py --bin $(BIN)
+
+interop-check: all
+	@[ -x .venv-bench/bin/python ] || { echo "interop-check: run make bench-deps first (.venv-bench/)"; exit 1; }
+	.venv-bench/bin/python bench/interop_check.py --bin $(BIN)
 
 format:
 	clang-format -i $$(find src include tests -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh')

@@ -91,11 +91,17 @@ class CSNN(nn.Module):
     conv_fc = 2 x [Conv2d 3x3 pad 1 (no bias) -> BN -> IF -> MaxPool(2)] -> Flatten ->
     Linear(C·7·7, C·4·4) -> IF -> Linear(C·4·4, 10) -> IF, on [T, N, 1, 28, 28]; IF: hard reset 0,
     ATan(2), no detach_reset. The example's own module is not imported (it pulls in tensorboard);
-    this one has its layers under its names."""
+    this one has its layers under its names. pool="avg": AvgPool2d(2, 2) in place of both max
+    pools (spikemesh's fmnist_csnn_avgpool, the NIR-exportable variant; same names and shapes)."""
 
-    def __init__(self, channels=128):
+    def __init__(self, channels=128, pool="max"):
         super().__init__()
         c = channels
+        if pool not in ("max", "avg"):
+            raise ValueError(f"CSNN pool={pool!r}: 'max' or 'avg'")
+
+        def pool2d():
+            return (layer.MaxPool2d if pool == "max" else layer.AvgPool2d)(2, 2, step_mode="m")
 
         def if_node():
             return neuron.IFNode(v_threshold=1.0, v_reset=0.0, surrogate_function=surrogate.ATan(alpha=2.0),
@@ -103,9 +109,9 @@ class CSNN(nn.Module):
 
         self.conv_fc = nn.Sequential(
             layer.Conv2d(1, c, 3, padding=1, bias=False, step_mode="m"), layer.BatchNorm2d(c, step_mode="m"),
-            if_node(), layer.MaxPool2d(2, 2, step_mode="m"),
+            if_node(), pool2d(),
             layer.Conv2d(c, c, 3, padding=1, bias=False, step_mode="m"), layer.BatchNorm2d(c, step_mode="m"),
-            if_node(), layer.MaxPool2d(2, 2, step_mode="m"),
+            if_node(), pool2d(),
             layer.Flatten(step_mode="m"),
             layer.Linear(c * 7 * 7, c * 4 * 4, bias=False, step_mode="m"), if_node(),
             layer.Linear(c * 4 * 4, 10, bias=False, step_mode="m"), if_node())

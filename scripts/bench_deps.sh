@@ -24,11 +24,22 @@ sj_pin=$(sed -n 's/^spikingjelly==//p' "$REQ")
 torch_probe="import torch, spikingjelly.activation_based.neuron as n; \
 assert torch.__version__.split('+')[0] == '$torch_pin', torch.__version__; \
 import importlib.metadata as m; assert m.version('spikingjelly') == '$sj_pin'"
-probe="$torch_probe; import spikingjelly.datasets"   # + torchvision, torchaudio, matplotlib, scipy
+probe="$torch_probe; import spikingjelly.datasets, safetensors, nir, nirtorch"   # + torchvision, ...
 
 if [[ -x $VENV/bin/python ]] && $VENV/bin/python -c "$probe" 2>/dev/null; then
     echo "bench-deps: $VENV already has torch $torch_pin and spikingjelly $sj_pin ($(du -sh "$VENV" | cut -f1))"
     exit 0
+fi
+
+# A venv with the peers but not every pinned package (e.g. one made before a package was added):
+# install what is missing into it (pinned, --no-deps), instead of building a new venv.
+if [[ -x $VENV/bin/python ]] && $VENV/bin/python -c "$torch_probe" 2>/dev/null; then
+    echo "bench-deps: $VENV has the peers; adding the pinned packages it lacks from $REQ"
+    "$VENV/bin/python" -m pip --disable-pip-version-check install -q --no-deps -r "$REQ"
+    if $VENV/bin/python -c "$probe" 2>/dev/null; then
+        echo "bench-deps: $VENV ready ($(du -sh "$VENV" | cut -f1))"
+        exit 0
+    fi
 fi
 
 free_mb() { df -Pm "$1" | awk 'NR==2 {print $4}'; }

@@ -113,6 +113,8 @@ SafetensorsHeader parse_safetensors(const uint8_t* bytes, size_t size, const std
     SM_INPUT_ERROR(origin << ": header length " << n << " runs past the end of the file (" << size
                           << " bytes; truncated, or not a safetensors file)");
   if (n < 2 || bytes[8] != '{') SM_INPUT_ERROR(origin << ": not a safetensors file (its header is not a JSON object)");
+  if (std::memchr(bytes + 8, 0, n))  // the JSON parser would stop there and ignore the rest
+    SM_INPUT_ERROR(origin << ": the safetensors header holds a NUL byte (a header length that runs into the data?)");
   nlohmann::json h;
   try {
     h = nlohmann::json::parse(bytes + 8, bytes + 8 + n);

@@ -15,6 +15,7 @@
 #include "spikemesh/models/model_selection.h"
 #include "spikemesh/train/model_checkpoint.h"
 #include "spikemesh/train/train_config.h"
+#include "spikemesh/train/train_plan.h"
 
 namespace sm {
 
@@ -72,12 +73,7 @@ CheckpointModel checkpoint_model(const CheckpointInfo& ci) {
   CheckpointModel cm;
   cm.info = ci;
   const TrainConfig cfg = shaping_config(ci);
-  ModelSelection sel;
-  sel.model = cfg.model_spec.empty() ? cfg.model : "";
-  sel.spec = cfg.model_spec;
-  sel.vars = cfg.vars;
-  sel.T = static_cast<int>(cfg.T);
-  sel.dropout = cfg.dropout;
+  const ModelSelection sel = model_selection_of(cfg);
   try {
     cm.model = sel.build();
   } catch (const Error& e) {
@@ -93,12 +89,8 @@ CheckpointModel checkpoint_model(const CheckpointInfo& ci) {
                            << ci.model << "'");
   const std::string precision = ci.precision.empty() ? cfg.precision : ci.precision;
   cm.model->finalize(master_dtype(precision_from_name(precision)), Device::cpu(), 1);
-  OptimizerConfig oc;
-  oc.name = ci.optimizer.empty() ? cfg.optimizer : ci.optimizer;
-  oc.lr = cfg.lr;
-  oc.weight_decay = cfg.weight_decay;
-  oc.momentum = cfg.momentum;
-  oc.nesterov = cfg.nesterov;
+  OptimizerConfig oc = optimizer_config_of(cfg);
+  if (!ci.optimizer.empty()) oc.name = ci.optimizer;
   cm.optimizer = make_optimizer(oc, cm.model->params());
   cm.T = run_time_steps(cfg, *cm.model);
   return cm;

@@ -15,11 +15,11 @@
 #include "spikemesh/core/precision.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/models/model.h"
-#include "spikemesh/models/model_selection.h"
 #include "spikemesh/optim/optimizer.h"
 #include "spikemesh/train/checkpoint_tools.h"
 #include "spikemesh/train/model_checkpoint.h"
 #include "spikemesh/train/nir_export.h"
+#include "spikemesh/train/train_plan.h"
 
 namespace sm {
 
@@ -101,13 +101,7 @@ std::vector<Target> targets_of(Model& model) {
 }
 
 std::unique_ptr<Model> build_model(const TrainConfig& cfg) {
-  ModelSelection sel;
-  sel.model = cfg.model_spec.empty() ? cfg.model : "";
-  sel.spec = cfg.model_spec;
-  sel.vars = cfg.vars;
-  sel.T = static_cast<int>(cfg.T);
-  sel.dropout = cfg.dropout;
-  std::unique_ptr<Model> m = sel.build();
+  std::unique_ptr<Model> m = model_selection_of(cfg).build();
   m->finalize(master_dtype(precision_from_name(cfg.precision)), Device::cpu(), static_cast<uint64_t>(cfg.seed));
   return m;
 }
@@ -198,13 +192,7 @@ ImportSummary import_state_dict(const std::string& in, const std::string& out, c
   s.model = model->info.name;
   s.tensors = static_cast<int64_t>(model->params().size() + model->buffers().size());
   s.elements = model->num_parameters();
-  OptimizerConfig oc;
-  oc.name = cfg.optimizer;
-  oc.lr = cfg.lr;
-  oc.weight_decay = cfg.weight_decay;
-  oc.momentum = cfg.momentum;
-  oc.nesterov = cfg.nesterov;
-  std::unique_ptr<Optimizer> opt = make_optimizer(oc, model->params());
+  std::unique_ptr<Optimizer> opt = make_optimizer(optimizer_config_of(cfg), model->params());
   TrainState st;
   st.seed = cfg.seed;
   const std::string dir = out + ".import.d";  // the checkpoint is written there, then renamed to `out`

@@ -18,6 +18,16 @@ ModelSelection model_selection_of(const TrainConfig& cfg) {
   return sel;
 }
 
+OptimizerConfig optimizer_config_of(const TrainConfig& cfg) {
+  OptimizerConfig oc;
+  oc.name = cfg.optimizer;
+  oc.lr = cfg.lr;
+  oc.weight_decay = cfg.weight_decay;
+  oc.momentum = cfg.momentum;
+  oc.nesterov = cfg.nesterov;
+  return oc;
+}
+
 RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& di) {
   RunRequest req;
   req.model = model_selection_of(cfg);
@@ -31,11 +41,7 @@ RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& di) {
   req.threads = cfg.threads;
   req.conv_algo = cfg.conv_algo;
   req.seed = static_cast<uint64_t>(cfg.seed);
-  req.optimizer.name = cfg.optimizer;
-  req.optimizer.lr = cfg.lr;
-  req.optimizer.weight_decay = cfg.weight_decay;
-  req.optimizer.momentum = cfg.momentum;
-  req.optimizer.nesterov = cfg.nesterov;
+  req.optimizer = optimizer_config_of(cfg);
   return req;
 }
 

@@ -26,6 +26,8 @@ struct TrainPlan {
 
 // The model flags of `cfg` (--model or --model-spec, --var, --dropout, --T as given).
 ModelSelection model_selection_of(const TrainConfig& cfg);
+// The optimizer settings of `cfg` (name, lr, weight decay, momentum, nesterov).
+OptimizerConfig optimizer_config_of(const TrainConfig& cfg);
 
 // The model, device, layout and optimizer settings of `cfg`; an event dataset fixes T
 // (Input error when --T disagrees with it).
