@@ -8,7 +8,7 @@
 #     import`ed, then `eval --save-outputs`: every sample's output rate equals the twin's eval-mode
 #     forward on the same inputs exactly (spikes are integers; fp64 on both sides);
 #   * `train --init`: a run starts from the import (log line, fresh optimizer, step 0) — one step
-#     with --lr 0 on one rank and on 2 data-parallel ranks leaves every parameter equal to the
+#     with --lr 0 on one rank, on 2 data-parallel ranks and on 2 pipeline stages leaves every parameter equal to the
 #     file's, bit for bit; --init with --resume PATH and a missing --init file are refused;
 #   * spikemesh -> PyTorch: `ckpt export --out x.safetensors` read with a plain reader of the format
 #     (json header + raw bytes) equals the h5 export bit for bit and loads into the twin with
@@ -92,10 +92,12 @@ grep -q "initialised from init.h5: the parameters and buffers of model fmnist_cs
   ok "train --init logs where it started" || bad "no 'initialised from' line"
 timeout 120 mpirun --bind-to none --oversubscribe -np 2 "$BIN" "${T[@]}" --batch-size 4 --run-name two --init init.h5 \
   --distributed-mode dp >two.log 2>&1 || { bad "train --init (2 dp ranks)"; tail -n 4 two.log; }
-if "$PY" - <<'EOF' >init.log 2>&1; then ok "--lr 0 step from --init: every parameter equals the import (1 and 2 ranks)"
+timeout 120 mpirun --bind-to none --oversubscribe -np 2 "$BIN" "${T[@]}" --batch-size 8 --run-name pp --init init.h5 \
+  --distributed-mode pp --mesh-shape 1 1 2 >pp.log 2>&1 || { bad "train --init (2 pp stages)"; tail -n 4 pp.log; }
+if "$PY" - <<'EOF' >init.log 2>&1; then ok "--lr 0 step from --init: every parameter equals the import (one rank, dp 2, pp 2)"
 import h5py, numpy as np
 with h5py.File("init.h5") as a:
-    for run in ("one", "two"):
+    for run in ("one", "two", "pp"):
         with h5py.File(f"out/{run}/ckpt_000000001.h5") as b:
             assert int(b["meta"].attrs["step"]) == 1
             for k in a["params"]:
