@@ -6,7 +6,8 @@
 
 The .pt may hold a state dict ({name: tensor}) or a training checkpoint wrapping one under
 "state_dict", "model", "model_state_dict", "net" or "module" (--key names another); non-tensor
-entries of a state dict (e.g. SpikingJelly's neuron settings) are left out and listed. Tensors are
+entries of a state dict (e.g. SpikingJelly's neuron settings) are left out and listed; a
+checkpoint that pickles other objects (an argparse Namespace) needs --trust. Tensors are
 written as stored (float64/32/16, bfloat16, int64/32, uint8), contiguous, names unchanged — the
 import drops a "module." or "_orig_mod." prefix that every name carries. Needs only torch
 (Debian's python3-torch); the safetensors format is written directly (8-byte header length, JSON
@@ -28,15 +29,19 @@ def fail(msg):
     sys.exit(1)
 
 
-def load(path):
+def load(path, trust):
     import torch
     try:
+        if trust:
+            return torch.load(path, map_location="cpu", weights_only=False)
         try:
             return torch.load(path, map_location="cpu", weights_only=True)
         except TypeError:  # torch < 1.13 has no weights_only
             return torch.load(path, map_location="cpu")
     except Exception as e:  # a damaged or foreign file: one message
-        fail(f"{path}: cannot be read by torch.load ({type(e).__name__}: {e})")
+        hint = "" if trust else ("; if it pickles other objects (e.g. an argparse Namespace of the training "
+                                 "script) and you trust the file, add --trust")
+        fail(f"{path}: cannot be read by torch.load ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}){hint}")
 
 
 def state_dict_of(obj, key, path):
@@ -93,6 +98,8 @@ def main():
     ap.add_argument("pt", help="the .pt file (torch.save of a state dict or a checkpoint holding one)")
     ap.add_argument("out", help="the .safetensors file to write")
     ap.add_argument("--key", help="the entry of the .pt that holds the state dict")
+    ap.add_argument("--trust", action="store_true",
+                    help="load with weights_only=False: unpickles arbitrary objects, only for files you trust")
     args = ap.parse_args()
     if os.path.abspath(args.pt) == os.path.abspath(args.out):
         fail(f"{args.out} is the input file itself; name another file")
@@ -102,7 +109,7 @@ def main():
         fail(f"{e} (install python3-torch)")
     DTYPES.update({torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
                    torch.int64: "I64", torch.int32: "I32", torch.uint8: "U8"})
-    tensors, skipped = state_dict_of(load(args.pt), args.key, args.pt)
+    tensors, skipped = state_dict_of(load(args.pt, args.trust), args.key, args.pt)
     nbytes = write(args.out, tensors, {"format": "pt", "source": os.path.basename(args.pt)})
     if skipped:
         print(f"left out {len(skipped)} non-tensor entries: {', '.join(map(str, skipped[:8]))}")

@@ -11,6 +11,7 @@
 // Every subcommand works on rank 0 alone (under mpirun the other ranks do nothing).
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -114,7 +115,9 @@ void add_export(CLI::App& cmd, const AppEnv& env) {
       ->capture_default_str();
   exp->callback([a, &env]() {
     if (env.rank != 0) return;
-    if (a->out == a->file) SM_INPUT_ERROR("--out " << a->out << " is the checkpoint itself; name another file");
+    std::error_code ec;
+    if (a->out == a->file || std::filesystem::equivalent(a->file, a->out, ec))
+      SM_INPUT_ERROR("--out " << a->out << " is the checkpoint itself; name another file");
     const StateDictFormat format = state_dict_format(a->format, a->out);
     if (format == StateDictFormat::Nir && !(a->nir_dt > 0)) SM_INPUT_ERROR("--nir-dt must be positive, got " << a->nir_dt);
     CheckpointModel cm = load_checkpoint_model(a->file);

@@ -54,16 +54,21 @@ SafetensorsEntry parse_entry(const std::string& name, const nlohmann::json& j, u
   e.name = name;
   e.dtype = dtype_of_code(jd.get<std::string>(), where);
   if (!js.is_array()) SM_INPUT_ERROR(where << ": shape must be an array of non-negative integers");
-  uint64_t numel = 1;
+  if (js.size() > static_cast<size_t>(kMaxDims))
+    SM_INPUT_ERROR(where << ": shape " << js.dump() << " has more than " << kMaxDims << " dimensions");
+  // The product of the non-zero dimensions must fit int64, so no partial product of the shape does.
+  const uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  uint64_t nonzero = 1;
+  bool empty = false;
   for (const nlohmann::json& d : js) {
     if (!d.is_number_unsigned()) SM_INPUT_ERROR(where << ": shape must be an array of non-negative integers");
     const uint64_t v = d.get<uint64_t>();
-    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-        (v != 0 && numel > std::numeric_limits<uint64_t>::max() / v))
-      SM_INPUT_ERROR(where << ": shape " << js.dump() << " is too large");
-    numel *= v;
+    empty = empty || v == 0;
+    if (v != 0 && nonzero > kMax / v) SM_INPUT_ERROR(where << ": shape " << js.dump() << " is too large");
+    nonzero *= v ? v : 1;
     e.shape.push_back(static_cast<int64_t>(v));
   }
+  const uint64_t numel = empty ? 0 : nonzero;
   if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() || !jo[1].is_number_unsigned())
     SM_INPUT_ERROR(where << ": data_offsets must be [begin, end] (non-negative integers)");
   e.begin = jo[0].get<uint64_t>();

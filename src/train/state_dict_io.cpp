@@ -13,6 +13,7 @@
 
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/precision.h"
+#include "spikemesh/io/checkpoint.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/optim/optimizer.h"
@@ -44,6 +45,10 @@ NamedTensors read_h5_state_dict(const std::string& path, std::string* kind) {
     return out;
   }
   if (format == "spikemesh-state-dict") {
+    if (f.has_group("meta")) {  // a checkpoint: complete, and every checksum right
+      read_checkpoint_info(path);
+      verify_checkpoint_checksums(path);
+    }
     for (const char* g : {"params", "buffers"}) {
       if (!f.has_group(g)) continue;
       H5Group grp = f.open_group(g);
@@ -170,14 +175,19 @@ void load_state_dict(Model& model, NamedTensors file, const std::string& origin,
          << listed({targets[0].name, targets.size() > 1 ? targets[1].name : targets[0].name}, 2) << ")";
     SM_INPUT_ERROR(origin << ": does not fit model " << model.info.name << ": " << os.str());
   }
+  std::vector<Tensor> converted;  // every value checked in the model's dtype before any is copied
   for (const Target& t : targets) {
     const Tensor& v = *by_name[t.name];
-    const int64_t bad = first_nonfinite(v);
-    if (bad >= 0) SM_INPUT_ERROR(origin << ": tensor " << t.name << " holds " << v.at(bad) << " at element " << bad);
+    converted.push_back(v.dtype() == t.value->dtype() ? v : v.to_dtype(t.value->dtype()));
+    const int64_t bad = first_nonfinite(converted.back());
+    if (bad >= 0)
+      SM_INPUT_ERROR(origin << ": tensor " << t.name << " holds " << v.at(bad) << " at element " << bad
+                            << (std::isfinite(v.at(bad)) ? std::string(", beyond the range of ") + dtype_name(t.value->dtype())
+                                                         : std::string()));
     if (dtype_size(v.dtype()) > dtype_size(t.value->dtype()) && !t.integer)
       notes.push_back(t.name + ": " + dtype_name(v.dtype()) + " rounded to " + dtype_name(t.value->dtype()));
-    t.value->copy_from(v.dtype() == t.value->dtype() ? v : v.to_dtype(t.value->dtype()));
   }
+  for (size_t i = 0; i < targets.size(); ++i) targets[i].value->copy_from(converted[i]);
 }
 
 ImportSummary import_state_dict(const std::string& in, const std::string& out, const TrainConfig& cfg,

@@ -67,7 +67,7 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
   add("resume", K::Str, &c.resume, "resume from a checkpoint file, or 'auto': the newest complete one of the run");
   add("init", K::Str, &c.init,
       "start a new run from this checkpoint's parameters and buffers (e.g. `spikemesh ckpt import`'s output): "
-      "fresh optimizer, step 0, any layout; ignored once --resume auto finds a checkpoint of the run");
+      "fresh optimizer, step 0, any layout; ignored when --resume loads a checkpoint (PATH, or auto once the run has one)");
   add("allow-nonfinite-checkpoint", K::Bool, &c.allow_nonfinite_checkpoint,
       "resume from a checkpoint even when a tensor holds NaN or Inf (default: an error naming the tensor)");
   add("log-every", K::Int, &c.log_every, "progress line every N steps");
@@ -145,9 +145,6 @@ void validate_train_config(const TrainConfig& c) {
   if (c.dropout >= 1.0) SM_INPUT_ERROR("--dropout must be in [0, 1), got " << c.dropout);
   if (!(c.lr >= 0)) SM_INPUT_ERROR("--lr must be >= 0, got " << c.lr);
   if (c.keep < 1) SM_INPUT_ERROR("--keep must be >= 1, got " << c.keep);
-  if (!c.init.empty() && !c.resume.empty() && c.resume != "auto")
-    SM_INPUT_ERROR("--init " << c.init << " and --resume " << c.resume
-                             << " exclude each other (--init starts a new run; --resume auto may go with it)");
   if (c.ckpt_every < 0) SM_INPUT_ERROR("--ckpt-every must be >= 0, got " << c.ckpt_every);
   if (c.log_every <= 0) SM_INPUT_ERROR("--log-every must be positive, got " << c.log_every);
   if (c.threads < 0) SM_INPUT_ERROR("--threads must be >= 0, got " << c.threads);

@@ -203,7 +203,15 @@ void TrainingRun::resume_or_start() {
     log_->line("--init " + cfg_.init + " ignored: the run continues from its own checkpoint");
     return;
   }
-  const CheckpointInfo ci = ckpt_->load_weights(cfg_.init);
+  CheckpointInfo ci;
+  try {
+    ci = ckpt_->load_weights(cfg_.init);  // collective: every rank throws the same message
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Input) throw;
+    SM_INPUT_ERROR("--init " << cfg_.init << ": " << e.what()
+                             << " (--init takes a spikemesh checkpoint; turn a state dict into one with "
+                                "`spikemesh ckpt import`)");
+  }
   log_->line("initialised from " + cfg_.init + ": the parameters and buffers of model " + ci.model + " (step " +
              std::to_string(ci.state.step) + " of the run that wrote it); fresh optimizer, step 0");
 }

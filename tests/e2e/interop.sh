@@ -9,7 +9,8 @@
 #     forward on the same inputs exactly (spikes are integers; fp64 on both sides);
 #   * `train --init`: a run starts from the import (log line, fresh optimizer, step 0) — one step
 #     with --lr 0 on one rank, on 2 data-parallel ranks and on 2 pipeline stages leaves every parameter equal to the
-#     file's, bit for bit; --init with --resume PATH and a missing --init file are refused;
+#     file's, bit for bit; rerun with --resume auto it continues from the run's own checkpoint
+#     (--init ignored); a missing --init file and a safetensors file are refused naming --init;
 #   * spikemesh -> PyTorch: `ckpt export --out x.safetensors` read with a plain reader of the format
 #     (json header + raw bytes) equals the h5 export bit for bit and loads into the twin with
 #     load_state_dict(strict=True); `ckpt export --out x.nir` of the max-pooling CSNN is refused
@@ -104,9 +105,13 @@ with h5py.File("init.h5") as a:
                 assert a["params"][k][()].tobytes() == b["params"][k][()].tobytes(), (run, k)
 EOF
 else bad "--init parameters"; tail -n 3 init.log; fi
-expect_error "--init with --resume PATH" "--init" "exclude each other" -- \
-  "$BIN" "${T[@]}" --run-name three --init init.h5 --resume init.h5
-expect_error "--init of a missing file" "nope.h5" -- "$BIN" "${T[@]}" --run-name four --init nope.h5
+"$BIN" train "${MODEL[@]}" --data data.h5 --output out --device cpu --batch-size 8 --max-steps 2 --run-name one \
+  --init init.h5 --resume auto >again.log 2>&1 && grep -q "^--init init.h5 ignored: the run continues from its own checkpoint" out/one/log.txt &&
+  grep -q "resumed from out/one/ckpt_000000001.h5 at step 1" out/one/log.txt &&
+  ok "--init with --resume auto after a first run: resumes, --init ignored" || { bad "--init + --resume auto"; tail -n 3 again.log; }
+expect_error "--init of a missing file" "--init nope.h5" "spikemesh ckpt import" -- "$BIN" "${T[@]}" --batch-size 8 --run-name four --init nope.h5
+expect_error "--init of a safetensors file" "--init twin.safetensors" "spikemesh ckpt import" -- \
+  "$BIN" "${T[@]}" --batch-size 8 --run-name five --init twin.safetensors
 
 # ---- spikemesh -> PyTorch: safetensors, NIR -------------------------------------------------------------
 CK=out/one/ckpt_000000001.h5

@@ -137,6 +137,10 @@ TEST(Safetensors, DamagedFilesAreNamed) {
   EXPECT_NE(parse_error(image("[1,2]   ", "")).find("not a JSON object"), std::string::npos);
   const std::string neg = R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})";
   EXPECT_NE(parse_error(image(neg, "")).find("non-negative integers"), std::string::npos);
+  const std::string huge = R"({"a":{"dtype":"U8","shape":[4611686018427387904,2,0],"data_offsets":[0,0]}})";
+  EXPECT_NE(parse_error(image(huge, "")).find("is too large"), std::string::npos);
+  const std::string rank7 = R"({"a":{"dtype":"U8","shape":[1,1,1,1,1,1,1],"data_offsets":[0,1]}})";
+  EXPECT_NE(parse_error(image(rank7, std::string(1, '\0'))).find("more than 6 dimensions"), std::string::npos);
   const std::string meta = R"({"__metadata__":{"k":1}})";
   EXPECT_NE(parse_error(image(meta, "")).find("__metadata__ value of 'k'"), std::string::npos);
 }
