@@ -52,7 +52,8 @@ struct SampleOut {
   uint32_t crc_x = 0, crc_y = 0;
   int64_t saturated = 0;
   int32_t n_frames = 0;
-  EventStream events;  // kept with --events
+  bool no_event = false;  // the sample's stream is empty (zero frames)
+  EventStream events;     // kept with --events
 };
 
 // A sample's outcome as every rank learns it (the exchange after each round).
@@ -61,6 +62,7 @@ struct Outcome {
   bool ok = false;
   uint32_t cx = 0, cy = 0;
   int64_t nev = 0, sat = 0;
+  bool no_event = false;
   std::string error;
 };
 
@@ -122,6 +124,7 @@ std::vector<SampleOut> decode_units(const EventDatasetLayout& L, const std::vect
           if (n_frames > std::numeric_limits<int32_t>::max())
             SM_INPUT_ERROR(what << ": " << n_frames << " fixed-duration frames (a larger --duration-us?)");
           so.n_frames = static_cast<int32_t>(n_frames);
+          so.no_event = src.size() == 0;
           if (resize) resize_bilinear_aa(frames.data(), 2LL * spec.T, spec.height, spec.width, S, resized.data());
           so.saturated = frames_to_stored(resize ? resized.data() : frames.data(), out_elems, stored, so.x);
           const int64_t label = ref.label;
@@ -310,7 +313,7 @@ std::vector<Outcome> gather_outcomes(const ImportRun& run, const std::vector<Sam
   std::ostringstream mine;
   for (const SampleOut& so : outs)
     mine << so.index << " " << so.ok << " " << so.crc_x << " " << so.crc_y << " " << so.events.size() << " "
-         << so.saturated << " " << (so.ok ? "" : one_line(so.error)) << "\n";
+         << so.saturated << " " << so.no_event << " " << (so.ok ? "" : one_line(so.error)) << "\n";
   const std::vector<std::string> every =
       run.group ? all_gather_strings(*run.group, mine.str()) : std::vector<std::string>{mine.str()};
   std::vector<Outcome> all;
@@ -320,8 +323,9 @@ std::vector<Outcome> gather_outcomes(const ImportRun& run, const std::vector<Sam
     while (std::getline(is, line)) {
       std::istringstream ls(line);
       Outcome oc;
-      int ok = -1;
-      ls >> oc.index >> ok >> oc.cx >> oc.cy >> oc.nev >> oc.sat;
+      int ok = -1, no_event = 0;
+      ls >> oc.index >> ok >> oc.cx >> oc.cy >> oc.nev >> oc.sat >> no_event;
+      oc.no_event = no_event == 1;
       SM_CHECK(ls && (ok == 0 || ok == 1) && oc.index >= 0 && oc.index < static_cast<int64_t>(run.L.samples.size()),
                "a malformed sample outcome in the import's exchange: '" << line << "'");
       oc.ok = ok == 1;
@@ -360,6 +364,14 @@ int64_t assign_rows(ImportRun& run, const std::vector<Outcome>& all, std::vector
     st.crc_y[s] = crc32_concat(st.crc_y[s], oc.cy, 8);
     st.per_class[s][static_cast<size_t>(ref.label)]++;
     st.saturated += oc.sat;
+    if (oc.no_event) {
+      const bool whole = ref.t_begin == std::numeric_limits<int64_t>::min();
+      const std::string where = run.L.files[static_cast<size_t>(ref.file)] + (whole ? "" : " (sample " + ref.name + ")");
+      if (run.is_root() && st.empty[0] + st.empty[1] < 10)
+        SM_WARN("no event in " << where << ": imported as zero frames, as SpikingJelly does");
+      ++st.empty[s];
+      if (st.empty_samples.size() < 100) st.empty_samples.push_back(where);
+    }
     need += run.w.row_bytes() + 16 + (run.o.events ? oc.nev * 13 + 8 : 0);
   }
   return need;
@@ -536,6 +548,10 @@ EventImportResult finished_import(const ImportRun& run, bool resumed, Clock::tim
                      << static_cast<int64_t>(run.nunits / std::max(res.seconds, 1e-9)) << " files/s)"
                      << (resumed ? ", resumed" : ""));
     if (res.skipped) SM_WARN(res.skipped << " sample(s) skipped (--skip-bad); listed in the file's 'skipped' attribute");
+    if (st.empty[0] + st.empty[1])
+      SM_WARN(st.empty[0] + st.empty[1] << " recording(s) without an event (" << st.empty[0] << " train, " << st.empty[1]
+                                        << " test) imported as zero frames, as SpikingJelly does; counted in the "
+                                           "file's train_empty_samples / test_empty_samples, named in empty_samples");
     if (res.saturated)
       SM_WARN(res.saturated << " value(s) saturated at the maximum of " << stored_type_name(run.stored)
                             << " (a pixel with more events than it holds); --dtype u16 or f32 keeps them");

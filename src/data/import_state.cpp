@@ -22,7 +22,7 @@ namespace sm {
 namespace fs = std::filesystem;
 
 namespace {
-constexpr int kStateVersion = 1;
+constexpr int kStateVersion = 2;
 
 void set_i64_array_attr(const H5File& f, const std::string& key, const std::vector<int64_t>& v) {
   if (H5Aexists(f.id(), key.c_str()) > 0) SM_H5_CHECK(H5Adelete(f.id(), key.c_str()));
@@ -44,13 +44,14 @@ std::string ImportState::to_text() const {
   std::ostringstream os;
   os << "v" << kStateVersion << " " << fingerprint << " " << next_unit << " " << rounds_done;
   for (int k = 0; k < 2; ++k) os << " " << rows[k] << " " << events[k] << " " << crc_x[k] << " " << crc_y[k];
-  os << " " << skipped << " " << saturated;
+  os << " " << skipped << " " << saturated << " " << empty[0] << " " << empty[1];
   for (int k = 0; k < 2; ++k) {
     os << " " << per_class[k].size();
     for (int64_t c : per_class[k]) os << " " << c;
   }
-  os << " " << skipped_files.size();
+  os << " " << skipped_files.size() << " " << empty_samples.size();
   for (auto& f : skipped_files) os << "\n" << f;
+  for (auto& f : empty_samples) os << "\n" << f;
   return os.str();
 }
 
@@ -61,7 +62,7 @@ bool ImportState::parse(const std::string& text, ImportState& s) {
     return false;
   for (int k = 0; k < 2; ++k)
     if (!(is >> s.rows[k] >> s.events[k] >> s.crc_x[k] >> s.crc_y[k])) return false;
-  if (!(is >> s.skipped >> s.saturated)) return false;
+  if (!(is >> s.skipped >> s.saturated >> s.empty[0] >> s.empty[1])) return false;
   for (int k = 0; k < 2; ++k) {
     size_t n;
     if (!(is >> n) || n > 1000) return false;
@@ -69,12 +70,13 @@ bool ImportState::parse(const std::string& text, ImportState& s) {
     for (auto& c : s.per_class[k])
       if (!(is >> c)) return false;
   }
-  size_t n;
-  if (!(is >> n)) return false;
+  size_t n, n_empty;
+  if (!(is >> n >> n_empty) || n > 100 || n_empty > 100) return false;
   std::string line;
   std::getline(is, line);
   for (size_t i = 0; i < n && std::getline(is, line); ++i) s.skipped_files.push_back(line);
-  return true;
+  for (size_t i = 0; i < n_empty && std::getline(is, line); ++i) s.empty_samples.push_back(line);
+  return s.skipped_files.size() == n && s.empty_samples.size() == n_empty;
 }
 
 bool resume_import(const std::string& tmp, const std::string& fingerprint, const EventFileShape& shape, Comm* group,
@@ -185,6 +187,12 @@ void write_dataset_attributes(const H5File& f, const EventDatasetLayout& L, cons
   std::string skipped;
   for (auto& s : st.skipped_files) skipped += s + "\n";
   f.set_attr("skipped", skipped);
+  // Recordings without an event: zero frames, as SpikingJelly integrates them — never silently.
+  f.set_attr("train_empty_samples", st.empty[0]);
+  f.set_attr("test_empty_samples", st.empty[1]);
+  std::string empty;
+  for (auto& s : st.empty_samples) empty += s + "\n";
+  f.set_attr("empty_samples", empty);
   f.set_attr("events_kept", static_cast<int64_t>(events));
   f.set_attr("checksum", "crc32 train/x " + hex32(st.crc_x[0]) + " train/y " + hex32(st.crc_y[0]) + " test/x " +
                              hex32(st.crc_x[1]) + " test/y " + hex32(st.crc_y[1]));

@@ -4,7 +4,8 @@
 # against that file's independent numpy reference of SpikingJelly's decoding, integration,
 # order and split (frames exact; resized frames against torch's interpolate):
 #   imports: every dataset and format (AEDAT 2.0, AEDAT 3.1, SpikingJelly's .npz, N-MNIST .bin),
-#     split by number / time / fixed duration, --size 48 (f32, u8, f16), --events, u16; under
+#     split by number / time / fixed duration, --size 48 (f32, u8, f16), --events, u16; recordings
+#     without an event (zero frames, counted in the summary and the file's attributes); under
 #     mpirun -np 2 and alone — the same bytes (crc32 attributes) whatever the rank count;
 #   resume: a job killed after a round resumes from its .tmp and ends with the same file; a
 #     damaged .tmp is removed and the import starts over; nothing appears under --out early;
@@ -61,6 +62,30 @@ import_ok gesture dvs128-gesture gest 2 --events --T 12
 import_ok gesture_time dvs128-gesture gest 1 --split-by time --dtype u16
 import_ok gesture_duration dvs128-gesture gest 1 --duration-us 30000 --T 6
 import_ok nmnist n-mnist nm 2 --events
+
+# recordings without an event: zero frames as SpikingJelly, counted and named, never silently
+cp -r nm nm_empty && e_train=$(ls nm_empty/Train/3/* | head -n 1) && e_test=$(ls nm_empty/Test/5/* | head -n 1) &&
+  : >"$e_train" && : >"$e_test"
+if "${MPI2[@]}" "$BIN" data n-mnist --from nm_empty --out nm_empty.h5 >empty.log 2>&1 &&
+   grep -q "2 recording(s) without an event (1 train, 1 test) imported as zero frames" empty.log &&
+   "$PY" - "${e_train#nm_empty/}" "${e_test#nm_empty/}" <<'EOF' >empty_check.log 2>&1
+import sys, h5py, numpy as np
+with h5py.File("nm_empty.h5") as f, h5py.File("nmnist.h5") as g:
+    a = dict(f.attrs)
+    assert int(a["train_empty_samples"]) == 1 and int(a["test_empty_samples"]) == 1, a
+    names = a["empty_samples"].split("\n")
+    assert sys.argv[1] in names and sys.argv[2] in names, names
+    for s in ("train", "test"):
+        x, ref = f[s + "/x"][()], g[s + "/x"][()]
+        zero = [i for i in range(len(x)) if not x[i].any()]
+        assert len(zero) == 1, (s, zero)
+        keep = [i for i in range(len(x)) if i != zero[0]]
+        assert (x[keep] == ref[keep]).all(), s  # every other sample as imported from the intact files
+    assert int(g.attrs["train_empty_samples"]) == 0
+print("ok")
+EOF
+then ok "recordings without an event: zero frames, counted (train_empty_samples, test_empty_samples) and named"
+else bad "empty recordings"; tail -n 3 empty.log empty_check.log | sed 's/^/       /'; fi
 
 # ---- resume ------------------------------------------------------------------------------------
 SPIKEMESH_TEST_KILL_AFTER_ROUND=3 "${MPI2[@]}" "$BIN" data cifar10-dvs --from c10 --out resumed.h5 \

@@ -24,8 +24,10 @@ struct ImportState {
   int64_t rows[2] = {0, 0}, events[2] = {0, 0};   // [train, test]
   uint32_t crc_x[2] = {0, 0}, crc_y[2] = {0, 0};  // zlib crc32 of the rows written, in row order
   int64_t skipped = 0, saturated = 0;
+  int64_t empty[2] = {0, 0};  // samples without a single event (imported as zero frames), [train, test]
   std::vector<int64_t> per_class[2];
   std::vector<std::string> skipped_files;  // the first 100 messages
+  std::vector<std::string> empty_samples;  // the first 100 sample names without an event
 
   std::string to_text() const;
   // false: not a record this version wrote.
