@@ -15,6 +15,7 @@
 #   make bench-deps   .venv-bench/: a current torch + SpikingJelly from PyPI (for make bench)
 #   make datasets-check   the event-dataset importers against SpikingJelly's own code (needs bench-deps)
 #   make interop-check    state dicts and NIR graphs round-tripped through SpikingJelly, safetensors, nir (needs bench-deps)
+#   make soak [SOAK_STEPS=30000]   a long training run whose memory, descriptors and threads must stay flat
 #   make bench  spikemesh vs SpikingJelly / PyTorch (eager, compiled): output/bench/report.md + .png
 #   make gpu-bundle   .device/: the GPU machine's bundle (build-gpu/, sm_90) and SpikingJelly wheels
 #   make gpu-rehearsal   (root) the GPU procedure on a bare Debian root without a GPU: run before every GPU run
@@ -94,7 +95,7 @@ TEST_UNIT_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_UNIT_SRC))
 TEST_BIN      := $(BUILD)/bin/spikemesh_tests
 GTEST_LIBS    := -lgtest_main -lgtest -lpthread
 
-.PHONY: all deps test test-cluster test-unit test-mpi test-parity test-e2e summary clean format run bench bench-deps datasets-check interop-check check-includes sanitize
+.PHONY: all deps test test-cluster test-unit test-mpi test-parity test-e2e summary clean format run bench bench-deps datasets-check interop-check soak check-includes sanitize
 all: summary $(BIN)
 
 summary:
@@ -356,6 +357,11 @@ bench-deps:
 datasets-check: all
 	@[ -x .venv-bench/bin/python ] || { echo "datasets-check: run make bench-deps first (.venv-bench/)"; exit 1; }
 	.venv-bench/bin/python bench/datasets_check.py --bin $(BIN)
+
+# make soak [SOAK_STEPS=30000]: a long run that must not grow (tests/soak/soak.sh; ~1 min per 30000 steps)
+SOAK_STEPS ?= 30000
+soak: all
+	BIN=$(BIN) PY=$(PY) bash tests/soak/soak.sh $(SOAK_STEPS) 1000
 
 interop-check: all
 	@[ -x .venv-bench/bin/python ] || { echo "interop-check: run make bench-deps first (.venv-bench/)"; exit 1; }

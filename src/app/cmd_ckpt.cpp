@@ -17,6 +17,7 @@
 
 #include "spikemesh/app/commands.h"
 #include "spikemesh/core/error.h"
+#include "spikemesh/core/flag_ranges.h"
 #include "spikemesh/io/checkpoint.h"
 #include "spikemesh/io/h5file.h"
 #include "spikemesh/train/checkpoint_tools.h"
@@ -112,6 +113,7 @@ void add_export(CLI::App& cmd, const AppEnv& env) {
   exp->add_option("--format", a->format, "h5 | safetensors | nir (default: by --out's extension: .safetensors, .nir, else h5)")
       ->check(CLI::IsMember({"h5", "safetensors", "nir"}));
   exp->add_option("--nir-dt", a->nir_dt, "nir: the time step in seconds the neuron parameters are expressed in")
+      ->check(range_validator("nir-dt", false))
       ->capture_default_str();
   exp->callback([a, &env]() {
     if (env.rank != 0) return;

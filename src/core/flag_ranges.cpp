@@ -105,6 +105,8 @@ const std::map<std::string, FlagRange>& table() {
       {"step-ms", R(0, 1e9, "0: no comparison")},
       // plan, calibrate
       {"top", R(1, 1 << 20)},
+      // ckpt export
+      {"nir-dt", open_lo(0, 1e6, "seconds")},
   };
   return t;
 }

@@ -39,6 +39,7 @@
 #include "spikemesh/train/run_dir.h"
 #include "spikemesh/train/run_header.h"
 #include "spikemesh/train/step_metrics.h"
+#include "spikemesh/core/process_stats.h"
 #include "spikemesh/core/stop_signal.h"
 #include "spikemesh/train/train_plan.h"
 #include "batch_io.h"
@@ -320,6 +321,10 @@ void TrainingRun::record_step(StepReport& rep, int64_t epoch, double lr) {
   }
   rep.peak_mb = allocator_for(parts_.device).peak_bytes() / 1048576.0;
   rep.rss_mb = peak_rss_mb();
+  const ProcessStats ps = process_stats();
+  rep.rss_now_mb = ps.rss_mb;
+  rep.open_fds = ps.open_fds;
+  rep.threads = ps.threads;
   const CommCounters now = layout.groups().all_comm_counters();
   rep.comm_ms = 1000.0 * (now.total_wait_seconds() - comm_before_.total_wait_seconds());
   rep.comm_mb = static_cast<double>(now.total_bus_bytes() - comm_before_.total_bus_bytes()) / 1048576.0;

@@ -18,6 +18,7 @@ struct StepReport {
   StepResult r;                          // this rank's step (after reduce: over all ranks)
   double step_ms = 0, wait_ms = 0, load_ms = 0, peak_mb = 0, rss_mb = 0, comm_ms = 0, comm_mb = 0;
   double step_peak_mb = 0;               // the allocator's peak bytes in use during this step
+  double rss_now_mb = 0, open_fds = 0, threads = 0;  // core/process_stats.h (after reduce: the largest)
   bool stop = false;                     // a stop signal arrived (after reduce: on any rank)
   std::vector<double> firing_rate;       // per neuron layer
   std::vector<std::string> layer_names;
