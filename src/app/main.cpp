@@ -21,6 +21,7 @@
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/comm/reachability.h"
 #include "spikemesh/core/error.h"
+#include "spikemesh/core/io_retry.h"
 #include "spikemesh/core/log.h"
 #include "spikemesh/kernels/conv_engine_policy.h"
 #include "spikemesh/kernels/conv_policy.h"
@@ -78,6 +79,7 @@ std::string app_footer() {
          "  spikemesh eval output/csnn                                     # test split -> output/csnn/eval.h5\n"
          "  spikemesh ckpt verify output/csnn/ckpt_*.h5\n"
          "  spikemesh ckpt export output/csnn/ckpt_000002811.h5 --out csnn.h5   # PyTorch state dict\n"
+         "  spikemesh ckpt import sj_csnn.safetensors --model fmnist_csnn --out init.h5   # weights from PyTorch\n"
          "\nEnvironment: SPIKEMESH_LOG_LEVEL=debug|info|warn|error (debug names every oneDNN/cuDNN kernel chosen);\n"
          "  SPIKEMESH_CONV_ALGOS=exact|deterministic|fast[-tuned], SPIKEMESH_CONV_FP32_PRECISION=ieee|tf32,\n"
          "  SPIKEMESH_MATMUL_FP32_PRECISION=ieee|tf32 (GPU numerics: the defaults of --conv-algos,\n"
@@ -91,7 +93,9 @@ std::string app_footer() {
          "  SPIKEMESH_WINOGRAD=auto|own|off (CPU 3x3 convolutions: auto takes oneDNN's Winograd where it has one\n"
          "  (AVX-512), else our F(2x2,3x3) on wide layers; own forces ours; off runs direct);\n"
          "  SPIKEMESH_CUDNN_API=auto|graph|legacy (GPU convolutions: auto, the default, runs cuDNN's graph API and\n"
-         "  its legacy API for a shape the graph API cannot plan).\n"
+         "  its legacy API for a shape the graph API cannot plan);\n"
+         "  SPIKEMESH_IO_RETRIES=N (attempts of a failed training read or checkpoint write, default 4) and\n"
+         "  SPIKEMESH_IO_RETRY_DELAY_MS=MS (the first wait, default 500, doubling): transient shared-file-system errors.\n"
          "\nErrors print one line 'spikemesh: error: ...' and exit non-zero.";
 }
 
@@ -117,6 +121,7 @@ void apply_environment() {
   sm::apply_fused_epilogues_env();
   sm::apply_merge_steps_env();
   sm::apply_winograd_env();
+  (void)sm::io_retry_policy();  // SPIKEMESH_IO_RETRIES, SPIKEMESH_IO_RETRY_DELAY_MS
 }
 
 // glibc raises its mmap threshold each time a large mmapped block is freed, after which such

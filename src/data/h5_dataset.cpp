@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/blocking_guard.h"
 #include "spikemesh/comm/comm.h"
+#include "spikemesh/core/io_retry.h"
 #include "spikemesh/io/crc32.h"
 #include "spikemesh/io/h5_lock.h"
 
@@ -201,8 +203,24 @@ H5Dataset::CollectiveHandle::~CollectiveHandle() {
 }
 
 void H5Dataset::read(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const {
-  std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex());
-  read_from(file_, false, s, indices, x, y);
+  const std::string what = "reading " + std::to_string(indices.size()) + " samples of /" + split_name(s) + "/x of " +
+                           info_.path;
+  with_io_retries(
+      what,
+      [&] {
+        std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex());
+        if (take_io_fault(IoSite::DatasetRead))
+          throw Error(ErrorKind::Library, info_.path + ": H5Dread failed: " + std::strerror(EIO) + " (injected for a test)");
+        read_from(file_, false, s, indices, x, y);
+      },
+      [](const Error& e) { return e.kind() == ErrorKind::Library; },
+      [&] {  // a stale handle (ESTALE after a server failover) needs a fresh open
+        std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex());
+        try {
+          file_ = H5File::open(info_.path);
+        } catch (const Error&) {  // still failing: the next attempt says so
+        }
+      });
 }
 
 void H5Dataset::read_collective(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const {

@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "checkpoint_internal.h"
+#include "spikemesh/core/io_retry.h"
 
 namespace sm {
 
@@ -354,6 +355,8 @@ void finish_file(const Group& g, const Target& t, const std::vector<TensorPlan>&
   g.agree([&] { f.close(); });  // collective; fails if HDF5 could not flush
   g.agree([&] {
     if (g.rank() != 0) return;
+    if (take_io_fault(IoSite::CheckpointWrite))
+      SM_INPUT_ERROR(t.tmp << ": write failed (" << std::strerror(EIO) << ", injected for a test)");
     if (g.comm)
       ckpt::fsync_path(t.tmp, false);
     else

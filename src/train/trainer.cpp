@@ -39,6 +39,7 @@
 #include "spikemesh/train/run_dir.h"
 #include "spikemesh/train/run_header.h"
 #include "spikemesh/train/step_metrics.h"
+#include "spikemesh/core/io_retry.h"
 #include "spikemesh/core/process_stats.h"
 #include "spikemesh/core/stop_signal.h"
 #include "spikemesh/train/train_plan.h"
@@ -122,6 +123,7 @@ class TrainingRun {
   std::unique_ptr<CudaGraphStep> graphs_;
   TrainState st_;
   std::string resume_from_;
+  std::unique_ptr<Error> data_error_;  // a batch no retry could read (on some rank): checkpoint, then this
   TrainSummary sum_;
   EvalSettings es_;
   int64_t last_eval_step_ = -1, first_step_ = 0;
@@ -220,7 +222,11 @@ void TrainingRun::resume_or_start() {
 void TrainingRun::save() {
   std::lock_guard<std::mutex> l(hdf5_mutex());
   if (metrics_) metrics_->flush();
-  sum_.last_checkpoint = ckpt_->save(st_, parts_.scaler);
+  // Every rank gets the same error from a failed write (io/checkpoint.h), so all retry alike.
+  with_io_retries(
+      "writing the checkpoint of step " + std::to_string(st_.step), [&] { sum_.last_checkpoint = ckpt_->save(st_, parts_.scaler); },
+      [](const Error& e) { return e.kind() == ErrorKind::Input && std::string(e.what()).find(" not written ") != std::string::npos; },
+      {}, root_);
   log_->line("checkpoint " + sum_.last_checkpoint, false);
 }
 
@@ -362,7 +368,17 @@ bool TrainingRun::run_epoch() {
   {
     Prefetcher<Batch> pf([&, epoch, first](int64_t k) { return load_batch(epoch, first, k); }, n_batches, 2);
     Timer wait;
-    while (auto bt = pf.next()) {
+    for (;;) {
+      std::optional<Batch> bt;
+      try {  // collective over the world: a rank without its batch stops every rank at this step
+        agree_on_error(world_, [&] { bt = pf.next(); });
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::Internal) throw;
+        data_error_ = std::make_unique<Error>(e.kind(), e.what());
+        stop = true;
+        break;
+      }
+      if (!bt) break;
       const double lr = sched_->lr_at(st_.step);
       StepReport rep = train_step(*bt, wait);
       ++st_.step;
@@ -385,6 +401,14 @@ bool TrainingRun::run_epoch() {
 
 // The end of the run: a stop's checkpoint, or the final evaluation and checkpoint.
 void TrainingRun::finish() {
+  if (data_error_) {  // every rank is here with the same error: checkpoint what was trained, then end
+    const std::string step = std::to_string(st_.step);
+    log_->line("a training batch could not be read after the retries: checkpointing at step " + step + " before ending");
+    save();
+    // An Input error (the environment's, like a missing file): rank 0 prints it once, every rank exits 1.
+    throw Error(ErrorKind::Input, std::string(data_error_->what()) + " (checkpoint of step " + step + " written: " +
+                                         sum_.last_checkpoint + "; rerun with --resume auto once the file system is back)");
+  }
   if (sum_.interrupted) {
     const int sig = stop_signal();
     log_->line(sig ? "stop requested (signal " + std::to_string(sig) + "): checkpointing at step " + std::to_string(st_.step)

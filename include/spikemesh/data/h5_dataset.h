@@ -84,6 +84,10 @@ class H5Dataset {
   // indices (possibly none). Holds hdf5_mutex(). Must not run on a prefetch thread. On a
   // dataset without an MPI-IO handle (serial open) it is read().
   void read_collective(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const;
+  // read() retries a failed HDF5 read (a transient error of a shared file system: EIO, ESTALE,
+  // ...) as core/io_retry.h says, reopening its handle before each retry; the last failure, or
+  // a sample holding NaN/Inf, is an error as before. Collective reads are not retried (every
+  // rank would have to retry together): they run outside training steps.
   bool has_collective_handle() const { return mpio_ && mpio_->file.file_id() >= 0; }
 
  private:
@@ -94,7 +98,7 @@ class H5Dataset {
     Comm* group = nullptr;
     ~CollectiveHandle();
   };
-  H5File file_;  // sec2 (or the caller's fapl): read()
+  mutable H5File file_;  // sec2 (or the caller's fapl): read(); reopened when a read is retried
   std::shared_ptr<CollectiveHandle> mpio_;  // MPI-IO over the open() communicator: read_collective()
   DatasetInfo info_;
   std::shared_ptr<const std::vector<int64_t>> train_labels_, test_labels_;
