@@ -16,6 +16,7 @@
 #   make datasets-check   the event-dataset importers against SpikingJelly's own code (needs bench-deps)
 #   make interop-check    state dicts and NIR graphs round-tripped through SpikingJelly, safetensors, nir (needs bench-deps)
 #   make soak [SOAK_STEPS=30000]   a long training run whose memory, descriptors and threads must stay flat
+#   make chaos [N=10] [SEED=s]     random kills of ranks and a node on the virtual cluster, resumed to the end (root)
 #   make bench  spikemesh vs SpikingJelly / PyTorch (eager, compiled): output/bench/report.md + .png
 #   make gpu-bundle   .device/: the GPU machine's bundle (build-gpu/, sm_90) and SpikingJelly wheels
 #   make gpu-rehearsal   (root) the GPU procedure on a bare Debian root without a GPU: run before every GPU run
@@ -95,7 +96,7 @@ TEST_UNIT_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_UNIT_SRC))
 TEST_BIN      := $(BUILD)/bin/spikemesh_tests
 GTEST_LIBS    := -lgtest_main -lgtest -lpthread
 
-.PHONY: all deps test test-cluster test-unit test-mpi test-parity test-e2e summary clean format run bench bench-deps datasets-check interop-check soak check-includes sanitize
+.PHONY: all deps test test-cluster test-unit test-mpi test-parity test-e2e summary clean format run bench bench-deps datasets-check interop-check soak chaos check-includes sanitize
 all: summary $(BIN)
 
 summary:
@@ -187,12 +188,17 @@ test-e2e:
 # network namespaces on this machine (tests/cluster/virtual_cluster.sh) and the multi-node
 # tests on it (tests/cluster/run.sh: placement, dp x tp / pp / ZeRO-1 across nodes = one rank,
 # a checkpoint from two nodes read by one, SIGTERM, a lost node then resume on fewer nodes,
-# the faults); torn down on exit and checked to leave nothing. ~2 minutes.
+# the faults); torn down on exit and checked to leave nothing. ~2 minutes. Then the bounded chaos
+# runs (tests/cluster/chaos.sh: seeded kills of a rank and of node3, resumes, the end bitwise an
+# uninterrupted run's; dp and pp), ~4 minutes.
 test-cluster:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@echo "== virtual Slurm cluster, 3 nodes (tests/cluster/run.sh) [$$(date +%T)] ==" && \
 	  timeout 1200 env BIN=$(BIN) PY=$(PY) bash tests/cluster/run.sh
+	@echo "== chaos on the virtual cluster: dp (seed 4: a rank, then node3), pp (seed 5) [$$(date +%T)] ==" && \
+	  timeout 600 env BIN=$(BIN) PY=$(PY) SM_CHAOS_STEPS=150 bash tests/cluster/chaos.sh 2 4 && \
+	  timeout 600 env BIN=$(BIN) PY=$(PY) SM_CHAOS_STEPS=120 SM_CHAOS_MODE=pp bash tests/cluster/chaos.sh 1 5
 
 # CPUs of this machine: nproc alone honours OMP_NUM_THREADS / OMP_THREAD_LIMIT.
 NPROC := $(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
@@ -357,6 +363,12 @@ bench-deps:
 datasets-check: all
 	@[ -x .venv-bench/bin/python ] || { echo "datasets-check: run make bench-deps first (.venv-bench/)"; exit 1; }
 	.venv-bench/bin/python bench/datasets_check.py --bin $(BIN)
+
+# make chaos [N=10] [SEED=...]: N seeded random kills (ranks, a node) and resumes on the virtual cluster (root)
+N ?= 10
+chaos: all
+	@$(MAKE) --no-print-directory deps
+	BIN=$(BIN) PY=$(PY) bash tests/cluster/chaos.sh $(N) $(SEED)
 
 # make soak [SOAK_STEPS=30000]: a long run that must not grow (tests/soak/soak.sh; ~1 min per 30000 steps)
 SOAK_STEPS ?= 30000

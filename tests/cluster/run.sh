@@ -66,63 +66,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo "test-cluster: interrupted"; exit 1' INT TERM
 
-# Open MPI between the namespaces: TCP only, on the bridge's range, its ports where the
-# firewall test expects them. srun and sbatch pass the environment to the tasks.
-export OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=$NET.0/24
-export OMPI_MCA_btl_tcp_port_min_v4=40000 OMPI_MCA_btl_tcp_port_range_v4=64
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-vc() { timeout "${VC_TIMEOUT:-180}" "$VC" exec "$@"; }
-
-# job_field ID KEY: one field of `scontrol show job`.
-job_field() { vc scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
-job_report() {
-  echo "       $(vc squeue -h -j "$1" -o '%i %T %r %N' 2>/dev/null)"
-  vc sinfo -N -h -o '       %N %T %E' 2>/dev/null
-  [ -f "slurm-$1.out" ] && tail -n 8 "slurm-$1.out" | sed 's/^/       out: /'
-}
-# wait_job ID SECONDS: 0 when the job COMPLETED with 0:0; 1 when it ended otherwise or the
-# time ran out (then it is cancelled), printing its state, reason and output.
-wait_job() {
-  local id=$1 deadline=$(( $(date +%s) + $2 )) st reason stuck=0
-  while :; do
-    st=$(job_field "$id" JobState)
-    if [ "$st" = PENDING ]; then   # reasons that never clear by waiting: say so now
-      reason=$(job_field "$id" Reason)
-      case "$reason" in
-        PartitionNodeLimit|PartitionConfig|BadConstraints|PartitionTimeLimit) stuck=$((stuck + 1)) ;;
-        *) stuck=0 ;;
-      esac
-      if [ $stuck -ge 5 ]; then
-        echo "       job $id can never start: PENDING ($reason)"; job_report "$id"; vc scancel "$id"; return 1
-      fi
-    fi
-    case "$st" in
-      COMPLETED) [ "$(job_field "$id" ExitCode)" = 0:0 ] && return 0; job_report "$id"; return 1 ;;
-      FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE|PREEMPTED) return 1 ;;
-    esac
-    if [ "$(date +%s)" -ge "$deadline" ]; then
-      echo "       job $id still ${st:-unknown} after $2 s:"; job_report "$id"; vc scancel "$id"; return 1
-    fi
-    sleep 0.3
-  done
-}
-# wait_line FILE PATTERN SECONDS: until FILE has a line matching PATTERN (grep -E).
-wait_line() {
-  local deadline=$(( $(date +%s) + $3 ))
-  until grep -qE "$2" "$1" 2>/dev/null; do [ "$(date +%s)" -ge "$deadline" ] && return 1; sleep 0.2; done
-}
-# same_losses A.h5 B.h5 [N]: step/loss equal (relative 1e-9) over the first N steps (all of B's).
-same_losses() {
-  "$PY" - "$@" <<'PYEOF'
-import sys, h5py
-a = h5py.File(sys.argv[1], "r")["step/loss"][:]
-b = h5py.File(sys.argv[2], "r")["step/loss"][:]
-n = int(sys.argv[3]) if len(sys.argv) > 3 else len(b)
-assert len(b) == n and len(a) >= n and n > 0, f"lengths: reference {len(a)}, run {len(b)}, expected {n}"
-for i in range(n):
-    assert abs(a[i] - b[i]) <= 1e-9 * max(abs(a[i]), abs(b[i]), 1e-30), f"step {i + 1}: {a[i]!r} vs {b[i]!r}"
-PYEOF
-}
+. "$ROOT/tests/cluster/lib.sh"  # Open MPI's settings; vc, job_field, job_report, wait_job, wait_line, same_losses
 
 section "0. a node that never registers"
 if SM_VC_UNPLUGGED=3 SM_VC_REGISTER_TIMEOUT=15 timeout 60 "$VC" up >unplugged.log 2>&1; then
@@ -147,15 +91,7 @@ else bad "up over a cluster in use"; sed 's/^/       /' inuse.log; fi
 ok "3 nodes up: $(vc sinfo -h -N -o '%N:%T' | tr '\n' ' ')"
 
 # Data: a Fashion-MNIST-shaped file (36 train / 12 test samples) on the shared file system.
-"$PY" - data.h5 <<'PYEOF'
-import sys, h5py, numpy as np
-rng = np.random.default_rng(7)
-with h5py.File(sys.argv[1], "w") as f:
-    f.attrs["num_classes"] = 10; f.attrs["layout"] = "NCHW"; f.attrs["T"] = 0; f.attrs["x_scale"] = 1 / 255.0
-    for s, n in (("train", 36), ("test", 12)):
-        f[s + "/x"] = (rng.random((n, 1, 28, 28)) * 255).astype(np.uint8)
-        f[s + "/y"] = rng.integers(0, 10, n).astype(np.int64)
-PYEOF
+fmnist_data data.h5 7
 # ARGS: the run's settings (jobs/train_dp.sbatch adds --output, --run-name, --resume auto);
 # TRAIN: the same as a srun command line.
 ARGS=(--model fmnist_csnn --var C=4 --T 2 --data "$WORK/data.h5" --global-batch-size 6 --precision fp64 --seed 5
