@@ -2,6 +2,7 @@
 // (core/io_retry.h).
 #include "spikemesh/core/io_retry.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -62,7 +63,7 @@ struct FaultBudget {
 
 IoRetryPolicy io_retry_policy() {
   IoRetryPolicy p;
-  p.attempts = static_cast<int>(env_int("SPIKEMESH_IO_RETRIES", 4, 1, 100));
+  p.attempts = static_cast<int>(env_int("SPIKEMESH_IO_RETRIES", 4, 1, 20));
   p.first_delay_ms = static_cast<double>(env_int("SPIKEMESH_IO_RETRY_DELAY_MS", 500, 0, 600000));
   return p;
 }
@@ -85,22 +86,28 @@ bool permanent_io_error(const std::string& m) {
   return false;
 }
 
+bool io_gave_up(const Error& e) { return std::strncmp(e.what(), kIoGaveUp, std::strlen(kIoGaveUp)) == 0; }
+
 void with_io_retries(const std::string& what, const std::function<void()>& attempt,
                      const std::function<bool(const Error&)>& retryable, const std::function<void()>& before_retry,
-                     bool report) {
-  const IoRetryPolicy p = io_retry_policy();
-  double delay = p.first_delay_ms;
+                     bool report, const IoRetryPolicy* policy) {
+  const IoRetryPolicy p = policy ? *policy : io_retry_policy();
+  constexpr double kMaxDelayMs = 30000;
+  double delay = std::min(p.first_delay_ms, kMaxDelayMs);
   for (int k = 1;; ++k) {
     try {
       attempt();
       return;
     } catch (const Error& e) {
-      if (k >= p.attempts || !retryable(e) || permanent_io_error(e.what())) throw;
+      if (!retryable(e) || permanent_io_error(e.what())) throw;
+      if (k >= p.attempts)
+        throw Error(ErrorKind::Input, std::string(kIoGaveUp) + what + ": " + e.what() + " (" + std::to_string(k) +
+                                          (k == 1 ? " attempt)" : " attempts)"));
       if (report)
         std::fprintf(stderr, "spikemesh: warning (%s): %s failed (attempt %d of %d): %s; retrying in %.3g s\n",
                      where_am_i().c_str(), what.c_str(), k, p.attempts, e.what(), delay / 1000.0);
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay));
-      delay *= 2;
+      delay = std::min(2 * delay, kMaxDelayMs);
       if (before_retry) before_retry();
     }
   }

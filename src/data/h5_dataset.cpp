@@ -216,8 +216,9 @@ void H5Dataset::read(Split s, const std::vector<int64_t>& indices, Tensor& x, Te
       [](const Error& e) { return e.kind() == ErrorKind::Library; },
       [&] {  // a stale handle (ESTALE after a server failover) needs a fresh open
         std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex());
+        file_ = H5File();  // closed first: HDF5 would hand back the same open file (and its stale descriptor)
         try {
-          file_ = H5File::open(info_.path);
+          file_ = H5File::open(info_.path);  // the default (sec2) driver
         } catch (const Error&) {  // still failing: the next attempt says so
         }
       });

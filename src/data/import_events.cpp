@@ -366,7 +366,8 @@ int64_t assign_rows(ImportRun& run, const std::vector<Outcome>& all, std::vector
     st.saturated += oc.sat;
     if (oc.no_event) {
       const bool whole = ref.t_begin == std::numeric_limits<int64_t>::min();
-      const std::string where = run.L.files[static_cast<size_t>(ref.file)] + (whole ? "" : " (sample " + ref.name + ")");
+      const std::string where =
+          one_line(run.L.files[static_cast<size_t>(ref.file)] + (whole ? "" : " (sample " + ref.name + ")"));
       if (run.is_root() && st.empty[0] + st.empty[1] < 10)
         SM_WARN("no event in " << where << ": imported as zero frames, as SpikingJelly does");
       ++st.empty[s];

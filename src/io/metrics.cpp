@@ -3,6 +3,8 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "spikemesh/core/error.h"
@@ -67,6 +69,7 @@ class Column {
     rows_ = rows;
   }
   hsize_t rows() const { return rows_; }
+  hsize_t rows_with_pending() const { return rows_ + pending_.size() / std::max<hsize_t>(1, width_); }
   void read_all(std::vector<double>& out) const {
     out.resize(rows_ * std::max<hsize_t>(1, width_));
     if (rows_) SM_H5_CHECK(H5Dread(ds_, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()));
@@ -163,7 +166,18 @@ MetricsWriter::~MetricsWriter() {
 
 void MetricsWriter::log_step(const std::map<std::string, double>& scalars, const std::vector<double>& fr,
                              const std::vector<std::string>& names) {
-  for (const auto& kv : scalars) impl_->col("/step/" + kv.first, 0).push({kv.second});
+  // A column that appears after earlier rows (a resumed run of an older version, a scalar logged
+  // from some step on) starts with NaN rows, so that row i of every column is one step.
+  auto step_col = impl_->cols.find("/step/step");
+  const hsize_t before = step_col != impl_->cols.end() ? step_col->second->rows_with_pending() : 0;
+  for (const auto& kv : scalars) {
+    const std::string name = "/step/" + kv.first;
+    const bool fresh = impl_->cols.find(name) == impl_->cols.end() && !impl_->file.has_dataset(name);
+    Column& c = impl_->col(name, 0);
+    if (fresh && name != "/step/step")
+      for (hsize_t r = c.rows_with_pending(); r < before; ++r) c.push({std::nan("")});
+    c.push({kv.second});
+  }
   if (!fr.empty()) {
     bool fresh = impl_->cols.find("/step/firing_rate") == impl_->cols.end() && !impl_->file.has_dataset("/step/firing_rate");
     impl_->col("/step/firing_rate", fr.size()).push(fr);

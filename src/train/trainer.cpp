@@ -124,6 +124,7 @@ class TrainingRun {
   TrainState st_;
   std::string resume_from_;
   std::unique_ptr<Error> data_error_;  // a batch no retry could read (on some rank): checkpoint, then this
+  IoRetryPolicy io_policy_;            // of checkpoint writes: rank 0's, so that every rank retries alike
   TrainSummary sum_;
   EvalSettings es_;
   int64_t last_eval_step_ = -1, first_step_ = 0;
@@ -166,6 +167,13 @@ void TrainingRun::set_up_output() {
   ckpt_ = std::make_unique<CheckpointManager>(*parts_.layout, *parts_.optimizer, run_dir_, toml_, cfg_.precision,
                                               static_cast<int>(cfg_.keep));
   ckpt_->allow_nonfinite(cfg_.allow_nonfinite_checkpoint);
+  io_policy_ = io_retry_policy();
+  if (world_) {  // collective over the world: rank 0's policy everywhere (the environment may differ)
+    std::vector<int64_t> p{io_policy_.attempts, static_cast<int64_t>(io_policy_.first_delay_ms)};
+    broadcast_i64s(*world_, p, 0);
+    io_policy_.attempts = static_cast<int>(p[0]);
+    io_policy_.first_delay_ms = static_cast<double>(p[1]);
+  }
   resume_or_start();
   agree_on_error(world_, [&] {  // written only now: a failed resume leaves the files as they were
     if (!root_) return;
@@ -226,7 +234,7 @@ void TrainingRun::save() {
   with_io_retries(
       "writing the checkpoint of step " + std::to_string(st_.step), [&] { sum_.last_checkpoint = ckpt_->save(st_, parts_.scaler); },
       [](const Error& e) { return e.kind() == ErrorKind::Input && std::string(e.what()).find(" not written ") != std::string::npos; },
-      {}, root_);
+      {}, root_, &io_policy_);
   log_->line("checkpoint " + sum_.last_checkpoint, false);
 }
 
@@ -373,7 +381,7 @@ bool TrainingRun::run_epoch() {
       try {  // collective over the world: a rank without its batch stops every rank at this step
         agree_on_error(world_, [&] { bt = pf.next(); });
       } catch (const Error& e) {
-        if (e.kind() == ErrorKind::Internal) throw;
+        if (!io_gave_up(e)) throw;  // a NaN sample, a device failure...: no checkpoint can help
         data_error_ = std::make_unique<Error>(e.kind(), e.what());
         stop = true;
         break;

@@ -66,7 +66,8 @@ fi
 fmnist_data data.h5 11
 ARGS=(--model fmnist_csnn --var C=8 --T 4 --data "$WORK/data.h5" --global-batch-size 6 --precision fp64 --seed 5
       --epochs 100000 --eval-batch-size 12 --log-every 1 --comm-timeout 10 --ckpt-every 4 --max-steps "$STEPS" "${ARGS_MODE[@]}")
-# submit NAME NODES: a 2-rank job of run NAME on NODES ("node[1-2]": one rank each; "nodeK": both)
+# submit NAME NODES: a 2-rank job of run NAME on NODES ("node[1-2]": one rank each; "nodeK": both);
+# its id in JID (not printed: a command substitution would lose JOBS, which the cleanup cancels)
 submit() {
   local n=2 per=1
   [[ $2 == node? ]] && { n=1; per=2; }
@@ -75,7 +76,7 @@ submit() {
   id=$(cd "$ROOT" && SM_BIN="$BIN" SM_OUTPUT="$WORK/out" SM_RUN="$1" SM_MODE="$MODE" SM_MESH="$mesh" \
     vc sbatch --parsable --no-requeue --nodes $n \
     --ntasks-per-node $per -w "$2" --output="$WORK/slurm-%j.out" jobs/train_dp.sbatch "${ARGS[@]}")
-  id=${id%%;*}; JOBS+=("$id"); echo "$id"
+  id=${id%%;*}; JOBS+=("$id"); JID=$id
 }
 # verify_all RUN: every complete checkpoint of the run verifies (each one verified is listed in
 # VERIFIED: a later resume must load one of them; --keep prunes them afterwards)
@@ -91,7 +92,7 @@ verify_all() {
 }
 
 echo "== uninterrupted reference [$(( $(date +%s) - T0 )) s]"
-rid=$(submit ref "node[1-2]")
+submit ref "node[1-2]"; rid=$JID
 wait_job "$rid" 600 && ok "uninterrupted 2-rank run to step $STEPS (job $rid)" || { bad "reference run"; exit 1; }
 
 # next_nodes: sets `nodes`, where the next submission runs (before node3 is lost: node2+node3,
@@ -104,7 +105,7 @@ next_nodes() {
 }
 kills=0; node_lost=0; resumes=0
 nodes="node[2-3]"
-jid=$(submit chaos "$nodes")
+submit chaos "$nodes"; jid=$JID
 for trial in $(seq "$TRIALS"); do
   delay_ms=$(( 300 + RANDOM % 2500 ))
   # a whole node at most once, from the second trial on, when the job has a rank on node3
@@ -125,12 +126,12 @@ for trial in $(seq "$TRIALS"); do
     echo "  trial $trial: ${delay_ms} ms after the first step (near step ${step:-?}): SIGKILL rank pid $v"
     kill -9 "$v" 2>/dev/null
   fi
-  kills=$((kills + 1))
   if wait_job "$jid" 120; then echo "       (job $jid completed anyway)"; break; fi
+  kills=$((kills + 1))  # a kill that made the job fail
   verify_all chaos && ok "trial $trial: job $jid failed after the $kind kill; every complete checkpoint verifies ($(ls out/chaos/ckpt_*.h5 2>/dev/null | wc -l) kept, $(ls out/chaos/*.tmp 2>/dev/null | wc -l) partial)" ||
     bad "trial $trial: a damaged complete checkpoint"
   next_nodes
-  jid=$(submit chaos "$nodes"); resumes=$((resumes + 1))
+  submit chaos "$nodes"; jid=$JID; resumes=$((resumes + 1))
   echo "       resubmitted on $nodes as job $jid"
 done
 if wait_job "$jid" 600; then ok "the last submission (job $jid) ran to step $STEPS"; else bad "the last submission (job $jid)"; fi
@@ -158,4 +159,6 @@ left=$(pgrep -f "^$BIN train" | wc -l)
 queued=$(vc squeue -h 2>/dev/null | wc -l)
 [ "$left" = 0 ] && [ "$queued" = 0 ] && ok "nothing left running (no spikemesh process, no job)" ||
   bad "left running: $left spikemesh process(es), $queued job(s)"
+[ $kills -ge 1 ] && [ $resumes -ge 1 ] && ok "$kills kill(s) made a job fail, $resumes resubmission(s) resumed" ||
+  bad "no chaos happened ($kills effective kills, $resumes resubmissions): the jobs ended before the kills (more SM_CHAOS_STEPS)"
 echo "chaos: $TRIALS trials, $kills kills (node lost: $node_lost), $resumes resubmissions"

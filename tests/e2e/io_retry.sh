@@ -46,7 +46,7 @@ SPIKEMESH_TEST_IO_FAULTS=dataset-read:4@4 SPIKEMESH_TEST_IO_FAULT_RANK=1 "${MPI[
   >lost.out 2>lost.err; rc=$?
 ck=$(ls out/lost/ckpt_*.h5 2>/dev/null | tail -n 1)
 if [ $rc -ne 0 ] && [ "$(grep -c '^spikemesh: error:' lost.err)" -eq 1 ] && [ -n "$ck" ] &&
-   grep -q "^spikemesh: error: data.h5: H5Dread failed: Input/output error (injected for a test) (checkpoint of step [0-9]* written: $ck; rerun with --resume auto" lost.err &&
+   grep -q "^spikemesh: error: I/O failed after retries: reading 2 samples of /train/x of data.h5: data.h5: H5Dread failed: Input/output error (injected for a test) (4 attempts) (checkpoint of step [0-9]* written: $ck; rerun with --resume auto" lost.err &&
    grep -q "warning (rank 1 on " lost.err && ! grep -qE "MPI_ABORT|mpirun noticed" lost.err lost.out
 then ok "reads failing on rank 1: every rank stops, $(basename "$ck") written, one error line, exit $rc"
 else bad "persistent read failure (exit $rc, checkpoint '$ck')"; grep -E "error|ABORT" lost.err | head -n 4 | sed 's/^/       /'; fi
@@ -63,7 +63,7 @@ then ok "a checkpoint write failing twice is retried; the run ends normally"
 else bad "retried checkpoint write (exit $rc)"; grep -E "warning|error" ckw.log | head -n 3 | sed 's/^/       /'; fi
 SPIKEMESH_TEST_IO_FAULTS=checkpoint-write:9@1 "${MPI[@]}" "$BIN" "${DP[@]}" --ckpt-every 4 --run-name ckbad >ckbad.out 2>ckbad.err; rc=$?
 if [ $rc -ne 0 ] && [ "$(grep -c '^spikemesh: error:' ckbad.err)" -eq 1 ] &&
-   grep -q "^spikemesh: error: checkpoint out/ckbad/ckpt_000000008.h5 not written (the previous checkpoint is intact)" ckbad.err &&
+   grep -q "^spikemesh: error: I/O failed after retries: writing the checkpoint of step 8: checkpoint out/ckbad/ckpt_000000008.h5 not written (the previous checkpoint is intact): .* (4 attempts)" ckbad.err &&
    [ -z "$(ls out/ckbad/*.tmp 2>/dev/null)" ] && "$BIN" ckpt verify out/ckbad/ckpt_000000004.h5 >/dev/null 2>&1
 then ok "a checkpoint write that keeps failing: one error line, exit $rc, the previous checkpoint verifies, no .tmp"
 else bad "failing checkpoint write (exit $rc)"; grep -E "error" ckbad.err | head -n 3 | sed 's/^/       /'; fi

@@ -5,9 +5,10 @@
 # (keeping 2) and metrics.h5 rows every step. metrics.h5 records, per step, the resident set
 # (rss_mb), the allocator's peak (peak_mem_mb), the peak RSS (peak_rss_mb), open file descriptors
 # and threads; the run passes when at the end
-#   open_fds, threads and peak_mem_mb equal their values at step BASE (exactly),
-#   rss_mb (resident now) exceeds it by at most RSS_MARGIN_MB (peak_rss_mb is shown: a high-water
-#   mark that a transient buffer raises once),
+#   open_fds and threads equal their values at step BASE (exactly), the allocator's peak
+#   (peak_mem_mb) exceeds it by at most 0.25 MB (a batch in flight more or less, as the prefetch
+#   thread's timing goes), rss_mb (resident now) by at most RSS_MARGIN_MB (peak_rss_mb is shown: a
+#   high-water mark that a transient buffer raises once),
 # and the run wrote every row, exactly 2 checkpoints and its final one. Prints a table.
 # Usage: BIN=build/bin/spikemesh tests/soak/soak.sh [STEPS=30000] [BASE=1000] [RSS_MARGIN_MB=4]
 #        (make soak; make test runs tests/e2e/soak_short.sh: 3000 steps against step 1000)
@@ -56,7 +57,9 @@ check(len(col["step"]) == steps and col["step"][-1] == steps, f"metrics.h5 holds
 ck = sorted(glob.glob("out/soak/ckpt_*.h5"))
 check(len(ck) == 2 and ck[-1].endswith(f"ckpt_{steps:09d}.h5"), f"2 checkpoints kept, the last at step {steps}: {[c.split('/')[-1] for c in ck]}")
 i = int(np.searchsorted(col["step"], base))
-limits = (("open_fds", 0), ("threads", 0), ("peak_mem_mb", 0), ("rss_mb", margin), ("peak_rss_mb", None))
+# The allocator's peak may rise by the size of a batch or two: the prefetch thread's buffers meet the
+# step's at slightly different moments from run to run (0.04 MB measured); a leak grows without bound.
+limits = (("open_fds", 0), ("threads", 0), ("peak_mem_mb", 0.25), ("rss_mb", margin), ("peak_rss_mb", None))
 print(f"     {'metric':<12} {'step ' + str(base):>12} {'step ' + str(steps):>12} {'allowed':>10}")
 for k, tol in limits:
     print(f"     {k:<12} {float(col[k][i]):>12.2f} {float(col[k][-1]):>12.2f} "
