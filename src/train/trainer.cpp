@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iomanip>
 #include <mutex>
 #include <sstream>
@@ -228,6 +229,7 @@ void TrainingRun::resume_or_start() {
 }
 
 void TrainingRun::save() {
+  Timer stall;  // every rank waits this long: training stops while the checkpoint is written
   std::lock_guard<std::mutex> l(hdf5_mutex());
   if (metrics_) metrics_->flush();
   // Every rank gets the same error from a failed write (io/checkpoint.h), so all retry alike.
@@ -235,7 +237,12 @@ void TrainingRun::save() {
       "writing the checkpoint of step " + std::to_string(st_.step), [&] { sum_.last_checkpoint = ckpt_->save(st_, parts_.scaler); },
       [](const Error& e) { return e.kind() == ErrorKind::Input && std::string(e.what()).find(" not written ") != std::string::npos; },
       {}, root_, &io_policy_);
-  log_->line("checkpoint " + sum_.last_checkpoint, false);
+  std::error_code ec;
+  const double mb = static_cast<double>(std::filesystem::file_size(sum_.last_checkpoint, ec)) / 1048576.0;
+  std::ostringstream os;
+  os << "checkpoint " << sum_.last_checkpoint << " (" << std::fixed << std::setprecision(1) << (ec ? 0.0 : mb)
+     << " MB; training stalled " << std::setprecision(3) << stall.ms() / 1000.0 << " s)";
+  log_->line(os.str(), false);
 }
 
 void TrainingRun::evaluate() {
