@@ -38,6 +38,7 @@
 #include "spikemesh/io/bench_record.h"
 #include "spikemesh/kernels/conv_policy.h"
 #include "spikemesh/models/model.h"
+#include "spikemesh/core/process_stats.h"
 #include "spikemesh/train/run_setup.h"
 #include "spikemesh/core/flag_ranges.h"
 #include "spikemesh/train/gpu_numerics_flags.h"

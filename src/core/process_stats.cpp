@@ -2,6 +2,7 @@
 #include "spikemesh/core/process_stats.h"
 
 #include <dirent.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -46,5 +47,11 @@ double thread_count() {
 }  // namespace
 
 ProcessStats process_stats() { return ProcessStats{resident_mb(), open_fds(), thread_count()}; }
+
+double peak_rss_mb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;
+}
 
 }  // namespace sm

@@ -263,7 +263,7 @@ void H5Dataset::read_from(const H5File& f, bool collective, Split s, const std::
   }
   h5_transfer_rows(dx.get(), h5_native_type(info_.stored), sorted, full, dxpl.get(), raw.raw(), false, calls);
 
-  const std::vector<int64_t>& yall = s == Split::Train ? *train_labels_ : *test_labels_;
+  const std::vector<int64_t>& yall = labels(s);
   Shape xs = {n};
   xs.insert(xs.end(), info_.sample_shape.begin(), info_.sample_shape.end());
   x = Tensor::empty(xs, DType::F32);

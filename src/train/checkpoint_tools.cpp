@@ -131,12 +131,6 @@ CheckpointModel load_checkpoint_model(const std::string& path) {
   return cm;
 }
 
-CheckpointModel export_state_dict(const std::string& path, const std::string& out) {
-  CheckpointModel cm = load_checkpoint_model(path);
-  export_flat_h5(cm, out, path);
-  return cm;
-}
-
 void export_flat_h5(const CheckpointModel& cm, const std::string& out, const std::string& source) {
   const std::string tmp = out + ".tmp";
   {

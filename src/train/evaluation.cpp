@@ -43,26 +43,20 @@ void reduce_eval_sums(const LayoutGroups& groups, std::vector<double>& sums, Eva
   reduce_class_counts(groups.metrics_comm(), out);
 }
 
-// Per sample of the split (file order): the output's time mean and the label, filled in by the
-// rank that counted its batch. Exact over ranks: each element has one contributor, the rest add 0.
+// Per sample of the split (file order): the output's time mean, filled in by the rank that
+// counted its batch. Exact over ranks: each element has one contributor, the rest add 0.
 struct KeptOutputs {
   int64_t k = 0;
-  std::vector<double> rows, labels;  // [size, K], [size]
-  void keep(const std::vector<int64_t>& idx, const std::vector<double>& time_mean, const Tensor& y) {
+  std::vector<double> rows;  // [size, K]
+  void keep(const std::vector<int64_t>& idx, const std::vector<double>& time_mean) {
     if (static_cast<int64_t>(time_mean.size()) != static_cast<int64_t>(idx.size()) * k) return;
-    for (size_t i = 0; i < idx.size(); ++i) {
-      std::copy_n(time_mean.data() + i * k, k, rows.data() + idx[i] * k);
-      labels[static_cast<size_t>(idx[i])] = static_cast<double>(y.data<int64_t>()[i]);
-    }
+    for (size_t i = 0; i < idx.size(); ++i) std::copy_n(time_mean.data() + i * k, k, rows.data() + idx[i] * k);
   }
-  // Collective over the metrics group (null: alone).
-  void finish(Comm* metrics, EvalOutcome& out) {
-    if (metrics) {
-      all_reduce_doubles(*metrics, rows, ReduceOp::Sum);
-      all_reduce_doubles(*metrics, labels, ReduceOp::Sum);
-    }
+  // Collective over the metrics group (null: alone). The labels are the dataset's own.
+  void finish(Comm* metrics, const H5Dataset& ds, Split split, EvalOutcome& out) {
+    if (metrics) all_reduce_doubles(*metrics, rows, ReduceOp::Sum);
     out.outputs = std::move(rows);
-    out.labels.assign(labels.begin(), labels.end());
+    out.labels = ds.labels(split);
   }
 };
 }  // namespace
@@ -95,13 +89,11 @@ EvalOutcome evaluate_split(Layout& layout, H5Dataset& ds, const EvalSettings& s)
   if (s.keep_outputs) {
     kept.k = static_cast<int64_t>(layout.model().info.num_classes);
     kept.rows.assign(static_cast<size_t>(ds.size(s.split) * kept.k), 0.0);
-    kept.labels.assign(static_cast<size_t>(ds.size(s.split)), 0.0);
   }
   for (int64_t b = 0; b < es.batches_per_epoch(); ++b) {
     const std::vector<int64_t> idx = es.batch_indices(0, b, rank, ranks);
     Tensor raw, y, x;
     ds.read_collective(s.split, idx, raw, y);  // collective over the data group (possibly nothing)
-    const Tensor host_labels = y;
     if (!idx.empty()) {
       const Device dev = layout.model().device();
       MicroBatch h{encode(ds, raw, idx, s.T, s.encoding, s.dtype, s.seed, 0), y, 0};  // host
@@ -121,11 +113,11 @@ EvalOutcome evaluate_split(Layout& layout, H5Dataset& ds, const EvalSettings& s)
     for (size_t i = 0; i < stats.size() && 3 + i < sums.size(); ++i) sums[3 + i] += stats[i].value * r.count;
     add_counts(out.class_correct, r.class_correct);
     add_counts(out.class_count, r.class_count);
-    if (s.keep_outputs) kept.keep(idx, r.time_mean, host_labels);
+    if (s.keep_outputs) kept.keep(idx, r.time_mean);
   }
   loss.set_per_class(was_per_class);
   reduce_eval_sums(layout.groups(), sums, out);
-  if (s.keep_outputs) kept.finish(layout.groups().metrics_comm(), out);
+  if (s.keep_outputs) kept.finish(layout.groups().metrics_comm(), ds, s.split, out);
   out.count = static_cast<int64_t>(sums[2]);
   out.correct = static_cast<int64_t>(sums[1]);
   const double n = static_cast<double>(std::max<int64_t>(1, out.count));

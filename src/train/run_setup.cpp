@@ -2,7 +2,6 @@
 #include "spikemesh/train/run_setup.h"
 
 #include <omp.h>
-#include <sys/resource.h>
 
 #include <cstdlib>
 
@@ -69,12 +68,6 @@ RunParts setup_run(const RunRequest& req, Mesh* mesh, const std::function<void(M
   parts.optimizer = make_optimizer(req.optimizer, parts.layout->optimizer_params());
   parts.scaler = LossScaler::for_precision(parts.precision);  // dynamic for fp16 only
   return parts;
-}
-
-double peak_rss_mb() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_maxrss / 1024.0;
 }
 
 }  // namespace sm

@@ -124,7 +124,7 @@ class TrainingRun {
   std::unique_ptr<CudaGraphStep> graphs_;
   TrainState st_;
   std::string resume_from_;
-  std::unique_ptr<Error> data_error_;  // a batch no retry could read (on some rank): checkpoint, then this
+  std::string data_error_;  // a batch no retry could read (on some rank): checkpoint, then end with this
   IoRetryPolicy io_policy_;            // of checkpoint writes: rank 0's, so that every rank retries alike
   TrainSummary sum_;
   EvalSettings es_;
@@ -389,7 +389,7 @@ bool TrainingRun::run_epoch() {
         agree_on_error(world_, [&] { bt = pf.next(); });
       } catch (const Error& e) {
         if (!io_gave_up(e)) throw;  // a NaN sample, a device failure...: no checkpoint can help
-        data_error_ = std::make_unique<Error>(e.kind(), e.what());
+        data_error_ = e.what();
         stop = true;
         break;
       }
@@ -416,12 +416,12 @@ bool TrainingRun::run_epoch() {
 
 // The end of the run: a stop's checkpoint, or the final evaluation and checkpoint.
 void TrainingRun::finish() {
-  if (data_error_) {  // every rank is here with the same error: checkpoint what was trained, then end
+  if (!data_error_.empty()) {  // every rank is here with the same error: checkpoint what was trained, then end
     const std::string step = std::to_string(st_.step);
     log_->line("a training batch could not be read after the retries: checkpointing at step " + step + " before ending");
     save();
     // An Input error (the environment's, like a missing file): rank 0 prints it once, every rank exits 1.
-    throw Error(ErrorKind::Input, std::string(data_error_->what()) + " (checkpoint of step " + step + " written: " +
+    throw Error(ErrorKind::Input, data_error_ + " (checkpoint of step " + step + " written: " +
                                          sum_.last_checkpoint + "; rerun with --resume auto once the file system is back)");
   }
   if (sum_.interrupted) {

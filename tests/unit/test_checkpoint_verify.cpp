@@ -168,7 +168,8 @@ TEST(CheckpointExport, FlatStateDictEqualsTheCheckpoint) {
   Dir dir;
   const std::string path = good_checkpoint(dir.path);
   const std::string out = dir.path + "/export.h5";
-  const CheckpointModel cm = export_state_dict(path, out);
+  const CheckpointModel cm = load_checkpoint_model(path);
+  export_flat_h5(cm, out, path);
   EXPECT_EQ(cm.T, 3);
   H5File e = H5File::open(out);
   H5File c = H5File::open(path);
@@ -188,7 +189,7 @@ TEST(CheckpointExport, FlatStateDictEqualsTheCheckpoint) {
   // a damaged checkpoint is not exported: one Input error naming the file and the tensor
   const std::string bad = copy_of(path, dir.path + "/flip.h5");
   flip_byte(bad, "params/conv_fc.0.weight", 3);
-  const std::string msg = error_of([&] { export_state_dict(bad, dir.path + "/bad_export.h5"); });
+  const std::string msg = error_of([&] { export_flat_h5(load_checkpoint_model(bad), dir.path + "/bad_export.h5", bad); });
   EXPECT_NE(msg.find("/params/conv_fc.0.weight"), std::string::npos) << msg;
 }
 

@@ -75,6 +75,8 @@ class H5Dataset {
 
   const DatasetInfo& info() const { return info_; }
   int64_t size(Split s) const { return s == Split::Train ? info_.train_size : info_.test_size; }
+  // Every label of split `s`, in file order (read and validated at open).
+  const std::vector<int64_t>& labels(Split s) const { return s == Split::Train ? *train_labels_ : *test_labels_; }
   // Samples `indices` (any order, duplicates allowed) of split `s`:
   // x f32 [n, ...sample_shape] scaled by x_scale, y i64 [n].
   // Independent: no MPI call, holds hdf5_mutex(); safe on a prefetch thread.

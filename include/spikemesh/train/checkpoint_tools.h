@@ -35,17 +35,14 @@ CheckpointModel checkpoint_model(const CheckpointInfo& ci);
 // throws for a damaged, truncated or foreign file.
 CheckpointScan verify_checkpoint(const std::string& path);
 
-// Loads checkpoint `path` whole (every check of a resume) and writes `out` (as out.tmp, then
-// renamed): one root dataset per parameter and buffer, named by its state-dict name, in the
-// stored dtype (buffers such as num_batches_tracked: int64), root attributes model, T, step,
-// epoch, precision, source (the checkpoint path) and format "spikemesh-flat-state-dict".
-// Returns the rebuilt, loaded model. Input error naming the file otherwise.
-CheckpointModel export_state_dict(const std::string& path, const std::string& out);
-
-// The rebuilt model and optimizer of checkpoint `path`, loaded (every check of a resume).
+// The rebuilt model and optimizer of checkpoint `path`, loaded whole (every check of a resume).
+// Input error naming the file otherwise.
 CheckpointModel load_checkpoint_model(const std::string& path);
 
-// The flat state-dict HDF5 of an already loaded `cm` (as export_state_dict; attribute source).
+// Writes the loaded `cm` to `out` (as out.tmp, then renamed): one root dataset per parameter and
+// buffer, named by its state-dict name, in the stored dtype (buffers such as num_batches_tracked:
+// int64), root attributes model, T, step, epoch, precision, source and format
+// "spikemesh-flat-state-dict". Input error naming `out` when it cannot be written.
 void export_flat_h5(const CheckpointModel& cm, const std::string& out, const std::string& source);
 
 }  // namespace sm

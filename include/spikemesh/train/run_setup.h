@@ -52,7 +52,4 @@ struct RunParts {
 // mesh->world() (mesh null: one rank, no MPI call).
 RunParts setup_run(const RunRequest& req, Mesh* mesh, const std::function<void(Model&)>& check_model = {});
 
-// The process's peak resident set size in MiB.
-double peak_rss_mb();
-
 }  // namespace sm
