@@ -191,8 +191,9 @@ int run(int argc, char** argv, const sm::AppEnv& env) {
 int main(int argc, char** argv) {
   fix_malloc_mmap_threshold();
   int provided = 0;
-  // Serialized: a data-prefetch thread may issue (HDF5/MPI-IO) calls, never concurrently.
-  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+  // Multiple: a checkpoint written in the background (train/checkpoint_writer.h) makes MPI calls on
+  // the HDF5 thread while the main thread communicates; with less, checkpoints stay synchronous.
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
     print_error("MPI_Init_thread failed");
     return 1;
   }
@@ -210,7 +211,7 @@ int main(int argc, char** argv) {
   preset_comm_timeout(argc, argv);
   sm::check_ring_reachable(MPI_COMM_WORLD);
   MPI_Comm_dup(MPI_COMM_WORLD, &env.world);  // the same ranks and order as MPI_COMM_WORLD
-  if (provided < MPI_THREAD_SERIALIZED)
+  if (provided < MPI_THREAD_SERIALIZED)  // MULTIPLE is checked where it is needed (--ckpt-async)
     SM_WARN("the MPI library provides thread level " << provided << " < MPI_THREAD_SERIALIZED; "
             "keep data prefetch on the main thread");
   default_thread_count(env.world);

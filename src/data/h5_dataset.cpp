@@ -19,7 +19,7 @@
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/core/io_retry.h"
 #include "spikemesh/io/crc32.h"
-#include "spikemesh/io/h5_lock.h"
+#include "spikemesh/io/hdf5_thread.h"
 
 namespace sm {
 
@@ -193,10 +193,8 @@ H5Dataset::CollectiveHandle::~CollectiveHandle() {
     return;
   }
   try {  // collective over the group: every rank drops its last copy at the same point
-    guarded_collective(*group, "closing a dataset's MPI-IO handle", [&] {
-      std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex());
-      file.close();
-    });
+    guarded_collective(*group, "closing a dataset's MPI-IO handle",
+                       [&] { hdf5_call([&] { file.close(); }, Hdf5Task::Collective); });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "spikemesh: warning: closing a dataset: %s\n", e.what());
   }
@@ -208,19 +206,21 @@ void H5Dataset::read(Split s, const std::vector<int64_t>& indices, Tensor& x, Te
   with_io_retries(
       what,
       [&] {
-        std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex());
-        if (take_io_fault(IoSite::DatasetRead))
-          throw Error(ErrorKind::Library, info_.path + ": H5Dread failed: " + std::strerror(EIO) + " (injected for a test)");
-        read_from(file_, false, s, indices, x, y);
+        hdf5_call([&] {
+          if (take_io_fault(IoSite::DatasetRead))
+            throw Error(ErrorKind::Library, info_.path + ": H5Dread failed: " + std::strerror(EIO) + " (injected for a test)");
+          read_from(file_, false, s, indices, x, y);
+        });
       },
       [](const Error& e) { return e.kind() == ErrorKind::Library; },
       [&] {  // a stale handle (ESTALE after a server failover) needs a fresh open
-        std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex());
-        file_ = H5File();  // closed first: HDF5 would hand back the same open file (and its stale descriptor)
-        try {
-          file_ = H5File::open(info_.path);  // the default (sec2) driver
-        } catch (const Error&) {  // still failing: the next attempt says so
-        }
+        hdf5_call([&] {
+          file_ = H5File();  // closed first: HDF5 would hand back the same open file (and its stale descriptor)
+          try {
+            file_ = H5File::open(info_.path);  // the default (sec2) driver
+          } catch (const Error&) {  // still failing: the next attempt says so
+          }
+        });
       });
 }
 
@@ -230,8 +230,7 @@ void H5Dataset::read_collective(Split s, const std::vector<int64_t>& indices, Te
     return;
   }
   guarded_collective(*mpio_->group, std::string("a collective read of /") + split_name(s) + "/x of the dataset", [&] {
-    std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex());
-    read_from(mpio_->file, true, s, indices, x, y);
+    hdf5_call([&] { read_from(mpio_->file, true, s, indices, x, y); }, Hdf5Task::Collective);
   });
 }
 

@@ -27,6 +27,7 @@
 
 #include "checkpoint_internal.h"
 #include "spikemesh/core/io_retry.h"
+#include "spikemesh/io/hdf5_thread.h"
 
 namespace sm {
 
@@ -312,6 +313,7 @@ std::vector<int64_t> write_tensors(const Group& g, const H5File& f, const std::v
       }
     });
     g.agree([&] { write_tensor(g, f, t, shards, st); });
+    hdf5_yield();  // written in the background: batch reads and metrics rows go first
   }
   const std::vector<int64_t> all = g.gather(crc_rows);
   std::vector<int64_t> crcs(plans.size(), 0);

@@ -141,16 +141,33 @@ CheckpointMeta CheckpointManager::meta() const {
 
 std::string CheckpointManager::latest() { return find_latest_checkpoint(layout_.groups().checkpoint_comm(), dir_); }
 
+namespace {
+void record_scaler(TrainState& st, const LossScaler& scaler) {
+  if (!scaler.enabled()) return;
+  st.loss_scale = scaler.scale();
+  st.loss_scale_finite_in_row = scaler.finite_in_row();
+  st.skipped_steps = scaler.skipped_steps();
+}
+}  // namespace
+
 std::string CheckpointManager::save(TrainState& st, const LossScaler& scaler) {
-  if (scaler.enabled()) {
-    st.loss_scale = scaler.scale();
-    st.loss_scale_finite_in_row = scaler.finite_in_row();
-    st.skipped_steps = scaler.skipped_steps();
+  return write(layout_.groups().checkpoint_comm(), snapshot(st, scaler, false));
+}
+
+CheckpointSnapshot CheckpointManager::snapshot(TrainState& st, const LossScaler& scaler, bool copy_host) {
+  record_scaler(st, scaler);
+  CheckpointSnapshot snap{layout_checkpoint_shards(layout_, opt_, true), meta(), 0};
+  snap.meta.state = st;
+  for (TensorShard& s : snap.shards) {
+    if (s.box.numel() == 0 || (s.data.device().is_cpu() && !copy_host)) continue;
+    s.data = s.data.device().is_cpu() ? s.data.clone() : s.data.to(Device::cpu());  // complete on return
+    snap.bytes += static_cast<int64_t>(s.data.nbytes());
   }
-  CheckpointMeta m = meta();
-  m.state = st;
-  return write_checkpoint(layout_.groups().checkpoint_comm(), dir_, layout_checkpoint_shards(layout_, opt_, true), m,
-                          keep_);
+  return snap;
+}
+
+std::string CheckpointManager::write(Comm* group, const CheckpointSnapshot& snap) {
+  return write_checkpoint(group, dir_, snap.shards, snap.meta, keep_);
 }
 
 namespace {
@@ -158,7 +175,7 @@ namespace {
 // Settings a resume may change without a warning (the checkpoint's and this run's values of
 // every other key are compared):
 //  * what and how long to run, and where the output goes: resume, max-steps, epochs, output,
-//    run-name, log-every, ckpt-every, keep, eval-batch-size (evaluation only),
+//    run-name, log-every, ckpt-every, ckpt-async, keep, eval-batch-size (evaluation only),
 //    allow-nonfinite-checkpoint, check-replicas, pp-timeline-steps;
 //  * the machine: threads, device (a checkpoint moves between CPU and GPU), comm, comm-timeout;
 //  * the mesh and how the model is distributed — checkpoints reshard to any layout, and every
@@ -175,7 +192,7 @@ namespace {
 //    and warns itself when a flag changes one (train/gpu_numerics_flags.h).
 bool ignored_on_resume(const std::string& key) {
   static const std::set<std::string> kIgnored = {
-      "resume", "init", "max-steps", "epochs", "output", "run-name", "log-every", "ckpt-every", "keep", "eval-batch-size",
+      "resume", "init", "max-steps", "epochs", "output", "run-name", "log-every", "ckpt-every", "ckpt-async", "keep", "eval-batch-size",
       "allow-nonfinite-checkpoint", "check-replicas", "pp-timeline-steps", "threads", "device", "cuda-graphs", "comm",
       "comm-timeout", "distributed-mode", "mesh-shape", "tp-mesh-dim", "dp-mesh-dim", "optimizer-sharding",
       "bucket-mb", "pp-schedule", "pp-virtual-stages", "pp-layout", "pp-delay-wgrad", "pp-schedule-file", "pp-transport",

@@ -14,6 +14,7 @@
 #include "spikemesh/core/toml_guard.h"
 #include "spikemesh/kernels/spike_conv_choice.h"
 #include "spikemesh/core/flag_ranges.h"
+#include "spikemesh/train/checkpoint_writer.h"
 #include "spikemesh/train/graph_step_cuda.h"
 
 namespace sm {
@@ -64,6 +65,9 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
   add("run-name", K::Str, &c.run_name, "run directory name under --output (default: <model>-<date>-<time>)");
   add("ckpt-every", K::Int, &c.ckpt_every, "checkpoint every N steps (0: at the end and on SIGTERM/SIGUSR1 only)");
   add("keep", K::Int, &c.keep, "complete checkpoints to keep");
+  add("ckpt-async", K::Str, &c.ckpt_async,
+      "auto | on | off: write checkpoints in the background while training continues (each rank copies its "
+      "shards at the step, then trains on); auto: on when the MPI library provides MPI_THREAD_MULTIPLE");
   add("resume", K::Str, &c.resume, "resume from a checkpoint file, or 'auto': the newest complete one of the run");
   add("init", K::Str, &c.init,
       "start a new run from this checkpoint's parameters and buffers (e.g. `spikemesh ckpt import`'s output): "
@@ -146,6 +150,7 @@ void validate_train_config(const TrainConfig& c) {
   if (!(c.lr >= 0)) SM_INPUT_ERROR("--lr must be >= 0, got " << c.lr);
   if (c.keep < 1) SM_INPUT_ERROR("--keep must be >= 1, got " << c.keep);
   if (c.ckpt_every < 0) SM_INPUT_ERROR("--ckpt-every must be >= 0, got " << c.ckpt_every);
+  (void)ckpt_async_mode_from_name(c.ckpt_async);
   if (c.log_every <= 0) SM_INPUT_ERROR("--log-every must be positive, got " << c.log_every);
   if (c.threads < 0) SM_INPUT_ERROR("--threads must be >= 0, got " << c.threads);
   if (!c.conv_algo.empty()) (void)spike_conv_algo_from_name(c.conv_algo, "--conv-algo");

@@ -17,7 +17,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <iomanip>
-#include <mutex>
 #include <sstream>
 
 #include "spikemesh/comm/agree.h"
@@ -29,10 +28,11 @@
 #include "spikemesh/core/timer.h"
 #include "spikemesh/data/prefetcher.h"
 #include "spikemesh/data/sampler.h"
-#include "spikemesh/io/h5_lock.h"
+#include "spikemesh/io/hdf5_thread.h"
 #include "spikemesh/io/metrics.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/dist_run.h"
+#include "spikemesh/train/checkpoint_writer.h"
 #include "spikemesh/train/run_checkpoints.h"
 #include "spikemesh/train/graph_step_cuda.h"
 #include "spikemesh/train/pipeline_record.h"
@@ -57,7 +57,7 @@ struct Batch {
 // Resumes from `path`: state, warnings on a different seed or global batch, the log line.
 TrainState resume(CheckpointManager& ckpt, const std::string& path, LossScaler& scaler, const TrainConfig& cfg,
                   const TrainPlan& plan, bool root, RunLog& log) {
-  const CheckpointInfo ci = ckpt.load(path, scaler);  // warns once about changed settings (seed, global batch, ...)
+  const CheckpointInfo ci = hdf5_call([&] { return ckpt.load(path, scaler); }, Hdf5Task::Collective);  // warns once about changed settings (seed, global batch, ...)
   TrainState st = ci.state;
   st.seed = cfg.seed;
   const int64_t was = checkpoint_global_batch(ci.config_toml, ci.mesh);
@@ -92,7 +92,9 @@ class TrainingRun {
   void set_up_parts(const LayoutPlan& layout_plan);
   void set_up_output();
   void resume_or_start();
+  void set_up_checkpoint_writer();
   void save();
+  void wait_for_checkpoint();
   void evaluate();
   Batch load_batch(int64_t epoch, int64_t first, int64_t k);
   bool run_epoch();  // true: stop (a signal, or --max-steps)
@@ -102,8 +104,7 @@ class TrainingRun {
   void search_memopt(const std::vector<MicroBatch>& micro, const Ctx& ctx, const MemoptTrial* observed);
   bool limit_reached() const { return cfg_.max_steps > 0 && st_.step >= cfg_.max_steps; }
   void write_pipeline() {
-    std::lock_guard<std::mutex> l(hdf5_mutex());
-    pipe_rec_->write(run_dir_ + "/pipeline.h5");
+    hdf5_call([&] { pipe_rec_->write(run_dir_ + "/pipeline.h5"); });
   }
 
   const TrainConfig& cfg_;
@@ -119,13 +120,13 @@ class TrainingRun {
   bool root_ = false, tty_ = false;
   std::unique_ptr<RunLog> log_;
   std::unique_ptr<CheckpointManager> ckpt_;
+  std::unique_ptr<CheckpointWriter> writer_;  // synchronous or in the background (--ckpt-async)
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<PipelineRecorder> pipe_rec_;
   std::unique_ptr<CudaGraphStep> graphs_;
   TrainState st_;
   std::string resume_from_;
   std::string data_error_;  // a batch no retry could read (on some rank): checkpoint, then end with this
-  IoRetryPolicy io_policy_;            // of checkpoint writes: rank 0's, so that every rank retries alike
   TrainSummary sum_;
   EvalSettings es_;
   int64_t last_eval_step_ = -1, first_step_ = 0;
@@ -133,6 +134,9 @@ class TrainingRun {
   CommCounters comm_before_;
   ProgressWindow window_;
   Timer run_timer_;
+  // Last: alive from the constructor's body on (the dataset above was opened before it) and
+  // gone, with its queue run, before any member that holds HDF5 objects is destroyed.
+  Hdf5Thread hdf5_thread_;
 };
 
 void TrainingRun::set_up_parts(const LayoutPlan& layout_plan) {
@@ -168,20 +172,16 @@ void TrainingRun::set_up_output() {
   ckpt_ = std::make_unique<CheckpointManager>(*parts_.layout, *parts_.optimizer, run_dir_, toml_, cfg_.precision,
                                               static_cast<int>(cfg_.keep));
   ckpt_->allow_nonfinite(cfg_.allow_nonfinite_checkpoint);
-  io_policy_ = io_retry_policy();
-  if (world_) {  // collective over the world: rank 0's policy everywhere (the environment may differ)
-    std::vector<int64_t> p{io_policy_.attempts, static_cast<int64_t>(io_policy_.first_delay_ms)};
-    broadcast_i64s(*world_, p, 0);
-    io_policy_.attempts = static_cast<int>(p[0]);
-    io_policy_.first_delay_ms = static_cast<double>(p[1]);
-  }
+  set_up_checkpoint_writer();
   resume_or_start();
   agree_on_error(world_, [&] {  // written only now: a failed resume leaves the files as they were
     if (!root_) return;
     std::ofstream c(run_dir_ + "/config.toml");
     c << toml_;
     if (!c) SM_INPUT_ERROR(run_dir_ << "/config.toml: cannot write");
-    metrics_ = std::make_unique<MetricsWriter>(run_dir_ + "/metrics.h5", resume_from_.empty() ? -1 : st_.step);
+    metrics_ = hdf5_call([&] {
+      return std::make_unique<MetricsWriter>(run_dir_ + "/metrics.h5", resume_from_.empty() ? -1 : st_.step);
+    });
   });
   log_->line(header_line(cfg_, ds_, *parts_.layout, parts_, plan_, run_dir_));
   if (mesh_ && mesh_->world_size() > 1) log_->line(placement_lines(*mesh_, parts_.device));  // collective over the world
@@ -202,7 +202,7 @@ void TrainingRun::set_up_output() {
 
 void TrainingRun::resume_or_start() {
   st_.seed = cfg_.seed;
-  const std::string latest = ckpt_->latest();
+  const std::string latest = hdf5_call([&] { return ckpt_->latest(); }, Hdf5Task::Collective);
   resume_from_ = cfg_.resume == "auto" ? latest : cfg_.resume;
   if (cfg_.resume == "auto" && latest.empty())
     log_->line("resume auto: no complete checkpoint in " + run_dir_ + ", starting fresh");
@@ -217,7 +217,7 @@ void TrainingRun::resume_or_start() {
   }
   CheckpointInfo ci;
   try {
-    ci = ckpt_->load_weights(cfg_.init);  // collective: every rank throws the same message
+    ci = hdf5_call([&] { return ckpt_->load_weights(cfg_.init); }, Hdf5Task::Collective);  // every rank throws alike
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::Input) throw;
     SM_INPUT_ERROR("--init " << cfg_.init << ": " << e.what()
@@ -228,29 +228,44 @@ void TrainingRun::resume_or_start() {
              std::to_string(ci.state.step) + " of the run that wrote it); fresh optimizer, step 0");
 }
 
+// The checkpoint writer (train/checkpoint_writer.h): --ckpt-async resolved against the MPI
+// library's thread level, the retry policy of rank 0 on every rank (the environment may
+// differ). Collective over the world.
+void TrainingRun::set_up_checkpoint_writer() {
+  IoRetryPolicy policy = io_retry_policy();
+  if (world_) {
+    std::vector<int64_t> p{policy.attempts, static_cast<int64_t>(policy.first_delay_ms)};
+    broadcast_i64s(*world_, p, 0);
+    policy.attempts = static_cast<int>(p[0]);
+    policy.first_delay_ms = static_cast<double>(p[1]);
+  }
+  Comm* group = parts_.layout->groups().checkpoint_comm();
+  std::string why;
+  bool async = false;
+  agree_on_error(world_, [&] { async = resolve_ckpt_async(ckpt_async_mode_from_name(cfg_.ckpt_async), group, &why); });
+  if (!why.empty()) log_->line("--ckpt-async " + cfg_.ckpt_async + ": " + why);
+  writer_ = std::make_unique<CheckpointWriter>(*ckpt_, group, async, policy, root_,
+                                               [this](const std::string& l) { log_->line(l, false); });
+}
+
+// Collective over the world: the checkpoint of this step, written now or in the background.
 void TrainingRun::save() {
-  Timer stall;  // every rank waits this long: training stops while the checkpoint is written
-  std::lock_guard<std::mutex> l(hdf5_mutex());
-  if (metrics_) metrics_->flush();
-  // Every rank gets the same error from a failed write (io/checkpoint.h), so all retry alike.
-  with_io_retries(
-      "writing the checkpoint of step " + std::to_string(st_.step), [&] { sum_.last_checkpoint = ckpt_->save(st_, parts_.scaler); },
-      [](const Error& e) { return e.kind() == ErrorKind::Input && std::string(e.what()).find(" not written ") != std::string::npos; },
-      {}, root_, &io_policy_);
-  std::error_code ec;
-  const double mb = static_cast<double>(std::filesystem::file_size(sum_.last_checkpoint, ec)) / 1048576.0;
-  std::ostringstream os;
-  os << "checkpoint " << sum_.last_checkpoint << " (" << std::fixed << std::setprecision(1) << (ec ? 0.0 : mb)
-     << " MB; training stalled " << std::setprecision(3) << stall.ms() / 1000.0 << " s)";
-  log_->line(os.str(), false);
+  if (metrics_) hdf5_call([&] { metrics_->flush(); });
+  writer_->save(st_, parts_.scaler);
+  if (!writer_->last_path().empty()) sum_.last_checkpoint = writer_->last_path();
+}
+
+// Collective over the world: waits for the checkpoint written in the background, if any.
+void TrainingRun::wait_for_checkpoint() {
+  writer_->wait();
+  if (!writer_->last_path().empty()) sum_.last_checkpoint = writer_->last_path();
 }
 
 void TrainingRun::evaluate() {
+  wait_for_checkpoint();  // its collective reads would queue behind the write, inside their deadline
   const EvalOutcome e = evaluate_split(*parts_.layout, ds_, es_);
-  if (metrics_) {
-    std::lock_guard<std::mutex> l(hdf5_mutex());
-    metrics_->log_eval(st_.step, st_.epoch, e.loss, e.accuracy, e.firing_rate, e.layer_names);
-  }
+  if (metrics_)
+    hdf5_call([&] { metrics_->log_eval(st_.step, st_.epoch, e.loss, e.accuracy, e.firing_rate, e.layer_names); });
   sum_.final_test_accuracy = e.accuracy;
   sum_.final_test_loss = e.loss;
   last_eval_step_ = st_.step;
@@ -350,6 +365,7 @@ void TrainingRun::record_step(StepReport& rep, int64_t epoch, double lr) {
   rep.comm_ms = 1000.0 * (now.total_wait_seconds() - comm_before_.total_wait_seconds());
   rep.comm_mb = static_cast<double>(now.total_bus_bytes() - comm_before_.total_bus_bytes()) / 1048576.0;
   rep.stop = stop_signal() != 0;
+  rep.ckpt_failed = writer_->failed();
   if (!layout.counts_in_metrics()) rep.r.count = rep.r.correct = 0;  // tp peers: tp rank 0 counts
   reduce_step_report(layout.groups().metrics_comm(), rep);  // collective: every rank agrees on the stop too
   if (cfg_.parallel.check_replicas > 0 && st_.step % cfg_.parallel.check_replicas == 0)
@@ -362,8 +378,7 @@ void TrainingRun::record_step(StepReport& rep, int64_t epoch, double lr) {
       row["loss_scale"] = parts_.scaler.scale();
       row["skipped_steps"] = static_cast<double>(parts_.scaler.skipped_steps());
     }
-    std::lock_guard<std::mutex> l(hdf5_mutex());
-    metrics_->log_step(row, rep.firing_rate, rep.layer_names);
+    hdf5_call([&] { metrics_->log_step(row, rep.firing_rate, rep.layer_names); });
   }
   if (st_.step % cfg_.log_every == 0 || st_.step == plan_.total_steps) {
     const std::string line = window_.line(epoch, cfg_.epochs, st_.step, plan_.total_steps, plan_.global_batch);
@@ -395,7 +410,9 @@ bool TrainingRun::run_epoch() {
       }
       if (!bt) break;
       const double lr = sched_->lr_at(st_.step);
+      const bool writing = writer_->in_flight();
       StepReport rep = train_step(*bt, wait);
+      rep.ckpt_writing = writing;
       ++st_.step;
       if (++st_.batch_in_epoch == plan_.per_epoch) {
         ++st_.epoch;
@@ -403,12 +420,15 @@ bool TrainingRun::run_epoch() {
         epoch_done = true;
       }
       record_step(rep, epoch, lr);
+      if (rep.ckpt_failed) wait_for_checkpoint();  // every rank: rethrows the write's error
+      writer_->poll();                             // a background write that ended: its log line
       stop = rep.stop;
       if (stop || limit_reached()) break;
-      if (cfg_.ckpt_every > 0 && st_.step % cfg_.ckpt_every == 0) save();
+      // (the last step's checkpoint is finish()'s, after the final evaluation)
+      if (cfg_.ckpt_every > 0 && st_.step % cfg_.ckpt_every == 0 && st_.step != plan_.total_steps) save();
       wait.reset();
     }
-  }  // prefetcher joined: no HDF5 reads run concurrently from here on
+  }  // prefetcher joined
   if (tty_) std::printf("\n");
   if (epoch_done) evaluate();  // an epoch's evaluation belongs to it, even when a stop follows
   return stop;
@@ -420,6 +440,7 @@ void TrainingRun::finish() {
     const std::string step = std::to_string(st_.step);
     log_->line("a training batch could not be read after the retries: checkpointing at step " + step + " before ending");
     save();
+    wait_for_checkpoint();
     // An Input error (the environment's, like a missing file): rank 0 prints it once, every rank exits 1.
     throw Error(ErrorKind::Input, data_error_ + " (checkpoint of step " + step + " written: " +
                                          sum_.last_checkpoint + "; rerun with --resume auto once the file system is back)");
@@ -430,6 +451,7 @@ void TrainingRun::finish() {
                    : "stop requested (signal on another rank): checkpointing at step " + std::to_string(st_.step));
     if (st_.step == plan_.total_steps && last_eval_step_ != st_.step) evaluate();  // the run is complete anyway
     save();
+    wait_for_checkpoint();
   } else if (st_.step == first_step_ && first_step_ > 0 && st_.step == plan_.total_steps) {
     // Resumed from the final checkpoint of a finished run: it already holds the final
     // evaluation (every checkpoint at the last step is written after one), so add nothing.
@@ -437,6 +459,7 @@ void TrainingRun::finish() {
   } else {
     if (last_eval_step_ != st_.step) evaluate();
     save();
+    wait_for_checkpoint();
   }
   if (pipe_rec_->active()) write_pipeline();  // fewer steps than --pp-timeline-steps
   sum_.steps = st_.step;

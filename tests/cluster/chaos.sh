@@ -10,6 +10,9 @@
 #   one node with both ranks ("fewer nodes"; after the node loss always on node1-2), dp 2 every
 #   time (pp 2 likewise) so that the arithmetic is that of the reference; the last submission runs
 #   to the end;
+#   checkpoints are written in the background (--ckpt-async auto), each slowed down by
+#   SM_CHAOS_SLOW_WRITE_MS (default 5) per tensor (test hook SPIKEMESH_TEST_SLOW_BACKGROUND_MS) so
+#   that kills land during writes too (each such kill is named);
 #   then: every checkpoint a submission resumed from verifies (no damaged one was ever loaded), the
 #   final parameters and batch-norm buffers equal an uninterrupted run's bit for bit, and no
 #   spikemesh process or job is left.
@@ -28,6 +31,7 @@ TRIALS="${1:-${SM_CHAOS_TRIALS:-3}}"
 SEED="${2:-${SM_CHAOS_SEED:-$(( $(date +%s) % 100000 ))}}"
 STEPS="${SM_CHAOS_STEPS:-300}"
 MODE="${SM_CHAOS_MODE:-dp}"   # dp: 2 data-parallel ranks; pp: 2 pipeline stages (1F1B, 2 microbatches)
+export SPIKEMESH_TEST_SLOW_BACKGROUND_MS="${SM_CHAOS_SLOW_WRITE_MS:-5}"  # kills during background writes too
 NET=${SM_VC_NET:-10.77.0}
 own_cluster=1; [ "${SM_VC_UP:-0}" = 1 ] && own_cluster=0
 pass=0; fail=0; T0=$(date +%s)
@@ -103,7 +107,7 @@ next_nodes() {
   [ $node_lost = 1 ] && opts=("node[1-2]" "node1" "node2")
   nodes=${opts[$((RANDOM % ${#opts[@]}))]}
 }
-kills=0; node_lost=0; resumes=0
+kills=0; node_lost=0; resumes=0; during_write=0
 nodes="node[2-3]"
 submit chaos "$nodes"; jid=$JID
 for trial in $(seq "$TRIALS"); do
@@ -116,6 +120,8 @@ for trial in $(seq "$TRIALS"); do
   if [ "$(job_field "$jid" JobState)" != RUNNING ]; then
     echo "  trial $trial: job $jid ended before the kill (${delay_ms} ms after its first step)"; break
   fi
+  inflight=$(ls out/chaos/ckpt_*.h5.tmp 2>/dev/null | head -n 1)
+  [ -n "$inflight" ] && during_write=$((during_write + 1))
   if [ $kind = node ]; then
     echo "  trial $trial: ${delay_ms} ms after the first step (near step ${step:-?}): node3 lost (kill-node)"
     "$VC" kill-node 3 >/dev/null; node_lost=1
@@ -126,6 +132,7 @@ for trial in $(seq "$TRIALS"); do
     echo "  trial $trial: ${delay_ms} ms after the first step (near step ${step:-?}): SIGKILL rank pid $v"
     kill -9 "$v" 2>/dev/null
   fi
+  [ -n "$inflight" ] && echo "       (a checkpoint was being written in the background: $(basename "$inflight"))"
   if wait_job "$jid" 120; then echo "       (job $jid completed anyway)"; break; fi
   kills=$((kills + 1))  # a kill that made the job fail
   verify_all chaos && ok "trial $trial: job $jid failed after the $kind kill; every complete checkpoint verifies ($(ls out/chaos/ckpt_*.h5 2>/dev/null | wc -l) kept, $(ls out/chaos/*.tmp 2>/dev/null | wc -l) partial)" ||
@@ -161,4 +168,4 @@ queued=$(vc squeue -h 2>/dev/null | wc -l)
   bad "left running: $left spikemesh process(es), $queued job(s)"
 [ $kills -ge 1 ] && [ $resumes -ge 1 ] && ok "$kills kill(s) made a job fail, $resumes resubmission(s) resumed" ||
   bad "no chaos happened ($kills effective kills, $resumes resubmissions): the jobs ended before the kills (more SM_CHAOS_STEPS)"
-echo "chaos: $TRIALS trials, $kills kills (node lost: $node_lost), $resumes resubmissions"
+echo "chaos: $TRIALS trials, $kills kills (node lost: $node_lost; $during_write during a background checkpoint write), $resumes resubmissions"

@@ -52,7 +52,7 @@ int world_size() { return g_size; }
 
 int main(int argc, char** argv) {
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);  // as the program: --ckpt-async
   using namespace sm::test;
   MPI_Comm_dup(MPI_COMM_WORLD, &g_world);
   MPI_Comm_rank(g_world, &g_rank);

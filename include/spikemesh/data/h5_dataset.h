@@ -22,11 +22,11 @@
 //    path for the Prefetcher's background thread. Why not collective (or even independent
 //    MPI-IO) reads there: the process runs MPI_THREAD_SERIALIZED (MPI calls from the prefetch
 //    thread would race the main thread's gradient all-reduces; MPI_THREAD_MULTIPLE is slow
-//    or absent in many MPI builds), HDF5 is not thread-safe so every call holds
-//    hdf5_mutex() (io/h5_lock.h), and a collective read inside that mutex on a background
-//    thread can deadlock against a main thread that holds the mutex inside another
-//    collective (a sharded checkpoint) on a different rank. Reads on the sec2 handle never
-//    wait for another rank, so holding the mutex there is always safe. A read-only file
+//    or absent in many MPI builds), HDF5 is not thread-safe so every call goes through
+//    hdf5_call (io/hdf5_thread.h: the HDF5 thread during a training run, else one mutex),
+//    and a collective read queued there can wait behind another collective (a checkpoint
+//    written in the background) that a rank entered in the other order. Reads on the sec2
+//    handle never wait for another rank (Local tasks), so they may run anywhere. A read-only file
 //    read by many processes with POSIX I/O is safe on every file system; a dp rank reads
 //    only its own disjoint slice of each global batch, so the aggregate I/O is the same.
 #pragma once
@@ -67,8 +67,8 @@ class H5Dataset {
   // Collective over `group` (see the header comment; nullptr: this process alone, the same as
   // open(path)): validation on rank 0, the outcome broadcast, then the sec2 handle and (when
   // `collective_handle`) the MPI-IO handle over group->mpi_comm() opened on every rank (HDF5
-  // duplicates that communicator). Like the serial open it takes no lock: call it before a
-  // prefetch thread runs, or hold hdf5_mutex(). Copies share the handles; destroying the last
+  // duplicates that communicator). Like the serial open it calls HDF5 directly: call it before
+  // other threads call HDF5, or inside hdf5_call. Copies share the handles; destroying the last
   // copy closes the MPI-IO handle, which is collective too (every rank drops its last copy at
   // the same point of the program).
   static H5Dataset open(const std::string& path, Comm* group, bool collective_handle = true);
@@ -79,11 +79,13 @@ class H5Dataset {
   const std::vector<int64_t>& labels(Split s) const { return s == Split::Train ? *train_labels_ : *test_labels_; }
   // Samples `indices` (any order, duplicates allowed) of split `s`:
   // x f32 [n, ...sample_shape] scaled by x_scale, y i64 [n].
-  // Independent: no MPI call, holds hdf5_mutex(); safe on a prefetch thread.
+  // Independent: no MPI call, through hdf5_call (a Local task); safe on a prefetch thread.
   void read(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const;
   // The same result as read(), through one collective MPI-IO read. Collective over the
   // group given to open(): every rank calls it with the same split and its own
-  // indices (possibly none). Holds hdf5_mutex(). Must not run on a prefetch thread. On a
+  // indices (possibly none). Through hdf5_call (a Collective task: it waits for a background
+  // job, so callers wait for one first when --comm-timeout must not count that time). Must
+  // not run on a prefetch thread. On a
   // dataset without an MPI-IO handle (serial open) it is read().
   void read_collective(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const;
   // read() retries a failed HDF5 read (a transient error of a shared file system: EIO, ESTALE,

@@ -21,9 +21,10 @@
 // Atomicity: written as <name>.tmp, flushed and fsynced, renamed, directory fsynced. Older
 // complete checkpoints are deleted (beyond `keep`) only after the new one is in place, so a
 // crash or a full disk at any moment leaves the previous checkpoint loadable.
-// Locking: none of these functions takes hdf5_mutex(); callers that run a prefetch thread
-// hold it around them (the trainer does). The prefetch thread never blocks on another rank
-// (data/h5_dataset.h), so a rank holding the mutex inside a collective cannot deadlock.
+// Threads: none of these functions hands its HDF5 calls to the HDF5 thread (io/hdf5_thread.h);
+// a caller with other threads calling HDF5 runs them there (the trainer does: hdf5_call, or
+// hdf5_background for a checkpoint written while training continues — write_checkpoint
+// calls hdf5_yield() after each tensor, so batches are read meanwhile).
 // Names: io/ writes and reads FILES of tensors (write_checkpoint / read_checkpoint); io/ knows
 // tensors, not models. A run's save/resume (CheckpointManager) is train/run_checkpoints.h; one
 // Model and Optimizer in one process (save_model_checkpoint / load_model_checkpoint),

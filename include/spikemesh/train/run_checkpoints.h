@@ -16,6 +16,7 @@
 
 namespace sm {
 
+class Comm;
 class Layout;
 class LossScaler;
 class Model;
@@ -42,6 +43,14 @@ std::vector<TensorShard> buffer_shards(Model& model, bool holds, int tp_rank = 0
 // Callers fill state / precision / mesh / config on top.
 CheckpointMeta checkpoint_meta_of(const Model& model, const Optimizer& opt);
 
+// A checkpoint's content taken at a step boundary: this rank's shards and the meta. With
+// copies (CheckpointManager::snapshot) it stays valid while training changes the originals.
+struct CheckpointSnapshot {
+  std::vector<TensorShard> shards;
+  CheckpointMeta meta;
+  int64_t bytes = 0;  // bytes this rank holds copies of (0: views of the live storage)
+};
+
 // Saves and resumes one run's checkpoints (the trainer's; model_checkpoint.h for one process).
 class CheckpointManager {
  public:
@@ -55,6 +64,13 @@ class CheckpointManager {
   // Writes checkpoint_path(dir, st.step) (the scaler's state into `st` first when enabled);
   // returns its path. Collective over the layout's checkpoint group.
   std::string save(TrainState& st, const LossScaler& scaler);
+  // The checkpoint of `st` as it is now (the scaler's state into `st` first when enabled):
+  // this rank's shards on a device copied into host memory (complete on return), those in
+  // host memory copied when `copy_host`, else views of the live storage. Local.
+  CheckpointSnapshot snapshot(TrainState& st, const LossScaler& scaler, bool copy_host = true);
+  // Writes a snapshot as save() does. Collective over `group`: the layout's checkpoint group
+  // or a duplicate of it (the same ranks in the same order).
+  std::string write(Comm* group, const CheckpointSnapshot& snap);
   // Loads `path` into the layout's storage and the optimizer, rebuilds replicas, sets the
   // optimizer's step count and the scaler; returns the file's info. Collective over the
   // layout's checkpoint group (Input errors on every rank with one message; a tensor holding

@@ -20,6 +20,8 @@ struct StepReport {
   double step_peak_mb = 0;               // the allocator's peak bytes in use during this step
   double rss_now_mb = 0, open_fds = 0, threads = 0;  // core/process_stats.h (after reduce: the largest)
   bool stop = false;                     // a stop signal arrived (after reduce: on any rank)
+  bool ckpt_writing = false;             // a checkpoint was being written in the background (any rank)
+  bool ckpt_failed = false;              // that write ended with an error (after reduce: on any rank)
   std::vector<double> firing_rate;       // per neuron layer
   std::vector<std::string> layer_names;
 };

@@ -63,6 +63,7 @@ struct TrainConfig {
   std::string run_name;           // default: <model>-<date>-<time>
   int64_t ckpt_every = 0;         // 0: only at the end (and on SIGTERM/SIGUSR1)
   int64_t keep = 3;
+  std::string ckpt_async = "auto";  // auto | on | off (train/checkpoint_writer.h)
   std::string resume;             // "", PATH or "auto"
   std::string init;               // "" or a checkpoint whose parameters and buffers start a new run
   bool allow_nonfinite_checkpoint = false;  // load a checkpoint holding NaN/Inf values (else an error)

@@ -52,4 +52,4 @@ expect_error() {
   if [ -z "$why" ]; then ok "$name"; else bad "$name: $why (exit $rc)"; LC_ALL=C cat -v err.log | head -n 6 | sed 's/^/       /'; fi
 }
 
-TMP="$(mktemp -d "${TMPDIR:-/tmp}/${E2E_NAME:-e2e}.XXXXXX")"; trap 'rm -rf "$TMP"' EXIT
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/${E2E_NAME:-e2e}.XXXXXX")"; trap "[ -n \"\${KEEP_TMP:-}\" ] || rm -rf \"\$TMP\"" EXIT

@@ -1,0 +1,219 @@
+// hdf5_thread.cpp — the process's HDF5 thread (io/hdf5_thread.h): one queue of tasks, served
+// in order by one thread; a background job serves the Local tasks at its yields.
+// Invariants: only the HDF5 thread runs tasks while it is alive, holding the process-wide
+// mutex (which the inline path without a thread takes too); a task's exception travels to
+// its poster; the destructor runs everything posted before it returns.
+#include "spikemesh/io/hdf5_thread.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "spikemesh/core/error.h"
+#include "spikemesh/core/timer.h"
+
+namespace sm {
+
+namespace {
+
+std::mutex& hdf5_mutex() {  // held by whoever calls HDF5
+  static std::mutex m;
+  return m;
+}
+
+class BackgroundJob final : public Hdf5Job {
+ public:
+  explicit BackgroundJob(std::function<void()> f) : f_(std::move(f)) {}
+  void run() {
+    std::exception_ptr err;
+    try {
+      f_();
+    } catch (...) {
+      err = std::current_exception();
+    }
+    f_ = nullptr;
+    std::lock_guard<std::mutex> l(m_);
+    err_ = err;
+    ms_ = timer_.ms();
+    done_ = true;
+    cv_.notify_all();
+  }
+  bool done() const override {
+    std::lock_guard<std::mutex> l(m_);
+    return done_;
+  }
+  bool failed() const override {
+    std::lock_guard<std::mutex> l(m_);
+    return done_ && err_;
+  }
+  void wait() override {
+    std::unique_lock<std::mutex> l(m_);
+    cv_.wait(l, [&] { return done_; });
+    if (err_) std::rethrow_exception(err_);
+  }
+  double seconds() const override {
+    std::lock_guard<std::mutex> l(m_);
+    return (done_ ? ms_ : timer_.ms()) / 1000.0;
+  }
+
+ private:
+  std::function<void()> f_;
+  mutable std::mutex m_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr err_;
+  Timer timer_;
+  double ms_ = 0;
+};
+
+struct Entry {
+  std::packaged_task<void()> task;  // a task, or
+  std::shared_ptr<BackgroundJob> job;  // a background job
+  Hdf5Task kind = Hdf5Task::Collective;
+};
+
+int slow_background_ms() {
+  const char* v = std::getenv("SPIKEMESH_TEST_SLOW_BACKGROUND_MS");
+  return v ? std::atoi(v) : 0;
+}
+
+// The one live thread's state.
+struct State {
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<Entry> queue;
+  bool stop = false;
+  bool in_job = false;  // the thread is inside a background job
+  std::thread thread;
+  int slow_ms = slow_background_ms();
+
+  void serve() {
+    std::lock_guard<std::mutex> hold(hdf5_mutex());  // nobody else calls HDF5 while this thread lives
+    for (;;) {
+      Entry e;
+      {
+        std::unique_lock<std::mutex> l(m);
+        cv.wait(l, [&] { return stop || !queue.empty(); });
+        if (queue.empty()) return;  // stopping, and everything posted has run
+        e = std::move(queue.front());
+        queue.pop_front();
+        in_job = e.job != nullptr;
+      }
+      if (e.job) {
+        e.job->run();
+        std::lock_guard<std::mutex> l(m);
+        in_job = false;
+      } else {
+        e.task();
+      }
+    }
+  }
+  // On the thread, inside a job: the Local tasks waiting, in order; the others stay queued.
+  void serve_local() {
+    std::deque<Entry> local;
+    {
+      std::lock_guard<std::mutex> l(m);
+      for (auto it = queue.begin(); it != queue.end();) {
+        if (!it->job && it->kind == Hdf5Task::Local) {
+          local.push_back(std::move(*it));
+          it = queue.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (Entry& e : local) e.task();
+  }
+};
+
+std::mutex g_state_mutex;  // guards g_state (start, stop, lookups)
+State* g_state = nullptr;
+
+State* live_state() {
+  std::lock_guard<std::mutex> l(g_state_mutex);
+  return g_state;
+}
+
+}  // namespace
+
+Hdf5Thread::Hdf5Thread() {
+  std::lock_guard<std::mutex> l(g_state_mutex);
+  SM_CHECK(g_state == nullptr, "a second HDF5 thread in one process");
+  g_state = new State();
+  State* s = g_state;
+  s->thread = std::thread([s] { s->serve(); });
+}
+
+Hdf5Thread::~Hdf5Thread() {
+  State* s = live_state();
+  {
+    std::lock_guard<std::mutex> l(s->m);
+    s->stop = true;
+  }
+  s->cv.notify_all();
+  s->thread.join();
+  std::lock_guard<std::mutex> l(g_state_mutex);
+  g_state = nullptr;
+  delete s;
+}
+
+void hdf5_run(const std::function<void()>& f, Hdf5Task kind) {
+  State* s = live_state();
+  if (!s) {  // no HDF5 thread: here, under the mutex
+    std::lock_guard<std::mutex> l(hdf5_mutex());
+    f();
+    return;
+  }
+  if (std::this_thread::get_id() == s->thread.get_id()) {  // a task's own HDF5 work
+    f();
+    return;
+  }
+  Entry e;
+  e.task = std::packaged_task<void()>(f);
+  e.kind = kind;
+  std::future<void> done = e.task.get_future();
+  {
+    std::lock_guard<std::mutex> l(s->m);
+    s->queue.push_back(std::move(e));
+  }
+  s->cv.notify_all();
+  done.get();  // rethrows the task's exception
+}
+
+std::shared_ptr<Hdf5Job> hdf5_background(std::function<void()> job) {
+  State* s = live_state();
+  SM_CHECK(s != nullptr, "a background HDF5 job without an HDF5 thread");
+  auto j = std::make_shared<BackgroundJob>(std::move(job));
+  Entry e;
+  e.job = j;
+  {
+    std::lock_guard<std::mutex> l(s->m);
+    s->queue.push_back(std::move(e));
+  }
+  s->cv.notify_all();
+  return j;
+}
+
+void hdf5_yield() {
+  State* s = live_state();
+  if (!s || std::this_thread::get_id() != s->thread.get_id()) return;
+  {
+    std::lock_guard<std::mutex> l(s->m);
+    if (!s->in_job) return;
+  }
+  if (s->slow_ms > 0) {  // a test catching a job in flight: serve reads while sleeping
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(s->slow_ms);
+    while (std::chrono::steady_clock::now() < until) {
+      s->serve_local();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  s->serve_local();
+}
+
+}  // namespace sm

@@ -1,0 +1,133 @@
+// checkpoint_writer.cpp — a run's checkpoint writes, synchronous or in the background
+// (train/checkpoint_writer.h).
+#include "spikemesh/train/checkpoint_writer.h"
+
+#include <mpi.h>
+
+#include <filesystem>
+#include <iomanip>
+#include <sstream>
+
+#include "spikemesh/comm/comm.h"
+#include "spikemesh/core/error.h"
+#include "spikemesh/core/timer.h"
+#include "spikemesh/io/hdf5_thread.h"
+#include "spikemesh/train/run_checkpoints.h"
+
+namespace sm {
+
+namespace {
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    default: return "MPI_THREAD_MULTIPLE";
+  }
+}
+
+bool write_error_is_retryable(const Error& e) {
+  return e.kind() == ErrorKind::Input && std::string(e.what()).find(" not written ") != std::string::npos;
+}
+}  // namespace
+
+CkptAsyncMode ckpt_async_mode_from_name(const std::string& name) {
+  if (name == "auto") return CkptAsyncMode::Auto;
+  if (name == "on") return CkptAsyncMode::On;
+  if (name == "off") return CkptAsyncMode::Off;
+  SM_INPUT_ERROR("--ckpt-async must be auto, on or off, got '" << name << "'");
+}
+
+bool resolve_ckpt_async(CkptAsyncMode mode, Comm* group, std::string* why) {
+  if (mode == CkptAsyncMode::Off) return false;
+  if (!group) return true;
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  if (level >= MPI_THREAD_MULTIPLE) return true;
+  std::ostringstream os;
+  os << "the MPI library provides " << thread_level_name(level)
+     << ", and a checkpoint written while training continues needs MPI_THREAD_MULTIPLE";
+  if (mode == CkptAsyncMode::On) SM_INPUT_ERROR("--ckpt-async on: " << os.str() << " (use --ckpt-async off or auto)");
+  if (why) *why = os.str() + ": checkpoints are written synchronously";
+  return false;
+}
+
+CheckpointWriter::CheckpointWriter(CheckpointManager& mgr, Comm* group, bool async, const IoRetryPolicy& policy,
+                                   bool report, LogFn log)
+    : mgr_(mgr), group_(group), async_(async), policy_(policy), report_(report), log_(std::move(log)) {
+  if (async_ && group_) own_ = std::make_unique<Comm>(group_->mpi_comm(), "checkpoint writer");
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  if (!job_) return;
+  try {
+    job_->wait();
+  } catch (const std::exception&) {  // unwinding an error already: this one was agreed with it
+  }
+}
+
+// Collective over `comm` (nullptr alone), on the HDF5 thread: the write with its retries.
+std::string CheckpointWriter::write_now(const CheckpointSnapshot& snap, Comm* comm) {
+  std::string path;
+  with_io_retries(
+      "writing the checkpoint of step " + std::to_string(snap.meta.state.step),
+      [&] { path = mgr_.write(comm, snap); }, write_error_is_retryable, {}, report_, &policy_);
+  return path;
+}
+
+void CheckpointWriter::log_done(const std::string& path, double write_s, double stall_s, bool background) {
+  last_path_ = path;
+  std::error_code ec;
+  const double mb = static_cast<double>(std::filesystem::file_size(path, ec)) / 1048576.0;
+  std::ostringstream os;
+  os << "checkpoint " << path << " (" << std::fixed << std::setprecision(1) << (ec ? 0.0 : mb) << " MB; ";
+  if (background) os << "written in the background in " << std::setprecision(3) << write_s << " s; ";
+  os << "training stalled " << std::setprecision(3) << stall_s << " s)";
+  log_(os.str());
+}
+
+void CheckpointWriter::save(TrainState& st, const LossScaler& scaler) {
+  Timer stall;  // how long training stops for this checkpoint
+  if (job_) {
+    const int64_t previous = job_step_;
+    wait();
+    const double waited = stall.ms() / 1000.0;
+    if (waited >= 0.001) {
+      std::ostringstream os;
+      os << "checkpoint of step " << st.step << " waited " << std::fixed << std::setprecision(3) << waited
+         << " s for the write of step " << previous
+         << " (one write at a time: checkpoint less often, or on faster storage, to avoid the wait)";
+      log_(os.str());
+    }
+  }
+  if (!async_) {
+    const CheckpointSnapshot views = mgr_.snapshot(st, scaler, false);  // device tensors copied here
+    const std::string path = hdf5_call([&] { return write_now(views, group_); }, Hdf5Task::Collective);
+    log_done(path, 0, stall.ms() / 1000.0, false);
+    return;
+  }
+  auto snap = std::make_shared<CheckpointSnapshot>(mgr_.snapshot(st, scaler));  // device → host copies
+  job_step_ = st.step;
+  Comm* comm = own_.get();
+  job_ = hdf5_background([this, snap, comm]() mutable {
+    job_path_ = write_now(*snap, comm);
+    snap.reset();  // the copies are freed as soon as they are written
+  });
+  job_stall_s_ = stall.ms() / 1000.0;
+}
+
+bool CheckpointWriter::failed() const { return job_ && job_->failed(); }
+
+void CheckpointWriter::poll() {
+  if (!job_ || !job_->done() || job_->failed()) return;
+  wait();
+}
+
+void CheckpointWriter::wait() {
+  if (!job_) return;
+  const std::shared_ptr<Hdf5Job> job = std::move(job_);
+  job->wait();  // rethrows the write's error
+  log_done(job_path_, job->seconds(), job_stall_s_, true);
+}
+
+}  // namespace sm
