@@ -64,11 +64,12 @@ def run(args, model, ranks, mode, data, out):
         sys.exit(f"{name}: exit {r.returncode}\n{r.stdout[-2000:]}")
     log = open(os.path.join(out, name, "log.txt")).read()
     stalls = [float(s) for s in re.findall(r"training stalled ([0-9.]+) s", log)][:-1]  # the last: the run's end
+    writes = [float(s) for s in re.findall(r"written in the background in ([0-9.]+) s", log)][:-1]
     mb = float(re.findall(r"\(([0-9.]+) MB;", log)[0])
     with h5py.File(os.path.join(out, name, "metrics.h5")) as f:
         t = f["step/time_ms"][()][1:]  # the first step includes one-time set-up
         w = f["step/ckpt_writing"][()][1:]
-    return {"stalls": stalls, "mb": mb, "during": t[w > 0].tolist(), "idle": t[w == 0].tolist()}
+    return {"stalls": stalls, "writes": writes, "mb": mb, "during": t[w > 0].tolist(), "idle": t[w == 0].tolist()}
 
 
 def main():
@@ -81,8 +82,8 @@ def main():
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="ckpt_stall.")
-    print(f"| model | ranks | checkpoint MB | sync stall s | async stall s | async/sync | step ms, no write | step ms, write in flight | slowdown |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"| model | ranks | checkpoint MB | sync stall s | async stall s | async/sync | background write s | step ms, no write | step ms, write in flight | slowdown |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for case in args.cases.split(","):
         model, ranks = case.split(":")
         ranks = int(ranks)
@@ -94,7 +95,7 @@ def main():
         ss, sa = statistics.median(s["stalls"]), statistics.median(a["stalls"])
         idle = statistics.median(a["idle"]) if a["idle"] else float("nan")
         during = statistics.median(a["during"]) if a["during"] else float("nan")
-        print(f"| {model} | {ranks} | {s['mb']:.0f} | {ss:.3f} | {sa:.3f} | {sa / ss:.1%} | {idle:.0f} | {during:.0f} "
+        print(f"| {model} | {ranks} | {s['mb']:.0f} | {ss:.3f} | {sa:.3f} | {sa / ss:.1%} | {statistics.median(a['writes']):.2f} | {idle:.0f} | {during:.0f} "
               f"({len(a['during'])} steps) | {during / idle - 1:+.1%} |", flush=True)
 
 

@@ -87,8 +87,8 @@ H5Handle memory_space(int64_t count);     // 1-d [count]; none selected when cou
 // Selects the union of the non-empty `boxes` in `space` (a dataspace of `shape`); the
 // selection's iteration order is row-major over the whole tensor, whatever the box order.
 void select_boxes(hid_t space, const Shape& shape, const std::vector<const Box*>& boxes);
-// A dataset-transfer property list: collective MPI-IO for a group, default alone.
-H5Handle transfer_plist(const Group& g);
+// A dataset-transfer property list: collective (or `independent`) MPI-IO for a group, default alone.
+H5Handle transfer_plist(const Group& g, bool independent = false);
 
 // ---- checksums, files, /meta ------------------------------------------------------------------
 

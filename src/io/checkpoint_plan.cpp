@@ -126,9 +126,9 @@ void select_boxes(hid_t space, const Shape& shape, const std::vector<const Box*>
   }
 }
 
-H5Handle transfer_plist(const Group& g) {
+H5Handle transfer_plist(const Group& g, bool independent) {
   H5Handle dxpl(SM_H5_CHECK(H5Pcreate(H5P_DATASET_XFER)), H5Pclose);
-  if (g.comm) SM_H5_CHECK(H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE));
+  if (g.comm) SM_H5_CHECK(H5Pset_dxpl_mpio(dxpl.get(), independent ? H5FD_MPIO_INDEPENDENT : H5FD_MPIO_COLLECTIVE));
   return dxpl;
 }
 

@@ -131,9 +131,11 @@ void create_dataset(const H5File& f, const TensorPlan& t) {
   H5Dclose(ds);
 }
 
-// Collective over the group (one H5Dwrite; alone: skipped when this rank holds nothing).
+// Collective over the group (one H5Dwrite; alone: skipped when this rank holds nothing);
+// `independent`: local (an independent MPI-IO write, skipped when this rank holds nothing).
 void write_tensor(const Group& g, const H5File& f, const TensorPlan& t, const std::vector<TensorShard>& shards,
-                  const Staged& st) {
+                  const Staged& st, bool independent) {
+  if (independent && st.count == 0) return;
   H5Handle ds(SM_H5_CHECK(H5Dopen2(f.id(), t.path.c_str(), H5P_DEFAULT)), H5Dclose);
   H5Handle fs(SM_H5_CHECK(H5Dget_space(ds.get())), H5Sclose);
   std::vector<const Box*> boxes;
@@ -142,7 +144,7 @@ void write_tensor(const Group& g, const H5File& f, const TensorPlan& t, const st
   SM_CHECK(H5Sget_select_npoints(fs.get()) == st.count,
            "'" << t.path << "': " << st.count << " elements staged, " << H5Sget_select_npoints(fs.get()) << " selected");
   H5Handle ms = ckpt::memory_space(st.count);
-  H5Handle dxpl = ckpt::transfer_plist(g);
+  H5Handle dxpl = ckpt::transfer_plist(g, independent);
   static char dummy[16];
   if (st.count || g.comm)
     SM_H5_CHECK(H5Dwrite(ds.get(), h5_native_type(t.dtype), ms.get(), fs.get(), dxpl.get(),
@@ -163,12 +165,14 @@ void reserve_space(const std::string& path, int64_t bytes) {
 // The file-access property list: MPI-IO over the group, or (alone) in memory without a backing
 // store — the image is written with checked POSIX calls, because a disk-write failure inside
 // HDF5 leaves an unclosable file that crashes the library at exit (HDF5 1.10).
-H5Handle file_access(const Group& g, hsize_t meta_block) {
+// The image grows by `image_bytes` at once (the file's estimated size): one allocation, not a
+// reallocation — and a copy of everything so far — every 16 MB.
+H5Handle file_access(const Group& g, hsize_t meta_block, int64_t image_bytes) {
   H5Handle fapl(SM_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose);
   if (g.comm)
     SM_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), g.comm->mpi_comm(), MPI_INFO_NULL));
   else
-    SM_H5_CHECK(H5Pset_fapl_core(fapl.get(), size_t(1) << 24, 0));
+    SM_H5_CHECK(H5Pset_fapl_core(fapl.get(), static_cast<size_t>(std::max<int64_t>(image_bytes, int64_t(1) << 24)), 0));
   SM_H5_CHECK(H5Pset_meta_block_size(fapl.get(), meta_block));
   return fapl;
 }
@@ -256,7 +260,7 @@ void check_room(const Group& g, const Target& t) {
 // in reserved space; then tops up to the real extent once known.
 void create_file(const Group& g, const Target& t, const std::vector<TensorPlan>& plans, H5File& f) {
   g.agree([&] {
-    H5Handle fapl = file_access(g, static_cast<hsize_t>(t.meta_block));
+    H5Handle fapl = file_access(g, static_cast<hsize_t>(t.meta_block), t.estimate);
     f = H5File::create(t.tmp, fapl.get());
   });
   if (g.comm)
@@ -294,26 +298,45 @@ std::vector<int64_t> combine_crcs(const std::vector<TensorPlan>& plans, const st
   return crcs;
 }
 
-// Step 3b, collective over the group: every tensor staged and written (one H5Dwrite each);
-// returns every tensor's crc32 on every rank.
+// This rank's part of tensor i staged, its crc rows {tensor, start, len, crc} (one per merged
+// flat run) appended to `crc_rows`. Local.
+Staged stage_with_crcs(size_t i, const TensorPlan& t, const std::vector<TensorShard>& shards,
+                       std::vector<int64_t>& crc_rows) {
+  Staged st = stage(t, shards);
+  const size_t es = dtype_size(t.dtype);
+  const char* p = st.count ? static_cast<const char*>(st.buf.raw()) : nullptr;
+  for (const Run& r : st.runs) {
+    crc_rows.insert(crc_rows.end(), {static_cast<int64_t>(i), r.start, r.len,
+                                     static_cast<int64_t>(crc32_bytes(p, static_cast<size_t>(r.len) * es))});
+    p += r.len * es;
+  }
+  return st;
+}
+
+// Step 3b, collective over the group: every tensor staged and written; returns every tensor's
+// crc32 on every rank. Collective I/O: one collective H5Dwrite per tensor, each agreed on.
+// Independent I/O (a background write): every rank writes its own boxes with no collective at
+// all (the datasets are contiguous and allocated at creation, so raw-data writes change no
+// metadata), and the outcome of all of them is agreed once.
 std::vector<int64_t> write_tensors(const Group& g, const H5File& f, const std::vector<TensorPlan>& plans,
-                                   const std::vector<TensorShard>& shards) {
+                                   const std::vector<TensorShard>& shards, bool independent) {
   std::vector<int64_t> crc_rows;  // {tensor, start, len, crc} per merged run of this rank
-  for (size_t i = 0; i < plans.size(); ++i) {
-    const TensorPlan& t = plans[i];
-    Staged st;
-    g.agree([&] {
-      st = stage(t, shards);
-      const size_t es = dtype_size(t.dtype);
-      const char* p = st.count ? static_cast<const char*>(st.buf.raw()) : nullptr;
-      for (const Run& r : st.runs) {
-        crc_rows.insert(crc_rows.end(), {static_cast<int64_t>(i), r.start, r.len,
-                                         static_cast<int64_t>(crc32_bytes(p, static_cast<size_t>(r.len) * es))});
-        p += r.len * es;
+  if (independent && g.comm) {
+    // Local writes, then one agreement under Comm's watchdog (no deadline on the writes: they
+    // wait for no other rank).
+    agree_on_error(g.comm, [&] {
+      for (size_t i = 0; i < plans.size(); ++i) {
+        write_tensor(g, f, plans[i], shards, stage_with_crcs(i, plans[i], shards, crc_rows), true);
+        hdf5_yield();  // written in the background: batch reads and metrics rows go first
       }
     });
-    g.agree([&] { write_tensor(g, f, t, shards, st); });
-    hdf5_yield();  // written in the background: batch reads and metrics rows go first
+  } else {
+    for (size_t i = 0; i < plans.size(); ++i) {
+      Staged st;
+      g.agree([&] { st = stage_with_crcs(i, plans[i], shards, crc_rows); });
+      g.agree([&] { write_tensor(g, f, plans[i], shards, st, false); });
+      hdf5_yield();
+    }
   }
   const std::vector<int64_t> all = g.gather(crc_rows);
   std::vector<int64_t> crcs(plans.size(), 0);
@@ -355,6 +378,7 @@ void finish_file(const Group& g, const Target& t, const std::vector<TensorPlan>&
     if (!g.comm) image = file_image(f, t.tmp);
   });
   g.agree([&] { f.close(); });  // collective; fails if HDF5 could not flush
+  hdf5_yield();
   g.agree([&] {
     if (g.rank() != 0) return;
     if (take_io_fault(IoSite::CheckpointWrite))
@@ -379,7 +403,7 @@ std::string checkpoint_path(const std::string& dir, int64_t step) {
 
 // Collective over `group` (nullptr: alone); see io/checkpoint.h.
 std::string write_checkpoint(Comm* group, const std::string& dir, const std::vector<TensorShard>& shards,
-                             const CheckpointMeta& meta, int keep) {
+                             const CheckpointMeta& meta, int keep, bool independent_io) {
   const Group g{group};
   // 1. Arguments: locally sane, identical tensor lists everywhere, boxes tiling every tensor.
   const std::vector<TensorPlan> plans = check_shard_lists(g, shards, dir, meta, keep);
@@ -390,7 +414,8 @@ std::string write_checkpoint(Comm* group, const std::string& dir, const std::vec
   try {
     H5File f;
     create_file(g, t, plans, f);
-    const std::vector<int64_t> crcs = write_tensors(g, f, plans, shards);
+    hdf5_yield();
+    const std::vector<int64_t> crcs = write_tensors(g, f, plans, shards, independent_io);
     finish_file(g, t, plans, crcs, meta, f);
   } catch (const Error& e) {
     // Every rank is here (errors were agreed); H5File destructors have closed the file.
@@ -401,6 +426,7 @@ std::string write_checkpoint(Comm* group, const std::string& dir, const std::vec
     SM_INPUT_ERROR("checkpoint " << t.final_path << " not written (the previous checkpoint is intact): " << what);
   }
   // 4. Only now: prune older complete checkpoints (damaged ones are left alone).
+  hdf5_yield();
   if (g.rank() == 0) ckpt::prune_checkpoints(dir, t.final_path, keep);
   g.barrier();
   return t.final_path;

@@ -5,6 +5,8 @@
 // its poster; the destructor runs everything posted before it returns.
 #include "spikemesh/io/hdf5_thread.h"
 
+#include <mpi.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -30,6 +32,10 @@ class BackgroundJob final : public Hdf5Job {
  public:
   explicit BackgroundJob(std::function<void()> f) : f_(std::move(f)) {}
   void run() {
+    {
+      std::lock_guard<std::mutex> l(m_);
+      timer_.reset();  // its time runs from its start, not from its posting
+    }
     std::exception_ptr err;
     try {
       f_();
@@ -141,6 +147,15 @@ State* live_state() {
 
 }  // namespace
 
+bool hdf5_thread_allowed() {
+  int up = 0;
+  MPI_Initialized(&up);
+  if (!up) return true;
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  return level >= MPI_THREAD_SERIALIZED;
+}
+
 Hdf5Thread::Hdf5Thread() {
   std::lock_guard<std::mutex> l(g_state_mutex);
   SM_CHECK(g_state == nullptr, "a second HDF5 thread in one process");
@@ -162,11 +177,21 @@ Hdf5Thread::~Hdf5Thread() {
   delete s;
 }
 
+thread_local bool t_inline = false;  // this thread holds the mutex of the inline path
+
 void hdf5_run(const std::function<void()>& f, Hdf5Task kind) {
   State* s = live_state();
-  if (!s) {  // no HDF5 thread: here, under the mutex
+  if (!s) {  // no HDF5 thread: here, under the mutex (taken once: a task may call hdf5_call)
+    if (t_inline) return f();
     std::lock_guard<std::mutex> l(hdf5_mutex());
-    f();
+    t_inline = true;
+    try {
+      f();
+    } catch (...) {
+      t_inline = false;
+      throw;
+    }
+    t_inline = false;
     return;
   }
   if (std::this_thread::get_id() == s->thread.get_id()) {  // a task's own HDF5 work
@@ -179,6 +204,7 @@ void hdf5_run(const std::function<void()>& f, Hdf5Task kind) {
   std::future<void> done = e.task.get_future();
   {
     std::lock_guard<std::mutex> l(s->m);
+    SM_CHECK(!s->stop, "an HDF5 task posted while the HDF5 thread stops");
     s->queue.push_back(std::move(e));
   }
   s->cv.notify_all();
@@ -193,6 +219,7 @@ std::shared_ptr<Hdf5Job> hdf5_background(std::function<void()> job) {
   e.job = j;
   {
     std::lock_guard<std::mutex> l(s->m);
+    SM_CHECK(!s->stop, "a background HDF5 job posted while the HDF5 thread stops");
     s->queue.push_back(std::move(e));
   }
   s->cv.notify_all();

@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/timer.h"
@@ -40,10 +41,11 @@ CkptAsyncMode ckpt_async_mode_from_name(const std::string& name) {
 
 bool resolve_ckpt_async(CkptAsyncMode mode, Comm* group, std::string* why) {
   if (mode == CkptAsyncMode::Off) return false;
-  if (!group) return true;
-  int level = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&level);
-  if (level >= MPI_THREAD_MULTIPLE) return true;
+  int up = 0, level = MPI_THREAD_MULTIPLE;
+  MPI_Initialized(&up);
+  if (up) MPI_Query_thread(&level);
+  // alone, no MPI call is made, but the HDF5 thread needs MPI_THREAD_SERIALIZED (hdf5_thread_allowed)
+  if (level >= MPI_THREAD_MULTIPLE || (!group && hdf5_thread_allowed())) return true;
   std::ostringstream os;
   os << "the MPI library provides " << thread_level_name(level)
      << ", and a checkpoint written while training continues needs MPI_THREAD_MULTIPLE";
@@ -71,7 +73,7 @@ std::string CheckpointWriter::write_now(const CheckpointSnapshot& snap, Comm* co
   std::string path;
   with_io_retries(
       "writing the checkpoint of step " + std::to_string(snap.meta.state.step),
-      [&] { path = mgr_.write(comm, snap); }, write_error_is_retryable, {}, report_, &policy_);
+      [&] { path = mgr_.write(comm, snap, async_); }, write_error_is_retryable, {}, report_, &policy_);
   return path;
 }
 
@@ -88,11 +90,12 @@ void CheckpointWriter::log_done(const std::string& path, double write_s, double 
 
 void CheckpointWriter::save(TrainState& st, const LossScaler& scaler) {
   Timer stall;  // how long training stops for this checkpoint
-  if (job_) {
+  if (async_) {
+    const bool was_writing = job_ != nullptr;
     const int64_t previous = job_step_;
-    wait();
+    wait();  // collective over the group
     const double waited = stall.ms() / 1000.0;
-    if (waited >= 0.001) {
+    if (was_writing && waited >= 0.001) {
       std::ostringstream os;
       os << "checkpoint of step " << st.step << " waited " << std::fixed << std::setprecision(3) << waited
          << " s for the write of step " << previous
@@ -101,12 +104,14 @@ void CheckpointWriter::save(TrainState& st, const LossScaler& scaler) {
     }
   }
   if (!async_) {
-    const CheckpointSnapshot views = mgr_.snapshot(st, scaler, false);  // device tensors copied here
+    const CheckpointSnapshot views = mgr_.snapshot(st, scaler, false);  // staged tensor by tensor
     const std::string path = hdf5_call([&] { return write_now(views, group_); }, Hdf5Task::Collective);
     log_done(path, 0, stall.ms() / 1000.0, false);
     return;
   }
-  auto snap = std::make_shared<CheckpointSnapshot>(mgr_.snapshot(st, scaler));  // device → host copies
+  auto snap = std::make_shared<CheckpointSnapshot>();
+  // Collective over the group: a rank that cannot copy (host memory) fails every rank alike.
+  agree_on_error(group_, [&] { *snap = mgr_.snapshot(st, scaler); });  // device → host copies
   job_step_ = st.step;
   Comm* comm = own_.get();
   job_ = hdf5_background([this, snap, comm]() mutable {
@@ -120,14 +125,19 @@ bool CheckpointWriter::failed() const { return job_ && job_->failed(); }
 
 void CheckpointWriter::poll() {
   if (!job_ || !job_->done() || job_->failed()) return;
-  wait();
+  const std::shared_ptr<Hdf5Job> job = std::move(job_);
+  log_done(job_path_, job->seconds(), job_stall_s_, true);
 }
 
 void CheckpointWriter::wait() {
-  if (!job_) return;
-  const std::shared_ptr<Hdf5Job> job = std::move(job_);
-  job->wait();  // rethrows the write's error
-  log_done(job_path_, job->seconds(), job_stall_s_, true);
+  if (!async_) return;
+  const std::shared_ptr<Hdf5Job> job = std::move(job_);  // null where poll() saw it end already
+  // Collective over the group whatever this rank's job state: the write's errors are agreed
+  // inside it, and whatever failed on one rank alone outside that agreement reaches every rank.
+  agree_on_error(group_, [&] {
+    if (job) job->wait();
+  });
+  if (job) log_done(job_path_, job->seconds(), job_stall_s_, true);
 }
 
 }  // namespace sm

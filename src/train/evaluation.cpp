@@ -93,7 +93,11 @@ EvalOutcome evaluate_split(Layout& layout, H5Dataset& ds, const EvalSettings& s)
   for (int64_t b = 0; b < es.batches_per_epoch(); ++b) {
     const std::vector<int64_t> idx = es.batch_indices(0, b, rank, ranks);
     Tensor raw, y, x;
-    ds.read_collective(s.split, idx, raw, y);  // collective over the data group (possibly nothing)
+    if (s.independent_reads) {
+      if (!idx.empty()) ds.read(s.split, idx, raw, y);
+    } else {
+      ds.read_collective(s.split, idx, raw, y);  // collective over the data group (possibly nothing)
+    }
     if (!idx.empty()) {
       const Device dev = layout.model().device();
       MicroBatch h{encode(ds, raw, idx, s.T, s.encoding, s.dtype, s.seed, 0), y, 0};  // host

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "spikemesh/core/log.h"
+#include "spikemesh/io/hdf5_thread.h"
 #include "spikemesh/core/precision.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/dist_run.h"
@@ -139,7 +140,9 @@ CheckpointMeta CheckpointManager::meta() const {
   return m;
 }
 
-std::string CheckpointManager::latest() { return find_latest_checkpoint(layout_.groups().checkpoint_comm(), dir_); }
+std::string CheckpointManager::latest() {
+  return hdf5_call([&] { return find_latest_checkpoint(layout_.groups().checkpoint_comm(), dir_); }, Hdf5Task::Collective);
+}
 
 namespace {
 void record_scaler(TrainState& st, const LossScaler& scaler) {
@@ -154,20 +157,19 @@ std::string CheckpointManager::save(TrainState& st, const LossScaler& scaler) {
   return write(layout_.groups().checkpoint_comm(), snapshot(st, scaler, false));
 }
 
-CheckpointSnapshot CheckpointManager::snapshot(TrainState& st, const LossScaler& scaler, bool copy_host) {
+CheckpointSnapshot CheckpointManager::snapshot(TrainState& st, const LossScaler& scaler, bool copies) {
   record_scaler(st, scaler);
-  CheckpointSnapshot snap{layout_checkpoint_shards(layout_, opt_, true), meta(), 0};
+  CheckpointSnapshot snap{layout_checkpoint_shards(layout_, opt_, true), meta()};
   snap.meta.state = st;
   for (TensorShard& s : snap.shards) {
-    if (s.box.numel() == 0 || (s.data.device().is_cpu() && !copy_host)) continue;
+    if (s.box.numel() == 0 || !copies) continue;
     s.data = s.data.device().is_cpu() ? s.data.clone() : s.data.to(Device::cpu());  // complete on return
-    snap.bytes += static_cast<int64_t>(s.data.nbytes());
   }
   return snap;
 }
 
-std::string CheckpointManager::write(Comm* group, const CheckpointSnapshot& snap) {
-  return write_checkpoint(group, dir_, snap.shards, snap.meta, keep_);
+std::string CheckpointManager::write(Comm* group, const CheckpointSnapshot& snap, bool independent_io) {
+  return write_checkpoint(group, dir_, snap.shards, snap.meta, keep_, independent_io);
 }
 
 namespace {
@@ -254,7 +256,8 @@ CheckpointInfo CheckpointManager::load_weights(const std::string& path) {
   lo.weights_only = true;
   CheckpointMeta expect = meta();
   expect.optimizer.clear();  // any optimizer's file (its state is not read)
-  CheckpointInfo ci = read_checkpoint(layout_.groups().checkpoint_comm(), path, shards, expect, lo);
+  CheckpointInfo ci = hdf5_call([&] { return read_checkpoint(layout_.groups().checkpoint_comm(), path, shards, expect, lo); },
+                                 Hdf5Task::Collective);
   layout_.after_load();
   return ci;
 }
@@ -263,7 +266,8 @@ CheckpointInfo CheckpointManager::load(const std::string& path, LossScaler& scal
   std::vector<TensorShard> shards = layout_checkpoint_shards(layout_, opt_, false);
   CheckpointReadOptions lo;
   lo.allow_nonfinite = allow_nonfinite_;
-  CheckpointInfo ci = read_checkpoint(layout_.groups().checkpoint_comm(), path, shards, meta(), lo);
+  CheckpointInfo ci = hdf5_call([&] { return read_checkpoint(layout_.groups().checkpoint_comm(), path, shards, meta(), lo); },
+                                 Hdf5Task::Collective);
   if (layout_.groups().is_root()) {
     const std::vector<std::string> d =
         resume_config_differences(ci.config_toml, ci.mesh, config_toml_, layout_.describe());

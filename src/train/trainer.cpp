@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 
 #include "spikemesh/comm/agree.h"
@@ -57,7 +58,7 @@ struct Batch {
 // Resumes from `path`: state, warnings on a different seed or global batch, the log line.
 TrainState resume(CheckpointManager& ckpt, const std::string& path, LossScaler& scaler, const TrainConfig& cfg,
                   const TrainPlan& plan, bool root, RunLog& log) {
-  const CheckpointInfo ci = hdf5_call([&] { return ckpt.load(path, scaler); }, Hdf5Task::Collective);  // warns once about changed settings (seed, global batch, ...)
+  const CheckpointInfo ci = ckpt.load(path, scaler);  // warns once about changed settings (seed, global batch, ...)
   TrainState st = ci.state;
   st.seed = cfg.seed;
   const int64_t was = checkpoint_global_batch(ci.config_toml, ci.mesh);
@@ -83,6 +84,7 @@ class TrainingRun {
       : cfg_(cfg), toml_(config_toml), mesh_(mesh), world_(mesh ? &mesh->world() : nullptr),
         // data first: a bad file fails before anything is written (collective over the data group)
         ds_(H5Dataset::open(cfg.data, data_group_of(mesh))) {
+    if (hdf5_thread_allowed()) hdf5_thread_.emplace();
     set_up_parts(layout_plan);
     set_up_output();
   }
@@ -134,9 +136,10 @@ class TrainingRun {
   CommCounters comm_before_;
   ProgressWindow window_;
   Timer run_timer_;
-  // Last: alive from the constructor's body on (the dataset above was opened before it) and
-  // gone, with its queue run, before any member that holds HDF5 objects is destroyed.
-  Hdf5Thread hdf5_thread_;
+  // Last: started first thing in the constructor's body (the dataset above was opened before
+  // it) and gone, with its queue run, before any member that holds HDF5 objects is destroyed.
+  // Not started where MPI allows calls from one thread only (HDF5 then runs on the caller's).
+  std::optional<Hdf5Thread> hdf5_thread_;
 };
 
 void TrainingRun::set_up_parts(const LayoutPlan& layout_plan) {
@@ -148,6 +151,7 @@ void TrainingRun::set_up_parts(const LayoutPlan& layout_plan) {
                                             cfg_.shuffle, true);
   root_ = parts_.layout->groups().is_root();
   tty_ = root_ && isatty(STDOUT_FILENO);
+  hdf5_call([&] { make_device_current(parts_.device); });  // the HDF5 thread stages device tensors
 }
 
 // The run directory, log, checkpoints (a resume), config.toml and metrics.h5 — only now, with
@@ -202,7 +206,7 @@ void TrainingRun::set_up_output() {
 
 void TrainingRun::resume_or_start() {
   st_.seed = cfg_.seed;
-  const std::string latest = hdf5_call([&] { return ckpt_->latest(); }, Hdf5Task::Collective);
+  const std::string latest = ckpt_->latest();
   resume_from_ = cfg_.resume == "auto" ? latest : cfg_.resume;
   if (cfg_.resume == "auto" && latest.empty())
     log_->line("resume auto: no complete checkpoint in " + run_dir_ + ", starting fresh");
@@ -217,7 +221,7 @@ void TrainingRun::resume_or_start() {
   }
   CheckpointInfo ci;
   try {
-    ci = hdf5_call([&] { return ckpt_->load_weights(cfg_.init); }, Hdf5Task::Collective);  // every rank throws alike
+    ci = ckpt_->load_weights(cfg_.init);  // collective: every rank throws the same message
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::Input) throw;
     SM_INPUT_ERROR("--init " << cfg_.init << ": " << e.what()
@@ -262,7 +266,7 @@ void TrainingRun::wait_for_checkpoint() {
 }
 
 void TrainingRun::evaluate() {
-  wait_for_checkpoint();  // its collective reads would queue behind the write, inside their deadline
+  es_.independent_reads = writer_->async();  // so that they interleave with a background write
   const EvalOutcome e = evaluate_split(*parts_.layout, ds_, es_);
   if (metrics_)
     hdf5_call([&] { metrics_->log_eval(st_.step, st_.epoch, e.loss, e.accuracy, e.firing_rate, e.layer_names); });

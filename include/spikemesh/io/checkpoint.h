@@ -95,8 +95,11 @@ std::string checkpoint_path(const std::string& dir, int64_t step);  // <dir>/ckp
 // crashes at MPI_Finalize; on a file system without fallocate, a disk that fills up between
 // the check and the writes still reaches that path — the previous checkpoint stays intact.)
 // Files are contiguous datasets with the metadata in one block at the start.
+// `independent_io` (a write in the background, where every synchronisation of the ranks costs a
+// wait on a busy thread): the tensors' data are written with independent MPI-IO, each rank its
+// own boxes with no collective between them, and their outcome agreed once; the file is the same.
 std::string write_checkpoint(Comm* group, const std::string& dir, const std::vector<TensorShard>& shards,
-                            const CheckpointMeta& meta, int keep);
+                             const CheckpointMeta& meta, int keep, bool independent_io = false);
 
 // Collective over `group` (nullptr: alone). Fills each shard's data with the elements of its
 // box of the logical tensor at shard.path (boxes may overlap, within and across ranks).

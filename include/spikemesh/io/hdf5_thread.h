@@ -16,7 +16,7 @@
 // the calling thread under one process-wide mutex, so two threads never call HDF5 at once.
 // MPI: a Collective task makes MPI calls on the HDF5 thread while its poster waits (fine under
 // MPI_THREAD_SERIALIZED); a background job makes them while the main thread communicates
-// too, which needs MPI_THREAD_MULTIPLE (the caller checks: train/async_checkpoint.h).
+// too, which needs MPI_THREAD_MULTIPLE (the caller checks: train/checkpoint_writer.h).
 #pragma once
 #include <functional>
 #include <memory>
@@ -29,6 +29,10 @@ enum class Hdf5Task {
   Local,       // no MPI call, never waits for another rank (may run inside a background job)
   Collective,  // communicates or waits for other ranks (runs only when no background job does)
 };
+
+// Whether this process may run an HDF5 thread: MPI is not initialised, or it allows calls from
+// several threads (MPI_THREAD_SERIALIZED at least: a Collective task calls MPI on that thread).
+bool hdf5_thread_allowed();
 
 // Starts the process's HDF5 thread; the destructor waits for a background job in flight and
 // every queued task, then joins. At most one alive at a time (an Internal error otherwise).

@@ -32,7 +32,8 @@ enum class CkptAsyncMode { Auto, On, Off };
 CkptAsyncMode ckpt_async_mode_from_name(const std::string& name);
 
 // Whether this run's checkpoints are written in the background. A background write makes MPI
-// calls beside the main thread's, so with a checkpoint group it needs MPI_THREAD_MULTIPLE:
+// calls beside the main thread's, so with a checkpoint group it needs MPI_THREAD_MULTIPLE (alone,
+// an HDF5 thread: io/hdf5_thread.h hdf5_thread_allowed):
 // `On` without it is an Input error naming the level the MPI library provides; `Auto` is then
 // synchronous and `*why` says so. Alone (group == nullptr) no MPI call is made. Local.
 bool resolve_ckpt_async(CkptAsyncMode mode, Comm* group, std::string* why);
@@ -58,8 +59,8 @@ class CheckpointWriter {
   bool failed() const;  // the write in flight ended with an error (local; agree on it)
   // Local, non-blocking: logs a background write that ended well since the last call.
   void poll();
-  // Blocks until the write in flight has ended and logs it; rethrows its error. Every rank
-  // calls it at the same step (it needs no communication of its own).
+  // Blocks until the write in flight has ended and logs it; rethrows its error, agreed:
+  // collective over the group (every rank calls it at the same step).
   void wait();
   // The newest checkpoint this writer completed ("" when none yet).
   const std::string& last_path() const { return last_path_; }

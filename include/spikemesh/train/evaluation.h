@@ -27,6 +27,10 @@ struct EvalSettings {
   uint64_t seed = 0;
   Split split = Split::Test;
   bool keep_outputs = false;  // fill EvalOutcome::outputs and labels (eval --save-outputs)
+  // Each rank reads its samples on its own (H5Dataset::read) instead of one collective read per
+  // batch: a training run whose checkpoints are written in the background, so that the reads
+  // interleave with the write (io/hdf5_thread.h) instead of waiting for it.
+  bool independent_reads = false;
   // Called on every rank after each global batch with (batches done, batches in all); may be empty.
   std::function<void(int64_t, int64_t)> progress;
 };

@@ -48,7 +48,6 @@ CheckpointMeta checkpoint_meta_of(const Model& model, const Optimizer& opt);
 struct CheckpointSnapshot {
   std::vector<TensorShard> shards;
   CheckpointMeta meta;
-  int64_t bytes = 0;  // bytes this rank holds copies of (0: views of the live storage)
 };
 
 // Saves and resumes one run's checkpoints (the trainer's; model_checkpoint.h for one process).
@@ -65,13 +64,14 @@ class CheckpointManager {
   // returns its path. Collective over the layout's checkpoint group.
   std::string save(TrainState& st, const LossScaler& scaler);
   // The checkpoint of `st` as it is now (the scaler's state into `st` first when enabled):
-  // this rank's shards on a device copied into host memory (complete on return), those in
-  // host memory copied when `copy_host`, else views of the live storage. Local.
-  CheckpointSnapshot snapshot(TrainState& st, const LossScaler& scaler, bool copy_host = true);
+  // with `copies`, this rank's shards copied into host memory (from a device: complete on
+  // return); without, views of the live storage (the writer stages them tensor by tensor). Local.
+  CheckpointSnapshot snapshot(TrainState& st, const LossScaler& scaler, bool copies = true);
   // Writes a snapshot as save() does. Collective over `group`: the layout's checkpoint group
-  // or a duplicate of it (the same ranks in the same order).
-  std::string write(Comm* group, const CheckpointSnapshot& snap);
-  // Loads `path` into the layout's storage and the optimizer, rebuilds replicas, sets the
+  // or a duplicate of it (the same ranks in the same order). `independent_io`: io/checkpoint.h.
+  std::string write(Comm* group, const CheckpointSnapshot& snap, bool independent_io = false);
+  // HDF5 work of latest/load/load_weights runs through hdf5_call (io/hdf5_thread.h), the rest on
+  // the caller's thread. Loads `path` into the layout's storage and the optimizer, rebuilds replicas, sets the
   // optimizer's step count and the scaler; returns the file's info. Collective over the
   // layout's checkpoint group (Input errors on every rank with one message; a tensor holding
   // NaN/Inf is one unless allow_nonfinite(true)). Then, when both this run's configuration and
