@@ -6,7 +6,9 @@ For each case (model, ranks) two runs of the same training on a small synthetic 
 log.txt the stall of every checkpoint but the last ("training stalled X s": the time the ranks do
 not train for it) and from metrics.h5 the step times: of the asynchronous run with a write in flight
 (ckpt_writing = 1) and without. Prints one markdown table: medians, the asynchronous stall as a
-fraction of the synchronous one, and the step slowdown while a write is in flight.
+fraction of the synchronous one, the step slowdown while a write is in flight, and what an
+asynchronous checkpoint costs training in all (its stall plus the extra time of the steps that
+overlapped its write, per checkpoint) next to the synchronous stall.
 
 Usage: /usr/bin/python3 bench/ckpt_stall.py [--bin build/bin/spikemesh] [--cases spikformer_s:1,spikformer_s:2,cifar10dvs_vgg:4]
        [--steps 16] [--every 4] [--threads 1] [--out DIR]
@@ -82,8 +84,8 @@ def main():
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="ckpt_stall.")
-    print(f"| model | ranks | checkpoint MB | sync stall s | async stall s | async/sync | background write s | step ms, no write | step ms, write in flight | slowdown |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| model | ranks | checkpoint MB | sync stall s | async stall s | async/sync | background write s | step ms, no write | step ms, write in flight | slowdown | async cost per checkpoint s (of sync) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for case in args.cases.split(","):
         model, ranks = case.split(":")
         ranks = int(ranks)
@@ -95,8 +97,11 @@ def main():
         ss, sa = statistics.median(s["stalls"]), statistics.median(a["stalls"])
         idle = statistics.median(a["idle"]) if a["idle"] else float("nan")
         during = statistics.median(a["during"]) if a["during"] else float("nan")
+        # the training time a checkpoint costs in all: its stall, plus what the steps overlapping
+        # its write took beyond a step without one
+        lost = sa + (sum(a["during"]) - len(a["during"]) * idle) / 1000.0 / max(1, len(a["stalls"]) + 1)
         print(f"| {model} | {ranks} | {s['mb']:.0f} | {ss:.3f} | {sa:.3f} | {sa / ss:.1%} | {statistics.median(a['writes']):.2f} | {idle:.0f} | {during:.0f} "
-              f"({len(a['during'])} steps) | {during / idle - 1:+.1%} |", flush=True)
+              f"({len(a['during'])} steps) | {during / idle - 1:+.1%} | {lost:.3f} ({lost / ss:.0%}) |", flush=True)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -80,6 +81,7 @@ class BackgroundJob final : public Hdf5Job {
 struct Entry {
   std::packaged_task<void()> task;  // a task, or
   std::shared_ptr<BackgroundJob> job;  // a background job
+  double idle_per_busy = 0;            // of the job: hdf5_background
   Hdf5Task kind = Hdf5Task::Collective;
 };
 
@@ -95,6 +97,8 @@ struct State {
   std::deque<Entry> queue;
   bool stop = false;
   bool in_job = false;  // the thread is inside a background job
+  double idle_per_busy = 0;  // of the job in progress
+  std::chrono::steady_clock::time_point busy_since;  // the job's work since its last yield
   std::thread thread;
   int slow_ms = slow_background_ms();
 
@@ -109,6 +113,8 @@ struct State {
         e = std::move(queue.front());
         queue.pop_front();
         in_job = e.job != nullptr;
+        idle_per_busy = e.idle_per_busy;
+        busy_since = std::chrono::steady_clock::now();
       }
       if (e.job) {
         e.job->run();
@@ -117,6 +123,15 @@ struct State {
       } else {
         e.task();
       }
+    }
+  }
+  // On the thread, inside a job: serves the Local tasks waiting while it sleeps until `until`.
+  void idle_until(std::chrono::steady_clock::time_point until) {
+    for (;;) {
+      serve_local();
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= until) return;
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(2)));
     }
   }
   // On the thread, inside a job: the Local tasks waiting, in order; the others stay queued.
@@ -211,12 +226,14 @@ void hdf5_run(const std::function<void()>& f, Hdf5Task kind) {
   done.get();  // rethrows the task's exception
 }
 
-std::shared_ptr<Hdf5Job> hdf5_background(std::function<void()> job) {
+std::shared_ptr<Hdf5Job> hdf5_background(std::function<void()> job, double idle_per_busy) {
   State* s = live_state();
   SM_CHECK(s != nullptr, "a background HDF5 job without an HDF5 thread");
+  SM_CHECK(idle_per_busy >= 0, "idle_per_busy " << idle_per_busy);
   auto j = std::make_shared<BackgroundJob>(std::move(job));
   Entry e;
   e.job = j;
+  e.idle_per_busy = idle_per_busy;
   {
     std::lock_guard<std::mutex> l(s->m);
     SM_CHECK(!s->stop, "a background HDF5 job posted while the HDF5 thread stops");
@@ -233,14 +250,14 @@ void hdf5_yield() {
     std::lock_guard<std::mutex> l(s->m);
     if (!s->in_job) return;
   }
-  if (s->slow_ms > 0) {  // a test catching a job in flight: serve reads while sleeping
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(s->slow_ms);
-    while (std::chrono::steady_clock::now() < until) {
-      s->serve_local();
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-  }
-  s->serve_local();
+  const auto now = std::chrono::steady_clock::now();
+  // Paced: idle `idle_per_busy` times as long as the job worked since its last yield (at most
+  // 100 ms at a time), so that it takes at most 1 / (1 + idle_per_busy) of a core.
+  auto idle = std::chrono::duration_cast<std::chrono::steady_clock::duration>((now - s->busy_since) * s->idle_per_busy);
+  idle = std::min<std::chrono::steady_clock::duration>(idle, std::chrono::milliseconds(100));
+  if (s->slow_ms > 0) idle += std::chrono::milliseconds(s->slow_ms);  // a test catching a job in flight
+  s->idle_until(now + idle);
+  s->busy_since = std::chrono::steady_clock::now();
 }
 
 }  // namespace sm

@@ -27,6 +27,11 @@ const char* thread_level_name(int level) {
   }
 }
 
+// The background write idles as long as it works (half a core at most): it competes with
+// training for cores and memory bandwidth, and a write that takes twice as long costs nothing
+// while it ends before the next checkpoint (docs/checkpoints.md has the measurements).
+constexpr double kBackgroundIdlePerBusy = 1.0;
+
 bool write_error_is_retryable(const Error& e) {
   return e.kind() == ErrorKind::Input && std::string(e.what()).find(" not written ") != std::string::npos;
 }
@@ -111,13 +116,15 @@ void CheckpointWriter::save(TrainState& st, const LossScaler& scaler) {
   }
   auto snap = std::make_shared<CheckpointSnapshot>();
   // Collective over the group: a rank that cannot copy (host memory) fails every rank alike.
-  agree_on_error(group_, [&] { *snap = mgr_.snapshot(st, scaler); });  // device → host copies
+  agree_on_error(group_, [&] { *snap = mgr_.snapshot(st, scaler, true, &staging_); });  // device → host copies
   job_step_ = st.step;
   Comm* comm = own_.get();
-  job_ = hdf5_background([this, snap, comm]() mutable {
-    job_path_ = write_now(*snap, comm);
-    snap.reset();  // the copies are freed as soon as they are written
-  });
+  job_ = hdf5_background(
+      [this, snap, comm]() mutable {
+        job_path_ = write_now(*snap, comm);
+        snap.reset();  // the staging copies stay (staging_) for the next checkpoint
+      },
+      kBackgroundIdlePerBusy);
   job_stall_s_ = stall.ms() / 1000.0;
 }
 

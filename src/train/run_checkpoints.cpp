@@ -157,13 +157,25 @@ std::string CheckpointManager::save(TrainState& st, const LossScaler& scaler) {
   return write(layout_.groups().checkpoint_comm(), snapshot(st, scaler, false));
 }
 
-CheckpointSnapshot CheckpointManager::snapshot(TrainState& st, const LossScaler& scaler, bool copies) {
+CheckpointSnapshot CheckpointManager::snapshot(TrainState& st, const LossScaler& scaler, bool copies,
+                                                std::vector<Tensor>* staging) {
   record_scaler(st, scaler);
   CheckpointSnapshot snap{layout_checkpoint_shards(layout_, opt_, true), meta()};
   snap.meta.state = st;
-  for (TensorShard& s : snap.shards) {
-    if (s.box.numel() == 0 || !copies) continue;
+  if (!copies) return snap;
+  const bool reuse = staging && staging->size() == snap.shards.size();
+  if (staging && !reuse) staging->assign(snap.shards.size(), Tensor());
+  for (size_t i = 0; i < snap.shards.size(); ++i) {
+    TensorShard& s = snap.shards[i];
+    if (s.box.numel() == 0) continue;
+    Tensor* keep = staging ? &(*staging)[i] : nullptr;
+    if (keep && keep->defined() && keep->numel() == s.data.numel() && keep->dtype() == s.data.dtype()) {
+      keep->copy_from(s.data);  // into the pages of the previous checkpoint's copy: no page faults
+      s.data = *keep;
+      continue;
+    }
     s.data = s.data.device().is_cpu() ? s.data.clone() : s.data.to(Device::cpu());  // complete on return
+    if (keep) *keep = s.data;
   }
   return snap;
 }

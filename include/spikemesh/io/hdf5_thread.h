@@ -72,8 +72,10 @@ class Hdf5Job {
 
 // Posts `job` to run on the HDF5 thread (Internal error without a live Hdf5Thread). It may be
 // collective over its own communicator, which no other thread uses, and must call
-// hdf5_yield() between its steps so that Local tasks are served meanwhile.
-std::shared_ptr<Hdf5Job> hdf5_background(std::function<void()> job);
+// hdf5_yield() between its steps so that Local tasks are served meanwhile. `idle_per_busy`
+// paces it: at each yield the thread idles (serving Local tasks) that many times as long as the
+// job worked since its previous yield, so it takes at most 1 / (1 + idle_per_busy) of a core.
+std::shared_ptr<Hdf5Job> hdf5_background(std::function<void()> job, double idle_per_busy = 0);
 
 // On the HDF5 thread inside a background job: runs the Local tasks that are waiting. Anywhere
 // else: nothing. Tests slow a background job down here (SPIKEMESH_TEST_SLOW_BACKGROUND_MS: a sleep of that

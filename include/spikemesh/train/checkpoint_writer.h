@@ -15,8 +15,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "spikemesh/core/io_retry.h"
+#include "spikemesh/core/tensor.h"
 #include "spikemesh/io/checkpoint.h"
 
 namespace sm {
@@ -76,6 +78,7 @@ class CheckpointWriter {
   IoRetryPolicy policy_;
   bool report_;
   LogFn log_;
+  std::vector<Tensor> staging_;   // the host copies, reused by every asynchronous checkpoint
   std::shared_ptr<Hdf5Job> job_;  // the write in flight
   int64_t job_step_ = 0;
   double job_stall_s_ = 0;

@@ -65,8 +65,11 @@ class CheckpointManager {
   std::string save(TrainState& st, const LossScaler& scaler);
   // The checkpoint of `st` as it is now (the scaler's state into `st` first when enabled):
   // with `copies`, this rank's shards copied into host memory (from a device: complete on
-  // return); without, views of the live storage (the writer stages them tensor by tensor). Local.
-  CheckpointSnapshot snapshot(TrainState& st, const LossScaler& scaler, bool copies = true);
+  // return); without, views of the live storage (the writer stages them tensor by tensor).
+  // `staging` (copies): host tensors kept from the previous snapshot, reused where they fit
+  // (and refilled here), so that a run's checkpoints copy into memory already mapped. Local.
+  CheckpointSnapshot snapshot(TrainState& st, const LossScaler& scaler, bool copies = true,
+                              std::vector<Tensor>* staging = nullptr);
   // Writes a snapshot as save() does. Collective over `group`: the layout's checkpoint group
   // or a duplicate of it (the same ranks in the same order). `independent_io`: io/checkpoint.h.
   std::string write(Comm* group, const CheckpointSnapshot& snap, bool independent_io = false);
