@@ -13,7 +13,7 @@
 #   make sanitize [SAN_FILTER=...]   unit tests + 2-rank dp/tp/pp MPI tests under ASan+UBSan+LSan (build-asan/, CPU-only)
 #   make run    (Foundation II) import Fashion-MNIST, train the default config
 #   make bench-deps   .venv-bench/: a current torch + SpikingJelly from PyPI (for make bench)
-#   make datasets-check   the event-dataset importers against SpikingJelly's own code (needs bench-deps)
+#   make datasets-check   the event- and spike-dataset importers against SpikingJelly's own code (needs bench-deps)
 #   make interop-check    state dicts and NIR graphs round-tripped through SpikingJelly, safetensors, nir (needs bench-deps)
 #   make soak [SOAK_STEPS=30000]   a long training run whose memory, descriptors and threads must stay flat
 #   make chaos [N=10] [SEED=s]     random kills of ranks and a node on the virtual cluster, resumed to the end (root)
@@ -363,6 +363,7 @@ bench-deps:
 datasets-check: all
 	@[ -x .venv-bench/bin/python ] || { echo "datasets-check: run make bench-deps first (.venv-bench/)"; exit 1; }
 	.venv-bench/bin/python bench/datasets_check.py --bin $(BIN)
+	.venv-bench/bin/python bench/spike_datasets_check.py --bin $(BIN)
 
 # make chaos [N=10] [SEED=...]: N seeded random kills (ranks, a node) and resumes on the virtual cluster (root)
 N ?= 10

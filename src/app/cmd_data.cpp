@@ -13,6 +13,7 @@
 #include "spikemesh/data/dataset_bench.h"
 #include "spikemesh/data/h5_dataset.h"
 #include "spikemesh/data/import_events.h"
+#include "spikemesh/data/import_spike_trains.h"
 #include "spikemesh/data/importers.h"
 #include "spikemesh/core/flag_ranges.h"
 
@@ -26,6 +27,7 @@ struct DataOptions {
   std::string info_file;
   bool info_verify = false;
   EventImportOptions events;
+  SpikeImportOptions spikes;
   DatasetBenchOptions bench;
 };
 
@@ -154,6 +156,47 @@ void add_event_import_subcommand(CLI::App* cmd, const std::shared_ptr<DataOption
   });
 }
 
+// `data shd | ssc`: the audio spike datasets binned into [T, 1, 1, 700] counts (rank 0).
+void add_spike_import_subcommand(CLI::App* cmd, const std::shared_ptr<DataOptions>& o, const AppEnv& env,
+                                 const std::string& name) {
+  const bool ssc = name == "ssc";
+  CLI::App* sp = cmd->add_subcommand(name, ssc ? "import Spiking Speech Commands (35 classes) from its HDF5 files"
+                                                : "import Spiking Heidelberg Digits (20 classes) from its HDF5 files");
+  sp->footer(std::string("Examples:\n  spikemesh data ") + name + " --from ~/" + name + " --out input/" + name +
+             ".h5 --T 100 --dt-ms 10\n  spikemesh data " + name + " --from ~/" + name + " --out input/" + name +
+             "_T20.h5 --T 20 --split-by number\n\n--from holds the published " + name + "_train.h5" +
+             (ssc ? ", ssc_valid.h5" : "") + " and " + name +
+             "_test.h5 (gunzipped): /spikes/times (s), /spikes/units (0..699), /labels.\n"
+             "Each recording becomes [T, 1, 1, 700] spike counts, binned as SpikingJelly 2.0's loader does "
+             "(docs/datasets.md)." +
+             (ssc ? "\nThe validation split is written to /valid/x, /valid/y (training reads /train and /test)." : ""));
+  sp->add_option("--from", o->spikes.from, "the folder of the published files")->required();
+  sp->add_option("--out", o->spikes.out, "output HDF5 file")->required();
+  sp->add_option("--T", o->spikes.T, "time bins per recording")->capture_default_str()->check(range_validator("T", true));
+  sp->add_option("--split-by", o->spikes.split_by,
+                 "number: each bin an equal share of the spikes (the last takes the rest); time: T equal windows "
+                 "of the recording's span")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"number", "time"}));
+  sp->add_option("--dt-ms", o->spikes.dt_ms,
+                 "fixed bins of this many milliseconds from the first spike instead (SpikingJelly's duration); the "
+                 "first T are kept, zero-padded")
+      ->check(range_validator("dt-ms", false));
+  sp->add_option("--dtype", o->spikes.dtype, "stored type: u8 (counts above 255 saturate, counted) | f32")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"u8", "f32"}));
+  sp->add_option("--deflate", o->spikes.deflate,
+                 "deflate level of the counts, 0 = uncompressed; default -1: 1 for u8 (mostly zeros), 0 for f32")
+      ->capture_default_str()
+      ->check(range_validator("deflate", true));
+  sp->add_flag("--overwrite", o->spikes.overwrite, "replace --out if it exists (once the new file is complete)");
+  sp->callback([o, &env, name]() {
+    if (env.rank != 0) return;
+    o->spikes.dataset = name;
+    import_spike_dataset(o->spikes);
+  });
+}
+
 // `data bench`: times a dataset file's readers as training and evaluation read it.
 void add_data_bench_subcommand(CLI::App* cmd, const std::shared_ptr<DataOptions>& o, const AppEnv& env) {
   CLI::App* bn = cmd->add_subcommand("bench", "time the readers of a dataset file (samples/s per rank)");
@@ -227,6 +270,7 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
   add_fashion_mnist_subcommand(cmd, o, env);
   add_synth_dvs_subcommand(cmd, o, env);
   for (const EventDatasetHelp& d : kEventDatasets) add_event_import_subcommand(cmd, o, env, d);
+  for (const char* name : {"shd", "ssc"}) add_spike_import_subcommand(cmd, o, env, name);
   add_data_bench_subcommand(cmd, o, env);
   add_data_info_subcommand(cmd, o, env);
 }

@@ -97,6 +97,7 @@ const std::map<std::string, FlagRange>& table() {
       {"max-bytes", R(0, 1LL << 40)},
       {"iters", R(1, 1e9)},
       {"duration-us", R(1, 1e12, "microseconds")},
+      {"dt-ms", R(0, 1e9, "milliseconds; 0: --split-by")},
       {"train-ratio", open_lo(0, 1)},
       {"deflate", R(-1, 9, "0: uncompressed; -1: auto")},
       {"files-per-round", R(1, 1 << 20)},

@@ -405,8 +405,12 @@ H5DatasetWriter::~H5DatasetWriter() {
 }
 
 void H5DatasetWriter::write(Split s, int64_t offset, const Tensor& x, const Tensor& y) {
-  std::string g = std::string("/") + split_name(s);
-  int64_t total = s == Split::Train ? info_.train_size : info_.test_size;
+  write_group(split_name(s), s == Split::Train ? info_.train_size : info_.test_size, offset, x, y);
+}
+
+void H5DatasetWriter::write_group(const std::string& group, int64_t total, int64_t offset, const Tensor& x,
+                                  const Tensor& y) {
+  const std::string g = "/" + group;
   Shape full = {total};
   full.insert(full.end(), info_.sample_shape.begin(), info_.sample_shape.end());
   SM_CHECK(x.dtype() == info_.stored && y.dtype() == DType::I64, "writer dtypes");
@@ -420,6 +424,7 @@ void H5DatasetWriter::write(Split s, int64_t offset, const Tensor& x, const Tens
     H5Handle space(SM_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)), H5Sclose);
     H5Handle dcpl(SM_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)), H5Pclose);
     if (dims[0] > 0) SM_H5_CHECK(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()));
+    if (dims[0] > 0 && deflate_ > 0 && shape.size() > 1) SM_H5_CHECK(H5Pset_deflate(dcpl.get(), static_cast<unsigned>(deflate_)));
     H5Handle ds(SM_H5_CHECK(H5Dcreate2(file_.id(), name.c_str(), h5_native_type(dt), space.get(), H5P_DEFAULT,
                                        dcpl.get(), H5P_DEFAULT)),
                 H5Dclose);

@@ -133,6 +133,13 @@ class H5DatasetWriter {
   // x: stored dtype (u8 or f32) [n, ...sample_shape]; y: i64 [n]. Creates the split's
   // datasets on first call (size = info train/test size) and appends at `offset`.
   void write(Split s, int64_t offset, const Tensor& x, const Tensor& y);
+  // The same for an extra split `/group` of `total` samples (SSC's /valid), which training
+  // does not read.
+  void write_group(const std::string& group, int64_t total, int64_t offset, const Tensor& x, const Tensor& y);
+  // The file being written, for extra root attributes before commit().
+  H5File& file() { return file_; }
+  // Deflate level (1..9; 0: none, the default) of the x datasets created from now on.
+  void set_deflate(int level) { deflate_ = level; }
   void commit();
 
  private:
@@ -140,6 +147,7 @@ class H5DatasetWriter {
   DatasetInfo info_;
   H5File file_;
   bool committed_ = false;
+  int deflate_ = 0;
 };
 
 }  // namespace sm
