@@ -10,7 +10,12 @@ recording's [T, 700] counts with
      _integrate_events_by_fixed_duration for --dt-ms: its frames, the first T kept, zero-padded);
      where SpikingJelly raises (a time window without a spike, a recording without spikes) the
      recording is counted and spikemesh's bins must be empty there;
-  2. tests/ref/spike_trains_ref.py (which validates the reference used by `make test`).
+  2. tests/ref/spike_trains_ref.py (which validates the reference used by `make test`);
+  3. Tonic 1.6's ToFrame (to_frame_numpy on the events its HSD dataset makes: times × 1e6 as
+     integer microseconds) on the float32 files (Tonic's `× 1e6` overflows float16 times): with
+     n_event_bins = T, bins 0..T-2 must equal spikemesh's and its last bin must be spikemesh's
+     without the N mod T spikes SpikingJelly adds there; n_time_bins and time_window slice integer
+     microseconds and drop the tail, so there only the recordings that agree are counted.
 One line per check, then a summary; exit status 1 on any mismatch.
 
   .venv-bench/bin/python bench/spike_datasets_check.py [--bin build/bin/spikemesh] [--keep DIR]
@@ -48,6 +53,32 @@ def sj_frames(sj, t, x, T, split_by, dt_ms):
     return out
 
 
+def tonic_frames(t, x, T, split_by, dt_ms):
+    """Tonic's frames of one recording ([T, 700], zero-padded), or None when it has no spike."""
+    from tonic.functional import to_frame_numpy
+    if t.size == 0:
+        return None
+    ev = np.zeros(t.size, dtype=np.dtype([("t", int), ("x", int), ("p", int)]))
+    ev["t"], ev["x"], ev["p"] = t * 1e6, x, 0
+    if dt_ms > 0:
+        f = to_frame_numpy(ev, (700, 1, 1), time_window=dt_ms * 1000)
+    elif split_by == "number":
+        f = to_frame_numpy(ev, (700, 1, 1), n_event_bins=T)
+    else:
+        f = to_frame_numpy(ev, (700, 1, 1), n_time_bins=T)
+    out = np.zeros((T, 700))
+    f = f[:, 0, :]
+    out[:min(T, f.shape[0])] = f[:T]
+    return out
+
+
+def tonic_number_ok(got, tonic, x, T):
+    """n_event_bins: Tonic's bins 0..T-2 equal; its last lacks SpikingJelly's remainder."""
+    n = x.size
+    rest = np.bincount(x[T * (n // T):].astype(np.int64), minlength=700)[:700] if n % T else np.zeros(700)
+    return np.array_equal(got[:T - 1], tonic[:T - 1]) and np.array_equal(got[T - 1], tonic[T - 1] + rest)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "spikemesh"))
@@ -77,7 +108,8 @@ def main():
                 T = int(setting[1])
                 split_by = setting[setting.index("--split-by") + 1] if "--split-by" in setting else "number"
                 dt_ms = float(setting[setting.index("--dt-ms") + 1]) if "--dt-ms" in setting else 0
-                bad_sj = bad_ref = raised = n = 0
+                bad_sj = bad_ref = raised = n = tonic_same = tonic_n = tonic_bad = 0
+                use_tonic = dtype == np.float32
                 with h5py.File(out) as f:
                     for s in splits:
                         with h5py.File(os.path.join(src, f"{name}_{s}.h5")) as g:
@@ -93,12 +125,24 @@ def main():
                                 elif not np.array_equal(got, want):
                                     bad_sj += 1
                                 bad_ref += not np.array_equal(got, ref) or Y[i] != g["labels"][i]
+                                tf = tonic_frames(t, x, T, split_by, dt_ms) if use_tonic else None
+                                if tf is not None:
+                                    tonic_n += 1
+                                    tonic_same += np.array_equal(got, tf)
+                                    if split_by == "number" and dt_ms == 0:
+                                        tonic_bad += not tonic_number_ok(got, tf, x, T)
                 raised_total += raised
-                ok = bad_sj == 0 and bad_ref == 0
+                ok = bad_sj == 0 and bad_ref == 0 and tonic_bad == 0
                 if not ok:
                     fails.append(what)
+                tonic = ""
+                if use_tonic:
+                    tonic = f"; Tonic: {tonic_same} of {tonic_n} equal"
+                    if split_by == "number" and dt_ms == 0:
+                        tonic += f", {tonic_n - tonic_bad} of {tonic_n} as documented (last bin without the remainder)"
                 print(f"{'ok  ' if ok else 'FAIL'} {what}: {n} recordings, {n - raised - bad_sj} equal SpikingJelly's, "
-                      f"{bad_sj} differ, {raised} where SpikingJelly raises; {bad_ref} differ from the reference", flush=True)
+                      f"{bad_sj} differ, {raised} where SpikingJelly raises; {bad_ref} differ from the reference{tonic}",
+                      flush=True)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     print(f"spike datasets: {checks - len(fails)} of {checks} checks passed; SpikingJelly raised on {raised_total} recordings "
