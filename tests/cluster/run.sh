@@ -226,6 +226,9 @@ jid=$(cd "$ROOT" && SM_BIN="$BIN" SM_OUTPUT="$WORK/out" vc sbatch --parsable --n
   --output="$WORK/slurm-%j.out" jobs/train_dp.sbatch "${ARGS[@]}" --max-steps 100000 --ckpt-every 5)
 jid=${jid%%;*}; JOBS+=("$jid")
 if wait_line "slurm-$jid.out" "^epoch .* step (1[0-9]|[2-9][0-9])/" 120; then
+  # a complete checkpoint to resume from first (checkpoints are written in the background, so
+  # the one of step 5 may still be in flight at step 10)
+  for i in $(seq 1 300); do ls out/"$jid"/ckpt_*.h5 >/dev/null 2>&1 && break; sleep 0.2; done
   t=$(date +%s)
   "$VC" kill-node 3 >/dev/null
   wait_line "slurm-$jid.out" "comm timeout: " 60; dt=$(( $(date +%s) - t ))
@@ -237,7 +240,7 @@ if wait_line "slurm-$jid.out" "^epoch .* step (1[0-9]|[2-9][0-9])/" 120; then
   # kill leaves only a .tmp, never a ckpt_*.h5).
   last=$(ls out/"$jid"/ckpt_*.h5 2>/dev/null | sort | tail -1)
   partial=$(ls out/"$jid"/ 2>/dev/null | grep -c '\.tmp$')
-  cstep=$(basename "$last" .h5); cstep=$((10#${cstep#ckpt_}))
+  cstep=$(basename "${last:-ckpt_0.h5}" .h5); cstep=$((10#${cstep#ckpt_}))
   jid2=$(cd "$ROOT" && SM_BIN="$BIN" SM_OUTPUT="$WORK/out" SM_RUN="$jid" vc sbatch --parsable --nodes 2 --ntasks-per-node 1 \
     --output="$WORK/slurm-%j.out" jobs/train_dp.sbatch "${ARGS[@]}" --max-steps $((cstep + 5)) --ckpt-every 5)
   jid2=${jid2%%;*}; JOBS+=("$jid2")
