@@ -22,7 +22,7 @@ namespace sm {
 namespace {
 
 constexpr int kChannels = 700;
-constexpr int64_t kBlock = 512;  // recordings read and written at a time
+constexpr int64_t kBlockBytes = int64_t(64) << 20;  // frames binned and written at a time (at most 512 recordings)
 
 bool exists(const std::string& p) {
   struct stat st {};
@@ -77,7 +77,7 @@ void check_options(const SpikeImportOptions& o) {
   if (o.dataset != "shd" && o.dataset != "ssc") SM_INPUT_ERROR("unknown spike dataset '" << o.dataset << "'");
   if (o.T < 1) SM_INPUT_ERROR("--T must be >= 1, got " << o.T);
   if (o.split_by != "number" && o.split_by != "time") SM_INPUT_ERROR("--split-by must be number or time");
-  if (!(o.dt_ms >= 0) || !std::isfinite(o.dt_ms)) SM_INPUT_ERROR("--dt-ms must be a positive number of milliseconds");
+  if (!(o.dt_ms >= 0) || !std::isfinite(o.dt_ms)) SM_INPUT_ERROR("--dt-ms must be a number of milliseconds >= 0");
   if (o.dtype != "u8" && o.dtype != "f32") SM_INPUT_ERROR("--dtype must be u8 or f32, got '" << o.dtype << "'");
   if (exists(o.out) && !o.overwrite) SM_INPUT_ERROR("--out " << o.out << " exists (--overwrite replaces it)");
 }
@@ -115,8 +115,10 @@ SpikeImportResult import_spike_dataset(const SpikeImportOptions& o) {
   for (const SplitSource& sp : splits) {
     b.time_bits = sp.file->time_bits();
     const int64_t n = sp.file->size();
-    for (int64_t begin = 0; begin < n; begin += kBlock) {
-      const int64_t end = std::min(n, begin + kBlock);
+    const int64_t block = std::clamp<int64_t>(
+        kBlockBytes / (static_cast<int64_t>(o.T) * kChannels * static_cast<int64_t>(dtype_size(info.stored))), 1, 512);
+    for (int64_t begin = 0; begin < n; begin += block) {
+      const int64_t end = std::min(n, begin + block);
       Tensor x, y;
       bin_block(*sp.file, begin, end, b, info.stored, x, y, r);
       if (sp.name == "train") w.write(Split::Train, begin, x, y);

@@ -7,7 +7,6 @@
 #include <hdf5.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -20,38 +19,12 @@ namespace sm {
 
 namespace {
 
-// float -> IEEE half, round to nearest even (numpy's npy_float_to_half), back to float.
-float round_to_half(float f) {
-  const uint32_t x = float_to_bits(f);
-  const uint32_t sign = (x >> 16) & 0x8000u, absx = x & 0x7fffffffu;
-  uint32_t h;
-  if (absx >= 0x7f800000u) {
-    h = absx > 0x7f800000u ? 0x7e00u : 0x7c00u;  // NaN, Inf
-  } else if (absx < 0x38800000u) {               // below 2^-14: a subnormal half (or zero)
-    h = static_cast<uint32_t>(std::nearbyint(bits_to_float(absx) * 16777216.0f));  // units of 2^-24
-  } else {
-    const int32_t e = static_cast<int32_t>(absx >> 23) - 112;
-    if (e >= 31) {
-      h = 0x7c00u;
-    } else {
-      const uint32_t mant = absx & 0x7fffffu, rem = mant & 0x1fffu;
-      h = (static_cast<uint32_t>(e) << 10) | (mant >> 13);
-      if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry moves into the exponent
-    }
-  }
-  h |= sign;
-  // back to float
-  const uint32_t hs = (h & 0x8000u) << 16, he = (h >> 10) & 0x1fu, hm = h & 0x3ffu;
-  if (he == 0) return bits_to_float(hs) + (hs ? -1.0f : 1.0f) * static_cast<float>(hm) * 5.9604645e-8f;  // hm * 2^-24
-  if (he == 31) return bits_to_float(hs | 0x7f800000u | (hm << 13));
-  return bits_to_float(hs | ((he + 112u) << 23) | (hm << 13));
-}
-
 // A value of the file's float type; every operation rounds to it.
 struct Real {
   double v = 0;
   int bits = 32;
-  Real(double value, int b) : v(b == 16 ? round_to_half(static_cast<float>(value)) : b == 32 ? static_cast<float>(value) : value), bits(b) {}
+  Real(double value, int b)
+      : v(b == 16 ? round_float_to_half(static_cast<float>(value)) : b == 32 ? static_cast<float>(value) : value), bits(b) {}
   Real make(double value) const { return Real(value, bits); }
   Real op(char o, const Real& r) const {
     if (bits == 64) return make(o == '+' ? v + r.v : o == '-' ? v - r.v : o == '*' ? v * r.v : v / r.v);
@@ -95,7 +68,9 @@ void bin_by_time(const SpikeTrain& s, const SpikeBinning& b, float* frames) {
     // the window's events: the first and the last one with tl <= t < tr (times ascend)
     const auto first = std::lower_bound(s.t.begin(), s.t.end(), tl.v);
     const auto last = std::lower_bound(first, s.t.end(), tr.v);
-    if (first == last) continue;  // SpikingJelly: an IndexError
+    // An empty window is an IndexError in SpikingJelly: spikemesh leaves it empty, except the
+    // last one, which still runs from its start to the end.
+    if (first == last && (i < b.T - 1 || first == s.t.end())) continue;
     const int64_t l = first - s.t.begin(), r = i == b.T - 1 ? n : last - s.t.begin();
     add_counts(s, l, r, frames + static_cast<int64_t>(i) * b.channels);
   }
@@ -103,17 +78,26 @@ void bin_by_time(const SpikeTrain& s, const SpikeBinning& b, float* frames) {
 
 // Each event's fixed-duration bin (floor(t' / dt), t' = 1000 t - 1000 t_0 in the file's type),
 // and the recording's bin count; the last bin takes every later event.
+// A quotient of the file's type as a bin index; Input error when it overflowed (a half's 65504).
+int64_t bin_index(double q, const SpikeBinning& b) {
+  if (!std::isfinite(q) || q > 4.0e18)
+    SM_INPUT_ERROR("--dt-ms " << b.dt_ms << ": a recording's time / --dt-ms overflows the file's " << b.time_bits
+                              << "-bit floats (SpikingJelly fails there too): use a larger --dt-ms");
+  return static_cast<int64_t>(q);
+}
+
 std::vector<int64_t> duration_bins(const SpikeTrain& s, const SpikeBinning& b, int64_t* frames_num) {
   const Real thousand(1000.0, b.time_bits), dur(b.dt_ms, b.time_bits);
+  if (!(dur.v > 0)) SM_INPUT_ERROR("--dt-ms " << b.dt_ms << " is 0 in the file's " << b.time_bits << "-bit floats");
   const Real first = thousand.op('*', Real(s.t.front(), b.time_bits));
   std::vector<int64_t> bin(s.t.size());
   Real last = first;
   for (size_t k = 0; k < s.t.size(); ++k) {
     const Real tk = thousand.op('*', Real(s.t[k], b.time_bits)).op('-', first);
-    bin[k] = static_cast<int64_t>(tk.floor_div(dur).v);
+    bin[k] = bin_index(tk.floor_div(dur).v, b);
     last = tk;
   }
-  *frames_num = static_cast<int64_t>(std::ceil(last.op('/', dur).v));
+  *frames_num = bin_index(std::ceil(last.op('/', dur).v), b);
   return bin;
 }
 
@@ -210,7 +194,14 @@ void SpikeTrainFile::read(int64_t begin, int64_t end, std::vector<SpikeTrain>& o
   H5Handle lab(SM_H5_CHECK(H5Dopen2(file_->id(), "labels", H5P_DEFAULT)), H5Dclose);
   H5Handle tmem(SM_H5_CHECK(H5Tvlen_create(H5T_NATIVE_DOUBLE)), H5Tclose);
   H5Handle umem(SM_H5_CHECK(H5Tvlen_create(H5T_NATIVE_INT64)), H5Tclose);
-  std::vector<hvl_t> tv(n), uv(n);
+  std::vector<hvl_t> tv(n, hvl_t{0, nullptr}), uv(n, hvl_t{0, nullptr});
+  const hsize_t count = n;
+  H5Handle ts(SM_H5_CHECK(H5Screate_simple(1, &count, nullptr)), H5Sclose);
+  struct Reclaim {  // the variable-length buffers HDF5 allocated, freed on every path
+    hid_t type, space;
+    std::vector<hvl_t>& v;
+    ~Reclaim() { H5Dvlen_reclaim(type, space, H5P_DEFAULT, v.data()); }
+  } free_t{tmem.get(), ts.get(), tv}, free_u{umem.get(), ts.get(), uv};
   try {
     read_rows(times.get(), tmem.get(), begin, end, tv.data());
     read_rows(units.get(), umem.get(), begin, end, uv.data());
@@ -238,9 +229,6 @@ void SpikeTrainFile::read(int64_t begin, int64_t end, std::vector<SpikeTrain>& o
     out[i].t.assign(t, t + tv[i].len);
     out[i].x.assign(u, u + uv[i].len);
   }
-  H5Handle ts(SM_H5_CHECK(H5Screate_simple(1, std::array<hsize_t, 1>{n}.data(), nullptr)), H5Sclose);
-  H5Dvlen_reclaim(tmem.get(), ts.get(), H5P_DEFAULT, tv.data());
-  H5Dvlen_reclaim(umem.get(), ts.get(), H5P_DEFAULT, uv.data());
   if (!bad.empty()) SM_INPUT_ERROR(bad);
 }
 

@@ -9,7 +9,9 @@ frames(t, x, T, split_by, dt_ms, channels) bins one recording into [T, channels]
 spikingjelly.datasets.shd integrates it (_integrate_events_by_fixed_frames_number /
 _integrate_events_by_fixed_duration), written independently here with every operation on times
 cast explicitly to the file's dtype (numpy 2's promotion, whatever numpy runs this), the first T
-fixed-duration frames kept and zero-padded, and empty bins where SpikingJelly raises.
+fixed-duration frames kept and zero-padded, and empty bins where SpikingJelly raises (the last
+`time` window still taking every spike from its start on). It is written from SpikingJelly's
+source, not from spikemesh's; bench/spike_datasets_check.py checks it against SpikingJelly itself.
 """
 import math
 
@@ -86,8 +88,12 @@ def frames(t, x, T, split_by="number", dt_ms=0, channels=700):
         tl = d(d(dt * d(i)) + t[0])
         tr = d(tl + dt)
         idx = np.nonzero((t >= tl) & (t < tr))[0]
-        if idx.size == 0:
+        if i == T - 1:  # the last window runs to the end (from its start, even when it is empty)
+            start = np.nonzero(t >= tl)[0]
+            if start.size:
+                out[i] = _count(x, start[0], n, channels)
             continue
-        hi = n if i == T - 1 else idx[-1] + 1
-        out[i] = _count(x, idx[0], hi, channels)
+        if idx.size == 0:  # SpikingJelly raises here
+            continue
+        out[i] = _count(x, idx[0], idx[-1] + 1, channels)
     return out
