@@ -56,9 +56,8 @@ void bin_block(const SpikeTrainFile& f, int64_t begin, int64_t end, const SpikeB
   for (int64_t i = 0; i < n; ++i) {
     const SpikeTrain& s = rec[static_cast<size_t>(i)];
     std::fill(frame.begin(), frame.end(), 0.0f);
-    bin_spike_train(s, b, frame.data());
+    r.longest_bins = std::max(r.longest_bins, bin_spike_train(s, b, frame.data()));
     r.spikes += static_cast<int64_t>(s.t.size());
-    if (b.dt_ms > 0) r.longest_bins = std::max(r.longest_bins, spike_train_bins(s, b));
     if (stored == DType::U8) {
       uint8_t* d = x.data<uint8_t>() + i * row;
       for (int64_t k = 0; k < row; ++k) {

@@ -101,11 +101,12 @@ std::vector<int64_t> duration_bins(const SpikeTrain& s, const SpikeBinning& b, i
   return bin;
 }
 
-void bin_by_duration(const SpikeTrain& s, const SpikeBinning& b, float* frames) {
-  if (s.t.empty()) return;  // SpikingJelly: an IndexError
+// Returns the bins the recording fills (SpikingJelly's frame count), T or not.
+int64_t bin_by_duration(const SpikeTrain& s, const SpikeBinning& b, float* frames) {
+  if (s.t.empty()) return 0;  // SpikingJelly: an IndexError
   int64_t frames_num = 0;
   const std::vector<int64_t> bin = duration_bins(s, b, &frames_num);
-  if (frames_num == 0) return;  // a recording of one instant (SpikingJelly: an IndexError)
+  if (frames_num == 0) return 0;  // a recording of one instant (SpikingJelly: an IndexError)
   int64_t left = 0;
   const int64_t n = static_cast<int64_t>(bin.size()), kept = std::min<int64_t>(frames_num, b.T);
   for (int64_t i = 0; i < kept; ++i) {
@@ -113,21 +114,16 @@ void bin_by_duration(const SpikeTrain& s, const SpikeBinning& b, float* frames) 
     add_counts(s, left, right, frames + i * b.channels);
     left = right;
   }
+  return frames_num;
 }
 
 }  // namespace
 
-void bin_spike_train(const SpikeTrain& s, const SpikeBinning& b, float* frames) {
+int64_t bin_spike_train(const SpikeTrain& s, const SpikeBinning& b, float* frames) {
   if (b.dt_ms > 0) return bin_by_duration(s, b, frames);
-  if (b.split_by == "time") return bin_by_time(s, b, frames);
-  bin_by_number(s, b, frames);
-}
-
-int64_t spike_train_bins(const SpikeTrain& s, const SpikeBinning& b) {
-  if (s.t.empty()) return 0;
-  int64_t frames_num = 0;
-  duration_bins(s, b, &frames_num);
-  return frames_num;
+  if (b.split_by == "time") bin_by_time(s, b, frames);
+  else bin_by_number(s, b, frames);
+  return b.T;
 }
 
 // ---- the published files -------------------------------------------------------------------------

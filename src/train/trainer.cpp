@@ -195,6 +195,7 @@ void TrainingRun::set_up_output() {
   sum_.run_dir = run_dir_;
   es_ = EvalSettings{cfg_.eval_batch_size > 0 ? cfg_.eval_batch_size : cfg_.batch_size, model.info.T, plan_.encoding,
                      parts_.dtype, parts_.activations, static_cast<uint64_t>(cfg_.seed), Split::Test, {}};
+  es_.independent_reads = writer_->async();  // so that they interleave with a background write
   pipe_rec_ = std::make_unique<PipelineRecorder>(*parts_.layout, cfg_.parallel.pp_timeline_steps);  // <run>/pipeline.h5
   // --cuda-graphs (train/graph_step_cuda.h): replays the steady-state step on one GPU.
   graphs_ = std::make_unique<CudaGraphStep>(
@@ -266,7 +267,6 @@ void TrainingRun::wait_for_checkpoint() {
 }
 
 void TrainingRun::evaluate() {
-  es_.independent_reads = writer_->async();  // so that they interleave with a background write
   const EvalOutcome e = evaluate_split(*parts_.layout, ds_, es_);
   if (metrics_)
     hdf5_call([&] { metrics_->log_eval(st_.step, st_.epoch, e.loss, e.accuracy, e.firing_rate, e.layer_names); });

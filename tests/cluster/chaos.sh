@@ -21,22 +21,13 @@
 # With SM_VC_UP=1 the caller's cluster is used (and left up); otherwise one is brought up and down.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-BIN="${BIN:-$ROOT/build/bin/spikemesh}"
-case "$BIN" in /*) ;; *) BIN="$ROOT/$BIN" ;; esac
-PY="${PY:-/usr/bin/python3}"
-VC="$ROOT/tests/cluster/virtual_cluster.sh"
-export SM_VC_DIR="${SM_VC_DIR:-/var/tmp/spikemesh-vc}"
-export SLURM_CONF="$SM_VC_DIR/slurm.conf"
+. "$ROOT/tests/cluster/lib.sh"  # BIN, PY, VC, NET, ok/bad; Open MPI's settings; vc, job_field, wait_job, wait_line
 TRIALS="${1:-${SM_CHAOS_TRIALS:-3}}"
 SEED="${2:-${SM_CHAOS_SEED:-$(( $(date +%s) % 100000 ))}}"
 STEPS="${SM_CHAOS_STEPS:-300}"
 MODE="${SM_CHAOS_MODE:-dp}"   # dp: 2 data-parallel ranks; pp: 2 pipeline stages (1F1B, 2 microbatches)
 export SPIKEMESH_TEST_SLOW_BACKGROUND_MS="${SM_CHAOS_SLOW_WRITE_MS:-5}"  # kills during background writes too
-NET=${SM_VC_NET:-10.77.0}
 own_cluster=1; [ "${SM_VC_UP:-0}" = 1 ] && own_cluster=0
-pass=0; fail=0; T0=$(date +%s)
-ok() { pass=$((pass + 1)); echo "  ok   $1"; }
-bad() { fail=$((fail + 1)); echo "  FAIL $1"; }
 [ "$(id -u)" = 0 ] || { echo "chaos: needs root (the virtual cluster)"; exit 1; }
 [ -x "$BIN" ] || { echo "chaos: $BIN not built (make)"; exit 1; }
 WORK="$ROOT/build/test-cluster/chaos.$$"   # the shared file system
@@ -58,7 +49,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'echo "chaos: interrupted"; exit 1' INT TERM
-. "$ROOT/tests/cluster/lib.sh"  # Open MPI's settings; vc, job_field, wait_job, wait_line
 RANDOM=$SEED
 echo "chaos: seed $SEED (rerun: SM_CHAOS_MODE=$MODE tests/cluster/chaos.sh $TRIALS $SEED), $TRIALS trials, $STEPS steps, $MODE"
 [ "$MODE" = pp ] && ARGS_MODE=(--pp-schedule 1f1b --pp-microbatches 2) || ARGS_MODE=(--sync-bn)

@@ -1,6 +1,17 @@
-# lib.sh — helpers of the virtual-cluster scripts (tests/cluster/run.sh, chaos.sh), sourced after
-# they set VC (virtual_cluster.sh), NET, PY and the working directory holding slurm-<id>.out.
-# Every wait is bounded.
+# lib.sh — the common set-up and helpers of the virtual-cluster scripts (tests/cluster/run.sh,
+# chaos.sh), sourced right after they set ROOT; the helpers run in the working directory that
+# holds slurm-<id>.out. Every wait is bounded.
+
+BIN="${BIN:-$ROOT/build/bin/spikemesh}"
+case "$BIN" in /*) ;; *) BIN="$ROOT/$BIN" ;; esac
+PY="${PY:-/usr/bin/python3}"
+VC="$ROOT/tests/cluster/virtual_cluster.sh"
+export SM_VC_DIR="${SM_VC_DIR:-/var/tmp/spikemesh-vc}"
+export SLURM_CONF="$SM_VC_DIR/slurm.conf"
+NET=${SM_VC_NET:-10.77.0}
+pass=0; fail=0; T0=$(date +%s)
+ok() { pass=$((pass + 1)); echo "  ok   $1"; }
+bad() { fail=$((fail + 1)); echo "  FAIL $1"; }
 
 # Open MPI between the namespaces: TCP only, on the bridge's range, its ports where the
 # firewall test expects them. srun and sbatch pass the environment to the tasks.
@@ -62,14 +73,4 @@ PYEOF
 }
 
 # fmnist_data FILE SEED: a Fashion-MNIST-shaped file (36 train / 12 test samples, 10 classes)
-fmnist_data() {
-  "$PY" - "$1" "$2" <<'PYEOF'
-import sys, h5py, numpy as np
-rng = np.random.default_rng(int(sys.argv[2]))
-with h5py.File(sys.argv[1], "w") as f:
-    f.attrs["num_classes"] = 10; f.attrs["layout"] = "NCHW"; f.attrs["T"] = 0; f.attrs["x_scale"] = 1 / 255.0
-    for s, n in (("train", 36), ("test", 12)):
-        f[s + "/x"] = (rng.random((n, 1, 28, 28)) * 255).astype(np.uint8)
-        f[s + "/y"] = rng.integers(0, 10, n).astype(np.int64)
-PYEOF
-}
+fmnist_data() { "$PY" "$ROOT/tests/ref/fmnist_like.py" "$1" --seed "$2" --train 36 --test 12; }

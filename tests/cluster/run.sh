@@ -28,17 +28,8 @@
 # nothing of it is left. Writes under build/test-cluster/ (removed unless SM_KEEP=1). ~5 min.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-BIN="${BIN:-$ROOT/build/bin/spikemesh}"
-case "$BIN" in /*) ;; *) BIN="$ROOT/$BIN" ;; esac
-PY="${PY:-/usr/bin/python3}"
-VC="$ROOT/tests/cluster/virtual_cluster.sh"
-export SM_VC_DIR="${SM_VC_DIR:-/var/tmp/spikemesh-vc}"
-export SLURM_CONF="$SM_VC_DIR/slurm.conf"
+. "$ROOT/tests/cluster/lib.sh"  # BIN, PY, VC, NET, ok/bad; Open MPI's settings; vc, job_field, job_report, wait_job, wait_line, same_losses
 export SM_VC_OWNER=$$   # the clusters this run brings up are its own (a killed run's are torn down by the next)
-NET=${SM_VC_NET:-10.77.0}
-pass=0; fail=0; T0=$(date +%s)
-ok() { pass=$((pass + 1)); echo "  ok   $1"; }
-bad() { fail=$((fail + 1)); echo "  FAIL $1"; }
 section() { echo "== $1 [$(( $(date +%s) - T0 )) s]"; }
 
 [ "$(id -u)" = 0 ] || { echo "test-cluster: needs root (network namespaces, slurmd, munged)"; exit 1; }
@@ -66,7 +57,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo "test-cluster: interrupted"; exit 1' INT TERM
 
-. "$ROOT/tests/cluster/lib.sh"  # Open MPI's settings; vc, job_field, job_report, wait_job, wait_line, same_losses
 
 section "0. a node that never registers"
 if SM_VC_UNPLUGGED=3 SM_VC_REGISTER_TIMEOUT=15 timeout 60 "$VC" up >unplugged.log 2>&1; then

@@ -22,15 +22,7 @@ MPI=(timeout 120 mpirun --bind-to none --oversubscribe -np 2)
 T=(train --model fmnist_csnn --var C=4 --T 2 --data data.h5 --output out --device cpu --max-steps 8 --log-every 1
    --seed 4 --precision fp64)
 fmnist_h5 data.h5 || { bad "craft dataset"; finish; }
-same() {  # same A B: every parameter bitwise equal
-  "$PY" - "$1" "$2" <<'EOF'
-import sys, h5py
-with h5py.File(sys.argv[1]) as a, h5py.File(sys.argv[2]) as b:
-    assert sorted(a["params"]) == sorted(b["params"])
-    for k in a["params"]:
-        assert a["params"][k][()].tobytes() == b["params"][k][()].tobytes(), k
-EOF
-}
+same() { ckpt_same "$1" "$2" --group params; }  # every parameter bitwise equal
 
 # ---- training reads ------------------------------------------------------------------------------
 "$BIN" "${T[@]}" --batch-size 4 --run-name clean1 >clean1.log 2>&1 || bad "reference run (one rank)"

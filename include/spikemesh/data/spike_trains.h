@@ -38,12 +38,10 @@ struct SpikeBinning {
   int time_bits = 32;               // the file's float width: 16, 32 or 64 (arithmetic precision)
 };
 
-// Adds the counts of `s` into `frames` ([T * channels], zeroed by the caller). Local.
-void bin_spike_train(const SpikeTrain& s, const SpikeBinning& b, float* frames);
-
-// How many fixed-duration bins a recording fills (SpikingJelly's frame count: ceil of its length
-// in ms over dt_ms; 0 for a recording of no or one instant). Local.
-int64_t spike_train_bins(const SpikeTrain& s, const SpikeBinning& b);
+// Adds the counts of `s` into `frames` ([T * channels], zeroed by the caller) and returns the
+// bins the recording fills: with dt_ms, SpikingJelly's frame count (ceil of its length in ms
+// over dt_ms; 0 for no spike or one instant), of which the first T are kept; else T. Local.
+int64_t bin_spike_train(const SpikeTrain& s, const SpikeBinning& b, float* frames);
 
 // One published split file, opened and checked (Input errors name it): its recording count and
 // time type. read() returns recordings [begin, end) validated against `channels` and labels

@@ -13,17 +13,9 @@ ok() { pass=$((pass + 1)); echo "  ok   $1"; }
 bad() { fail=$((fail + 1)); echo "  FAIL $1"; }
 # fmnist_h5 FILE: a Fashion-MNIST-shaped dataset (u8 NCHW 28x28, 10 classes, 32 train + 16
 # test samples, seeded random contents) for runs that need the real format, not real data.
-fmnist_h5() {
-  "$PY" - "$1" <<'PYEOF'
-import sys, h5py, numpy as np
-rng = np.random.default_rng(0)
-with h5py.File(sys.argv[1], "w") as f:
-    f.attrs["num_classes"] = 10; f.attrs["layout"] = "NCHW"; f.attrs["T"] = 0; f.attrs["x_scale"] = 1 / 255.0
-    for s, n in (("train", 32), ("test", 16)):
-        f[s + "/x"] = (rng.random((n, 1, 28, 28)) * 255).astype(np.uint8)
-        f[s + "/y"] = rng.integers(0, 10, n).astype(np.int64)
-PYEOF
-}
+fmnist_h5() { "$PY" "$ROOT/tests/ref/fmnist_like.py" "$1"; }
+# ckpt_same A B [--group G] [--min N]: every dataset of two checkpoints (under G) bitwise equal.
+ckpt_same() { "$PY" "$ROOT/tests/ref/ckpt_same.py" "$@"; }
 # expect_error NAME NEEDLE... -- COMMAND...: exit in 1..127 within 120 s, exactly one
 # "spikemesh: error:" line on stderr holding every NEEDLE, stderr printable (no raw file bytes)
 # and free of Open MPI's abort messages.
