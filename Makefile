@@ -115,6 +115,8 @@ $(BUILD)/obj/%.o: %.cpp
 
 # numpy rounds every operation on spike times: no fused multiply-adds there (data/spike_trains.h)
 $(BUILD)/obj/src/data/spike_trains.o: CXXFLAGS += -ffp-contract=off
+# the augmentation's rotation and mixing are compared with numpy's arithmetic (data/augment.h)
+$(BUILD)/obj/src/data/augment.o: CXXFLAGS += -ffp-contract=off
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)

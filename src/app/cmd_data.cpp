@@ -12,6 +12,8 @@
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/data/dataset_bench.h"
 #include "spikemesh/data/h5_dataset.h"
+#include "spikemesh/data/augment_preview.h"
+#include "spikemesh/data/augment_spec.h"
 #include "spikemesh/data/import_events.h"
 #include "spikemesh/data/import_spike_trains.h"
 #include "spikemesh/data/importers.h"
@@ -253,6 +255,34 @@ void add_data_info_subcommand(CLI::App* cmd, const std::shared_ptr<DataOptions>&
     }
   });
 }
+
+// `data augment`: what --augment makes of some training samples (rank 0 writes the file).
+void add_data_augment_subcommand(CLI::App* cmd, const AppEnv& env) {
+  auto o = std::make_shared<AugmentPreviewOptions>();
+  CLI::App* au = cmd->add_subcommand("augment", "write what --augment makes of some training samples (a preview)");
+  au->footer(std::string("Examples:\n"
+                         "  spikemesh data augment --data input/synth_dvs.h5 --augment hflip,roll:0.5:5,cutmix:0.5:1 "
+                         "--out aug.h5\n"
+                         "  spikemesh data augment --data input/shd.h5 --augment timeshift:1:3,dropevent:1:0.2 --epoch 3 "
+                         "--first 100 --count 8 --out aug.h5\n"
+                         "The samples are exactly those training draws in that epoch with that seed, under any layout.\n"
+                         "The file holds /x_original, /x, /partner, /target and every drawn parameter (/ops).\n"
+                         "Steps (NAME[:P[:M]]):\n") +
+             augment_ops_help());
+  au->add_option("--data", o->data, "dataset file")->required();
+  au->add_option("--augment", o->augment, "the steps, as train --augment takes them")->required();
+  au->add_option("--out", o->out, "output HDF5 file")->required();
+  au->add_option("--seed", o->seed, "the run's --seed")->capture_default_str();
+  au->add_option("--epoch", o->epoch, "the epoch whose draws to show")->capture_default_str()
+      ->check(range_validator("epoch", true));
+  au->add_option("--first", o->first, "first training sample")->capture_default_str()
+      ->check(range_validator("first", true));
+  au->add_option("--count", o->count, "samples to show")->capture_default_str()->check(range_validator("count", true));
+  au->add_flag("--overwrite", o->overwrite, "replace --out if it exists");
+  au->callback([o, &env]() {
+    if (env.rank == 0) write_augment_preview(*o);
+  });
+}
 }  // namespace
 
 void add_data_command(CLI::App& app, const AppEnv& env) {
@@ -273,6 +303,7 @@ void add_data_command(CLI::App& app, const AppEnv& env) {
   for (const char* name : {"shd", "ssc"}) add_spike_import_subcommand(cmd, o, env, name);
   add_data_bench_subcommand(cmd, o, env);
   add_data_info_subcommand(cmd, o, env);
+  add_data_augment_subcommand(cmd, env);
 }
 
 }  // namespace sm

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "spikemesh/data/augment_spec.h"
 #include "spikemesh/app/commands.h"
 #include "spikemesh/app/run_mesh.h"
 #include "spikemesh/comm/agree.h"
@@ -70,7 +71,7 @@ void resolve_train_numerics(TrainConfig& c, const AppEnv& env) {
 void add_train_command(CLI::App& app, const AppEnv& env) {
   auto tc = std::make_shared<TrainCommand>();
   CLI::App* cmd = app.add_subcommand("train", "train a model on an HDF5 dataset (progress, metrics, checkpoints)");
-  cmd->footer(
+  cmd->footer(std::string(
       "Settings resolve as: built-in defaults < --config FILE.toml < flags. A config file uses the\n"
       "flag names as keys (e.g. `batch-size = 64`, `var = [\"C=32\"]`, `mesh-shape = [4, 1, 1]`).\n"
       "Several ranks (mpirun -np N spikemesh train ...): --distributed-mode dp (optionally\n"
@@ -83,7 +84,12 @@ void add_train_command(CLI::App& app, const AppEnv& env) {
       "  mpirun -np 4 spikemesh train --config run.toml --distributed-mode dp --sync-bn\n"
       "  spikemesh train --config run.toml --init init.h5   # start from imported weights (spikemesh ckpt import)\n"
       "Output: <output>/<run-name>/{log.txt, config.toml, metrics.h5, ckpt_*.h5} (see output/README.md).\n"
-      "SIGTERM or SIGUSR1 (to any rank): every rank finishes the same step, a checkpoint is written, exit 0.");
+      "SIGTERM or SIGUSR1 (to any rank): every rank finishes the same step, a checkpoint is written, exit 0.\n"
+      "--augment steps (NAME[:P[:M]], applied in order to each training sample on the prefetch thread;\n"
+      "mixup/cutmix last, at most one of them per sample; never at evaluation; docs/datasets.md):\n") +
+      augment_ops_help() +
+      "  e.g. --augment hflip,roll:0.5:5,rotate:0.3:15,cutout:0.5:16,cutmix:0.5:1  (CIFAR10-DVS)\n"
+      "       --augment timeshift:0.5:3,jitter:0.5:2,dropevent:0.5:0.1              (SHD)");
   tc->resolver.add_options(*cmd);
   cmd->callback([tc, &env]() {
     resolve_agreed(env, tc->resolver, [&] { tc->resolver.resolve(); });  // collective over the world

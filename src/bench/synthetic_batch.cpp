@@ -34,7 +34,7 @@ std::vector<MicroBatch> synthetic_batch(const ModelInfo& mi, const SyntheticBatc
       x = x.to(dev).to_dtype(activations);  // [T, n, ...] in the activation dtype
       y = y.to(dev);
     }
-    micro.push_back(MicroBatch{x, y, dp_rank * N + k * n});
+    micro.push_back(MicroBatch{x, y, dp_rank * N + k * n, Tensor()});
   }
   return micro;
 }

@@ -104,6 +104,9 @@ const std::map<std::string, FlagRange>& table() {
       {"batches", R(1, 1e9)},
       {"prefetch", R(1, 64)},
       {"step-ms", R(0, 1e9, "0: no comparison")},
+      {"epoch", R(0, 1e9)},
+      {"first", R(0, kSamples * 64)},
+      {"count", R(1, 1 << 16)},
       // plan, calibrate
       {"top", R(1, 1 << 20)},
       // ckpt export

@@ -31,6 +31,14 @@ LossSaved check_inputs(const std::string& name, const Tensor& out, const Tensor&
   return s;
 }
 
+const double* check_soft_targets(const std::string& name, const Tensor& soft, int64_t n, int64_t k) {
+  if (!soft.defined()) return nullptr;
+  SM_CHECK(soft.device().is_cpu() && soft.dtype() == DType::F64 && soft.ndim() == 2 && soft.dim(0) == n &&
+               soft.dim(1) == k,
+           name << ": soft targets must be host f64 [" << n << ", " << k << "], got " << shape_str(soft.shape()));
+  return soft.data<double>();
+}
+
 }  // namespace loss_detail
 
 namespace {
@@ -38,23 +46,29 @@ namespace {
 using loss_detail::LossSaved;
 
 // The math of a loss on the time mean: returns the loss of mean [N, K] and fills
-// grad [N, K] = dL/dmean.
-using LossMath = double (*)(const double* mean, const int64_t* labels, int64_t n, int64_t k, double* grad);
+// grad [N, K] = dL/dmean; against `soft` [N, K] targets when given, else one-hot labels.
+using LossMath = double (*)(const double* mean, const int64_t* labels, const double* soft, int64_t n, int64_t k,
+                            double* grad);
 
-// mean over N of -log softmax(mean_t logits)[label].
-double mean_ce(const double* mean, const int64_t* labels, int64_t n, int64_t k, double* grad) {
-  const double total = cpu::cross_entropy_sum(mean, labels, n, k, grad);  // grad = softmax
+// mean over N of -log softmax(mean_t logits)[label] (soft: of Σ_k target_k·(-log softmax_k)).
+double mean_ce(const double* mean, const int64_t* labels, const double* soft, int64_t n, int64_t k, double* grad) {
+  const double total = soft ? cpu::soft_cross_entropy_sum(mean, soft, n, k, grad)
+                            : cpu::cross_entropy_sum(mean, labels, n, k, grad);  // grad = softmax
   const double inv_n = 1.0 / static_cast<double>(n);
   for (int64_t r = 0; r < n; ++r) {
-    grad[r * k + labels[r]] -= 1.0;
+    if (soft)
+      for (int64_t j = 0; j < k; ++j) grad[r * k + j] -= soft[r * k + j];
+    else
+      grad[r * k + labels[r]] -= 1.0;
     for (int64_t j = 0; j < k; ++j) grad[r * k + j] *= inv_n;
   }
   return total * inv_n;
 }
 
-// mean over N·K of (mean_t out - onehot)².
-double rate_mse(const double* mean, const int64_t* labels, int64_t n, int64_t k, double* grad) {
-  const double total = cpu::onehot_sq_error_sum(mean, labels, n, k, grad);  // grad = difference
+// mean over N·K of (mean_t out - onehot)² (soft: of (mean_t out - target)²).
+double rate_mse(const double* mean, const int64_t* labels, const double* soft, int64_t n, int64_t k, double* grad) {
+  const double total = soft ? cpu::soft_sq_error_sum(mean, soft, n, k, grad)
+                            : cpu::onehot_sq_error_sum(mean, labels, n, k, grad);  // grad = difference
   const double inv = 1.0 / static_cast<double>(n * k);
   for (int64_t i = 0; i < n * k; ++i) grad[i] *= 2.0 * inv;
   return total * inv;
@@ -66,7 +80,8 @@ class TimeMeanLoss final : public Loss {
   TimeMeanLoss(std::string name, LossMath math) : name_(std::move(name)), math_(math) {}
   std::string name() const override { return name_; }
 
-  LossResult forward(const Tensor& out, const Tensor& labels, int slot = 0) override {
+  LossResult forward(const Tensor& out, const Tensor& labels, int slot = 0,
+                     const Tensor& soft_targets = Tensor()) override {
     SM_CHECK(out.device().is_cpu() && labels.device().is_cpu(), name_ << " runs on CPU tensors");
     SM_CHECK(out.dtype() == DType::F32 || out.dtype() == DType::F64,
              name_ << " supports f32/f64 outputs, got " << dtype_name(out.dtype()));
@@ -88,7 +103,8 @@ class TimeMeanLoss final : public Loss {
       cpu::count_correct_per_class(mean.data(), lab, n, k, r.class_correct.data(), r.class_count.data());
       r.time_mean = mean;
     }
-    r.loss = n > 0 ? math_(mean.data(), lab, n, k, s.grad.data<double>()) : 0.0;
+    const double* soft = loss_detail::check_soft_targets(name_, soft_targets, n, k);
+    r.loss = n > 0 ? math_(mean.data(), lab, soft, n, k, s.grad.data<double>()) : 0.0;
     slots_.fresh(slot) = std::move(s);
     return r;
   }

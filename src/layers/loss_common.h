@@ -19,12 +19,18 @@ struct LossSaved {
   int64_t steps = 0, n = 0, k = 0;  // the output [T, N, K]
   DType dtype = DType::F32;          // the output's dtype (and its gradient's)
   bool on_device = false;            // (CUDA wrapper) the forward ran on the GPU
+  Device mirror;                     // (CUDA wrapper) a GPU output reduced on the host (soft
+                                     // targets): its gradient goes back to this device
   Tensor grad;                       // f64 [N, K] dL/d(mean over T), on the output's device
 };
 
 // Checks out [T, N, K] and labels [N] i64 for the loss `name` (labels_host: the labels on the
 // host); an out-of-range label is an Input error that names it. Returns T, N, K and dtype.
 LossSaved check_inputs(const std::string& name, const Tensor& out, const Tensor& labels_host);
+
+// The host f64 [n, k] soft targets of `soft` (nullptr when undefined); anything else is an
+// internal error naming the loss.
+const double* check_soft_targets(const std::string& name, const Tensor& soft, int64_t n, int64_t k);
 
 // Backward of the forward kept in `slot` of the loss `name`: d [T, N, K] on the gradient's
 // device, filled by broadcast(saved, grad_scale / T, d) (skipped when N = 0); releases the slot.

@@ -30,12 +30,14 @@ class DeviceAwareLoss final : public Loss {
   }
   std::string name() const override { return inner_->name(); }
 
-  LossResult forward(const Tensor& out, const Tensor& labels, int slot = 0) override {
+  LossResult forward(const Tensor& out, const Tensor& labels, int slot = 0,
+                     const Tensor& soft_targets = Tensor()) override {
     if (!out.device().is_cuda()) {
       slots_.fresh(slot).on_device = false;  // backward goes to the inner loss
       inner_->set_per_class(per_class());
-      return inner_->forward(out, labels, slot);
+      return inner_->forward(out, labels, slot, soft_targets);
     }
+    if (soft_targets.defined()) return forward_on_host(out, labels, slot, soft_targets);
     SM_CHECK(out.ndim() == 3, name() << ": model output must be [T, N, K], got " << shape_str(out.shape()));
     cuda_layer::check_activation(out, "loss", name());
     // Validate on the host (labels are small), then use a device copy. Under a CUDA graph
@@ -101,8 +103,10 @@ class DeviceAwareLoss final : public Loss {
 
   Tensor backward(double grad_scale = 1.0, int slot = 0) override {
     if (slots_.has(slot) && !slots_.get(slot).on_device) {
+      const LossSaved s = slots_.get(slot);
       slots_.release(slot);
-      return inner_->backward(grad_scale, slot);
+      Tensor d = inner_->backward(grad_scale, slot);
+      return s.mirror.is_cuda() ? d.to(s.mirror).to_dtype(s.dtype) : d;
     }
     return loss_detail::take_gradient(slots_, slot, name(), grad_scale,
                                       [](const LossSaved& s, double scale, Tensor& d) {
@@ -116,6 +120,20 @@ class DeviceAwareLoss final : public Loss {
   }
 
  private:
+  // Soft targets (mixing augmentations) on a GPU output: the [T, N, K] output is small, so it
+  // is reduced by the inner loss on the host and its gradient copied back (never in a graph).
+  LossResult forward_on_host(const Tensor& out, const Tensor& labels, int slot, const Tensor& soft_targets) {
+    if (active_graph_capture()) refuse_graph_capture(name() + ": soft targets are reduced on the host");
+    const DType dt = out.dtype() == DType::F64 ? DType::F64 : DType::F32;
+    const Tensor host = out.to_dtype(dt).to(Device::cpu());
+    LossSaved& s = slots_.fresh(slot);
+    s.on_device = false;
+    s.mirror = out.device();
+    s.dtype = out.dtype();
+    inner_->set_per_class(per_class());
+    return inner_->forward(host, labels.to(Device::cpu()), slot, soft_targets);
+  }
+
   std::unique_ptr<Loss> inner_;
   SlotStore<LossSaved> slots_;  // per slot: which side ran the forward, and the device state
 };

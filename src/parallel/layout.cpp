@@ -218,7 +218,7 @@ MicroResult Layout::forward_backward(const MicroBatch& mb, Ctx& ctx, double loss
   ctx.model_input_grad_unused = true;  // as the backward below says
   Tensor out = stage_->forward(mb.x, ctx, grad_hooks());     // [T, n, K]
   ctx.model_input_grad_unused = false;
-  r.loss = model_.loss->forward(out, mb.y, ctx.slot);
+  r.loss = model_.loss->forward(out, mb.y, ctx.slot, mb.target);
   r.forward_ms = t.ms();
   t.reset();
   Tensor dout = model_.loss->backward(loss_grad_scale, ctx.slot);  // [T, n, K]

@@ -15,10 +15,11 @@ Tensor encode(const H5Dataset& ds, const Tensor& raw, const std::vector<int64_t>
 // run (`pinned`) the batch lands in page-locked memory, so that its copy to the device is
 // asynchronous.
 MicroBatch load_micro(const H5Dataset& ds, Split split, const std::vector<int64_t>& idx, int T, Encoding enc,
-                      DType dt, uint64_t seed, int64_t epoch, bool pinned) {
+                      DType dt, uint64_t seed, int64_t epoch, bool pinned, const Augmenter* augment) {
   MicroBatch b;
   Tensor raw;
   ds.read(split, idx, raw, b.y);
+  if (augment && !idx.empty()) b.target = augment_batch(*augment, ds, split, raw, idx, b.y, epoch);
   b.x = encode(ds, raw, idx, T, enc, dt, seed, epoch);
   return pinned ? pinned_copy(b) : b;
 }
@@ -45,6 +46,7 @@ MicroBatch to_device(const MicroBatch& b, const Device& dev, DType act) {
   if (d.x.dtype() != act) d.x = d.x.to_dtype(act).set_binary(b.x.is_binary());
   d.y = b.y.is_pinned() ? b.y.to(dev, s) : b.y.to(dev);
   d.sample_offset = b.sample_offset;
+  d.target = b.target;  // the loss reads soft targets on the host
   return d;
 }
 

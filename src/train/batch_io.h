@@ -10,6 +10,7 @@
 
 #include "spikemesh/core/device.h"
 #include "spikemesh/core/tensor.h"
+#include "spikemesh/data/augment.h"
 #include "spikemesh/data/encoder.h"
 #include "spikemesh/data/h5_dataset.h"
 #include "spikemesh/train/train_step.h"
@@ -20,9 +21,11 @@ namespace sm {
 Tensor encode(const H5Dataset& ds, const Tensor& raw, const std::vector<int64_t>& idx, int T, Encoding enc, DType dt,
               uint64_t seed, int64_t epoch);
 
-// Reads and encodes samples `idx`; with `pinned` the batch lands in page-locked memory.
+// Reads, augments (`augment`, training samples only: data/augment.h; its soft targets go into
+// the batch's `target`) and encodes samples `idx`; with `pinned` the batch lands in
+// page-locked memory.
 MicroBatch load_micro(const H5Dataset& ds, Split split, const std::vector<int64_t>& idx, int T, Encoding enc,
-                      DType dt, uint64_t seed, int64_t epoch, bool pinned = false);
+                      DType dt, uint64_t seed, int64_t epoch, bool pinned = false, const Augmenter* augment = nullptr);
 
 // `b` in page-locked host memory (so that its copy to a GPU is asynchronous).
 MicroBatch pinned_copy(const MicroBatch& b);

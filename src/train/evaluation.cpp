@@ -100,7 +100,7 @@ EvalOutcome evaluate_split(Layout& layout, H5Dataset& ds, const EvalSettings& s)
     }
     if (!idx.empty()) {
       const Device dev = layout.model().device();
-      MicroBatch h{encode(ds, raw, idx, s.T, s.encoding, s.dtype, s.seed, 0), y, 0};  // host
+      MicroBatch h{encode(ds, raw, idx, s.T, s.encoding, s.dtype, s.seed, 0), y, 0, Tensor()};  // host
       MicroBatch d = to_device(dev.is_cuda() ? pinned_copy(h) : h, dev, s.activations);
       x = d.x;
       y = d.y;

@@ -102,6 +102,7 @@ std::string cuda_graph_obstacle(const GraphConditions& c) {
   if (c.distributed_mode != DistMode::None) return std::string("--distributed-mode ") + dist_mode_name(c.distributed_mode);
   if (c.loss_scaling) return "fp16 dynamic loss scaling (a host decision every step)";
   if (c.memopt) return "memopt (checkpointed segments drop and recompute their state: not captured)";
+  if (c.soft_targets) return "--augment mixup/cutmix (the soft-target loss is reduced on the host)";
   return "";
 #endif
 }
@@ -243,7 +244,7 @@ struct CudaGraphStep::Impl {
         GraphCaptureScope scope(rec.get());
         try {
           Ctx c = ctx;
-          std::vector<MicroBatch> one{MicroBatch{x, y, mb.sample_offset}};
+          std::vector<MicroBatch> one{MicroBatch{x, y, mb.sample_offset, Tensor()}};
           // train_step's loss gradient scale 1/M (no loss scaling)
           layout.run_microbatches(one, c, 1.0 / static_cast<double>(micro_count));
           if (with_update && micro_count == 1) enqueue_update(opt, st);

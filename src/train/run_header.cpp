@@ -33,6 +33,7 @@ std::string header_line(const TrainConfig& cfg, const H5Dataset& ds, Layout& lay
     h << omp_get_max_threads() << " threads";
   if (layout.groups().distributed())
     h << " per rank, " << layout.groups().world_size() << " ranks (" << layout.describe() << ")";
+  if (plan.augment) h << ", augment " << plan.augment->spec().canonical_text();
   h << ", output " << run_dir;
   return h.str();
 }

@@ -71,6 +71,8 @@ TrainPlan plan_training(const TrainConfig& cfg, const H5Dataset& ds, const Model
   check_model_fits_data(cfg.data, ds.info(), model);
   TrainPlan p;
   p.encoding = encoding_from_name(cfg.encoding);
+  const AugmentSpec aug = parse_augment_spec(cfg.augment);
+  if (!aug.empty()) p.augment = std::make_shared<const Augmenter>(aug, ds.info(), static_cast<uint64_t>(cfg.seed));
   p.accum = batch.accum;
   p.batch = batch.micro;
   p.global_batch = batch.global;

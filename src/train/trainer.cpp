@@ -201,7 +201,8 @@ void TrainingRun::set_up_output() {
   graphs_ = std::make_unique<CudaGraphStep>(
       parse_cuda_graphs(cfg_.cuda_graphs),
       GraphConditions{parts_.device.is_cuda(), parts_.layout->groups().world_size(), parts_.layout->plan().mode,
-                      plan_.accum, parts_.scaler.enabled(), parts_.layout->plan().options.memopt.enabled()});
+                      plan_.accum, parts_.scaler.enabled(), parts_.layout->plan().options.memopt.enabled(),
+                      plan_.augment && plan_.augment->mixes()});
   if (parts_.device.is_cuda()) log_->line("cuda graphs: " + graphs_->describe(), false);
 }
 
@@ -291,7 +292,7 @@ Batch TrainingRun::load_batch(int64_t epoch, int64_t first, int64_t k) {
     const int part = static_cast<int>(m * dp_size + dp_rank), parts_n = static_cast<int>(plan_.accum * dp_size);
     auto idx = sampler_->batch_indices(epoch, first + k, part, parts_n);
     b.micro.push_back(load_micro(ds_, Split::Train, idx, parts_.model->info.T, plan_.encoding, parts_.dtype,
-                                 static_cast<uint64_t>(cfg_.seed), epoch, parts_.device.is_cuda()));
+                                 static_cast<uint64_t>(cfg_.seed), epoch, parts_.device.is_cuda(), plan_.augment.get()));
     b.micro.back().sample_offset = part * plan_.batch;
   }
   b.data_ms = t.ms();

@@ -32,47 +32,7 @@ if ! command -v mpirun >/dev/null; then echo "dp_train: no mpirun"; echo "dp_tra
 # A CIFAR10-DVS-like toy: synthetic events [4, 2, 16, 16], a two-block conv-BN-LIF VGG.
 "$BIN" data synth-dvs --out "$T/dvs.h5" --T 4 --size 16 --train 48 --test 12 >/dev/null || {
   echo "dp_train: cannot make the dataset"; echo "dp_train: 0 passed, 1 failed"; exit 1; }
-cat >"$T/tiny.toml" <<'EOF'
-[model]
-name = "tiny_dvs"
-input = [2, 16, 16]
-num_classes = 10
-T = 4
-loss = "mean_ce"
-input_kind = "events"
-
-[neurons.lif]
-type = "lif"
-tau = 1.333
-decay_input = false
-detach_reset = true
-surrogate = "atan"
-
-[[unit]]
-name = "features.0"
-layers = [
-  { type = "conv2d", name = "proj_bn.0", in_channels = 2, out_channels = 8, kernel_size = 3, padding = 1, bias = false },
-  { type = "batchnorm2d", name = "proj_bn.1", num_features = 8 },
-  { type = "neuron", name = "neuron", neuron = "lif" },
-]
-
-[[unit]]
-name = "features.1"
-layers = [
-  { type = "avgpool2d", name = "proj_bn.0", kernel_size = 2 },
-  { type = "conv2d", name = "proj_bn.1", in_channels = 8, out_channels = 8, kernel_size = 3, padding = 1, bias = false },
-  { type = "batchnorm2d", name = "proj_bn.2", num_features = 8 },
-  { type = "neuron", name = "neuron", neuron = "lif" },
-]
-
-[[unit]]
-name = "classifier"
-layers = [
-  { type = "avgpool2d", name = "pool", kernel_size = 2 },
-  { type = "flatten", name = "flatten" },
-  { type = "linear", in_features = 128, out_features = 10 },
-]
-EOF
+cp "$ROOT/tests/e2e/lib/tiny_dvs.toml" "$T/tiny.toml"
 BASE=("$BIN" train --data "$T/dvs.h5" --precision fp64 --sync-bn --seed 3 --output "$T/out" --log-every 100)
 TRAIN=("${BASE[@]}" --model-spec "$T/tiny.toml" --global-batch-size 8 --lr 0.01)
 

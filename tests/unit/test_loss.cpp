@@ -73,6 +73,51 @@ TEST(Loss, GradientsMatchFiniteDifferences) {
   }
 }
 
+// Soft targets (mixing augmentations): a one-hot target gives the hard loss; a mixed target
+// lam·onehot(a) + (1-lam)·onehot(b) gives lam·L(a) + (1-lam)·L(b) for cross-entropy (linear in
+// the target) and its gradient matches central differences for both losses.
+TEST(Loss, SoftTargetsMatchHardLabelsAndFiniteDifferences) {
+  const int64_t T = 2, N = 3, K = 4;
+  const std::vector<int64_t> a{2, 0, 3}, b{1, 0, 2};
+  const double lam[] = {0.3, 0.9, 0.55};
+  Tensor out = test::random_tensor({T, N, K}, DType::F64, 5, -1.5, 1.5);
+  Tensor onehot = Tensor::zeros({N, K}, DType::F64), mixed = Tensor::zeros({N, K}, DType::F64);
+  for (int64_t r = 0; r < N; ++r) {
+    onehot.data<double>()[r * K + a[r]] = 1.0;
+    mixed.data<double>()[r * K + a[r]] += lam[r];
+    mixed.data<double>()[r * K + b[r]] += 1.0 - lam[r];
+  }
+  for (const char* name : {"mean_ce", "rate_mse"}) {
+    const LossResult hard = make_loss(name)->forward(out, labels_tensor(a));
+    const LossResult soft = make_loss(name)->forward(out, labels_tensor(a), 0, onehot);
+    EXPECT_NEAR(soft.loss, hard.loss, 1e-14) << name;
+    EXPECT_EQ(soft.correct, hard.correct) << name;
+    auto loss = make_loss(name);
+    loss->forward(out, labels_tensor(a), 0, mixed);
+    Tensor g = loss->backward();
+    const double eps = 1e-6;
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      const double orig = out.at(i);
+      out.data<double>()[i] = orig + eps;
+      const double lp = make_loss(name)->forward(out, labels_tensor(a), 0, mixed).loss;
+      out.data<double>()[i] = orig - eps;
+      const double lm = make_loss(name)->forward(out, labels_tensor(a), 0, mixed).loss;
+      out.data<double>()[i] = orig;
+      EXPECT_NEAR(g.at(i), (lp - lm) / (2 * eps), 1e-8) << name << " element " << i;
+    }
+  }
+  // cross-entropy is linear in the target: per sample lam·CE(a) + (1-lam)·CE(b)
+  double want = 0;
+  for (int64_t r = 0; r < N; ++r) {
+    Tensor one = Tensor::empty({T, 1, K}, DType::F64);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t k = 0; k < K; ++k) one.data<double>()[t * K + k] = out.at((t * N + r) * K + k);
+    want += lam[r] * make_loss("mean_ce")->forward(one, labels_tensor({a[r]})).loss +
+            (1 - lam[r]) * make_loss("mean_ce")->forward(one, labels_tensor({b[r]})).loss;
+  }
+  EXPECT_NEAR(make_loss("mean_ce")->forward(out, labels_tensor(a), 0, mixed).loss, want / N, 1e-13);
+}
+
 TEST(Loss, AccuracyUsesMeanOverTimeAndFirstMaximum) {
   // Mean over T of sample 0 is [1, 1, 0] (tie: class 0 wins), sample 1 is [0, 0.5, 1].
   Tensor out = Tensor::empty({2, 2, 3}, DType::F64);

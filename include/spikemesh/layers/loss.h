@@ -2,6 +2,9 @@
 //  mean_ce : cross-entropy of the mean over T of the logits, averaged over N.
 //  rate_mse: MSE between the firing rate (mean over T) and one-hot labels, averaged over
 //            N·K (SpikingJelly's F.mse_loss(out_fr, label_onehot)).
+// Soft targets (mixing augmentations, data/augment.h): with `soft_targets` f64 [N, K] on the
+// host (rows summing to 1) mean_ce is Σ_k target_k·(-log softmax_k) and rate_mse compares the
+// rate with the target instead of one-hot labels; `labels` still count the accuracy.
 // Accuracy is argmax of the mean over T (first maximum wins). `grad_scale` multiplies the
 // returned gradient (data parallel: local batch / global batch).
 // Microbatch slots (as Ctx::slot for layers): forward keeps what backward needs in `slot`,
@@ -29,8 +32,10 @@ struct LossResult {
 class Loss {
  public:
   virtual ~Loss() = default;
-  // out: [T, N, K] f32/f64, labels: [N] i64. Keeps what backward needs in `slot`.
-  virtual LossResult forward(const Tensor& out, const Tensor& labels, int slot = 0) = 0;
+  // out: [T, N, K] f32/f64, labels: [N] i64, soft_targets: undefined or host f64 [N, K].
+  // Keeps what backward needs in `slot`.
+  virtual LossResult forward(const Tensor& out, const Tensor& labels, int slot = 0,
+                             const Tensor& soft_targets = Tensor()) = 0;
   // d loss / d out of the forward kept in `slot`, [T, N, K], times grad_scale; releases the
   // slot (a second backward of it is an error until the next forward).
   virtual Tensor backward(double grad_scale = 1.0, int slot = 0) = 0;

@@ -56,6 +56,7 @@ class PipelineRuntime;
 struct MicroBatch {
   Tensor x, y;
   int64_t sample_offset = 0;
+  Tensor target;  // host f64 [n, K] soft targets of a mixing augmentation (data/augment.h), else undefined
 };
 
 struct MicroResult {

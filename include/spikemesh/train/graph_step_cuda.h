@@ -49,6 +49,7 @@ struct GraphConditions {
   int64_t microbatches = 1;               // per optimizer step on this rank (--grad-accum; no obstacle)
   bool loss_scaling = false;              // fp16 dynamic loss scaling
   bool memopt = false;                    // --memopt-level / --memory-budget-mb set
+  bool soft_targets = false;              // --augment mixes samples (its loss is reduced on the host)
 };
 
 // "" when the step may be captured, else why not (a short phrase; a CPU-only build always

@@ -33,6 +33,7 @@ struct TrainConfig {
   // data
   std::string data;
   std::string encoding = "direct";
+  std::string augment;  // --augment steps (data/augment_spec.h); "" or "none": off
   bool shuffle = true;
   // optimisation
   int64_t epochs = 1;

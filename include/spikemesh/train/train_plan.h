@@ -4,8 +4,10 @@
 // Input error naming the flag or the file.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "spikemesh/data/augment.h"
 #include "spikemesh/data/encoder.h"
 #include "spikemesh/data/h5_dataset.h"
 #include "spikemesh/optim/lr_schedule.h"
@@ -21,6 +23,7 @@ struct TrainPlan {
   int64_t per_epoch = 0;     // optimizer steps per epoch
   int64_t total_steps = 0;   // of the whole run (--epochs, --max-steps)
   Encoding encoding = Encoding::Direct;
+  std::shared_ptr<const Augmenter> augment;  // --augment of the training samples; null: none
   LrScheduleConfig lr;
 };
 

@@ -48,6 +48,33 @@ double onehot_sq_error_sum(const double* rate, const int64_t* labels, int64_t n,
   return total;
 }
 
+double soft_cross_entropy_sum(const double* logits, const double* target, int64_t n, int64_t k, double* probs) {
+  double total = 0.0;
+  for (int64_t r = 0; r < n; ++r) {
+    const double* z = logits + r * k;
+    double zmax = z[0];
+    for (int64_t j = 1; j < k; ++j) zmax = std::fmax(zmax, z[j]);
+    double denom = 0.0;
+    for (int64_t j = 0; j < k; ++j) denom += std::exp(z[j] - zmax);
+    const double lse = zmax + std::log(denom);
+    for (int64_t j = 0; j < k; ++j)
+      if (target[r * k + j] != 0.0) total += target[r * k + j] * (lse - z[j]);
+    if (probs)
+      for (int64_t j = 0; j < k; ++j) probs[r * k + j] = std::exp(z[j] - lse);
+  }
+  return total;
+}
+
+double soft_sq_error_sum(const double* rate, const double* target, int64_t n, int64_t k, double* diff) {
+  double total = 0.0;
+  for (int64_t i = 0; i < n * k; ++i) {
+    const double e = rate[i] - target[i];
+    total += e * e;
+    if (diff) diff[i] = e;
+  }
+  return total;
+}
+
 namespace {
 int64_t argmax_row(const double* s, int64_t k) {  // first maximum wins
   int64_t best = 0;

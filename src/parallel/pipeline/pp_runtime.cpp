@@ -201,7 +201,7 @@ void PipelineRuntime::run_forward(const PpAction& a, StepState& st) {
   Tensor y = stage_.forward_chunk(c, x, st.ctx);  // [T, n, ...stage output]
   st.ctx.model_input_grad_unused = false;
   if (s == st.S - 1) {
-    st.res.losses[m] = loss_->forward(y, st.micro[m].y, m);
+    st.res.losses[m] = loss_->forward(y, st.micro[m].y, m, st.micro[m].target);
   } else {
     SM_CHECK(y.shape() == st.shape_of(s, m), "pipeline: stage " << s << " produced " << shape_str(y.shape())
                                                                  << ", expected " << shape_str(st.shape_of(s, m)));

@@ -20,6 +20,12 @@ double cross_entropy_sum(const double* logits, const int64_t* labels, int64_t n,
 double onehot_sq_error_sum(const double* rate, const int64_t* labels, int64_t n, int64_t k,
                            double* diff);
 
+// Soft targets (mixing augmentations): target [N, K] rows of class weights summing to 1.
+// Σ_n Σ_k target[n, k]·(lse_n - logits[n, k]); writes softmax probabilities when probs != null.
+double soft_cross_entropy_sum(const double* logits, const double* target, int64_t n, int64_t k, double* probs);
+// Σ_{n,k} (rate - target)²; writes the difference [N, K] when diff != null.
+double soft_sq_error_sum(const double* rate, const double* target, int64_t n, int64_t k, double* diff);
+
 // Number of rows whose argmax (first maximum wins) equals the label.
 int64_t count_correct(const double* scores, const int64_t* labels, int64_t n, int64_t k);
 
