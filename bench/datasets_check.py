@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """datasets_check.py — spikemesh's event-dataset importers against SpikingJelly 2.0's own code.
 
-For CIFAR10-DVS, DVS128 Gesture and N-MNIST it generates a small dataset with the generators of
+For CIFAR10-DVS, DVS128 Gesture, N-MNIST and N-Caltech101 it generates a small dataset with the generators of
 tests/ref/events_ref.py. It then lets SpikingJelly 2.0.0 (the .venv-bench install) process the dataset
 exactly as a user's run would. Its classes (CIFAR10DVS, DVS128Gesture, NMNIST with data_type='frame')
-run on a root whose extract/ holds the generated files. The class's own create_raw_from_extracted
+run on a root whose extract/ holds the generated files (NCaltech101: extract/Caltech101/). The class's own create_raw_from_extracted
 writes events_np/ (the CIFAR10-DVS aedat loader, load_aedat_v3 and the Gesture csv cutting, load_ATIS_bin),
 which is the step prepare_raw_dataset runs after its download/md5 stage, here skipped. Its builders integrate
 (integrate_events_by_fixed_frames_number / _by_fixed_duration). Its DatasetFolder gives the order and
-labels, and split_to_train_test_set(0.9) gives the CIFAR10-DVS split. --size runs torchvision's
+labels, and split_to_train_test_set(0.9) gives the CIFAR10-DVS and N-Caltech101 splits. SpikingJelly's
+NCaltech101 lists every folder, BACKGROUND_Google included (a class, label 0): spikemesh runs with
+--include-background for that comparison, and its default (the background left out) is compared with
+SpikingJelly's samples of the other classes, labels shifted down by one. --size runs torchvision's
 transforms.Resize((S, S)) on the float32 frame tensor, as SpikingJelly's CIFAR10-DVS 48x48 recipe does.
 Against those frames it compares
   1. events_ref.reference(...), the numpy reference, which validates the reference itself;
@@ -35,8 +38,9 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
 
 # per dataset: the frame duration (us) of the fixed-duration check (several frames, some samples > T)
-DURATION = {"cifar10-dvs": 20_000, "dvs128-gesture": 12_000, "n-mnist": 30_000}
-DATASETS = ("cifar10-dvs", "dvs128-gesture", "n-mnist")
+DURATION = {"cifar10-dvs": 20_000, "dvs128-gesture": 12_000, "n-mnist": 30_000, "n-caltech101": 40_000}
+DATASETS = ("cifar10-dvs", "dvs128-gesture", "n-mnist", "n-caltech101")
+PER_CLASS_SPLIT = ("cifar10-dvs", "n-caltech101")  # no official split: split_to_train_test_set
 
 
 class Result:
@@ -57,7 +61,7 @@ def sj_prepare(dataset, root, args):
     """Generates the dataset into <root>/extract (the published layout) and runs the class's own
     create_raw_from_extracted into <root>/events_np. Returns (--from dir for spikemesh, class)."""
     import events_ref
-    from spikingjelly.datasets import CIFAR10DVS, DVS128Gesture, NMNIST
+    from spikingjelly.datasets import CIFAR10DVS, DVS128Gesture, NMNIST, NCaltech101
     from pathlib import Path
     extract = os.path.join(root, "extract")
     if dataset == "cifar10-dvs":
@@ -67,6 +71,9 @@ def sj_prepare(dataset, root, args):
         src = os.path.join(extract, "DvsGesture")
         events_ref.gen_gesture(src, seed=args.seed)
         cls = DVS128Gesture
+    elif dataset == "n-caltech101":
+        events_ref.gen_ncaltech101(extract, args.per_class, args.seed)
+        cls, src = NCaltech101, extract
     else:
         events_ref.gen_nmnist(extract, max(1, args.per_class // 4), args.seed)
         cls, src = NMNIST, extract
@@ -88,9 +95,9 @@ def sj_frames(dataset, cls, root, T, split_by, duration, size):
                                         transforms.Resize(size=(size, size))])
     kw = dict(data_type="frame", transform=transform)
     kw.update(duration=duration) if duration else kw.update(frames_number=T, split_by=split_by)
-    if dataset == "cifar10-dvs":
+    if dataset in PER_CLASS_SPLIT:
         full = cls(root, **kw)
-        train, test = split_to_train_test_set(0.9, full, 10)
+        train, test = split_to_train_test_set(0.9, full, len(full.classes))
         splits = {"train": (full, train.indices), "test": (full, test.indices)}
     else:
         splits = {s: (lambda d: (d, range(len(d))))(cls(root, train=(s == "train"), **kw)) for s in ("train", "test")}
@@ -171,7 +178,8 @@ def sample_key(name, duration, ref):
 def check_reference(res, what, dataset, src, sj, T, split_by, duration, size):
     import events_ref
     try:
-        ref = events_ref.reference(dataset, src, T, "duration" if duration else split_by, duration, size, 0.9)
+        ref = events_ref.reference(dataset, src, T, "duration" if duration else split_by, duration, size, 0.9,
+                                   include_background=True)
     except Exception as e:  # noqa: BLE001 — report, continue with the next check
         res.line(False, f"{what} reference", f"{type(e).__name__}: {e}")
         return
@@ -198,7 +206,16 @@ def spikemesh_status(binary, dataset):
     return "" if "--duration-us" in p.stdout else "no-duration"
 
 
-def check_spikemesh(res, what, dataset, binary, src, work, sj, T, split_by, duration, size, status):
+def without_background(sj):
+    """SpikingJelly's N-Caltech101 splits without BACKGROUND_Google (label 0), the labels shifted down by one."""
+    out = {}
+    for split, (x, y, names, nf) in sj.items():
+        keep = y != 0
+        out[split] = (x[keep], y[keep] - 1, [n for n, k in zip(names, keep) if k], None if nf is None else nf[keep])
+    return out
+
+
+def check_spikemesh(res, what, dataset, binary, src, work, sj, T, split_by, duration, size, status, extra=()):
     if status and status != "no-duration":
         res.line(None, f"{what} spikemesh", status)
         return
@@ -207,7 +224,7 @@ def check_spikemesh(res, what, dataset, binary, src, work, sj, T, split_by, dura
         return
     import h5py
     out = os.path.join(work, f"{dataset}_{what.split()[-1]}.h5")
-    cmd = [binary, "data", dataset, "--from", src, "--out", out, "--T", str(T), "--overwrite"]
+    cmd = [binary, "data", dataset, "--from", src, "--out", out, "--T", str(T), "--overwrite", *extra]
     cmd += ["--duration-us", str(duration)] if duration else ["--split-by", split_by]
     if size:
         cmd += ["--size", str(size), "--dtype", "f32"]
@@ -235,7 +252,7 @@ def main(argv=None):
     ap.add_argument("--T", type=int, default=10)
     ap.add_argument("--per-class", type=int, default=12, help="CIFAR10-DVS files per class (N-MNIST: a quarter)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--size", type=int, default=48, help="CIFAR10-DVS resize check (0: skip)")
+    ap.add_argument("--size", type=int, default=48, help="CIFAR10-DVS and N-Caltech101 resize check (0: skip)")
     ap.add_argument("--no-duration", action="store_true", help="skip the fixed-duration checks")
     ap.add_argument("--keep", metavar="DIR", help="work in DIR (emptied first) and keep it")
     args = ap.parse_args(argv)
@@ -265,7 +282,7 @@ def main(argv=None):
             configs = [(args.T, "number", 0, 0), (args.T, "time", 0, 0)]
             if not args.no_duration:
                 configs.append((args.T, None, DURATION[dataset], 0))
-            if dataset == "cifar10-dvs" and args.size:
+            if dataset in PER_CLASS_SPLIT and args.size:
                 configs.append((args.T, "number", 0, args.size))
             for T, split_by, duration, size in configs:
                 what = f"{dataset} T={T} " + (f"duration={duration}us" if duration else f"split_by={split_by}") + \
@@ -278,7 +295,13 @@ def main(argv=None):
                 n = {s: len(sj[s][1]) for s in sj}
                 print(f"---- {what}: SpikingJelly gives {n['train']} train + {n['test']} test samples", flush=True)
                 check_reference(res, what, dataset, src, sj, T, split_by, duration, size)
-                check_spikemesh(res, what, dataset, binary, src, work, sj, T, split_by, duration, size, status)
+                if dataset != "n-caltech101":
+                    check_spikemesh(res, what, dataset, binary, src, work, sj, T, split_by, duration, size, status)
+                    continue
+                check_spikemesh(res, what + " with-background", dataset, binary, src, work, sj, T, split_by, duration,
+                                size, status, ("--include-background",))
+                check_spikemesh(res, what + " no-background", dataset, binary, src, work, without_background(sj), T,
+                                split_by, duration, size, status)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

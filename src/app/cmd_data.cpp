@@ -1,6 +1,6 @@
 // cmd_data.cpp — `spikemesh data`: make datasets. `fashion-mnist` imports Debian's
 // dataset-fashion-mnist and `synth-dvs` writes a synthetic CIFAR10-DVS-shaped event dataset
-// (rank 0 does the work); `cifar10-dvs`, `dvs128-gesture` and `n-mnist` import the published
+// (rank 0 does the work); `cifar10-dvs`, `dvs128-gesture`, `n-mnist` and `n-caltech101` import the published
 // neuromorphic datasets with every rank (data/import_events.h); `info` prints what a dataset
 // file holds; `bench` times its readers (data/dataset_bench.h).
 #include <CLI/CLI.hpp>
@@ -61,6 +61,17 @@ const EventDatasetHelp kEventDatasets[] = {
     {"n-mnist", "import N-MNIST (Train/ and Test/ folders of .bin) into HDF5 frames",
      "--from: the folder holding Train/ and Test/ (each with class folders 0..9 of 40-bit .bin event files).",
      "  spikemesh data n-mnist --from ~/NMNIST --out input/nmnist_T10.h5"},
+    {"n-caltech101", "import N-Caltech101 (class folders of .bin) into HDF5 frames",
+     "--from: the Caltech101 folder unzipped from Caltech101.zip (one folder per class of 40-bit ATIS .bin files,\n"
+     "as N-MNIST's), the folder above it, or SpikingJelly's events_np/ of .npz. Sensor 180 x 240 (H x W, SpikingJelly's\n"
+     "NCaltech101.get_H_W()): frames [T, 2, 180, 240], or [T, 2, S, S] with --size S; an event outside it is an error.\n"
+     "Classes: the folders sorted as strings (upper case first), BACKGROUND_Google left out: 101 classes;\n"
+     "--include-background keeps it, label 0, as SpikingJelly's NCaltech101 does (102 classes).\n"
+     "No official split: per class, files in SpikingJelly's order (names sorted as strings), the first\n"
+     "ceil(n * --train-ratio) train and the rest test (spikingjelly split_to_train_test_set, random_split=False).",
+     "  spikemesh data n-caltech101 --from ~/N-Caltech101/Caltech101 --out input/ncaltech101_T10.h5\n"
+     "  mpirun -np 8 spikemesh data n-caltech101 --from /scratch/N-Caltech101 --out /scratch/ncal_64.h5 --size 64\n"
+     "  spikemesh data n-caltech101 --from ~/N-Caltech101 --out ncal_sj.h5 --include-background   # SpikingJelly's 102"},
 };
 
 // `data fashion-mnist`: Debian's Fashion-MNIST IDX files into HDF5 (rank 0).
@@ -131,10 +142,13 @@ void add_event_import_subcommand(CLI::App* cmd, const std::shared_ptr<DataOption
                  "resize frames to size x size (bilinear with antialias, as torchvision's Resize in SpikingJelly's "
                  "CIFAR10-DVS 48x48 recipe); default: the sensor's")
       ->check(range_validator("size", true));
-  if (name == "cifar10-dvs")
+  if (name == "cifar10-dvs" || name == "n-caltech101")
     ev->add_option("--train-ratio", o->events.train_ratio, "share of each class that trains")
         ->capture_default_str()
         ->check(range_validator("train-ratio", false));
+  if (name == "n-caltech101")
+    ev->add_flag("--include-background", o->events.include_background,
+                 "keep the BACKGROUND_Google folder as a class (label 0), as SpikingJelly does");
   ev->add_option("--dtype", o->events.dtype,
                  "stored type: u8 | u16 | f16 | f32 (default u8; f32 with --size); values above its range saturate "
                  "and are counted")

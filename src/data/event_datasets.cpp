@@ -1,4 +1,4 @@
-// event_datasets.cpp — listing the three datasets' folders (std::filesystem) and Gesture's
+// event_datasets.cpp — listing the four datasets' folders (std::filesystem) and Gesture's
 // label files into EventDatasetLayout, in SpikingJelly's sample order.
 #include "spikemesh/data/event_datasets.h"
 
@@ -20,6 +20,8 @@ namespace fs = std::filesystem;
 namespace {
 const std::vector<std::string> kCifarClasses = {"airplane", "automobile", "bird",  "cat",  "deer",
                                                 "dog",      "frog",       "horse", "ship", "truck"};
+// N-Caltech101's folder of background images (no object class): left out unless asked for.
+const char* const kCaltechBackground = "BACKGROUND_Google";
 const std::vector<std::string> kGestureNames = {
     "hand_clapping",     "right_hand_wave",          "left_hand_wave", "right_arm_clockwise",
     "right_arm_counter_clockwise", "left_arm_clockwise", "left_arm_counter_clockwise",
@@ -82,7 +84,7 @@ std::vector<std::string> class_files(const fs::path& dir, const std::vector<std:
 EventFileFormat format_of(const std::string& name) {
   const std::string e = lower_ext(name);
   if (e == ".npz") return EventFileFormat::Npz;
-  if (e == ".bin") return EventFileFormat::NMnistBin;
+  if (e == ".bin") return EventFileFormat::AtisBin;
   return EventFileFormat::Aedat2Cifar10Dvs;  // .aedat: 2.0 or 3.1, sniffed when read
 }
 
@@ -112,10 +114,47 @@ std::string EventDatasetLayout::describe() const {
   return os.str();
 }
 
-EventDatasetLayout list_cifar10dvs(const std::string& dir_in, double train_ratio, bool duration_names) {
-  const std::string suffix = duration_names ? "_" : ".npz";
+namespace {
+void check_train_ratio(double train_ratio) {
   if (!(train_ratio > 0 && train_ratio < 1))
     SM_INPUT_ERROR("--train-ratio " << train_ratio << ": must be in (0, 1)");
+}
+
+// The samples of the class folders `folders` of `dir` (label = position), split per class in
+// SpikingJelly's order: the first ceil(n * train_ratio) files of each class train, the rest test
+// (split_to_train_test_set without random_split); train rows first, each split class by class.
+// An empty class folder is an Input error (torchvision's DatasetFolder refuses one too).
+void add_per_class_split(EventDatasetLayout& L, const fs::path& dir, const std::vector<std::string>& folders,
+                         const std::vector<std::string>& exts, const std::string& suffix, double train_ratio) {
+  std::string ext_list;
+  for (size_t i = 0; i < exts.size(); ++i) ext_list += (i ? " or " : "") + exts[i];
+  int64_t ignored = 0;
+  std::vector<EventSampleRef> test;
+  for (size_t c = 0; c < folders.size(); ++c) {
+    const std::vector<std::string> files = class_files(dir / folders[c], exts, suffix, ignored);
+    if (files.empty()) SM_INPUT_ERROR((dir / folders[c]).string() << ": empty class: no " << ext_list << " files");
+    const int64_t n = static_cast<int64_t>(files.size());
+    const int64_t pos = static_cast<int64_t>(std::ceil(static_cast<double>(n) * train_ratio));
+    for (int64_t i = 0; i < n; ++i) {
+      EventSampleRef s;
+      s.file = static_cast<int32_t>(L.files.size());
+      s.label = static_cast<int32_t>(c);
+      s.split = i < pos ? Split::Train : Split::Test;
+      s.name = fs::path(files[i]).stem().string();
+      L.files.push_back(folders[c] + "/" + files[i]);
+      L.formats.push_back(format_of(files[i]));
+      (i < pos ? L.samples : test).push_back(s);
+    }
+  }
+  note_ignored(ignored, dir.string(), ext_list);
+  L.train_size = static_cast<int64_t>(L.samples.size());
+  L.test_size = static_cast<int64_t>(test.size());
+  L.samples.insert(L.samples.end(), test.begin(), test.end());
+}
+}  // namespace
+
+EventDatasetLayout list_cifar10dvs(const std::string& dir_in, double train_ratio, bool duration_names) {
+  check_train_ratio(train_ratio);
   if (!is_dir(dir_in)) SM_INPUT_ERROR("--from " << dir_in << ": not a folder");
   auto has_classes = [](const fs::path& d) { return is_dir(d / "airplane") || is_dir(d / "truck"); };
   const fs::path dir = descend(dir_in, {"events_np", "extract"}, has_classes);
@@ -133,29 +172,46 @@ EventDatasetLayout list_cifar10dvs(const std::string& dir_in, double train_ratio
     SM_INPUT_ERROR("--from " << dir_in << ": expected CIFAR10-DVS's 10 class folders (" << joined(kCifarClasses)
                              << ") of .aedat files (or SpikingJelly's events_np/*.npz); missing " << joined(missing)
                              << "; found " << joined(found));
-  int64_t ignored = 0;
-  std::vector<EventSampleRef> test;
-  for (int c = 0; c < 10; ++c) {
-    const std::vector<std::string> files = class_files(dir / kCifarClasses[c], {".aedat", ".npz"}, suffix, ignored);
-    if (files.empty())
-      SM_INPUT_ERROR((dir / kCifarClasses[c]).string() << ": empty class: no .aedat or .npz files");
-    const int64_t n = static_cast<int64_t>(files.size());
-    const int64_t pos = static_cast<int64_t>(std::ceil(static_cast<double>(n) * train_ratio));
-    for (int64_t i = 0; i < n; ++i) {
-      EventSampleRef s;
-      s.file = static_cast<int32_t>(L.files.size());
-      s.label = c;
-      s.split = i < pos ? Split::Train : Split::Test;
-      s.name = fs::path(files[i]).stem().string();
-      L.files.push_back(kCifarClasses[c] + "/" + files[i]);
-      L.formats.push_back(format_of(files[i]));
-      (i < pos ? L.samples : test).push_back(s);
+  add_per_class_split(L, dir, kCifarClasses, {".aedat", ".npz"}, duration_names ? "_" : ".npz", train_ratio);
+  return L;
+}
+
+EventDatasetLayout list_ncaltech101(const std::string& dir_in, double train_ratio, bool include_background,
+                                    bool duration_names) {
+  check_train_ratio(train_ratio);
+  if (!is_dir(dir_in)) SM_INPUT_ERROR("--from " << dir_in << ": not a folder");
+  // The class folders hold the .bin files (SpikingJelly's events_np: .npz) directly; the folder
+  // above (the unzipped archive, or SpikingJelly's root) holds Caltech101/ or events_np/.
+  auto holds_classes = [](const fs::path& d) {
+    std::error_code ec;
+    for (fs::directory_iterator it(d, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code e2;
+      if (!it->is_directory(e2)) continue;
+      for (fs::directory_iterator f(it->path(), e2), fend; !e2 && f != fend; f.increment(e2)) {
+        const std::string e = lower_ext(f->path().filename().string());
+        if (e == ".bin" || e == ".npz") return true;
+      }
     }
-  }
-  note_ignored(ignored, dir.string(), ".aedat or .npz");
-  L.train_size = static_cast<int64_t>(L.samples.size());
-  L.test_size = static_cast<int64_t>(test.size());
-  L.samples.insert(L.samples.end(), test.begin(), test.end());
+    return false;
+  };
+  const fs::path dir = descend(dir_in, {"Caltech101", "events_np", "extract/Caltech101"}, holds_classes);
+  if (!holds_classes(dir))
+    SM_INPUT_ERROR("--from " << dir_in << ": expected N-Caltech101's Caltech101 folder (the unzipped Caltech101.zip: "
+                             << "101 class folders and BACKGROUND_Google, of .bin files), the folder above it, or "
+                             << "SpikingJelly's events_np/ of .npz; found the folders " << joined(sorted_entries(dir, true)));
+  EventDatasetLayout L;
+  L.dataset = "n-caltech101";
+  L.root = dir.string();
+  L.sensor_h = 180;  // SpikingJelly's NCaltech101.get_H_W()
+  L.sensor_w = 240;
+  L.train_ratio = train_ratio;
+  for (const std::string& c : sorted_entries(dir, true))
+    if (include_background || c != kCaltechBackground) L.class_names.push_back(c);
+  if (L.class_names.size() < 2)
+    SM_INPUT_ERROR("--from " << dir_in << ": N-Caltech101 needs at least 2 class folders, found "
+                             << joined(L.class_names) << " in " << dir.string()
+                             << (include_background ? "" : " (BACKGROUND_Google left out; --include-background keeps it)"));
+  add_per_class_split(L, dir, L.class_names, {".bin", ".npz"}, duration_names ? "_" : ".npz", train_ratio);
   return L;
 }
 
@@ -303,11 +359,12 @@ EventDatasetLayout list_dvs128_gesture(const std::string& dir_in, bool duration_
 }
 
 EventDatasetLayout list_event_dataset(const std::string& dataset, const std::string& dir, double train_ratio,
-                                      bool duration_names) {
+                                      bool duration_names, bool include_background) {
   if (dataset == "cifar10-dvs") return list_cifar10dvs(dir, train_ratio, duration_names);
+  if (dataset == "n-caltech101") return list_ncaltech101(dir, train_ratio, include_background, duration_names);
   if (dataset == "dvs128-gesture") return list_dvs128_gesture(dir, duration_names);
   if (dataset == "n-mnist") return list_nmnist(dir, duration_names);
-  SM_INPUT_ERROR("unknown event dataset " << dataset << " (cifar10-dvs, dvs128-gesture, n-mnist)");
+  SM_INPUT_ERROR("unknown event dataset " << dataset << " (cifar10-dvs, dvs128-gesture, n-mnist, n-caltech101)");
 }
 
 }  // namespace sm

@@ -29,7 +29,7 @@ const char* event_format_name(EventFileFormat f) {
   switch (f) {
     case EventFileFormat::Aedat2Cifar10Dvs: return "AEDAT 2.0 (CIFAR10-DVS)";
     case EventFileFormat::Aedat31: return "AEDAT 3.1";
-    case EventFileFormat::NMnistBin: return "N-MNIST .bin";
+    case EventFileFormat::AtisBin: return "ATIS .bin (N-MNIST, N-Caltech101)";
     case EventFileFormat::Npz: return "SpikingJelly events .npz";
   }
   return "?";
@@ -156,10 +156,11 @@ EventStream read_aedat31(const std::string& path) {
   return ev;
 }
 
-EventStream read_nmnist(const std::string& path) {
+EventStream read_atis_bin(const std::string& path) {
   const std::string s = slurp(path);
   if (s.size() % 5 != 0)
-    SM_INPUT_ERROR(path << ": truncated N-MNIST file: " << s.size() << " bytes is not a whole number of 5-byte events");
+    SM_INPUT_ERROR(path << ": truncated ATIS .bin event file (the N-MNIST / N-Caltech101 layout): " << s.size()
+                        << " bytes is not a whole number of 5-byte events");
   EventStream ev;
   ev.t_u32 = true;
   const size_t n = s.size() / 5;
@@ -205,7 +206,7 @@ EventStream read_event_file(const std::string& path, EventFileFormat format) {
   switch (format) {
     case EventFileFormat::Aedat2Cifar10Dvs: return read_aedat2(path);
     case EventFileFormat::Aedat31: return read_aedat31(path);
-    case EventFileFormat::NMnistBin: return read_nmnist(path);
+    case EventFileFormat::AtisBin: return read_atis_bin(path);
     case EventFileFormat::Npz: return read_npz(path);
   }
   SM_INPUT_ERROR(path << ": unknown event format");

@@ -146,7 +146,8 @@ std::string g(Split s) { return std::string("/") + split_name(s); }
 }  // namespace
 
 int64_t EventH5Writer::row_bytes() const {
-  return static_cast<int64_t>(shape_.T) * 2 * shape_.size * shape_.size * static_cast<int64_t>(stored_type_size(shape_.stored));
+  return static_cast<int64_t>(shape_.T) * 2 * shape_.height * shape_.width *
+         static_cast<int64_t>(stored_type_size(shape_.stored));
 }
 
 EventH5Writer EventH5Writer::create(const std::string& path, Comm* group, const EventFileShape& shape) {
@@ -155,12 +156,13 @@ EventH5Writer EventH5Writer::create(const std::string& path, Comm* group, const 
   w.shape_ = shape;
   H5Handle fapl = file_access(group);
   w.file_ = H5File::create(path, fapl.get());
-  const hsize_t T = static_cast<hsize_t>(shape.T), S = static_cast<hsize_t>(shape.size);
+  const hsize_t T = static_cast<hsize_t>(shape.T), H = static_cast<hsize_t>(shape.height),
+                W = static_cast<hsize_t>(shape.width);
   H5Handle xt = file_type(shape.stored);
   for (Split s : {Split::Train, Split::Test}) {
     const hsize_t n = static_cast<hsize_t>(s == Split::Train ? shape.train_rows : shape.test_rows);
     w.file_.require_group(g(s));
-    create_dataset(w.file_, g(s) + "/x", xt.get(), {n, T, 2, S, S}, {1, T, 2, S, S}, shape.deflate);
+    create_dataset(w.file_, g(s) + "/x", xt.get(), {n, T, 2, H, W}, {1, T, 2, H, W}, shape.deflate);
     create_dataset(w.file_, g(s) + "/y", H5T_STD_I64LE, {n}, {std::min<hsize_t>(std::max<hsize_t>(n, 1), 65536)}, 0, true);
     if (shape.n_frames)
       create_dataset(w.file_, g(s) + "/n_frames", H5T_STD_I32LE, {n}, {std::min<hsize_t>(std::max<hsize_t>(n, 1), 65536)}, 0,
@@ -197,7 +199,7 @@ void EventH5Writer::write(Split s, const EventRows& mine, int64_t events_total) 
   const int64_t total = s == Split::Train ? shape_.train_rows : shape_.test_rows;
   {  // one collective write per run of rows (HDF5's fast path), as many on every rank
     H5Handle ds = open_ds(file_, g(s) + "/x");
-    const Shape full = {total, shape_.T, 2, shape_.size, shape_.size};
+    const Shape full = {total, shape_.T, 2, shape_.height, shape_.width};
     int64_t calls = h5_row_runs(mine.rows);
     if (group_) {
       std::vector<double> most = {static_cast<double>(calls)};

@@ -145,27 +145,27 @@ AxisWeights axis_weights(int in, int out) {
 }
 }  // namespace
 
-void resize_bilinear_aa(const float* in, int64_t planes, int h, int w, int s, float* out) {
-  const AxisWeights ax = axis_weights(w, s), ay = axis_weights(h, s);
-  std::vector<float> tmp(static_cast<size_t>(h) * s);
+void resize_bilinear_aa(const float* in, int64_t planes, int h, int w, int out_h, int out_w, float* out) {
+  const AxisWeights ax = axis_weights(w, out_w), ay = axis_weights(h, out_h);
+  std::vector<float> tmp(static_cast<size_t>(h) * out_w);
   for (int64_t pl = 0; pl < planes; ++pl) {
     const float* src = in + pl * h * w;
-    for (int r = 0; r < h; ++r)  // width pass: [h, w] -> [h, s]
-      for (int c = 0; c < s; ++c) {
+    for (int r = 0; r < h; ++r)  // width pass: [h, w] -> [h, out_w]
+      for (int c = 0; c < out_w; ++c) {
         const float* wt = ax.w.data() + static_cast<size_t>(c) * ax.stride;
         const float* row = src + static_cast<int64_t>(r) * w + ax.first[c];
         float acc = row[0] * wt[0];
         for (int64_t j = 1; j < ax.count[c]; ++j) acc += row[j] * wt[j];
-        tmp[static_cast<size_t>(r) * s + c] = acc;
+        tmp[static_cast<size_t>(r) * out_w + c] = acc;
       }
-    float* dst = out + pl * s * s;
-    for (int r = 0; r < s; ++r) {  // height pass: [h, s] -> [s, s]
+    float* dst = out + pl * out_h * out_w;
+    for (int r = 0; r < out_h; ++r) {  // height pass: [h, out_w] -> [out_h, out_w]
       const float* wt = ay.w.data() + static_cast<size_t>(r) * ay.stride;
-      for (int c = 0; c < s; ++c) {
-        const float* col = tmp.data() + static_cast<size_t>(ay.first[r]) * s + c;
+      for (int c = 0; c < out_w; ++c) {
+        const float* col = tmp.data() + static_cast<size_t>(ay.first[r]) * out_w + c;
         float acc = col[0] * wt[0];
-        for (int64_t j = 1; j < ay.count[r]; ++j) acc += col[j * s] * wt[j];
-        dst[static_cast<int64_t>(r) * s + c] = acc;
+        for (int64_t j = 1; j < ay.count[r]; ++j) acc += col[j * out_w] * wt[j];
+        dst[static_cast<int64_t>(r) * out_w + c] = acc;
       }
     }
   }

@@ -87,10 +87,11 @@ EventStream cut(const EventStream& ev, int64_t b, int64_t e) {
 // the round (local, no communication). A file's or a sample's Input error is recorded in its
 // samples with --skip-bad and thrown otherwise. `after_file(u)` runs after each unit.
 std::vector<SampleOut> decode_units(const EventDatasetLayout& L, const std::vector<std::vector<int64_t>>& units,
-                                    int64_t my0, int64_t my1, const FrameSpec& spec, int S, StoredType stored,
-                                    const EventImportOptions& o, const std::function<void(int64_t)>& after_file) {
-  const bool resize = S != spec.width || S != spec.height;
-  const int64_t out_elems = static_cast<int64_t>(spec.T) * 2 * S * S;
+                                    int64_t my0, int64_t my1, const FrameSpec& spec, int out_h, int out_w,
+                                    StoredType stored, const EventImportOptions& o,
+                                    const std::function<void(int64_t)>& after_file) {
+  const bool resize = out_h != spec.height || out_w != spec.width;
+  const int64_t out_elems = static_cast<int64_t>(spec.T) * 2 * out_h * out_w;
   std::vector<float> frames(static_cast<size_t>(spec.T) * 2 * spec.height * spec.width);
   std::vector<float> resized(resize ? static_cast<size_t>(out_elems) : 0);
   std::vector<SampleOut> outs;
@@ -125,7 +126,7 @@ std::vector<SampleOut> decode_units(const EventDatasetLayout& L, const std::vect
             SM_INPUT_ERROR(what << ": " << n_frames << " fixed-duration frames (a larger --duration-us?)");
           so.n_frames = static_cast<int32_t>(n_frames);
           so.no_event = src.size() == 0;
-          if (resize) resize_bilinear_aa(frames.data(), 2LL * spec.T, spec.height, spec.width, S, resized.data());
+          if (resize) resize_bilinear_aa(frames.data(), 2LL * spec.T, spec.height, spec.width, out_h, out_w, resized.data());
           so.saturated = frames_to_stored(resize ? resized.data() : frames.data(), out_elems, stored, so.x);
           const int64_t label = ref.label;
           so.crc_x = crc32_bytes(so.x.data(), so.x.size());
@@ -155,7 +156,10 @@ std::string fmt_seconds(double s) {
 }
 
 const char* dataset_title(const std::string& d) {
-  return d == "cifar10-dvs" ? "CIFAR10-DVS" : d == "dvs128-gesture" ? "DVS128 Gesture" : "N-MNIST";
+  return d == "cifar10-dvs"      ? "CIFAR10-DVS"
+         : d == "dvs128-gesture" ? "DVS128 Gesture"
+         : d == "n-caltech101"   ? "N-Caltech101"
+                                 : "N-MNIST";
 }
 
 // One import's shared state: the agreed options and listing, the file's shape, the progress
@@ -167,7 +171,8 @@ struct ImportRun {
   FrameSpec spec;
   StoredType stored = StoredType::U8;
   EventDatasetLayout L;
-  int deflate = 0, S = 0;
+  int deflate = 0;
+  int out_h = 0, out_w = 0;  // the stored frames: the sensor's, or --size squared
   std::string fingerprint, source, tmp;
   std::vector<std::vector<int64_t>> units;  // per unit (a file): its sample indices
   int64_t nunits = 0, per_round = 0;
@@ -207,14 +212,16 @@ void resolve_import_options(ImportRun& run) {
       SM_INPUT_ERROR("--out " << o.out << ": the file exists (give --overwrite to replace it once the new one is complete)");
     const fs::path dir = fs::absolute(o.out).parent_path();
     if (!fs::is_directory(dir)) SM_INPUT_ERROR("--out " << o.out << ": the folder " << dir.string() << " does not exist");
-    run.L = list_event_dataset(o.dataset, o.from, o.train_ratio, run.spec.split_by == SplitBy::Duration);
+    run.L = list_event_dataset(o.dataset, o.from, o.train_ratio, run.spec.split_by == SplitBy::Duration,
+                               o.include_background);
   });
   run.spec.height = run.L.sensor_h;
   run.spec.width = run.L.sensor_w;
   // Auto: deflate integer frames (event counts, mostly zeros: 4x smaller at 128x128) but not
   // float ones (resized frames: 20% smaller for 14x slower reads; docs/datasets.md).
   run.deflate = o.deflate >= 0 ? o.deflate : (run.stored == StoredType::U8 || run.stored == StoredType::U16) ? 1 : 0;
-  run.S = o.size > 0 ? o.size : run.L.sensor_w;
+  run.out_h = o.size > 0 ? o.size : run.L.sensor_h;
+  run.out_w = o.size > 0 ? o.size : run.L.sensor_w;
   if (run.group)
     check_same_text(*run.group, run.L.describe(), "the listing of --from " + o.from + " (is it on a shared file system?)");
 }
@@ -225,7 +232,7 @@ void fingerprint_and_source(ImportRun& run) {
   // Not the rank count nor --files-per-round: the rows do not depend on them, so a resume (a
   // requeued job on another node count) may change them.
   canon << "semantics 1|" << run.L.describe() << "|T " << run.spec.T << " " << split_by_name(run.spec.split_by) << " "
-        << run.spec.duration_us << " S " << run.S << " " << stored_type_name(run.stored) << " ev " << run.o.events
+        << run.spec.duration_us << " S " << run.out_h << "x" << run.out_w << " " << stored_type_name(run.stored) << " ev " << run.o.events
         << " skip " << run.o.skip_bad << " deflate " << run.deflate;
   char b[20];
   std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(text_hash(canon.str())));
@@ -251,7 +258,8 @@ void plan_units_and_shape(ImportRun& run) {
   run.per_round = L.multi_sample_files() ? run.nunits : std::max<int64_t>(1, run.o.files_per_round) * run.nranks;
   EventFileShape& shape = run.shape;
   shape.T = run.spec.T;
-  shape.size = run.S;
+  shape.height = run.out_h;
+  shape.width = run.out_w;
   shape.stored = run.stored;
   shape.train_rows = L.train_size;
   shape.test_rows = L.test_size;
@@ -295,7 +303,8 @@ void check_shared_out_folder(const ImportRun& run) {
 std::vector<SampleOut> decode_my_units(ImportRun& run, int64_t my0, int64_t my1) {
   std::vector<SampleOut> outs;
   run.agree([&] {
-    outs = decode_units(run.L, run.units, my0, my1, run.spec, run.S, run.stored, run.o, [&](int64_t u) {
+    const int oh = run.out_h, ow = run.out_w;
+    outs = decode_units(run.L, run.units, my0, my1, run.spec, oh, ow, run.stored, run.o, [&](int64_t u) {
       ++run.files_this_run;
       if (run.is_root() && run.o.progress && run.L.multi_sample_files() &&
           std::chrono::duration<double>(Clock::now() - run.last_print).count() >= 5.0) {
@@ -504,8 +513,8 @@ bool import_rounds(ImportRun& run) {
       if (import_round(run, u0)) return false;
     run.collective("finishing " + run.tmp, [&] {
       run.w.finish(run.st.rows[0], run.st.rows[1], run.st.events[0], run.st.events[1]);
-      write_dataset_attributes(run.w.file(), run.L, run.source, run.spec, run.S, run.stored, run.deflate, run.o.events,
-                               run.st);
+      write_dataset_attributes(run.w.file(), run.L, run.source, run.spec, run.out_h, run.out_w, run.stored,
+                               run.deflate, run.o.events, run.st);
       SM_H5_CHECK(H5Adelete(run.w.file().id(), "import_state"));
       run.w.close();
     });
@@ -577,7 +586,7 @@ EventImportResult import_event_dataset(const EventImportOptions& o, Comm* group)
   if (run.is_root())
     SM_INFO("importing " << dataset_title(run.L.dataset) << " from " << run.L.root << ": " << run.L.files.size()
                          << " files, " << run.L.train_size << " train + " << run.L.test_size << " test samples -> " << o.out
-                         << " [T " << run.spec.T << ", 2, " << run.S << ", " << run.S << "] " << stored_type_name(run.stored)
+                         << " [T " << run.spec.T << ", 2, " << run.out_h << ", " << run.out_w << "] " << stored_type_name(run.stored)
                          << ", split by " << split_by_name(run.spec.split_by) << ", " << run.nranks << " rank(s)");
   if (!import_rounds(run)) {
     EventImportResult res;

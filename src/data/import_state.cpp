@@ -158,8 +158,8 @@ bool resume_import(const std::string& tmp, const std::string& fingerprint, const
 // the crc32 attribute of every split's x and y. Collective over the file's group: the same
 // values on every rank.
 void write_dataset_attributes(const H5File& f, const EventDatasetLayout& L, const std::string& source,
-                              const FrameSpec& spec, int S, StoredType stored, int deflate, bool events,
-                              const ImportState& st) {
+                              const FrameSpec& spec, int frame_h, int frame_w, StoredType stored, int deflate,
+                              bool events, const ImportState& st) {
   f.set_attr("num_classes", static_cast<int64_t>(L.class_names.size()));
   f.set_attr("T", static_cast<int64_t>(spec.T));
   f.set_attr("layout", "NTCHW");
@@ -170,11 +170,15 @@ void write_dataset_attributes(const H5File& f, const EventDatasetLayout& L, cons
   f.set_attr("dataset", L.dataset);
   f.set_attr("split_by", split_by_name(spec.split_by));
   f.set_attr("duration_us", spec.duration_us);
-  f.set_attr("size", static_cast<int64_t>(S));
-  f.set_attr("resize", S != L.sensor_w || S != L.sensor_h ? "bilinear antialias (torchvision Resize)" : "none");
+  // size: the side of square frames (--size, or a square sensor); 0 for N-Caltech101's 180 x 240
+  f.set_attr("size", static_cast<int64_t>(frame_h == frame_w ? frame_h : 0));
+  f.set_attr("frame_h", static_cast<int64_t>(frame_h));
+  f.set_attr("frame_w", static_cast<int64_t>(frame_w));
+  const bool resized = frame_h != L.sensor_h || frame_w != L.sensor_w;
+  f.set_attr("resize", resized ? "bilinear antialias (torchvision Resize)" : "none");
   f.set_attr("sensor_h", static_cast<int64_t>(L.sensor_h));
   f.set_attr("sensor_w", static_cast<int64_t>(L.sensor_w));
-  if (L.dataset == "cifar10-dvs") f.set_attr("train_ratio", L.train_ratio);
+  if (L.train_ratio > 0) f.set_attr("train_ratio", L.train_ratio);  // the per-class split's
   std::string names;
   for (size_t i = 0; i < L.class_names.size(); ++i) names += (i ? "," : "") + L.class_names[i];
   f.set_attr("class_names", names);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# event_import.sh — `spikemesh data cifar10-dvs | dvs128-gesture | n-mnist` on small datasets
+# event_import.sh — `spikemesh data cifar10-dvs | dvs128-gesture | n-mnist | n-caltech101` on small datasets
 # generated in each published binary layout by tests/ref/events_ref.py, checked
 # against that file's independent numpy reference of SpikingJelly's decoding, integration,
 # order and split (frames exact; resized frames against torch's interpolate):
-#   imports: every dataset and format (AEDAT 2.0, AEDAT 3.1, SpikingJelly's .npz, N-MNIST .bin),
+#   imports: every dataset and format (AEDAT 2.0, AEDAT 3.1, SpikingJelly's .npz, N-MNIST and N-Caltech101
+#     .bin; N-Caltech101 with and without its BACKGROUND_Google class, 180x240 frames and --size 48),
 #     split by number / time / fixed duration, --size 48 (f32, u8, f16), --events, u16; recordings
 #     without an event (zero frames, counted in the summary and the file's attributes); under
 #     mpirun -np 2 and alone — the same bytes (crc32 attributes) whatever the rank count;
@@ -14,7 +15,8 @@
 #     rank, no --out file: missing class folders, a truncated .aedat (and --skip-bad counting it),
 #     events outside the sensor, a trials list naming a missing recording, a missing label file,
 #     an empty class, an existing --out, an --out the ranks do not share, a damaged .npz (bad
-#     CRC-32; --skip-bad counts it once), a file-size limit (ulimit -f) hit mid-import;
+#     CRC-32; --skip-bad counts it once), a file-size limit (ulimit -f) hit mid-import; N-Caltech101:
+#     no Caltech101 folder, an empty class, a truncated .bin, an event outside the 240x180 sensor;
 #   training: a mini CIFAR10-DVS in AEDAT 3.1 imported at 48x48 and cifar10dvs_vgg trained on it
 #     for 2 steps under mpirun -np 2; `data info` and `data bench` on the result.
 # Usage: BIN=build/bin/spikemesh tests/e2e/event_import.sh   (needs $PY with numpy, torch, h5py)
@@ -29,19 +31,22 @@ MPI2=(timeout 300 mpirun --bind-to none -np 2)
   "${REF[@]}" gen cifar10-dvs c10npz --per-class 3 --seed 2 --fmt npz >/dev/null &&
   "${REF[@]}" gen cifar10-dvs c10v31 --per-class 4 --seed 3 --fmt aedat31 >/dev/null &&
   "${REF[@]}" gen dvs128-gesture gest --seed 4 >/dev/null &&
-  "${REF[@]}" gen n-mnist nm --per-class 3 --seed 5 >/dev/null ||
+  "${REF[@]}" gen n-mnist nm --per-class 3 --seed 5 >/dev/null &&
+  "${REF[@]}" gen n-caltech101 ncal --seed 6 >/dev/null &&
+  "${REF[@]}" gen n-caltech101 ncalnpz --per-class 9 --seed 7 --fmt npz >/dev/null && mv ncalnpz/Caltech101 ncalnpz/events_np ||
   { bad "generate the datasets"; echo "event_import: $pass passed, $fail failed"; exit 1; }
 
 # import_ok NAME DATASET DIR NP ARGS...: imports into NAME.h5 and compares with the reference.
 import_ok() {
-  local name=$1 ds=$2 dir=$3 np=$4
+  local name=$1 ds=$2 dir=$3 np=$4 a check_args=()
   shift 4
+  for a in "$@"; do [ "$a" = --include-background ] && check_args+=(--include-background); done
   local run=("$BIN")
   [ "$np" -gt 1 ] && run=(timeout 300 mpirun --bind-to none -np "$np" "$BIN")
   if ! "${run[@]}" data "$ds" --from "$dir" --out "$name.h5" "$@" >"$name.log" 2>&1; then
     bad "$name: import failed"; tail -n 4 "$name.log" | sed 's/^/       /'; return
   fi
-  if "${REF[@]}" check "$ds" "$dir" "$name.h5" >"$name.check" 2>&1; then
+  if "${REF[@]}" check "$ds" "$dir" "$name.h5" "${check_args[@]}" >"$name.check" 2>&1; then
     ok "$name: equals the reference ($(tail -n 1 "$name.check"))"
   else bad "$name: differs from the reference"; grep -v '^ok' "$name.check" | head -n 5 | sed 's/^/       /'; fi
 }
@@ -62,6 +67,23 @@ import_ok gesture dvs128-gesture gest 2 --events --T 12
 import_ok gesture_time dvs128-gesture gest 1 --split-by time --dtype u16
 import_ok gesture_duration dvs128-gesture gest 1 --duration-us 30000 --T 6
 import_ok nmnist n-mnist nm 2 --events
+# N-Caltech101: --from the folder above Caltech101 / SpikingJelly's root above events_np, or the folder itself
+import_ok ncal n-caltech101 ncal 2 --events
+import_ok ncal_bg n-caltech101 ncal/Caltech101 1 --include-background --train-ratio 0.75
+import_ok ncal_48 n-caltech101 ncal 2 --size 48 --include-background
+import_ok ncal_time n-caltech101 ncal 1 --split-by time --T 6 --dtype u16
+import_ok ncal_npz n-caltech101 ncalnpz 1 --duration-us 40000 --T 5
+if "$PY" - <<'EOF' >ncal_classes.log 2>&1
+import h5py
+with h5py.File("ncal.h5") as f, h5py.File("ncal_bg.h5") as g:
+    a, b = f.attrs["class_names"].split(","), g.attrs["class_names"].split(",")
+    assert b[0] == "BACKGROUND_Google" and a == b[1:] and len(a) == 5, (a, b)
+    assert f["train/x"].shape[3:] == (180, 240) and f.attrs["size"] == 0, f["train/x"].shape
+    assert (f.attrs["frame_h"], f.attrs["frame_w"]) == (180, 240)
+print("ok")
+EOF
+then ok "n-caltech101: 5 classes without BACKGROUND_Google, 6 with it (label 0); [T, 2, 180, 240] frames"
+else bad "n-caltech101 classes"; tail -n 3 ncal_classes.log | sed 's/^/       /'; fi
 
 # recordings without an event: zero frames as SpikingJelly, counted and named, never silently
 cp -r nm nm_empty && e_train=$(ls nm_empty/Train/3/* | head -n 1) && e_test=$(ls nm_empty/Test/5/* | head -n 1) &&
@@ -168,6 +190,24 @@ cp -r gest nocsv && rm nocsv/user02_led_labels.csv
 expect_error "missing label file" "user02_led_labels.csv" -- "$BIN" data dvs128-gesture --from nocsv --out x.h5
 cp -r nm emptycls && rm emptycls/Train/7/*
 expect_error "empty class" "Train/7" "empty class" -- "${MPI2[@]}" "$BIN" data n-mnist --from emptycls --out x.h5
+mkdir -p nocal/Caltech101_annotations/accordion && : >nocal/Caltech101_annotations/accordion/annotation_0001.mat
+expect_error "n-caltech101 without a Caltech101 folder" "nocal" "expected N-Caltech101's Caltech101 folder" -- \
+  "${MPI2[@]}" "$BIN" data n-caltech101 --from nocal --out x.h5
+cp -r ncal ncal_emptycls && rm ncal_emptycls/Caltech101/Leopards/*
+expect_error "n-caltech101 empty class" "Caltech101/Leopards" "empty class" -- \
+  "$BIN" data n-caltech101 --from ncal_emptycls --out x.h5
+cp -r ncal ncal_trunc && head -c 1003 ncal/Caltech101/anchor/image_0002.bin >ncal_trunc/Caltech101/anchor/image_0002.bin
+expect_error "n-caltech101 truncated .bin" "anchor/image_0002.bin" "truncated" "1003 bytes" -- \
+  "${MPI2[@]}" "$BIN" data n-caltech101 --from ncal_trunc --out x.h5
+cp -r ncal ncal_off && "$PY" - ncal_off/Caltech101/accordion/image_0003.bin <<'EOF'
+import sys
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read())
+b[5 * 7 + 1] = 180  # event 7: y = 180, one row below the 180-row sensor (x and y are 8 bits)
+open(p, 'wb').write(b)
+EOF
+expect_error "n-caltech101 event outside the sensor" "accordion/image_0003.bin" "event 7" "outside the 240x180 sensor" -- \
+  "$BIN" data n-caltech101 --from ncal_off --out x.h5
+[ ! -e x.h5 ] && [ ! -e x.h5.tmp ] && ok "n-caltech101: nothing left after the refusals" || bad "files left: $(ls x.h5* 2>&1)"
 mkdir -p cwd0 cwd1  # a relative --out in another working directory per rank: as node-local storage
 # shellcheck disable=SC2016  # $OMPI_COMM_WORLD_RANK expands in each rank's shell
 expect_error "--out not shared by the ranks" "--out" "shares" -- "${MPI2[@]}" bash -c \

@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = fuzz::scratch_path("fuzz_event_file");
   fuzz::write_file(path, data + 1, size - 1);
   const sm::EventFileFormat formats[] = {sm::EventFileFormat::Aedat2Cifar10Dvs, sm::EventFileFormat::Aedat31,
-                                         sm::EventFileFormat::NMnistBin, sm::EventFileFormat::Npz};
+                                         sm::EventFileFormat::AtisBin, sm::EventFileFormat::Npz};
   const sm::EventFileFormat format = formats[mode % 4];
   sm::EventStream ev;
   if (!fuzz::expect_ok_or_input_error([&] {
@@ -36,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (ev.x.size() != n || ev.y.size() != n || ev.p.size() != n) fuzz::fail("event arrays of different lengths");
   for (uint8_t p : ev.p)
     if (p > 1) fuzz::fail("polarity not 0/1");
-  const int side = format == sm::EventFileFormat::NMnistBin ? 34 : 128;
+  const int side = format == sm::EventFileFormat::AtisBin ? 34 : 128;
   if (!fuzz::expect_ok_or_input_error([&] { sm::check_events_on_sensor(ev, side, side, path); })) return 0;
   sm::FrameSpec spec;
   spec.T = 1 + (mode >> 2) % 8;

@@ -1,19 +1,21 @@
 #!/usr/bin/python3
 """events_ref.py — the independent numpy reference for spikemesh's event-dataset importers
-(`spikemesh data cifar10-dvs|dvs128-gesture|n-mnist --from DIR --out FILE.h5`).
+(`spikemesh data cifar10-dvs|dvs128-gesture|n-mnist|n-caltech101 --from DIR --out FILE.h5`).
 
 Written from the source-cited notes on SpikingJelly's readers made for the importers
 (the project's SpikingJelly semantics notes, sections 0-5 and 6.1), not from SpikingJelly's code. It holds
   1. writers of each published binary layout (write_aedat2, write_aedat31 / aedat31_packet,
      write_nmnist_bin, write_events_npz) and deterministic generators of small synthetic
-     datasets in the published folder layouts (gen_cifar10dvs, gen_gesture, gen_nmnist);
+     datasets in the published folder layouts (gen_cifar10dvs, gen_gesture, gen_nmnist, gen_ncaltech101);
   2. SpikingJelly's decoding (read_aedat2, read_aedat31, read_nmnist_bin, read_npz), frame
      integration (segment_indices, integrate_fixed_frames, integrate_fixed_duration: the 2.0
      grid), the test-time resize (torch bilinear, antialias) and the dataset assembly in
-     torchvision DatasetFolder order with the CIFAR10-DVS per-class split (reference);
+     torchvision DatasetFolder order with the CIFAR10-DVS / N-Caltech101 per-class split (reference;
+     N-Caltech101's BACKGROUND_Google folder is a class only with include_background, as spikemesh's
+     --include-background; SpikingJelly keeps it);
   3. a checker of a spikemesh HDF5 file against the reference (check).
-CLI:  events_ref.py gen DATASET DIR [--per-class N] [--seed S] [--fmt aedat|npz|aedat31]
-      events_ref.py check DATASET DIR FILE.h5        (exit 1 on any mismatch)
+CLI:  events_ref.py gen DATASET DIR [--per-class N] [--seed S] [--fmt aedat|npz|aedat31|bin]
+      events_ref.py check DATASET DIR FILE.h5 [--include-background]   (exit 1 on any mismatch)
       events_ref.py write-ref DATASET DIR FILE.h5 --T N [--split-by ..] [--dtype ..] ...
       events_ref.py selftest
 Runs on numpy 1.24 and 2.x; h5py and torch are imported only where needed.
@@ -33,7 +35,10 @@ CIFAR_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog",
 GESTURE_NAMES = ("hand_clapping", "right_hand_wave", "left_hand_wave", "right_arm_clockwise",
                  "right_arm_counter_clockwise", "left_arm_clockwise", "left_arm_counter_clockwise",
                  "arm_roll", "air_drums", "air_guitar", "other_gestures")  # csv classes 1..11
-SENSOR = {"cifar10-dvs": (128, 128), "dvs128-gesture": (128, 128), "n-mnist": (34, 34)}
+SENSOR = {"cifar10-dvs": (128, 128), "dvs128-gesture": (128, 128), "n-mnist": (34, 34), "n-caltech101": (180, 240)}
+# A few of N-Caltech101's folders (upper case sorts first); per-class file counts differ
+CALTECH_CLASSES = ("BACKGROUND_Google", "Faces_easy", "Leopards", "accordion", "airplanes", "anchor")
+CALTECH_BACKGROUND = "BACKGROUND_Google"
 AEDAT2_HEADER = ("#!AER-DAT2.0", "# This is a raw AE data file - do not edit",
                  "# Data format is int32 address, int32 timestamp (8 bytes total), repeated for each event",
                  "# Timestamps tick is 1 us", "# created Thu Nov 26 2026")
@@ -214,6 +219,25 @@ def gen_nmnist(root, per_class=3, seed=0, fmt="bin"):
     return out
 
 
+def gen_ncaltech101(root, per_class=10, seed=0, fmt="bin"):
+    """root/Caltech101/<class>/image_<4-digit i>.bin (or .npz), per_class + 0..3 files a class, events
+    over the whole 240 x 180 sensor (x and y touch 239 and 179); returns {path relative to root: events}."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for cls in CALTECH_CLASSES:
+        os.makedirs(os.path.join(root, "Caltech101", cls), exist_ok=True)
+        for i in range(1, per_class + int(rng.integers(0, 4)) + 1):
+            n = int(rng.integers(200, 1201))
+            ev = {"t": _times(rng, n, int(rng.integers(0, 5000)), 600).astype(np.uint32),
+                  "x": rng.integers(0, 240, n).astype(np.uint32), "y": rng.integers(0, 180, n).astype(np.uint32),
+                  "p": rng.integers(0, 2, n).astype(np.uint32)}
+            ev["x"][0], ev["y"][-1] = 239, 179
+            rel = os.path.join("Caltech101", cls, f"image_{i:04d}.{fmt}")
+            (write_nmnist_bin if fmt == "bin" else write_events_npz)(os.path.join(root, rel), **ev)
+            out[rel] = ev
+    return out
+
+
 # ---------------------------------------------------------------------------------- decoders
 def read_aedat2(path):
     """CIFAR10-DVS AEDAT 2.0 as SpikingJelly decodes it: t uint32, x, y uint32, p int64."""
@@ -267,7 +291,8 @@ def read_aedat31(path):
 
 
 def read_nmnist_bin(path):
-    """N-MNIST 40-bit events (all uint32, 23-bit t, no overflow handling, nothing dropped)."""
+    """ATIS 40-bit events of N-MNIST and N-Caltech101 (all uint32, 23-bit t, no overflow handling, nothing
+    dropped: a y = 240 marker is an ordinary event)."""
     raw = np.fromfile(path, dtype=np.uint8).astype(np.uint32)
     if len(raw) % 5:
         raise ValueError(f"{path}: {len(raw)} bytes are not a whole number of 5-byte events")
@@ -402,18 +427,32 @@ def _subdirs(d):
     return sorted(e for e in os.listdir(d) if os.path.isdir(os.path.join(d, e)))
 
 
-def list_samples(dataset, root, train_ratio=0.9, duration=False):
+def _split_per_class(root, classes, exts, suffix, train_ratio):
+    """One DatasetFolder over the class folders, split per class in order: the first ceil(n * ratio) train."""
+    train, test = [], []
+    for label, cls in enumerate(classes):
+        files = _class_files(os.path.join(root, cls), exts, suffix)
+        if not files:
+            raise ValueError(f"{os.path.join(root, cls)}: empty class")
+        pos = math.ceil(len(files) * train_ratio)
+        for i, f in enumerate(files):
+            (train if i < pos else test).append(Sample(os.path.join(root, cls, f), label, f"{cls}/{f}", None, None))
+    return classes, train, test
+
+
+def list_samples(dataset, root, train_ratio=0.9, duration=False, include_background=False):
     """(class_names, train samples, test samples), each split in SpikingJelly's order (with a fixed
     duration the frame files are named <stem>_<n>.npz, so names sort as <stem>_)."""
     suffix = "_" if duration else ".npz"
-    if dataset == "cifar10-dvs":  # one DatasetFolder over the 10 class folders, split per class in order
-        classes, train, test = list(CIFAR_CLASSES), [], []
-        for label, cls in enumerate(classes):
-            files = _class_files(os.path.join(root, cls), (".aedat", ".npz"), suffix)
-            pos = math.ceil(len(files) * train_ratio)
-            for i, f in enumerate(files):
-                (train if i < pos else test).append(Sample(os.path.join(root, cls, f), label, f"{cls}/{f}", None, None))
-        return classes, train, test
+    if dataset == "cifar10-dvs":
+        return _split_per_class(root, list(CIFAR_CLASSES), (".aedat", ".npz"), suffix, train_ratio)
+    if dataset == "n-caltech101":
+        for sub in ("Caltech101", "events_np"):  # the folder above the class folders
+            if os.path.isdir(os.path.join(root, sub)):
+                root = os.path.join(root, sub)
+                break
+        classes = [c for c in _subdirs(root) if include_background or c != CALTECH_BACKGROUND]
+        return _split_per_class(root, classes, (".bin", ".npz"), suffix, train_ratio)
     if dataset == "n-mnist":
         splits = []
         for split in ("Train", "Test"):
@@ -460,12 +499,15 @@ def sample_events(dataset, s, cache):
     return {k: v[mask] for k, v in ev.items()}
 
 
-def reference(dataset, root, T=None, split_by="number", duration_us=0, size=0, train_ratio=0.9):
-    """SpikingJelly's frames of every sample, float32 [N, T, 2, S, S] per split (S = size or the
-    sensor size), plus labels, events, sample names and (duration mode) the grid frame counts."""
+def reference(dataset, root, T=None, split_by="number", duration_us=0, size=0, train_ratio=0.9,
+              include_background=False):
+    """SpikingJelly's frames of every sample, float32 [N, T, 2, S, S] per split (S = size) or
+    [N, T, 2, H, W] (the sensor's), plus labels, events, sample names and (duration mode) the grid
+    frame counts."""
     H, W = SENSOR[dataset]
-    S = size or H
-    classes, train, test = list_samples(dataset, root, train_ratio, split_by == "duration")
+    oh, ow = (size, size) if size else (H, W)
+    resized = (oh, ow) != (H, W)
+    classes, train, test = list_samples(dataset, root, train_ratio, split_by == "duration", include_background)
     cache, res = {}, {"class_names": classes, "sensor_hw": (H, W)}
     for split, samples in (("train", train), ("test", test)):
         evs = [sample_events(dataset, s, cache) for s in samples]
@@ -476,8 +518,8 @@ def reference(dataset, root, T=None, split_by="number", duration_us=0, size=0, t
             grids = [np.concatenate([g[:Tn], np.zeros((max(0, Tn - len(g)), 2, H, W))]) for g in grids]
         else:
             grids, nf, Tn = [integrate_fixed_frames(ev, T, split_by, H, W) for ev in evs], None, T
-        xs = [g.astype(np.float32) if S == H else resize(g, S) for g in grids]
-        res.update({split + "_x": np.stack(xs) if xs else np.zeros((0, Tn, 2, S, S), np.float32),
+        xs = [resize(g, size) if resized else g.astype(np.float32) for g in grids]
+        res.update({split + "_x": np.stack(xs) if xs else np.zeros((0, Tn, 2, oh, ow), np.float32),
                     split + "_y": np.array([s.label for s in samples], dtype=np.int64), split + "_events": evs,
                     split + "_names": [s.name for s in samples], split + "_n_frames": nf})
     return Reference(**res)
@@ -510,7 +552,7 @@ def _frame_diff(got, ref, dtype, resized):
     return diff > 1, diff  # u8/u16: off-by-one rounding
 
 
-def check(dataset, root, h5path, out=print):
+def check(dataset, root, h5path, out=print, include_background=False):
     """Compares a spikemesh file with the reference, one line per check; returns the failure count."""
     import h5py
     fails, t0 = [], time.time()
@@ -528,16 +570,20 @@ def check(dataset, root, h5path, out=print):
     with h5py.File(h5path, "r") as f:
         H, W = SENSOR[dataset]
         T, split_by, dur = int(_attr(f, "T", 0)), _attr(f, "split_by", ""), int(_attr(f, "duration_us", 0))
-        S, ratio = int(_attr(f, "size", H)), float(_attr(f, "train_ratio", 0.9))
-        for k, want in (("dataset", dataset), ("layout", "NTCHW"), ("sensor_h", H), ("sensor_w", W)):
+        fh, fw, ratio = int(_attr(f, "frame_h", 0)), int(_attr(f, "frame_w", 0)), float(_attr(f, "train_ratio", 0.9))
+        resized = (fh, fw) != (H, W)
+        S = fh if resized else 0  # the --size the file was made with (square), 0: the sensor's frames
+        for k, want in (("dataset", dataset), ("layout", "NTCHW"), ("sensor_h", H), ("sensor_w", W),
+                        ("size", fh if fh == fw else 0)):
             report(_attr(f, k) == want, "attr " + k, repr(_attr(f, k)))
-        if dataset == "cifar10-dvs":
+        report(fh > 0 and (not resized or fh == fw), "attr frame_h/frame_w", f"{fh}x{fw} (sensor {H}x{W})")
+        if dataset in ("cifar10-dvs", "n-caltech101"):
             report("train_ratio" in f.attrs, "attr train_ratio", ratio)
         modes_ok = split_by in ("number", "time", "duration") and (split_by != "duration") == (dur == 0)
         if not report(T > 0 and modes_ok, "attr T/split_by/duration_us", f"{T}/{split_by!r}/{dur}"):
             return len(fails)
         try:
-            ref = reference(dataset, root, T, split_by, dur, 0 if S == H else S, ratio)
+            ref = reference(dataset, root, T, split_by, dur, S, ratio, include_background)
         except ValueError as e:
             report(False, "reference", e)
             return len(fails)
@@ -561,13 +607,13 @@ def check(dataset, root, h5path, out=print):
                 continue
             dtype, gx, first, n_bad, n_diff, maxd = gx.dtype, gx[...], None, 0, 0, 0.0
             for i in range(len(x)):
-                bad, diff = _frame_diff(gx[i], x[i], dtype, S != H)
+                bad, diff = _frame_diff(gx[i], x[i], dtype, resized)
                 maxd = max(maxd, float(diff.max(initial=0)))
                 n_bad, n_diff = n_bad + int(bad.sum()), n_diff + int((diff > 0).sum())
                 if first is None and bad.any():
                     first = (i, float(diff[bad].max()))
-            rule = f"within tolerance ({n_diff} elements differ, max |diff| {maxd:g})" if S != H else "exact"
-            report(first is None, f"{split}/x frames ({dtype}, S={S})",
+            rule = f"within tolerance ({n_diff} elements differ, max |diff| {maxd:g})" if resized else "exact"
+            report(first is None, f"{split}/x frames ({dtype}, {fh}x{fw})",
                    f"{len(x)} samples {rule}" if first is None else f"first differing sample {first[0]} "
                    f"({names[first[0]]}) max |diff| {first[1]:g}; {n_bad} elements out of tolerance")
             if split_by == "duration":
@@ -606,16 +652,18 @@ def check_events(g, evs, names, split, report):
 
 
 def write_reference_h5(path, dataset, root, T, split_by="number", duration_us=0, size=0, dtype="u8",
-                       train_ratio=0.9, events=False):
+                       train_ratio=0.9, events=False, include_background=False):
     """The file spikemesh should write, from the reference (to exercise check)."""
     import h5py
-    ref = reference(dataset, root, T, split_by, duration_us, size, train_ratio)
+    ref = reference(dataset, root, T, split_by, duration_us, size, train_ratio, include_background)
     H, W = ref.sensor_hw
+    fh, fw = (size, size) if size else (H, W)
     with h5py.File(path, "w") as f:
-        f.attrs.update(dict(dataset=dataset, T=T, split_by=split_by, duration_us=duration_us, size=size or H,
+        f.attrs.update(dict(dataset=dataset, T=T, split_by=split_by, duration_us=duration_us,
+                            size=fh if fh == fw else 0, frame_h=fh, frame_w=fw,
                             sensor_h=H, sensor_w=W, num_classes=len(ref.class_names), layout="NTCHW",
                             class_names=",".join(ref.class_names), checksum=""))
-        if dataset == "cifar10-dvs":
+        if dataset in ("cifar10-dvs", "n-caltech101"):
             f.attrs["train_ratio"] = float(train_ratio)
         for split in ("train", "test"):
             y, evs = getattr(ref, split + "_y"), getattr(ref, split + "_events")
@@ -661,7 +709,8 @@ def selftest():
     with tempfile.TemporaryDirectory() as tmp:
         gens = [("cifar10-dvs", gen_cifar10dvs, (11, 1, "aedat")), ("cifar10-dvs", gen_cifar10dvs, (11, 2, "npz")),
                 ("cifar10-dvs", gen_cifar10dvs, (11, 3, "aedat31")), ("dvs128-gesture", gen_gesture, ((1, 2, 3),)),
-                ("n-mnist", gen_nmnist, (2, 5)), ("n-mnist", gen_nmnist, (1, 6, "npz"))]
+                ("n-mnist", gen_nmnist, (2, 5)), ("n-mnist", gen_nmnist, (1, 6, "npz")),
+                ("n-caltech101", gen_ncaltech101, (10, 7)), ("n-caltech101", gen_ncaltech101, (9, 8, "npz"))]
         for k, (dataset, gen, args) in enumerate(gens):
             d = os.path.join(tmp, str(k))
             truth = gen(d, *args)
@@ -678,13 +727,20 @@ def selftest():
         expect(0.1 < np.mean((addr & 0xFFFF8000) != 0) < 0.3, "AEDAT 2.0 junk in the ignored address bits")
         ev = read_events(os.path.join(tmp, "3", "user01_led.aedat"), "dvs128-gesture")
         expect(ev["t"].max() >= 2**31 > ev["t"].min(), "gesture user01_led crosses 2^31 us")
+        names, tr, te = list_samples("n-caltech101", os.path.join(tmp, "6"))
+        names_bg, tr_bg, _ = list_samples("n-caltech101", os.path.join(tmp, "6"), include_background=True)
+        expect(names == list(CALTECH_CLASSES[1:]) and names_bg == list(CALTECH_CLASSES) and tr_bg[0].label == 0
+               and tr_bg[0].name.startswith(CALTECH_BACKGROUND) and tr[0].name.startswith("Faces_easy/"),
+               "n-caltech101 classes: sorted folders, BACKGROUND_Google only when included (label 0)")
         _, tr, te = list_samples("cifar10-dvs", os.path.join(tmp, "0"))
         expect(len(tr) == 100 and len(te) == 10 and tr[2].name.endswith("_10.aedat")
                and te[0].name.endswith("_9.aedat"), "cifar: order _0,_1,_10,_2..; ceil(11*0.9)=10 train per class")
         h5 = os.path.join(tmp, "ref.h5")
         for dataset, d, opts in (("dvs128-gesture", "3", (5, "duration", 20000, 48, "u8")),
                                  ("cifar10-dvs", "0", (6, "time", 0, 0, "f16")),
-                                 ("n-mnist", "4", (3, "number", 0, 48, "f32"))):
+                                 ("n-mnist", "4", (3, "number", 0, 48, "f32")),
+                                 ("n-caltech101", "6", (3, "number", 0, 0, "u8")),
+                                 ("n-caltech101", "7", (4, "time", 0, 40, "f32"))):
             write_reference_h5(h5, dataset, os.path.join(tmp, d), *opts, events=True)
             expect(check(dataset, os.path.join(tmp, d), h5, out=lambda s: None) == 0, f"check of a {dataset} file")
             with h5py.File(h5, "r+") as f:
@@ -705,8 +761,9 @@ def main(argv=None):
         p.add_argument("dir")
         if p is not g:
             p.add_argument("h5")
+            p.add_argument("--include-background", action="store_true", help="n-caltech101: BACKGROUND_Google a class")
     for opt, typ, default in (("--per-class", int, None), ("--seed", int, 0), ("--fmt", str, None)):
-        g.add_argument(opt, type=typ, default=default)  # --fmt: cifar10-dvs aedat|npz|aedat31, n-mnist bin|npz
+        g.add_argument(opt, type=typ, default=default)  # --fmt: cifar10-dvs aedat|npz|aedat31, n-mnist / n-caltech101 bin|npz
     for opt, typ, default in (("--T", int, 10), ("--split-by", str, "number"), ("--duration-us", int, 0),
                               ("--size", int, 0), ("--dtype", str, "u8"), ("--train-ratio", float, 0.9)):
         w.add_argument(opt, type=typ, default=default)
@@ -715,15 +772,17 @@ def main(argv=None):
     if a.cmd == "selftest":
         return selftest()
     if a.cmd == "check":
-        return 1 if check(a.dataset, a.dir, a.h5) else 0
+        return 1 if check(a.dataset, a.dir, a.h5, include_background=a.include_background) else 0
     if a.cmd == "write-ref":
         write_reference_h5(a.h5, a.dataset, a.dir, a.T, a.split_by, a.duration_us, a.size, a.dtype, a.train_ratio,
-                           a.events)
+                           a.events, a.include_background)
         return 0
     if a.dataset == "cifar10-dvs":
         files = gen_cifar10dvs(a.dir, a.per_class or 12, a.seed, a.fmt or "aedat")
     elif a.dataset == "n-mnist":
         files = gen_nmnist(a.dir, a.per_class or 3, a.seed, a.fmt or "bin")
+    elif a.dataset == "n-caltech101":
+        files = gen_ncaltech101(a.dir, a.per_class or 10, a.seed, a.fmt or "bin")
     else:
         files = gen_gesture(a.dir, seed=a.seed)
     print(f"wrote {len(files)} event files under {a.dir}")

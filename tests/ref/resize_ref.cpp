@@ -24,16 +24,16 @@ std::vector<std::vector<double>> axis(int in, int out) {
 }
 }  // namespace
 
-std::vector<double> resize_bilinear_aa(const std::vector<double>& in, int planes, int h, int w, int s) {
-  const auto wy = axis(h, s), wx = axis(w, s);
-  std::vector<double> out(static_cast<size_t>(planes) * s * s, 0.0);
+std::vector<double> resize_bilinear_aa(const std::vector<double>& in, int planes, int h, int w, int out_h, int out_w) {
+  const auto wy = axis(h, out_h), wx = axis(w, out_w);
+  std::vector<double> out(static_cast<size_t>(planes) * out_h * out_w, 0.0);
   for (int p = 0; p < planes; ++p)
-    for (int r = 0; r < s; ++r)
-      for (int c = 0; c < s; ++c) {
+    for (int r = 0; r < out_h; ++r)
+      for (int c = 0; c < out_w; ++c) {
         double acc = 0;
         for (int y = 0; y < h; ++y)
           for (int x = 0; x < w; ++x) acc += wy[r][y] * wx[c][x] * in[(static_cast<size_t>(p) * h + y) * w + x];
-        out[(static_cast<size_t>(p) * s + r) * s + c] = acc;
+        out[(static_cast<size_t>(p) * out_h + r) * out_w + c] = acc;
       }
   return out;
 }

@@ -8,7 +8,7 @@
 
 namespace sm::ref {
 
-// in: `planes` planes of [h, w]; returns planes of [s, s].
-std::vector<double> resize_bilinear_aa(const std::vector<double>& in, int planes, int h, int w, int s);
+// in: `planes` planes of [h, w]; returns planes of [out_h, out_w].
+std::vector<double> resize_bilinear_aa(const std::vector<double>& in, int planes, int h, int w, int out_h, int out_w);
 
 }  // namespace sm::ref

@@ -9,6 +9,7 @@
 #include <zip.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -118,14 +119,14 @@ TEST(EventFormats, NMnistFortyBitEvents) {
   // SpikingJelly's own case: x 3, y 4, p 1, t 0x12345.
   const std::string path = scratch("n.bin");
   put(path, std::string("\x03\x04\x81\x23\x45", 5));
-  EventStream e = read_event_file(path, EventFileFormat::NMnistBin);
+  EventStream e = read_event_file(path, EventFileFormat::AtisBin);
   ASSERT_EQ(e.size(), 1);
   EXPECT_EQ(e.x[0], 3);
   EXPECT_EQ(e.y[0], 4);
   EXPECT_EQ(e.p[0], 1);
   EXPECT_EQ(e.t[0], 0x12345);
   put(path, std::string("\x03\x04\x81\x23", 4));
-  EXPECT_NE(error_of([&] { read_event_file(path, EventFileFormat::NMnistBin); }).find("truncated N-MNIST"),
+  EXPECT_NE(error_of([&] { read_event_file(path, EventFileFormat::AtisBin); }).find("truncated ATIS .bin"),
             std::string::npos);
   fs::remove(path);
 }
@@ -227,17 +228,20 @@ TEST(FrameIntegration, FixedDurationGridFromTheFirstEvent) {
 }
 
 TEST(FrameIntegration, AntialiasedResizeEqualsTheDoubleReference) {
-  for (auto [h, s] : {std::pair{128, 48}, std::pair{34, 48}, std::pair{20, 7}}) {
-    std::vector<float> in(static_cast<size_t>(3 * h * h));
+  // [h, w] -> [oh, ow]: square sensors, N-Caltech101's 180 x 240 to a square and to its own shape
+  struct Case { int h, w, oh, ow; };
+  for (const Case k : {Case{128, 128, 48, 48}, Case{34, 34, 48, 48}, Case{20, 20, 7, 7}, Case{180, 240, 48, 48},
+                       Case{180, 240, 64, 96}, Case{18, 24, 30, 11}}) {
+    std::vector<float> in(static_cast<size_t>(3 * k.h * k.w));
     std::vector<double> ind(in.size());
     for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(ind[i] = static_cast<double>((i * 7919) % 13));
-    std::vector<float> out(static_cast<size_t>(3 * s * s));
-    resize_bilinear_aa(in.data(), 3, h, h, s, out.data());
-    const std::vector<double> ref = ref::resize_bilinear_aa(ind, 3, h, h, s);
+    std::vector<float> out(static_cast<size_t>(3 * k.oh * k.ow));
+    resize_bilinear_aa(in.data(), 3, k.h, k.w, k.oh, k.ow, out.data());
+    const std::vector<double> ref = ref::resize_bilinear_aa(ind, 3, k.h, k.w, k.oh, k.ow);
     double worst = 0;
     for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::fabs(out[i] - ref[i]) / (1 + std::fabs(ref[i])));
     // f32 weights as torch computes them: center = scale * (i + 0.5) carries ~eps * in of error
-    EXPECT_LT(worst, 2e-5) << h << " -> " << s;
+    EXPECT_LT(worst, 2e-5) << k.h << "x" << k.w << " -> " << k.oh << "x" << k.ow;
   }
 }
 
@@ -265,6 +269,51 @@ TEST(EventDatasets, CifarOrderIsStringOrderAndTheSplitIsCeilPerClass) {
   fs::create_directories(root + "/dog");
   EXPECT_NE(error_of([&] { list_cifar10dvs(root, 0.9); }).find("empty class"), std::string::npos);
   fs::remove_all(root);
+}
+
+TEST(EventDatasets, NCaltechClassesAreSortedFoldersWithoutTheBackgroundUnlessAsked) {
+  const std::string top = scratch("ncal"), root = top + "/Caltech101";
+  const int per_class[] = {3, 11, 5, 4};  // Faces_easy, BACKGROUND_Google, accordion, airplanes
+  const char* classes[] = {"Faces_easy", "BACKGROUND_Google", "accordion", "airplanes"};
+  for (int c = 0; c < 4; ++c)
+    for (int i = 1; i <= per_class[c]; ++i) {
+      char name[32];
+      std::snprintf(name, sizeof name, "image_%04d.bin", i);
+      put(root + "/" + classes[c] + "/" + name, "");
+    }
+  put(root + "/accordion/Thumbs.db", "not an event file");
+  fs::create_directories(top + "/Caltech101_annotations/accordion");  // the archive's other folder: no .bin
+  put(top + "/Caltech101_annotations/accordion/annotation_0001.mat", "");
+  // --from the folder above Caltech101: descends into it; upper-case folders sort first
+  const EventDatasetLayout L = list_ncaltech101(top, 0.5);
+  EXPECT_EQ(L.dataset, "n-caltech101");
+  EXPECT_EQ(L.root, root);
+  EXPECT_EQ(L.sensor_h, 180);
+  EXPECT_EQ(L.sensor_w, 240);
+  EXPECT_EQ(L.class_names, (std::vector<std::string>{"Faces_easy", "accordion", "airplanes"}));
+  EXPECT_EQ(L.train_size, 2 + 3 + 2);  // ceil(n * 0.5) of 3, 5, 4
+  EXPECT_EQ(L.test_size, 1 + 2 + 2);
+  EXPECT_EQ(L.files[0], "Faces_easy/image_0001.bin");
+  EXPECT_EQ(L.samples[2].name, "image_0001");  // accordion's first, label 1
+  EXPECT_EQ(L.samples[2].label, 1);
+  EXPECT_EQ(L.samples[7].split, Split::Test);  // Faces_easy's last
+  EXPECT_EQ(L.files[static_cast<size_t>(L.samples[7].file)], "Faces_easy/image_0003.bin");
+  EXPECT_EQ(L.formats[0], EventFileFormat::AtisBin);
+  // --include-background: SpikingJelly's classes, BACKGROUND_Google label 0 (it sorts first)
+  const EventDatasetLayout B = list_event_dataset("n-caltech101", root, 0.9, false, true);
+  EXPECT_EQ(B.class_names.size(), 4u);
+  EXPECT_EQ(B.class_names[0], "BACKGROUND_Google");
+  EXPECT_EQ(B.train_size, 10 + 3 + 5 + 4);  // ceil(11 * 0.9) = 10, ceil(3 * 0.9) = 3, ...
+  EXPECT_EQ(B.samples[1].name, "image_0002");
+  EXPECT_EQ(B.samples[10].label, 1);
+  EXPECT_EQ(B.samples[B.train_size].name, "image_0011");  // the background's last is the first test sample
+  // bad input: an empty class, no class folder at all, a bad ratio
+  fs::create_directories(root + "/anchor");
+  EXPECT_NE(error_of([&] { list_ncaltech101(root, 0.9); }).find("anchor: empty class"), std::string::npos);
+  EXPECT_NE(error_of([&] { list_ncaltech101(top + "/Caltech101_annotations", 0.9); }).find("expected N-Caltech101"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { list_ncaltech101(root, 1.0); }).find("--train-ratio"), std::string::npos);
+  fs::remove_all(top);
 }
 
 TEST(EventDatasets, GestureLabelsFollowTheStringOrderOfTheClassFolders) {
@@ -303,7 +352,7 @@ TEST(EventH5Writer, U16AndF16FramesReadBackAsFloat) {
     const std::string path = scratch(std::string("w_") + stored_type_name(t) + ".h5");
     EventFileShape shape;
     shape.T = 1;
-    shape.size = 2;
+    shape.height = shape.width = 2;
     shape.stored = t;
     shape.train_rows = 2;
     shape.test_rows = 1;

@@ -8,7 +8,8 @@
 //    little-endian header and eventCapacity * eventSize bytes; polarity packets (type 1):
 //    x = bits 17-31, y = bits 2-16, p = bit 1 of the data word (the valid bit is ignored, every
 //    slot up to the capacity is read), t = u32 timestamp | tsOverflow << 31; other packets skipped.
-//  * N-MNIST .bin: 5 bytes per event: x, y, p (bit 7) + t bits 22-16, t bits 15-8, t bits 7-0.
+//  * ATIS .bin (N-MNIST, N-Caltech101): 5 bytes per event: x, y, p (bit 7) + t bits 22-16, t bits
+//    15-8, t bits 7-0 (x and y 8 bits each: a y = 240 overflow marker is an ordinary, off-sensor event).
 //  * SpikingJelly's extracted events_np/*.npz (keys t, x, y, p; any integer dtype).
 // Invariants: events keep the file's order (nothing sorted, nothing dropped); every decoder
 // names the file in its Input errors (truncated, not that format, coordinates outside the
@@ -31,7 +32,7 @@ struct EventStream {
   void push(int64_t tt, uint32_t xx, uint32_t yy, uint32_t pp);
 };
 
-enum class EventFileFormat { Aedat2Cifar10Dvs, Aedat31, NMnistBin, Npz };
+enum class EventFileFormat { Aedat2Cifar10Dvs, Aedat31, AtisBin, Npz };
 const char* event_format_name(EventFileFormat f);
 
 // Decodes `path` (whole file). Throws an Input error naming the file when it is not of that

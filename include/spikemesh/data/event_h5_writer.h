@@ -1,6 +1,6 @@
 // event_h5_writer.h — the collective HDF5 writer of imported event datasets (docs/architecture.md
 // §8c): one file written by every rank of a group through MPI-IO, each rank writing the rows it
-// imported; /train|test/x [N, T, 2, S, S] (u8/u16/f16/f32, chunked by sample, optionally
+// imported; /train|test/x [N, T, 2, H, W] (u8/u16/f16/f32, chunked by sample, optionally
 // deflated), y (i64 [N]), n_frames (i32 [N], fixed-duration frames only) and, when kept, the raw
 // events /split/events/{t,x,y,p,offsets} (1-d, growing).
 // Every member function is COLLECTIVE OVER THE GROUP given at create/open (all ranks call it in
@@ -46,7 +46,7 @@ struct EventRows {
 };
 
 struct EventFileShape {
-  int T = 10, size = 128;
+  int T = 10, height = 128, width = 128;  // frames [T, 2, height, width]
   StoredType stored = StoredType::U8;
   int64_t train_rows = 0, test_rows = 0;  // the largest sizes (every listed sample)
   bool events = false, n_frames = false;

@@ -36,9 +36,9 @@ struct FrameSpec {
 int64_t integrate_frames(const EventStream& ev, int64_t begin, int64_t end, const FrameSpec& spec, float* out,
                          const std::string& what);
 
-// Bilinear anti-aliased resize of `planes` planes [H, W] -> [S, S] (f32), as
+// Bilinear anti-aliased resize of `planes` planes [h, w] -> [out_h, out_w] (f32), as
 // torch.nn.functional.interpolate(mode="bilinear", align_corners=False, antialias=True) on the
 // CPU: separable, the width pass first, triangle weights normalised per output pixel.
-void resize_bilinear_aa(const float* in, int64_t planes, int h, int w, int s, float* out);
+void resize_bilinear_aa(const float* in, int64_t planes, int h, int w, int out_h, int out_w, float* out);
 
 }  // namespace sm

@@ -1,4 +1,4 @@
-// import_events.h — `spikemesh data cifar10-dvs | dvs128-gesture | n-mnist`: a published
+// import_events.h — `spikemesh data cifar10-dvs | dvs128-gesture | n-mnist | n-caltech101`: a published
 // neuromorphic dataset (event_datasets.h) integrated into frames (frame_integration.h) and
 // written as one spikemesh dataset file (h5_dataset.h schema + the event attributes,
 // docs/architecture.md §8c) by every rank of a group together.
@@ -27,13 +27,14 @@ namespace sm {
 class Comm;
 
 struct EventImportOptions {
-  std::string dataset;    // "cifar10-dvs" | "dvs128-gesture" | "n-mnist"
+  std::string dataset;    // "cifar10-dvs" | "dvs128-gesture" | "n-mnist" | "n-caltech101"
   std::string from, out;
   int T = 10;
   std::string split_by = "number";  // number | time (ignored with duration_us)
   int64_t duration_us = 0;          // > 0: SpikingJelly's fixed-duration frames, the first T kept
-  int size = 0;                     // 0: the sensor's; else frames resized to size x size
-  double train_ratio = 0.9;         // CIFAR10-DVS only
+  int size = 0;                     // 0: the sensor's H x W; else frames resized to size x size
+  double train_ratio = 0.9;         // CIFAR10-DVS and N-Caltech101 only
+  bool include_background = false;  // N-Caltech101: keep BACKGROUND_Google as a class
   std::string dtype;                // u8 | u16 | f16 | f32; "": u8, or f32 when resized
   bool events = false;              // also keep the raw events
   bool skip_bad = false, overwrite = false;

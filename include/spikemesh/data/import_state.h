@@ -48,7 +48,8 @@ bool resume_import(const std::string& tmp, const std::string& fingerprint, const
 // the crc32 attribute of every split's x and y. Collective over the file's group: the same
 // values on every rank.
 void write_dataset_attributes(const H5File& f, const EventDatasetLayout& L, const std::string& source,
-                              const FrameSpec& spec, int S, StoredType stored, int deflate, bool events,
+                              const FrameSpec& spec, int frame_h, int frame_w, StoredType stored, int deflate,
+                              bool events,
                               const ImportState& st);
 
 }  // namespace sm
