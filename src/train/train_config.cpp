@@ -14,6 +14,7 @@
 #include "spikemesh/core/toml_guard.h"
 #include "spikemesh/kernels/spike_conv_choice.h"
 #include "spikemesh/core/flag_ranges.h"
+#include "spikemesh/data/event_frames_reader.h"
 #include "spikemesh/train/checkpoint_writer.h"
 #include "spikemesh/train/graph_step_cuda.h"
 
@@ -35,6 +36,10 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
   add("dropout", K::Real, &c.dropout, "dropout probability of every dropout layer (default: the spec's)");
   add("data", K::Str, &c.data, "dataset file (HDF5; `spikemesh data` makes one)");
   add("encoding", K::Str, &c.encoding, "static-image encoding over T: direct | poisson");
+  add("frames", K::Str, &c.frames,
+      "event datasets imported with --events: make the frames on the fly from the stored events instead of "
+      "reading /x, with the importer's integration (and its --size resize): T,number | T,time | T,duration:US "
+      "(e.g. --frames 16,number or --frames 8,duration:50000; T sets the model's T); off: the stored frames");
   add("shuffle", K::Bool, &c.shuffle, "reshuffle the training set every epoch (--no-shuffle: file order)");
   add("epochs", K::Int, &c.epochs, "epochs to train");
   add("batch-size", K::Int, &c.batch_size, "samples per step on each data-parallel rank");
@@ -165,6 +170,7 @@ void validate_train_config(const TrainConfig& c) {
     SM_INPUT_ERROR("--lr-schedule must be constant, step or cosine, got '" << c.lr_schedule << "'");
   if (c.lr_schedule == "step" && c.lr_step_size <= 0)
     SM_INPUT_ERROR("--lr-schedule step needs --lr-step-size > 0, got " << c.lr_step_size);
+  (void)parse_frames_option(c.frames);
   if (c.encoding != "direct" && c.encoding != "poisson")
     SM_INPUT_ERROR("--encoding must be direct or poisson, got '" << c.encoding << "'");
   if (c.precision != "fp32" && c.precision != "fp64" && c.precision != "bf16" && c.precision != "fp16")

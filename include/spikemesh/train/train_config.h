@@ -33,6 +33,7 @@ struct TrainConfig {
   // data
   std::string data;
   std::string encoding = "direct";
+  std::string frames;             // "" | off | T,number | T,time | T,duration:US (event_frames_reader.h)
   bool shuffle = true;
   // optimisation
   int64_t epochs = 1;
