@@ -13,6 +13,7 @@
 #   make sanitize [SAN_FILTER=...]   unit tests + 2-rank dp/tp/pp MPI tests under ASan+UBSan+LSan (build-asan/, CPU-only)
 #   make run    (Foundation II) import Fashion-MNIST, train the default config
 #   make bench-deps   .venv-bench/: a current torch + SpikingJelly from PyPI (for make bench)
+#   make recipes-check    the event-data recipes (input/configs/) for a few steps on synthetic stand-ins
 #   make datasets-check   the event- and spike-dataset importers against SpikingJelly's own code (needs bench-deps)
 #   make interop-check    state dicts and NIR graphs round-tripped through SpikingJelly, safetensors, nir (needs bench-deps)
 #   make soak [SOAK_STEPS=30000]   a long training run whose memory, descriptors and threads must stay flat
@@ -96,7 +97,7 @@ TEST_UNIT_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_UNIT_SRC))
 TEST_BIN      := $(BUILD)/bin/spikemesh_tests
 GTEST_LIBS    := -lgtest_main -lgtest -lpthread
 
-.PHONY: all deps test test-cluster test-unit test-mpi test-parity test-e2e summary clean format run bench bench-deps datasets-check interop-check soak chaos check-includes sanitize
+.PHONY: all deps test test-cluster test-unit test-mpi test-parity test-e2e summary clean format run bench bench-deps datasets-check recipes-check interop-check soak chaos check-includes sanitize
 all: summary $(BIN)
 
 summary:
@@ -365,6 +366,10 @@ bench-deps:
 
 # The event-dataset importers against SpikingJelly 2.0's own readers, integrators and dataset
 # classes (bench/datasets_check.py; needs make bench-deps; never part of make test).
+# make recipes-check: the event-data recipes of input/configs/ on synthetic stand-ins (also in test-e2e)
+recipes-check: all
+	@BIN=$(BIN) PY=$(PY) bash tests/e2e/recipes.sh
+
 datasets-check: all
 	@[ -x .venv-bench/bin/python ] || { echo "datasets-check: run make bench-deps first (.venv-bench/)"; exit 1; }
 	.venv-bench/bin/python bench/datasets_check.py --bin $(BIN)

@@ -220,8 +220,10 @@ void add_data_bench_subcommand(CLI::App* cmd, const std::shared_ptr<DataOptions>
       "Examples:\n"
       "  spikemesh data bench input/cifar10dvs.h5 --batch-size 16\n"
       "  mpirun -np 4 spikemesh data bench /scratch/c10dvs_48.h5 --step-ms 900   # vs a 900 ms training step\n"
+      "  spikemesh data bench input/c10dvs_events.h5 --frames 16,number   # frames made from the stored events\n"
       "Reads shuffled batches as training does (a prefetch thread, each rank its slice) and as evaluation does\n"
-      "(one collective MPI-IO read per batch); prints the slowest rank's samples/s.");
+      "(one collective MPI-IO read per batch); prints the slowest rank's samples/s. With --frames (as train's)\n"
+      "the events of a file imported with --events are read and integrated instead of /x.");
   bn->add_option("file", o->bench.file, "dataset file")->required();
   bn->add_option("--split", o->bench.split, "train or test")->capture_default_str()->check(CLI::IsMember({"train", "test"}));
   bn->add_option("--batch-size", o->bench.batch, "samples per rank per batch")->capture_default_str()
@@ -232,6 +234,8 @@ void add_data_bench_subcommand(CLI::App* cmd, const std::shared_ptr<DataOptions>
       ->check(range_validator("prefetch", true));
   bn->add_option("--step-ms", o->bench.step_ms, "a training step's time, to compare with")
       ->check(range_validator("step-ms", false));
+  bn->add_option("--frames", o->bench.frames,
+                 "as train's --frames: T,number | T,time | T,duration:US frames made on the fly from the stored events");
   bn->callback([o, &env]() { bench_dataset_reader(o->bench, world_or_alone(env).get()); });
 }
 

@@ -71,7 +71,7 @@ void add_eval_command(CLI::App& app, const AppEnv& env) {
       "  spikemesh eval output/csnn --split train --out csnn_train.h5   # the run's newest checkpoint\n"
       "  spikemesh eval output/vgg1/ckpt_000000100.h5 --data input/synth_dvs.h5 --eval-batch-size 64\n"
       "  mpirun -np 2 spikemesh eval output/vgg1/ckpt_000000100.h5 --distributed-mode pp --mesh-shape 1 1 2\n"
-      "The model, T, precision, encoding, seed and dataset are the checkpoint's (its resolved configuration);\n"
+      "The model, T, precision, encoding, seed, dataset and --frames are the checkpoint's (its resolved configuration);\n"
       "the flags below override the dataset and batch sizes and choose the device and the layout (any layout\n"
       "the checkpoint loads into, as for train). The evaluation batch is --eval-batch-size, else --batch-size,\n"
       "per data rank, as train's evaluation: at the same step and layout the numbers equal train's.\n"

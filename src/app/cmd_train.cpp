@@ -83,6 +83,7 @@ void add_train_command(CLI::App& app, const AppEnv& env) {
       "  spikemesh train --config run.toml --run-name exp1 --resume auto   # continue exp1\n"
       "  mpirun -np 4 spikemesh train --config run.toml --distributed-mode dp --sync-bn\n"
       "  spikemesh train --config run.toml --init init.h5   # start from imported weights (spikemesh ckpt import)\n"
+      "  spikemesh train --model cifar10dvs_vgg --data c10dvs_48_ev.h5 --frames 16,time   # frames from its --events\n"
       "Output: <output>/<run-name>/{log.txt, config.toml, metrics.h5, ckpt_*.h5} (see output/README.md).\n"
       "SIGTERM or SIGUSR1 (to any rank): every rank finishes the same step, a checkpoint is written, exit 0.\n"
       "--augment steps (NAME[:P[:M]], applied in order to each training sample on the prefetch thread;\n"

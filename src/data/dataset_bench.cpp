@@ -10,6 +10,7 @@
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/log.h"
 #include "spikemesh/core/timer.h"
+#include "spikemesh/data/event_frames_reader.h"
 #include "spikemesh/data/h5_dataset.h"
 #include "spikemesh/data/prefetcher.h"
 #include "spikemesh/data/sampler.h"
@@ -22,7 +23,8 @@ DatasetBenchResult bench_dataset_reader(const DatasetBenchOptions& o, Comm* grou
   if (o.batch < 1) SM_INPUT_ERROR("--batch-size " << o.batch << ": must be >= 1");
   if (o.prefetch < 1) SM_INPUT_ERROR("--prefetch " << o.prefetch << ": must be >= 1");
   const Split split = o.split == "train" ? Split::Train : Split::Test;
-  H5Dataset ds = H5Dataset::open(o.file, group, true);  // collective
+  const FramesOption frames = parse_frames_option(o.frames);
+  H5Dataset ds = H5Dataset::open(o.file, group, true, frames.on ? &frames : nullptr);  // collective
   const int64_t n = ds.size(split), global = o.batch * nranks;
   if (n < global)
     SM_INPUT_ERROR(o.file << ": /" << o.split << " has " << n << " samples, fewer than one global batch of " << global
@@ -36,7 +38,8 @@ DatasetBenchResult bench_dataset_reader(const DatasetBenchOptions& o, Comm* grou
   if (rank == 0)
     SM_INFO("reading " << o.file << " /" << o.split << ": " << batches << " shuffled batches of " << o.batch << " per rank ("
                        << nranks << " rank(s)), samples " << shape_str(info.sample_shape) << " stored "
-                       << info.stored_name);
+                       << info.stored_name
+                       << (frames.on ? ", frames made on the fly from its events (--frames " + frames.text + ")" : ""));
 
   auto slowest = [&](double mine) {
     std::vector<double> v = {-mine};

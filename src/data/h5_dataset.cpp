@@ -18,6 +18,7 @@
 #include "spikemesh/comm/blocking_guard.h"
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/core/io_retry.h"
+#include "spikemesh/data/event_frames_reader.h"
 #include "spikemesh/io/crc32.h"
 #include "spikemesh/io/hdf5_thread.h"
 
@@ -125,14 +126,36 @@ std::string dataset_fingerprint(const DatasetInfo& in, const std::vector<int64_t
   return os.str();
 }
 
+// `indices` sorted, without duplicates, each checked to be a row of a split of `limit` rows.
+std::vector<int64_t> sorted_rows(const std::vector<int64_t>& indices, int64_t limit) {
+  for (int64_t i : indices) SM_CHECK(i >= 0 && i < limit, "sample " << i << " of " << limit);
+  std::vector<int64_t> sorted(indices);
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  return sorted;
+}
+
 std::string absolute_path(const std::string& path) {
   char buf[PATH_MAX];
   return ::realpath(path.c_str(), buf) ? std::string(buf) : path;
 }
 }  // namespace
 
-H5Dataset H5Dataset::open(const std::string& path, Comm* group, bool collective_handle) {
-  if (!group) return open(path);
+void H5Dataset::make_frames_from_events(const FramesOption& frames) {
+  if (!frames.on) return;
+  auto reader = std::make_shared<const EventFramesReader>(file_, info_, frames);
+  info_.T = static_cast<int>(frames.spec.T);
+  info_.sample_shape = reader->sample_shape();
+  info_.frames = frames.text;
+  frames_ = std::move(reader);
+}
+
+H5Dataset H5Dataset::open(const std::string& path, Comm* group, bool collective_handle, const FramesOption* frames) {
+  if (!group) {
+    H5Dataset d = open(path);
+    if (frames) d.make_frames_from_events(*frames);
+    return d;
+  }
   Comm& comm = *group;
   const int rank = comm.rank();
   H5Dataset d;
@@ -140,6 +163,7 @@ H5Dataset H5Dataset::open(const std::string& path, Comm* group, bool collective_
   agree_on_error(&comm, [&] {
     try {
       d = open(path);
+      if (frames) d.make_frames_from_events(*frames);
     } catch (const Error& e) {
       if (rank == 0 || e.kind() != ErrorKind::Input) throw;
       SM_INPUT_ERROR(e.what() << " (" << where_am_i() << "; is the path on a shared file system?)");
@@ -203,13 +227,17 @@ H5Dataset::CollectiveHandle::~CollectiveHandle() {
 void H5Dataset::read(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const {
   const std::string what = "reading " + std::to_string(indices.size()) + " samples of /" + split_name(s) + "/x of " +
                            info_.path;
+  std::vector<int64_t> sorted;
+  SampleEvents events;  // --frames: the samples' events, integrated below (outside the HDF5 thread)
+  if (frames_) sorted = sorted_rows(indices, size(s));
   with_io_retries(
       what,
       [&] {
         hdf5_call([&] {
           if (take_io_fault(IoSite::DatasetRead))
             throw Error(ErrorKind::Library, info_.path + ": H5Dread failed: " + std::strerror(EIO) + " (injected for a test)");
-          read_from(file_, false, s, indices, x, y);
+          if (frames_) events = frames_->read_events(file_, s, sorted);
+          else read_from(file_, false, s, indices, x, y);
         });
       },
       [](const Error& e) { return e.kind() == ErrorKind::Library; },
@@ -222,10 +250,20 @@ void H5Dataset::read(Split s, const std::vector<int64_t>& indices, Tensor& x, Te
           }
         });
       });
+  if (!frames_) return;
+  frames_->frames(events, s, sorted, indices, x);
+  y = labels_of(s, indices);
+}
+
+Tensor H5Dataset::labels_of(Split s, const std::vector<int64_t>& indices) const {
+  const std::vector<int64_t>& all = labels(s);
+  Tensor y = Tensor::empty({static_cast<int64_t>(indices.size())}, DType::I64);
+  for (size_t k = 0; k < indices.size(); ++k) y.data<int64_t>()[k] = all[static_cast<size_t>(indices[k])];
+  return y;
 }
 
 void H5Dataset::read_collective(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const {
-  if (!has_collective_handle()) {
+  if (!has_collective_handle() || frames_) {  // frames made on the fly: independent reads of the events
     read(s, indices, x, y);
     return;
   }
@@ -238,10 +276,7 @@ void H5Dataset::read_from(const H5File& f, bool collective, Split s, const std::
                           Tensor& y) const {
   const int64_t n = static_cast<int64_t>(indices.size());
   const int64_t limit = size(s);
-  for (int64_t i : indices) SM_CHECK(i >= 0 && i < limit, "sample " << i << " of " << limit);
-  std::vector<int64_t> sorted(indices);
-  std::sort(sorted.begin(), sorted.end());
-  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  const std::vector<int64_t> sorted = sorted_rows(indices, limit);
   const int64_t row = shape_numel(info_.sample_shape);
   Shape full = {limit};
   full.insert(full.end(), info_.sample_shape.begin(), info_.sample_shape.end());
@@ -262,11 +297,10 @@ void H5Dataset::read_from(const H5File& f, bool collective, Split s, const std::
   }
   h5_transfer_rows(dx.get(), h5_native_type(info_.stored), sorted, full, dxpl.get(), raw.raw(), false, calls);
 
-  const std::vector<int64_t>& yall = labels(s);
   Shape xs = {n};
   xs.insert(xs.end(), info_.sample_shape.begin(), info_.sample_shape.end());
   x = Tensor::empty(xs, DType::F32);
-  y = Tensor::empty({n}, DType::I64);
+  y = labels_of(s, indices);
   const float scale = static_cast<float>(info_.x_scale);
   int64_t first_bad = n;  // f32 samples holding NaN/Inf: the lowest such position in `indices`
 #pragma omp parallel for schedule(static) reduction(min : first_bad)
@@ -285,7 +319,6 @@ void H5Dataset::read_from(const H5File& f, bool collective, Split s, const std::
       }
       if (!finite) first_bad = std::min(first_bad, k);
     }
-    y.data<int64_t>()[k] = yall[static_cast<size_t>(indices[k])];
   }
   if (first_bad < n)  // a damaged or unnormalised file: never train on NaN/Inf inputs (found by this rank alone)
     SM_RANK_INPUT_ERROR(info_.path << ": /" << split_name(s) << "/x[" << indices[static_cast<size_t>(first_bad)]

@@ -134,7 +134,7 @@ LayoutTarget training_target(const TrainConfig& c, Comm* world, int world_size, 
   t.model = model_selection_of(c);
   if (!c.data.empty() && (c.parallel.distributed_mode == "auto" || !c.parallel.prefer.empty())) {
     DatasetInfo di;  // an event dataset fixes T (as the run will)
-    agree_on_error(world, [&] { di = H5Dataset::open(c.data).info(); });
+    agree_on_error(world, [&] { di = open_run_dataset(c, nullptr, false).info(); });
     if (di.is_events()) t.model.T = di.T;
   }
   t.precision = c.precision;

@@ -23,7 +23,7 @@ namespace sm {
 
 const std::vector<std::string>& eval_flag_keys() {
   static const std::vector<std::string> k = [] {
-    std::vector<std::string> keys = {"data", "batch-size", "eval-batch-size", "device", "threads", "conv-algo",
+    std::vector<std::string> keys = {"data", "frames", "batch-size", "eval-batch-size", "device", "threads", "conv-algo",
                                      "allow-nonfinite-checkpoint",
                                      // the GPU numerics (train/gpu_numerics_flags.h): the evaluation's own
                                      "conv-algos", "conv-fp32-precision", "matmul-fp32-precision"};
@@ -36,7 +36,7 @@ const std::vector<std::string>& eval_flag_keys() {
 const std::set<std::string>& eval_checkpoint_keys() {
   static const std::set<std::string> k = {"model",     "model-spec", "var",      "T",        "dropout",
                                           "precision", "optimizer",  "lr",       "weight-decay", "momentum",
-                                          "nesterov",  "data",       "encoding", "seed",     "batch-size",
+                                          "nesterov",  "data",       "frames",   "encoding", "seed",     "batch-size",
                                           "eval-batch-size"};
   return k;
 }
@@ -81,7 +81,7 @@ std::function<void(int64_t, int64_t)> progress_printer(bool root, Split split) {
 EvalReport run_evaluation(const TrainConfig& cfg, const CheckpointInfo& ci, Split split, Mesh* mesh,
                           const LayoutPlan& plan, bool keep_outputs) {
   Comm* world = mesh ? &mesh->world() : nullptr;
-  H5Dataset ds = H5Dataset::open(cfg.data, data_group_of(mesh));  // collective over the data group
+  H5Dataset ds = open_run_dataset(cfg, data_group_of(mesh));  // collective over the data group
   RunRequest req;
   agree_on_error(world, [&] {
     req = run_request_for(cfg, ds.info(), plan);

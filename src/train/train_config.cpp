@@ -15,6 +15,7 @@
 #include "spikemesh/kernels/spike_conv_choice.h"
 #include "spikemesh/core/flag_ranges.h"
 #include "spikemesh/data/augment_spec.h"
+#include "spikemesh/data/event_frames_reader.h"
 #include "spikemesh/train/checkpoint_writer.h"
 #include "spikemesh/train/graph_step_cuda.h"
 
@@ -39,7 +40,11 @@ TrainConfigResolver::TrainConfigResolver(TrainConfig& c) : cfg_(c) {
   add("augment", K::Str, &c.augment,
       "training-data augmentation: comma-separated NAME[:P[:M]] steps, e.g. hflip:0.5,roll:0.5:5,cutmix:0.5:1 "
       "(P: probability, default 0.5; M: magnitude); every draw keyed by (seed, epoch, sample), so the same under "
-      "every layout; see `spikemesh train --help-augment`");
+      "every layout; the steps are listed at the end of `spikemesh train --help`");
+  add("frames", K::Str, &c.frames,
+      "event datasets imported with --events: make the frames on the fly from the stored events instead of "
+      "reading /x, with the importer's integration (and its --size resize): T,number | T,time | T,duration:US "
+      "(e.g. --frames 16,number or --frames 8,duration:50000; T sets the model's T); off: the stored frames");
   add("shuffle", K::Bool, &c.shuffle, "reshuffle the training set every epoch (--no-shuffle: file order)");
   add("epochs", K::Int, &c.epochs, "epochs to train");
   add("batch-size", K::Int, &c.batch_size, "samples per step on each data-parallel rank");
@@ -171,6 +176,7 @@ void validate_train_config(const TrainConfig& c) {
   if (c.lr_schedule == "step" && c.lr_step_size <= 0)
     SM_INPUT_ERROR("--lr-schedule step needs --lr-step-size > 0, got " << c.lr_step_size);
   parse_augment_spec(c.augment);  // an Input error naming --augment
+  (void)parse_frames_option(c.frames);
   if (c.encoding != "direct" && c.encoding != "poisson")
     SM_INPUT_ERROR("--encoding must be direct or poisson, got '" << c.encoding << "'");
   if (c.precision != "fp32" && c.precision != "fp64" && c.precision != "bf16" && c.precision != "fp16")

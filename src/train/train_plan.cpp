@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "spikemesh/data/event_frames_reader.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/parallel/pipeline/pp_schedule.h"
 
@@ -28,12 +29,21 @@ OptimizerConfig optimizer_config_of(const TrainConfig& cfg) {
   return oc;
 }
 
+H5Dataset open_run_dataset(const TrainConfig& cfg, Comm* data_group, bool collective_handle) {
+  const FramesOption frames = parse_frames_option(cfg.frames);
+  return H5Dataset::open(cfg.data, data_group, collective_handle, frames.on ? &frames : nullptr);
+}
+
 RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& di) {
   RunRequest req;
   req.model = model_selection_of(cfg);
   if (di.is_events()) {
+    if (cfg.T > 0 && cfg.T != di.T && !di.frames.empty())
+      SM_INPUT_ERROR("--T " << cfg.T << " but --frames " << di.frames << " makes " << di.T << " frames per sample");
     if (cfg.T > 0 && cfg.T != di.T)
-      SM_INPUT_ERROR("--T " << cfg.T << " but " << cfg.data << " holds event frames with T = " << di.T);
+      SM_INPUT_ERROR("--T " << cfg.T << " but " << cfg.data << " holds event frames with T = " << di.T
+                            << " (--frames " << cfg.T << ",SPLIT makes " << cfg.T << " frames from its events, "
+                            << "when it was imported with --events)");
     req.model.T = di.T;
   }
   req.precision = cfg.precision;

@@ -83,7 +83,7 @@ class TrainingRun {
   TrainingRun(const TrainConfig& cfg, const std::string& config_toml, Mesh* mesh, const LayoutPlan& layout_plan)
       : cfg_(cfg), toml_(config_toml), mesh_(mesh), world_(mesh ? &mesh->world() : nullptr),
         // data first: a bad file fails before anything is written (collective over the data group)
-        ds_(H5Dataset::open(cfg.data, data_group_of(mesh))) {
+        ds_(open_run_dataset(cfg, data_group_of(mesh))) {
     if (hdf5_thread_allowed()) hdf5_thread_.emplace();
     set_up_parts(layout_plan);
     set_up_output();

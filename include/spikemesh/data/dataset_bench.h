@@ -1,7 +1,9 @@
 // dataset_bench.h — `spikemesh data bench FILE`: how fast each rank reads a dataset file the
 // way training and evaluation do (docs/architecture.md §8): shuffled global batches, each rank
 // its slice, (1) on a prefetch thread with independent reads (the trainer's reader), and (2)
-// with one collective MPI-IO read per batch on the main thread (the evaluator's reader).
+// with one collective MPI-IO read per batch on the main thread (the evaluator's reader). With
+// `frames` (train's --frames) the samples are frames made from the stored events on the reading
+// thread (event_frames_reader.h), both passes reading independently.
 // Collective over the group (nullptr: this process alone).
 #pragma once
 #include <cstdint>
@@ -19,6 +21,7 @@ struct DatasetBenchOptions {
   int prefetch = 2;         // batches read ahead
   uint64_t seed = 1;
   double step_ms = 0;       // > 0: also say how many such training steps the reader could feed
+  std::string frames;       // as train's --frames: frames made on the fly from the stored events
 };
 
 struct DatasetBenchResult {

@@ -29,6 +29,11 @@
 //    handle never wait for another rank (Local tasks), so they may run anywhere. A read-only file
 //    read by many processes with POSIX I/O is safe on every file system; a dp rank reads
 //    only its own disjoint slice of each global batch, so the aggregate I/O is the same.
+// Frames made on the fly (`--frames T,SPLIT`, data/event_frames_reader.h): a dataset opened with
+// a FramesOption that is on reads each sample's stored raw events instead of /x and integrates
+// them on the reading thread (the prefetch thread in training); info() then describes those
+// frames (T, sample_shape [T, 2, H, W], frames), and both read() and read_collective() read
+// independently on the sec2 handle (Local tasks; the integration outside the HDF5 thread).
 #pragma once
 #include <memory>
 #include <string>
@@ -41,6 +46,8 @@
 namespace sm {
 
 class Comm;
+class EventFramesReader;
+struct FramesOption;
 
 enum class Split { Train, Test };
 const char* split_name(Split s);
@@ -57,6 +64,7 @@ struct DatasetInfo {
   DType stored = DType::U8;  // the type x is read as (u16 and f16 files are read as f32)
   std::string stored_name;   // the file's element type: u8, u16, f16 or f32
   int64_t train_size = 0, test_size = 0;
+  std::string frames;        // --frames when samples are made from the stored events, else ""
   bool is_events() const { return layout == "NTCHW"; }
 };
 
@@ -71,7 +79,11 @@ class H5Dataset {
   // other threads call HDF5, or inside hdf5_call. Copies share the handles; destroying the last
   // copy closes the MPI-IO handle, which is collective too (every rank drops its last copy at
   // the same point of the program).
-  static H5Dataset open(const std::string& path, Comm* group, bool collective_handle = true);
+  // With `frames` on (non-null, parse_frames_option of event_frames_reader.h), every rank also
+  // checks the file's stored events while validating (an Input error naming the file when it
+  // has none) and read() makes frames from them.
+  static H5Dataset open(const std::string& path, Comm* group, bool collective_handle = true,
+                        const FramesOption* frames = nullptr);
 
   const DatasetInfo& info() const { return info_; }
   int64_t size(Split s) const { return s == Split::Train ? info_.train_size : info_.test_size; }
@@ -106,6 +118,11 @@ class H5Dataset {
   std::shared_ptr<CollectiveHandle> mpio_;  // MPI-IO over the open() communicator: read_collective()
   DatasetInfo info_;
   std::shared_ptr<const std::vector<int64_t>> train_labels_, test_labels_;
+  std::shared_ptr<const EventFramesReader> frames_;  // --frames: samples made from the stored events
+  // From now on samples are frames made from the stored events (`frames` on; info() updated).
+  void make_frames_from_events(const FramesOption& frames);
+  // The labels of samples `indices` of split `s`: i64 [n].
+  Tensor labels_of(Split s, const std::vector<int64_t>& indices) const;
   void read_from(const H5File& f, bool collective, Split s, const std::vector<int64_t>& indices, Tensor& x,
                  Tensor& y) const;
 };

@@ -34,6 +34,7 @@ struct TrainConfig {
   std::string data;
   std::string encoding = "direct";
   std::string augment;  // --augment steps (data/augment_spec.h); "" or "none": off
+  std::string frames;             // "" | off | T,number | T,time | T,duration:US (event_frames_reader.h)
   bool shuffle = true;
   // optimisation
   int64_t epochs = 1;

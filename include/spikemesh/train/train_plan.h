@@ -32,8 +32,13 @@ ModelSelection model_selection_of(const TrainConfig& cfg);
 // The optimizer settings of `cfg` (name, lr, weight decay, momentum, nesterov).
 OptimizerConfig optimizer_config_of(const TrainConfig& cfg);
 
-// The model, device, layout and optimizer settings of `cfg`; an event dataset fixes T
-// (Input error when --T disagrees with it).
+// The run's dataset `cfg.data`, its frames made on the fly when `cfg.frames` says so
+// (event_frames_reader.h). Collective over `data_group` (nullptr: this process alone), as
+// H5Dataset::open.
+H5Dataset open_run_dataset(const TrainConfig& cfg, Comm* data_group, bool collective_handle = true);
+
+// The model, device, layout and optimizer settings of `cfg`; an event dataset fixes T (its
+// file's, or --frames') (Input error when --T disagrees with it).
 RunRequest run_request_of(const TrainConfig& cfg, const DatasetInfo& data);
 
 // The layout plan of a training configuration's flags (layout_plan.h, phase 1): the layout

@@ -18,19 +18,28 @@ void time_mean(const T* out, int64_t steps, int64_t n, int64_t k, double* mean) 
   }
 }
 
+namespace {
+// log Σ_j exp(z_j) of one row, with the row maximum subtracted.
+double row_log_sum_exp(const double* z, int64_t k) {
+  double zmax = z[0];
+  for (int64_t j = 1; j < k; ++j) zmax = std::fmax(zmax, z[j]);
+  double denom = 0.0;
+  for (int64_t j = 0; j < k; ++j) denom += std::exp(z[j] - zmax);
+  return zmax + std::log(denom);
+}
+void write_softmax(const double* z, int64_t k, double lse, double* probs) {
+  for (int64_t j = 0; j < k; ++j) probs[j] = std::exp(z[j] - lse);
+}
+}  // namespace
+
 double cross_entropy_sum(const double* logits, const int64_t* labels, int64_t n, int64_t k,
                          double* probs) {
   double total = 0.0;
   for (int64_t r = 0; r < n; ++r) {
     const double* z = logits + r * k;
-    double zmax = z[0];
-    for (int64_t j = 1; j < k; ++j) zmax = std::fmax(zmax, z[j]);
-    double denom = 0.0;
-    for (int64_t j = 0; j < k; ++j) denom += std::exp(z[j] - zmax);
-    const double lse = zmax + std::log(denom);
+    const double lse = row_log_sum_exp(z, k);
     total += lse - z[labels[r]];
-    if (probs)
-      for (int64_t j = 0; j < k; ++j) probs[r * k + j] = std::exp(z[j] - lse);
+    if (probs) write_softmax(z, k, lse, probs + r * k);
   }
   return total;
 }
@@ -52,15 +61,10 @@ double soft_cross_entropy_sum(const double* logits, const double* target, int64_
   double total = 0.0;
   for (int64_t r = 0; r < n; ++r) {
     const double* z = logits + r * k;
-    double zmax = z[0];
-    for (int64_t j = 1; j < k; ++j) zmax = std::fmax(zmax, z[j]);
-    double denom = 0.0;
-    for (int64_t j = 0; j < k; ++j) denom += std::exp(z[j] - zmax);
-    const double lse = zmax + std::log(denom);
+    const double lse = row_log_sum_exp(z, k);
     for (int64_t j = 0; j < k; ++j)
       if (target[r * k + j] != 0.0) total += target[r * k + j] * (lse - z[j]);
-    if (probs)
-      for (int64_t j = 0; j < k; ++j) probs[r * k + j] = std::exp(z[j] - lse);
+    if (probs) write_softmax(z, k, lse, probs + r * k);
   }
   return total;
 }
