@@ -364,12 +364,12 @@ bench:
 bench-deps:
 	bash scripts/bench_deps.sh
 
-# The event-dataset importers against SpikingJelly 2.0's own readers, integrators and dataset
-# classes (bench/datasets_check.py; needs make bench-deps; never part of make test).
 # make recipes-check: the event-data recipes of input/configs/ on synthetic stand-ins (also in test-e2e)
 recipes-check: all
 	@BIN=$(BIN) PY=$(PY) bash tests/e2e/recipes.sh
 
+# The event-dataset importers against SpikingJelly 2.0's own readers, integrators and dataset
+# classes (bench/datasets_check.py; needs make bench-deps; never part of make test).
 datasets-check: all
 	@[ -x .venv-bench/bin/python ] || { echo "datasets-check: run make bench-deps first (.venv-bench/)"; exit 1; }
 	.venv-bench/bin/python bench/datasets_check.py --bin $(BIN)

@@ -290,7 +290,10 @@ void add_data_augment_subcommand(CLI::App* cmd, const AppEnv& env) {
   au->add_option("--data", o->data, "dataset file")->required();
   au->add_option("--augment", o->augment, "the steps, as train --augment takes them")->required();
   au->add_option("--out", o->out, "output HDF5 file")->required();
-  au->add_option("--seed", o->seed, "the run's --seed")->capture_default_str();
+  au->add_option("--seed", o->seed, "the run's --seed (train's default)")->capture_default_str()
+      ->check(range_validator("seed", true));
+  au->add_option("--frames", o->frames, "the run's --frames (T,number | T,time | T,duration:US): frames made from "
+                                        "the stored events");
   au->add_option("--epoch", o->epoch, "the epoch whose draws to show")->capture_default_str()
       ->check(range_validator("epoch", true));
   au->add_option("--first", o->first, "first training sample")->capture_default_str()

@@ -38,11 +38,12 @@ class Draws {
   uint32_t a_, b_;
 };
 
-// Gamma(a, 1) by Marsaglia and Tsang (a < 1 boosted through a + 1).
-double gamma_draw(double a, Draws& d) {
+// log of a Gamma(a, 1) draw by Marsaglia and Tsang (a < 1 boosted through a + 1), in logs so
+// that the tiny shapes mixing allows do not underflow to 0.
+double log_gamma_draw(double a, Draws& d) {
   if (a < 1) {
     const double u = d.uniform();
-    return gamma_draw(a + 1, d) * std::pow(u, 1.0 / a);
+    return log_gamma_draw(a + 1, d) + std::log(u) / a;
   }
   const double dd = a - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * dd);
   for (;;) {
@@ -51,14 +52,16 @@ double gamma_draw(double a, Draws& d) {
     if (v <= 0) continue;
     v = v * v * v;
     const double u = d.uniform();
-    if (u < 1.0 - 0.0331 * x * x * x * x) return dd * v;
-    if (std::log(u) < 0.5 * x * x + dd * (1.0 - v + std::log(v))) return dd * v;
+    if (u < 1.0 - 0.0331 * x * x * x * x) return std::log(dd * v);
+    if (std::log(u) < 0.5 * x * x + dd * (1.0 - v + std::log(v))) return std::log(dd * v);
   }
 }
 
+// Beta(alpha, alpha) as G1 / (G1 + G2) = 1 / (1 + exp(log G2 - log G1)).
 double beta_draw(double alpha, Draws& d) {
-  const double g1 = gamma_draw(alpha, d), g2 = gamma_draw(alpha, d);
-  return g1 + g2 > 0 ? g1 / (g1 + g2) : 0.5;
+  const double l1 = log_gamma_draw(alpha, d), l2 = log_gamma_draw(alpha, d);
+  if (std::isinf(l1) && std::isinf(l2)) return 0.5;
+  return 1.0 / (1.0 + std::exp(l2 - l1));
 }
 
 // Shifts every plane [H, W] of a sample by (dy, dx): out[i][j] = in[i - dy][j - dx], zero
@@ -154,15 +157,18 @@ void shift_last_axis(float* x, const SampleGeometry& g, int64_t s) {
 }
 
 // Each event of the integer counts kept with probability 1 - rate; returns the events dropped.
-int64_t drop_events(float* x, const SampleGeometry& g, double rate, const CounterRng& rng, int64_t epoch,
+// Event j of element e of step `step` draws counter (step << 48) | (e << 16) | j (counts are
+// below 2^16, elements below 2^32).
+int64_t drop_events(float* x, const SampleGeometry& g, double rate, const CounterRng& rng, size_t step, int64_t epoch,
                     int64_t sample) {
   int64_t dropped = 0;
   for (int64_t e = 0; e < g.numel(); ++e) {
     const int64_t count = static_cast<int64_t>(x[e]);
     int64_t kept = 0;
     for (int64_t j = 0; j < count; ++j)
-      kept += rng.uniform((static_cast<uint64_t>(e) << 16) | static_cast<uint64_t>(j), static_cast<uint32_t>(epoch),
-                          static_cast<uint32_t>(sample)) >= rate;
+      kept += rng.uniform((static_cast<uint64_t>(step) << 48) | (static_cast<uint64_t>(e) << 16) |
+                              static_cast<uint64_t>(j),
+                          static_cast<uint32_t>(epoch), static_cast<uint32_t>(sample)) >= rate;
     dropped += count - kept;
     x[e] = static_cast<float>(kept);
   }
@@ -219,11 +225,15 @@ Augmenter::Augmenter(AugmentSpec spec, const DatasetInfo& info, uint64_t seed)
       seed_(seed) {
   if (spec_.needs_time_axis() && !geo_.has_time)
     SM_INPUT_ERROR("--augment timeshift: " << info.path << " holds static images (no time axis to shift)");
-  if (spec_.needs_counts() && !((info.stored_name == "u8" || info.stored_name == "u16") && info.x_scale == 1.0))
+  if (spec_.needs_counts() &&
+      !((info.stored_name == "u8" || info.stored_name == "u16") && info.x_scale == 1.0 && !info.resized))
     SM_INPUT_ERROR("--augment dropevent: " << info.path << " does not hold integer event counts (stored "
                                            << info.stored_name << ", x_scale " << info.x_scale
+                                           << (info.resized ? ", resized" : "")
                                            << "); it needs frames imported as u8 or u16 without --size");
   if (spec_.mixes() && train_size_ < 1) SM_INPUT_ERROR("--augment: " << info.path << " has no training samples to mix");
+  if (spec_.needs_counts() && geo_.numel() >= (int64_t{1} << 32))
+    SM_INPUT_ERROR("--augment dropevent: " << info.path << " has samples of 2^32 values or more");
 }
 
 std::vector<int64_t> Augmenter::partners(const std::vector<int64_t>& idx, int64_t epoch) const {
@@ -293,7 +303,7 @@ void Augmenter::transform(Tensor& x, const std::vector<int64_t>& idx, int64_t ep
         }
         case AugmentOp::DropEvent:
           a.v[0] = static_cast<double>(
-              drop_events(sample, geo_, st.magnitude, drop_rng, epoch, idx[static_cast<size_t>(i)]));
+              drop_events(sample, geo_, st.magnitude, drop_rng, s, epoch, idx[static_cast<size_t>(i)]));
           break;
         default:
           break;

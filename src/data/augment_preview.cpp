@@ -9,6 +9,7 @@
 
 #include "spikemesh/core/error.h"
 #include "spikemesh/data/augment.h"
+#include "spikemesh/data/event_frames_reader.h"
 #include "spikemesh/data/h5_dataset.h"
 #include "spikemesh/io/h5file.h"
 
@@ -35,7 +36,8 @@ void write_augment_preview(const AugmentPreviewOptions& o) {
   if (spec.empty()) SM_INPUT_ERROR("--augment: no step given (e.g. --augment hflip,roll:0.5:5)");
   if (std::filesystem::exists(o.out) && !o.overwrite)
     SM_INPUT_ERROR("--out " << o.out << " exists (--overwrite replaces it)");
-  const H5Dataset ds = H5Dataset::open(o.data);
+  const FramesOption frames = parse_frames_option(o.frames);
+  const H5Dataset ds = H5Dataset::open(o.data, nullptr, false, frames.on ? &frames : nullptr);
   const int64_t train = ds.size(Split::Train);
   if (o.first < 0 || o.count < 1 || o.first + o.count > train)
     SM_INPUT_ERROR("--first " << o.first << " --count " << o.count << ": " << o.data << " has " << train
@@ -72,6 +74,7 @@ void write_augment_preview(const AugmentPreviewOptions& o) {
     f.set_attr("epoch", o.epoch);
     f.set_attr("data", o.data);
     f.set_attr("layout", ds.info().layout);
+    f.set_attr("frames", ds.info().frames);
     f.close();
     std::filesystem::rename(tmp, o.out);
   } catch (...) {

@@ -118,6 +118,8 @@ EventFramesReader::EventFramesReader(const H5File& f, const DatasetInfo& info, c
     const std::string g = split_group(s) + "/events/";
     Tensor off = f.read(g + "offsets", DType::I64);
     const int64_t rows = s == Split::Train ? info.train_size : info.test_size, events = f.dataset_shape(g + "t")[0];
+    if (off.numel() != rows + 1)
+      SM_INPUT_ERROR(path_ << ": " << g << "offsets has " << off.numel() << " entries (expected " << rows + 1 << ")");
     const int64_t* o = off.data<int64_t>();
     if (off.numel() != rows + 1 || o[0] != 0 || o[rows] != events)
       SM_INPUT_ERROR(path_ << ": " << g << "offsets has " << off.numel() << " entries from " << o[0] << " to "
@@ -173,14 +175,12 @@ SampleEvents EventFramesReader::read_events(const H5File& f, Split s, const std:
 void EventFramesReader::frames(const SampleEvents& ev, Split s, const std::vector<int64_t>& sorted,
                                const std::vector<int64_t>& indices, Tensor& x) const {
   const int64_t n = static_cast<int64_t>(indices.size());
-  const bool resize = out_w_ != spec_.width || out_h_ != spec_.height;
   const int64_t row = static_cast<int64_t>(spec_.T) * 2 * out_h_ * out_w_;
-  const size_t raw = static_cast<size_t>(spec_.T) * 2 * spec_.height * spec_.width;
   x = Tensor::empty({n, spec_.T, 2, out_h_, out_w_}, DType::F32);
   std::vector<std::exception_ptr> failed(static_cast<size_t>(n));
 #pragma omp parallel
   {
-    std::vector<float> frames(raw), resized(resize ? static_cast<size_t>(row) : 0);
+    FrameScratch scratch;
     std::vector<uint8_t> bytes;
 #pragma omp for schedule(dynamic)
     for (int64_t k = 0; k < n; ++k) {
@@ -188,11 +188,9 @@ void EventFramesReader::frames(const SampleEvents& ev, Split s, const std::vecto
         const int64_t i = indices[static_cast<size_t>(k)];
         const size_t pos = static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), i) - sorted.begin());
         const std::string what = path_ + " /" + split_name(s) + " sample " + std::to_string(i) + " (--frames " + text_ + ")";
-        integrate_frames(ev.events, ev.begin[pos], ev.begin[pos + 1], spec_, frames.data(), what);
-        if (resize)
-          resize_bilinear_aa(frames.data(), 2LL * spec_.T, spec_.height, spec_.width, out_h_, out_w_, resized.data());
-        through_stored_type(resize ? resized.data() : frames.data(), row, stored_, x_scale_, bytes,
-                            x.data<float>() + k * row);
+        const float* frames =
+            integrate_and_resize(ev.events, ev.begin[pos], ev.begin[pos + 1], spec_, out_h_, out_w_, scratch, what);
+        through_stored_type(frames, row, stored_, x_scale_, bytes, x.data<float>() + k * row);
       } catch (...) {  // exceptions may not leave an OpenMP region: the first is rethrown below
         failed[static_cast<size_t>(k)] = std::current_exception();
       }

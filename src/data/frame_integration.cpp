@@ -171,4 +171,16 @@ void resize_bilinear_aa(const float* in, int64_t planes, int h, int w, int out_h
   }
 }
 
+const float* integrate_and_resize(const EventStream& ev, int64_t begin, int64_t end, const FrameSpec& spec, int out_h,
+                                  int out_w, FrameScratch& scratch, const std::string& what, int64_t* n_frames) {
+  const size_t raw = static_cast<size_t>(spec.T) * 2 * spec.height * spec.width;
+  if (scratch.frames.size() != raw) scratch.frames.resize(raw);
+  const int64_t n = integrate_frames(ev, begin, end, spec, scratch.frames.data(), what);
+  if (n_frames) *n_frames = n;
+  if (out_h == spec.height && out_w == spec.width) return scratch.frames.data();
+  scratch.resized.resize(static_cast<size_t>(spec.T) * 2 * out_h * out_w);
+  resize_bilinear_aa(scratch.frames.data(), 2LL * spec.T, spec.height, spec.width, out_h, out_w, scratch.resized.data());
+  return scratch.resized.data();
+}
+
 }  // namespace sm

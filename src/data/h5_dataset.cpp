@@ -66,6 +66,8 @@ H5Dataset H5Dataset::open(const std::string& path, hid_t fapl) {
   in.encoding = d.file_.has_attr("encoding") ? d.file_.attr_string("encoding") : "";
   in.source = d.file_.has_attr("source") ? d.file_.attr_string("source") : "";
   in.x_scale = d.file_.has_attr("x_scale") ? d.file_.attr_double("x_scale") : 1.0;
+  // an event importer's --size resize (its `resize` attribute; "none" for the sensor's frames)
+  in.resized = d.file_.has_attr("resize") && d.file_.attr_string("resize") != "none";
   if (!std::isfinite(in.x_scale) || in.x_scale == 0)
     SM_INPUT_ERROR(path << ": attribute x_scale = " << in.x_scale << " (must be finite and non-zero)");
   size_t rank = in.layout == "NTCHW" ? 5 : 4;
@@ -236,8 +238,13 @@ void H5Dataset::read(Split s, const std::vector<int64_t>& indices, Tensor& x, Te
         hdf5_call([&] {
           if (take_io_fault(IoSite::DatasetRead))
             throw Error(ErrorKind::Library, info_.path + ": H5Dread failed: " + std::strerror(EIO) + " (injected for a test)");
-          if (frames_) events = frames_->read_events(file_, s, sorted);
-          else read_from(file_, false, s, indices, x, y);
+          if (!frames_) return read_from(file_, false, s, indices, x, y);
+          try {
+            events = frames_->read_events(file_, s, sorted);
+          } catch (const Error& e) {  // events off the sensor in a sample this rank alone read
+            if (e.kind() != ErrorKind::Input) throw;
+            SM_RANK_INPUT_ERROR(e.what());
+          }
         });
       },
       [](const Error& e) { return e.kind() == ErrorKind::Library; },
@@ -251,7 +258,12 @@ void H5Dataset::read(Split s, const std::vector<int64_t>& indices, Tensor& x, Te
         });
       });
   if (!frames_) return;
-  frames_->frames(events, s, sorted, indices, x);
+  try {
+    frames_->frames(events, s, sorted, indices, x);
+  } catch (const Error& e) {  // a sample this rank alone read (evaluation does not agree on reads)
+    if (e.kind() != ErrorKind::Input) throw;
+    SM_RANK_INPUT_ERROR(e.what());
+  }
   y = labels_of(s, indices);
 }
 

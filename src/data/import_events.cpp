@@ -90,10 +90,8 @@ std::vector<SampleOut> decode_units(const EventDatasetLayout& L, const std::vect
                                     int64_t my0, int64_t my1, const FrameSpec& spec, int out_h, int out_w,
                                     StoredType stored, const EventImportOptions& o,
                                     const std::function<void(int64_t)>& after_file) {
-  const bool resize = out_h != spec.height || out_w != spec.width;
   const int64_t out_elems = static_cast<int64_t>(spec.T) * 2 * out_h * out_w;
-  std::vector<float> frames(static_cast<size_t>(spec.T) * 2 * spec.height * spec.width);
-  std::vector<float> resized(resize ? static_cast<size_t>(out_elems) : 0);
+  FrameScratch scratch;
   std::vector<SampleOut> outs;
   for (int64_t u = my0; u < my1; ++u) {
     const int32_t f = L.samples[units[u][0]].file;
@@ -121,13 +119,13 @@ std::vector<SampleOut> decode_units(const EventDatasetLayout& L, const std::vect
           EventStream sub = whole ? EventStream() : cut(ev, ref.t_begin, ref.t_end);
           const EventStream& src = whole ? ev : sub;
           const std::string what = path + (whole ? "" : " (sample " + ref.name + ")");
-          const int64_t n_frames = integrate_frames(src, 0, src.size(), spec, frames.data(), what);
+          int64_t n_frames = 0;
+          const float* frames = integrate_and_resize(src, 0, src.size(), spec, out_h, out_w, scratch, what, &n_frames);
           if (n_frames > std::numeric_limits<int32_t>::max())
             SM_INPUT_ERROR(what << ": " << n_frames << " fixed-duration frames (a larger --duration-us?)");
           so.n_frames = static_cast<int32_t>(n_frames);
           so.no_event = src.size() == 0;
-          if (resize) resize_bilinear_aa(frames.data(), 2LL * spec.T, spec.height, spec.width, out_h, out_w, resized.data());
-          so.saturated = frames_to_stored(resize ? resized.data() : frames.data(), out_elems, stored, so.x);
+          so.saturated = frames_to_stored(frames, out_elems, stored, so.x);
           const int64_t label = ref.label;
           so.crc_x = crc32_bytes(so.x.data(), so.x.size());
           so.crc_y = crc32_bytes(&label, 8);
@@ -226,13 +224,20 @@ void resolve_import_options(ImportRun& run) {
     check_same_text(*run.group, run.L.describe(), "the listing of --from " + o.from + " (is it on a shared file system?)");
 }
 
+// "S" of square frames (as fingerprints of earlier versions spell it, so their interrupted
+// imports still resume), "HxW" otherwise.
+std::string frame_size_text(int h, int w) {
+  return h == w ? std::to_string(h) : std::to_string(h) + "x" + std::to_string(w);
+}
+
 // The fingerprint of what decides the rows (a resume must match it) and the 'source' attribute.
 void fingerprint_and_source(ImportRun& run) {
   std::ostringstream canon;
   // Not the rank count nor --files-per-round: the rows do not depend on them, so a resume (a
   // requeued job on another node count) may change them.
   canon << "semantics 1|" << run.L.describe() << "|T " << run.spec.T << " " << split_by_name(run.spec.split_by) << " "
-        << run.spec.duration_us << " S " << run.out_h << "x" << run.out_w << " " << stored_type_name(run.stored) << " ev " << run.o.events
+        << run.spec.duration_us << " S " << frame_size_text(run.out_h, run.out_w) << " " << stored_type_name(run.stored)
+        << " ev " << run.o.events
         << " skip " << run.o.skip_bad << " deflate " << run.deflate;
   char b[20];
   std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(text_hash(canon.str())));

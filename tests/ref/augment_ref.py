@@ -4,7 +4,8 @@ files of `spikemesh data augment` (data/augment_preview.h).
 `check PREVIEW` recomputes, from the file's seed, epoch, sample indices and step list alone,
 every draw spikemesh makes (Philox4x32-10 as in Random123, checked here against its published
 known-answer vectors; the counter streams of core/rng.h keyed by FNV-1a purposes; step s of the
-spec using counters (s << 32) + 0, 1, ...; per event (element << 16) | j for dropevent), applies
+spec using counters (s << 32) + 0, 1, ...; per event (s << 48) | (element << 16) | j for
+dropevent), checks that /x_original and /partner_x_original are the dataset's rows, applies
 the steps to /x_original and the partners' /partner_x_original as docs/datasets.md
 "Augmentation" defines them, and requires /x, /partner and /target to be exactly what spikemesh
 wrote. Scalar math goes through Python's `math` (the C library, as in spikemesh); rotation's
@@ -93,10 +94,14 @@ class Draws:
         return lo + min(hi - lo, int(math.floor(self.uniform() * float(hi - lo + 1))))
 
 
-def gamma(a, d):
+def log_or_inf(u):
+    return math.log(u) if u > 0 else -math.inf
+
+
+def log_gamma(a, d):
     if a < 1:
         u = d.uniform()
-        return gamma(a + 1, d) * math.pow(u, 1.0 / a)
+        return log_gamma(a + 1, d) + log_or_inf(u) / a
     dd = a - 1.0 / 3.0
     c = 1.0 / math.sqrt(9.0 * dd)
     while True:
@@ -107,15 +112,18 @@ def gamma(a, d):
         v = v * v * v
         u = d.uniform()
         if u < 1.0 - 0.0331 * x * x * x * x:
-            return dd * v
-        if math.log(u) < 0.5 * x * x + dd * (1.0 - v + math.log(v)):
-            return dd * v
+            return math.log(dd * v)
+        if log_or_inf(u) < 0.5 * x * x + dd * (1.0 - v + math.log(v)):
+            return math.log(dd * v)
 
 
 def beta(alpha, d):
-    g1 = gamma(alpha, d)
-    g2 = gamma(alpha, d)
-    return g1 / (g1 + g2) if g1 + g2 > 0 else 0.5
+    l1 = log_gamma(alpha, d)
+    l2 = log_gamma(alpha, d)
+    if math.isinf(l1) and math.isinf(l2):
+        return 0.5
+    diff = l2 - l1
+    return 1.0 / (1.0 + (math.exp(diff) if diff < 709 else math.inf))
 
 
 def shift_axis(a, s, axis, wrap=False):
@@ -180,7 +188,7 @@ def transform(x, steps, seed, epoch, key, partner):
             flat = x.reshape(-1)
             for e in np.nonzero(flat)[0]:
                 cnt = int(flat[e])
-                u = drop.uniforms([(int(e) << 16) | j for j in range(cnt)], epoch, key)
+                u = drop.uniforms([(s << 48) | (int(e) << 16) | j for j in range(cnt)], epoch, key)
                 flat[e] = float(np.count_nonzero(u >= m))
             x = flat.reshape(x.shape)
     return x, fired
@@ -206,14 +214,21 @@ def check(path, stats):
     steps = [(t.split(":")[0], float(t.split(":")[1]), float(t.split(":")[2]) if t.count(":") > 1 else 0.0)
              for t in f.attrs["augment"].split(",")]
     seed, epoch = int(f.attrs["seed"]), int(f.attrs["epoch"])
-    with h5py.File(f.attrs["data"], "r") as data:
-        train_size = data["train/y"].shape[0]
-        labels = data["train/y"][...]
+    data = h5py.File(f.attrs["data"], "r")
+    train_size = data["train/y"].shape[0]
+    labels = data["train/y"][...]
+    scale = np.float32(data.attrs.get("x_scale", 1.0))
+
+    def row(k):  # training sample k as the dataset file holds it, scaled as read (f32)
+        return data["train/x"][int(k)].astype(np.float32) * scale
+
     index, x0, x, y = f["index"][...], f["x_original"][...], f["x"][...], f["y"][...]
     px0, partner = f["partner_x_original"][...], f["partner"][...]
     target = f["target"][...] if "target" in f else None
     problems, fired_count = [], np.zeros(len(steps))
     for i, key in enumerate(int(k) for k in index):
+        if not np.array_equal(x0[i], row(key)) or y[i] != labels[key]:
+            problems.append(f"sample {key}: /x_original or /y is not the dataset's row {key}")
         a, fired = transform(x0[i], steps, seed, epoch, key, False)
         fired_count[fired] += 1
         m = mix_decision(steps, seed, epoch, key, train_size, a.shape[-2], a.shape[-1])
@@ -221,6 +236,8 @@ def check(path, stats):
         want_partner = -1
         if m is not None:
             s, name, want_partner, lam, centre = m
+            if not np.array_equal(px0[i], row(want_partner)):
+                problems.append(f"sample {key}: /partner_x_original is not the dataset's row {want_partner}")
             b, _ = transform(px0[i], steps, seed, epoch, key, True)
             if name == "mixup":
                 a = (lam * a.astype(np.float64) + (1.0 - lam) * b.astype(np.float64)).astype(np.float32)

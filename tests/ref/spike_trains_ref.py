@@ -2,7 +2,7 @@
 
 make_split(path, n, classes, dtype, rng, ...) writes one published-format split file
 (/spikes/times vlen float, /spikes/units vlen uint16, /labels uint16) of n recordings: random
-spike trains of a few hundred spikes over up to ~1 s, some with repeated times, some with
+spike trains of `spikes` (a range; default a few hundred) spikes on units below `channels` over up to ~1 s, some with repeated times, some with
 extreme shapes (one spike, spikes at one instant, no spike when `empty`).
 
 frames(t, x, T, split_by, dt_ms, channels) bins one recording into [T, channels] counts the way
@@ -19,7 +19,7 @@ import h5py
 import numpy as np
 
 
-def make_split(path, n, classes, dtype, rng, empty=True, channels=700):
+def make_split(path, n, classes, dtype, rng, empty=True, channels=700, spikes=(20, 400)):
     times, units, labels = [], [], []
     for i in range(n):
         kind = i % 9
@@ -28,7 +28,7 @@ def make_split(path, n, classes, dtype, rng, empty=True, channels=700):
         elif kind == 1:
             m = 1
         else:
-            m = int(rng.integers(20, 400))
+            m = int(rng.integers(*spikes))
         span = float(rng.uniform(0.05, 1.2))
         t = np.sort(rng.uniform(0, span, m) + rng.uniform(0, 0.05)).astype(dtype)
         if kind == 2 and m > 1:

@@ -139,6 +139,30 @@ TEST(Augment, MixingGivesSoftTargetsThatSumToOne) {
   }
 }
 
+// Two dropevent steps draw independently (each keeps half: a quarter stays, not a half), and a
+// tiny Beta shape gives lam near 0 or 1, not the 0.5 of two underflowed gammas.
+TEST(Augment, RepeatedStepsDrawAfreshAndTinyBetaShapesStayAtTheEnds) {
+  const DatasetInfo info = events_info(2, 9, 11);
+  Tensor x = Tensor::empty({1, 2, 2, 9, 11}, DType::F32);
+  x.fill(3.0);
+  Augmenter(parse_augment_spec("dropevent:1:0.5,dropevent:1:0.5"), info, 1).transform(x, {4}, 0, false);
+  double kept = 0;
+  for (int64_t q = 0; q < x.numel(); ++q) kept += x.data<float>()[q];
+  const double events = 3.0 * static_cast<double>(x.numel());  // 1188: a quarter is 297 +- 15
+  EXPECT_GT(kept, 0.18 * events);
+  EXPECT_LT(kept, 0.32 * events);
+  const Augmenter mix(parse_augment_spec("mixup:1:0.001"), info, 3);
+  std::vector<int64_t> idx(64);
+  std::iota(idx.begin(), idx.end(), 0);
+  Tensor a = counts(64, info, 5), b = counts(64, info, 6), y = Tensor::zeros({64}, DType::I64);
+  AugmentRecord rec;
+  mix.mix(a, b, idx, mix.partners(idx, 0), y, y, 0, &rec);
+  for (const auto& r : rec) {
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_TRUE(r[0].v[1] < 0.01 || r[0].v[1] > 0.99) << r[0].v[1];
+  }
+}
+
 TEST(Augment, RefusesStepsTheDataCannotTake) {
   DatasetInfo img;
   img.path = "img.h5";
@@ -150,6 +174,10 @@ TEST(Augment, RefusesStepsTheDataCannotTake) {
   img.train_size = 10;
   EXPECT_THROW(Augmenter(parse_augment_spec("timeshift"), img, 1), Error);
   EXPECT_THROW(Augmenter(parse_augment_spec("dropevent"), img, 1), Error);
+  DatasetInfo resized = events_info(2, 48, 48);
+  resized.resized = true;  // u8 frames resized at import: interpolated, not counts
+  EXPECT_THROW(Augmenter(parse_augment_spec("dropevent"), resized, 1), Error);
+  EXPECT_NO_THROW(Augmenter(parse_augment_spec("dropevent"), events_info(2, 48, 48), 1));
   EXPECT_NO_THROW(Augmenter(parse_augment_spec("hflip,rotate,mixup"), img, 1));
 }
 

@@ -91,6 +91,36 @@ TEST(GpuLoss, RateMseMatchesCpu) {
       }
 }
 
+// Soft targets (mixing augmentations) on a GPU output: the wrapper reduces the small [T, N, K]
+// output on the host and sends the gradient back to the device in the output's dtype; the
+// result equals the CPU loss on the same values.
+TEST(GpuLoss, SoftTargetsOnAGpuOutputEqualTheCpuLoss) {
+  SM_SKIP_WITHOUT_GPU();
+  const int64_t T = 3, N = 5, K = 4;
+  const std::vector<float> out = gpu_test::random_floats(T * N * K, 77, -2.0, 2.0);
+  Tensor t_out = Tensor::empty({T, N, K}, DType::F32);
+  std::copy(out.begin(), out.end(), t_out.data<float>());
+  Tensor labels = Tensor::empty({N}, DType::I64), soft = Tensor::zeros({N, K}, DType::F64);
+  for (int64_t i = 0; i < N; ++i) {
+    labels.data<int64_t>()[i] = i % K;
+    soft.data<double>()[i * K + i % K] += 0.7;
+    soft.data<double>()[i * K + (i + 1) % K] += 0.3;
+  }
+  for (const char* kind : {"mean_ce", "rate_mse"}) {
+    auto cpu = make_loss(kind);
+    auto dev = with_cuda_support(make_loss(kind));
+    const LossResult rc = cpu->forward(t_out, labels, 0, soft);
+    const LossResult rg = dev->forward(t_out.to(Device::cuda(0)), labels, 0, soft);
+    EXPECT_EQ(rg.loss, rc.loss) << kind;
+    EXPECT_EQ(rg.correct, rc.correct) << kind;
+    const Tensor gc = cpu->backward(0.5), gg = dev->backward(0.5);
+    ASSERT_TRUE(gg.device().is_cuda()) << kind;
+    ASSERT_EQ(gg.dtype(), DType::F32) << kind;
+    const Tensor gh = gg.to(Device::cpu());
+    for (int64_t i = 0; i < gc.numel(); ++i) ASSERT_EQ(gh.data<float>()[i], gc.data<float>()[i]) << kind << " " << i;
+  }
+}
+
 }  // namespace
 }  // namespace sm
 

@@ -4,7 +4,7 @@
 // The file: /index, /y, /x_original, /x (augmented), /partner (-1: not mixed),
 // /partner_x_original, /target (soft targets, when the spec mixes), /ops and /partner_ops
 // f64 [n, steps, 7] (per step: fired 0/1, then AppliedAugment::v), root attributes augment
-// (canonical), seed, epoch, data. Invariants: the samples are exactly what training draws for
+// (canonical), seed, epoch, data, frames. Invariants: the samples are exactly what training draws for
 // them in that epoch under any layout (the same augment_batch); the file appears complete or
 // not at all (written aside and renamed). Local (no MPI).
 #pragma once
@@ -15,7 +15,8 @@ namespace sm {
 
 struct AugmentPreviewOptions {
   std::string data, out, augment;
-  int64_t seed = 42, epoch = 0, first = 0, count = 16;
+  std::string frames;  // train's --frames: the samples made from the stored events
+  int64_t seed = 1, epoch = 0, first = 0, count = 16;  // seed: train's default
   bool overwrite = false;
 };
 

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "spikemesh/data/event_formats.h"
 
@@ -35,6 +36,16 @@ struct FrameSpec {
 // Returns the number of frames the sample really has (T for Number/Time; the grid's for Duration).
 int64_t integrate_frames(const EventStream& ev, int64_t begin, int64_t end, const FrameSpec& spec, float* out,
                          const std::string& what);
+
+// integrate_frames of events [begin, end), then, when out_h x out_w differs from the sensor,
+// resize_bilinear_aa: what the importer stores and --frames makes. Returns the frames (in
+// `scratch`, valid until its next use; T x 2 x out_h x out_w values) and the frame count in
+// `n_frames` (integrate_frames' return).
+struct FrameScratch {
+  std::vector<float> frames, resized;
+};
+const float* integrate_and_resize(const EventStream& ev, int64_t begin, int64_t end, const FrameSpec& spec, int out_h,
+                                  int out_w, FrameScratch& scratch, const std::string& what, int64_t* n_frames = nullptr);
 
 // Bilinear anti-aliased resize of `planes` planes [h, w] -> [out_h, out_w] (f32), as
 // torch.nn.functional.interpolate(mode="bilinear", align_corners=False, antialias=True) on the

@@ -65,6 +65,7 @@ struct DatasetInfo {
   std::string stored_name;   // the file's element type: u8, u16, f16 or f32
   int64_t train_size = 0, test_size = 0;
   std::string frames;        // --frames when samples are made from the stored events, else ""
+  bool resized = false;      // event frames resized at import (--size): interpolated, not counts
   bool is_events() const { return layout == "NTCHW"; }
 };
 
