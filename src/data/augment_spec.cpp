@@ -36,7 +36,7 @@ const OpInfo kOps[] = {
     {AugmentOp::Jitter, "jitter", 1, 1, 4096, true, true,
      "channel jitter: shift along the last axis (SHD's 700 channels) by s uniform in [-M, M], zero fill"},
     {AugmentOp::DropEvent, "dropevent", 0.1, 0, 1, false, true,
-     "drop each event of the count frames with probability M (u8/u16 event files)"},
+     "drop each event of the count frames with probability M (u8/u16 event files, not resized)"},
     {AugmentOp::Mixup, "mixup", 0.8, 1e-3, 1e3, false, true,
      "mix with a random training sample: x = lam x + (1-lam) x', lam ~ Beta(M, M), soft targets"},
     {AugmentOp::Cutmix, "cutmix", 1.0, 1e-3, 1e3, false, true,
