@@ -232,6 +232,26 @@ void H5Dataset::read(Split s, const std::vector<int64_t>& indices, Tensor& x, Te
   std::vector<int64_t> sorted;
   SampleEvents events;  // --frames: the samples' events, integrated below (outside the HDF5 thread)
   if (frames_) sorted = sorted_rows(indices, size(s));
+  try {
+    read_retrying(what, s, indices, sorted, events, x, y);
+  } catch (const Error& e) {  // this rank's own samples: the other ranks may be reading fine
+    if (e.kind() != ErrorKind::Input || !io_gave_up(e)) throw;
+    // the trainer agrees on it; elsewhere it ends the job (MPI_Abort) naming this rank
+    throw Error(ErrorKind::RankInput, std::string(e.what()) + " (" + where_am_i() + ")");
+  }
+  if (!frames_) return;
+  try {
+    frames_->frames(events, s, sorted, indices, x);
+  } catch (const Error& e) {  // a sample this rank alone read (evaluation does not agree on reads)
+    if (e.kind() != ErrorKind::Input) throw;
+    SM_RANK_INPUT_ERROR(e.what());
+  }
+  y = labels_of(s, indices);
+}
+
+// read()'s HDF5 part under core/io_retry.h's policy: /x rows, or with --frames the samples' events.
+void H5Dataset::read_retrying(const std::string& what, Split s, const std::vector<int64_t>& indices,
+                              const std::vector<int64_t>& sorted, SampleEvents& events, Tensor& x, Tensor& y) const {
   with_io_retries(
       what,
       [&] {
@@ -257,14 +277,6 @@ void H5Dataset::read(Split s, const std::vector<int64_t>& indices, Tensor& x, Te
           }
         });
       });
-  if (!frames_) return;
-  try {
-    frames_->frames(events, s, sorted, indices, x);
-  } catch (const Error& e) {  // a sample this rank alone read (evaluation does not agree on reads)
-    if (e.kind() != ErrorKind::Input) throw;
-    SM_RANK_INPUT_ERROR(e.what());
-  }
-  y = labels_of(s, indices);
 }
 
 Tensor H5Dataset::labels_of(Split s, const std::vector<int64_t>& indices) const {

@@ -10,6 +10,8 @@
 #   * a checkpoint write that fails twice: retried (the warning names the step and the attempt),
 #     the run ends normally; one that keeps failing: one error line "checkpoint ... not written
 #     (the previous checkpoint is intact)", the previous checkpoint still loads, no .tmp left;
+#   * reads outside training (`data bench`) that keep failing on rank 1 of 2 end the job with one
+#     message instead of leaving rank 0 waiting;
 #   * a malformed SPIKEMESH_IO_RETRIES is refused naming the variable.
 # Usage: BIN=build/bin/spikemesh tests/e2e/io_retry.sh   (needs $PY with h5py)
 E2E_NAME=io_retry
@@ -38,7 +40,7 @@ SPIKEMESH_TEST_IO_FAULTS=dataset-read:4@4 SPIKEMESH_TEST_IO_FAULT_RANK=1 "${MPI[
   >lost.out 2>lost.err; rc=$?
 ck=$(ls out/lost/ckpt_*.h5 2>/dev/null | tail -n 1)
 if [ $rc -ne 0 ] && [ "$(grep -c '^spikemesh: error:' lost.err)" -eq 1 ] && [ -n "$ck" ] &&
-   grep -q "^spikemesh: error: I/O failed after retries: reading 2 samples of /train/x of data.h5: data.h5: H5Dread failed: Input/output error (injected for a test) (4 attempts) (checkpoint of step [0-9]* written: $ck; rerun with --resume auto" lost.err &&
+   grep -q "^spikemesh: error: I/O failed after retries: reading 2 samples of /train/x of data.h5: data.h5: H5Dread failed: Input/output error (injected for a test) (4 attempts) (rank 1 on [^)]*) (checkpoint of step [0-9]* written: $ck; rerun with --resume auto" lost.err &&
    grep -q "warning (rank 1 on " lost.err && ! grep -qE "MPI_ABORT|mpirun noticed" lost.err lost.out
 then ok "reads failing on rank 1: every rank stops, $(basename "$ck") written, one error line, exit $rc"
 else bad "persistent read failure (exit $rc, checkpoint '$ck')"; grep -E "error|ABORT" lost.err | head -n 4 | sed 's/^/       /'; fi
@@ -46,6 +48,15 @@ if "${MPI[@]}" "$BIN" "${DP[@]}" --run-name lost --resume auto >lost2.log 2>&1 &
    same out/lost/ckpt_000000008.h5 out/clean2/ckpt_000000008.h5
 then ok "--resume auto after the failure ends with the uninterrupted run's parameters (bitwise)"
 else bad "resume after the read failure"; tail -n 3 lost2.log | sed 's/^/       /'; fi
+
+# A reader outside training (data bench) that gives up on rank 1 alone: that rank names itself and
+# the job ends (no rank waits forever in the next collective).
+SPIKEMESH_TEST_IO_FAULTS=dataset-read:99@2 SPIKEMESH_TEST_IO_FAULT_RANK=1 "${MPI[@]}" "$BIN" data bench data.h5 \
+  --batch-size 4 --batches 4 --prefetch 1 >bench.out 2>bench.err; rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(grep -c '^spikemesh: error:' bench.err)" -eq 1 ] &&
+   grep -q "^spikemesh: error: I/O failed after retries: reading 4 samples of /train/x of data.h5: .*(4 attempts) (rank 1 on " bench.err
+then ok "data bench: reads that keep failing on rank 1 of 2 end the job with one error naming the file and rank"
+else bad "data bench with reads failing on rank 1 (exit $rc)"; grep -E "error" bench.err | head -n 3 | sed 's/^/       /'; fi
 
 # ---- checkpoint writes ----------------------------------------------------------------------------
 SPIKEMESH_TEST_IO_FAULTS=checkpoint-write:2 "$BIN" "${T[@]}" --batch-size 4 --ckpt-every 4 --run-name ckw >ckw.log 2>&1; rc=$?

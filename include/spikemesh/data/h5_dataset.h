@@ -48,6 +48,7 @@ namespace sm {
 class Comm;
 class EventFramesReader;
 struct FramesOption;
+struct SampleEvents;
 
 enum class Split { Train, Test };
 const char* split_name(Split s);
@@ -103,7 +104,8 @@ class H5Dataset {
   void read_collective(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const;
   // read() retries a failed HDF5 read (a transient error of a shared file system: EIO, ESTALE,
   // ...) as core/io_retry.h says, reopening its handle before each retry; the last failure, or
-  // a sample holding NaN/Inf, is an error as before. Collective reads are not retried (every
+  // a sample holding NaN/Inf, is an error as before — of this rank alone (RankInput: the
+  // trainer agrees on it; evaluation and `data bench` end the job instead of waiting). Collective reads are not retried (every
   // rank would have to retry together): they run outside training steps.
   bool has_collective_handle() const { return mpio_ && mpio_->file.file_id() >= 0; }
 
@@ -126,6 +128,8 @@ class H5Dataset {
   Tensor labels_of(Split s, const std::vector<int64_t>& indices) const;
   void read_from(const H5File& f, bool collective, Split s, const std::vector<int64_t>& indices, Tensor& x,
                  Tensor& y) const;
+  void read_retrying(const std::string& what, Split s, const std::vector<int64_t>& indices,
+                     const std::vector<int64_t>& sorted, SampleEvents& events, Tensor& x, Tensor& y) const;
 };
 
 // Every root attribute of the dataset file `path` as (name, printable value), in name order

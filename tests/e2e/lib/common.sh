@@ -16,7 +16,8 @@ bad() { fail=$((fail + 1)); echo "  FAIL $1"; }
 fmnist_h5() { "$PY" "$ROOT/tests/ref/fmnist_like.py" "$1"; }
 # ckpt_same A B [--group G] [--min N]: every dataset of two checkpoints (under G) bitwise equal.
 ckpt_same() { "$PY" "$ROOT/tests/ref/ckpt_same.py" "$@"; }
-# same_losses A/metrics.h5 B/metrics.h5 [--exact] [--differ]: B's step losses are A's (1e-9), or differ.
+# same_losses A/metrics.h5 B/metrics.h5 [--exact] [--differ] [--subset]: the same steps, finite
+# losses, B's equal A's (1e-9), or differ (tests/ref/same_losses.py).
 same_losses() { "$PY" "$ROOT/tests/ref/same_losses.py" "$@"; }
 # expect_error NAME NEEDLE... -- COMMAND...: exit in 1..127 within 120 s, exactly one
 # "spikemesh: error:" line on stderr holding every NEEDLE, stderr printable (no raw file bytes)
