@@ -190,17 +190,10 @@ SampleGeometry geometry_of(const DatasetInfo& info) {
   return g;
 }
 
-// The mixing step that fires for a sample (none: step < 0) with what it drew.
-struct MixDecision {
-  int step = -1;
-  int64_t partner = -1;
-  double lam = 1;
-  int64_t cy = 0, cx = 0;  // cutmix: the box centre
-};
-
-MixDecision decide_mix(const AugmentSpec& spec, const CounterRng& rng, const SampleGeometry& g, int64_t train_size,
-                       int64_t epoch, int64_t sample) {
-  MixDecision m;
+// The mixing step that fires for a sample, if one does, with what it draws.
+MixDraw draw_mix(const AugmentSpec& spec, const CounterRng& rng, const SampleGeometry& g, int64_t train_size,
+                 int64_t epoch, int64_t sample) {
+  MixDraw m;
   for (size_t s = 0; s < spec.steps.size(); ++s) {
     const AugmentStep& st = spec.steps[s];
     if (!is_mixing(st.op)) continue;
@@ -218,28 +211,41 @@ MixDecision decide_mix(const AugmentSpec& spec, const CounterRng& rng, const Sam
   return m;
 }
 
+// The preview's view of the partners: each mixed sample's partner index and its row as read
+// (rows `partner_x` in the order of the mixed samples `row_of`), zeros for the other samples.
+void trace_partners(const Augmenter& aug, const Tensor& partner_x, const std::vector<size_t>& row_of,
+                    const std::vector<int64_t>& partner_idx, const Shape& batch_shape, AugmentTrace& trace) {
+  const int64_t F = aug.geometry().numel();
+  trace.partner_raw = Tensor::zeros(batch_shape, DType::F32);
+  for (size_t r = 0; r < row_of.size(); ++r) {
+    trace.partner[row_of[r]] = partner_idx[r];
+    std::memcpy(trace.partner_raw.data<float>() + static_cast<int64_t>(row_of[r]) * F,
+                partner_x.data<float>() + static_cast<int64_t>(r) * F, sizeof(float) * static_cast<size_t>(F));
+  }
+}
+
 }  // namespace
 
 Augmenter::Augmenter(AugmentSpec spec, const DatasetInfo& info, uint64_t seed)
     : spec_(std::move(spec)), geo_(geometry_of(info)), train_size_(info.train_size), num_classes_(info.num_classes),
       seed_(seed) {
-  if (spec_.needs_time_axis() && !geo_.has_time)
+  if (spec_.has(AugmentOp::TimeShift) && !geo_.has_time)
     SM_INPUT_ERROR("--augment timeshift: " << info.path << " holds static images (no time axis to shift)");
-  if (spec_.needs_counts() &&
+  if (spec_.has(AugmentOp::DropEvent) &&
       !((info.stored_name == "u8" || info.stored_name == "u16") && info.x_scale == 1.0 && !info.resized))
     SM_INPUT_ERROR("--augment dropevent: " << info.path << " does not hold integer event counts (stored "
                                            << info.stored_name << ", x_scale " << info.x_scale
                                            << (info.resized ? ", resized" : "")
                                            << "); it needs frames imported as u8 or u16 without --size");
   if (spec_.mixes() && train_size_ < 1) SM_INPUT_ERROR("--augment: " << info.path << " has no training samples to mix");
-  if (spec_.needs_counts() && geo_.numel() >= (int64_t{1} << 32))
+  if (spec_.has(AugmentOp::DropEvent) && geo_.numel() >= (int64_t{1} << 32))
     SM_INPUT_ERROR("--augment dropevent: " << info.path << " has samples of 2^32 values or more");
 }
 
-std::vector<int64_t> Augmenter::partners(const std::vector<int64_t>& idx, int64_t epoch) const {
+std::vector<MixDraw> Augmenter::mix_draws(const std::vector<int64_t>& idx, int64_t epoch) const {
   const CounterRng rng(seed_, "augment-mix");
-  std::vector<int64_t> out(idx.size(), -1);
-  for (size_t i = 0; i < idx.size(); ++i) out[i] = decide_mix(spec_, rng, geo_, train_size_, epoch, idx[i]).partner;
+  std::vector<MixDraw> out(idx.size());
+  for (size_t i = 0; i < idx.size(); ++i) out[i] = draw_mix(spec_, rng, geo_, train_size_, epoch, idx[i]);
   return out;
 }
 
@@ -313,26 +319,24 @@ void Augmenter::transform(Tensor& x, const std::vector<int64_t>& idx, int64_t ep
   }
 }
 
-Tensor Augmenter::mix(Tensor& x, const Tensor& partner_x, const std::vector<int64_t>& idx,
-                      const std::vector<int64_t>& partner, const Tensor& y, const Tensor& partner_y, int64_t epoch,
-                      AugmentRecord* record) const {
-  const int64_t n = static_cast<int64_t>(idx.size()), k = num_classes_, F = geo_.numel();
-  SM_CHECK(partner.size() == idx.size() && partner_x.numel() == x.numel() && partner_y.numel() == n,
-           "augment: partner rows do not match the samples");
-  const CounterRng rng(seed_, "augment-mix");
+Tensor Augmenter::mix(Tensor& x, const Tensor& partner_x, const Tensor& partner_y, const std::vector<MixDraw>& draws,
+                      const Tensor& y, AugmentRecord* record) const {
+  const int64_t n = static_cast<int64_t>(draws.size()), k = num_classes_, F = geo_.numel();
+  const int64_t mixed = std::count_if(draws.begin(), draws.end(), [](const MixDraw& m) { return m.step >= 0; });
+  SM_CHECK(x.numel() == n * F && partner_x.numel() == mixed * F && partner_y.numel() == mixed,
+           "augment: partner rows do not match the mixed samples");
   Tensor target = Tensor::zeros({n, k}, DType::F64);
   double* t = target.data<double>();
-  if (record && record->size() != idx.size()) record->resize(idx.size());
-  for (int64_t i = 0; i < n; ++i) {
-    const MixDecision m = decide_mix(spec_, rng, geo_, train_size_, epoch, idx[static_cast<size_t>(i)]);
+  if (record && record->size() != draws.size()) record->resize(draws.size());
+  for (int64_t i = 0, r = 0; i < n; ++i) {
+    const MixDraw& m = draws[static_cast<size_t>(i)];
     const int64_t label = y.data<int64_t>()[i];
     if (m.step < 0) {
       t[i * k + label] = 1.0;
       continue;
     }
-    SM_CHECK(m.partner == partner[static_cast<size_t>(i)], "augment: the partner drawn twice differs");
     float* a = x.data<float>() + i * F;
-    const float* b = partner_x.data<float>() + i * F;
+    const float* b = partner_x.data<float>() + r * F;
     AppliedAugment rec;
     rec.step = m.step;
     rec.op = spec_.steps[static_cast<size_t>(m.step)].op;
@@ -353,55 +357,41 @@ Tensor Augmenter::mix(Tensor& x, const Tensor& partner_x, const std::vector<int6
     }
     rec.v[0] = static_cast<double>(m.partner), rec.v[1] = lam;
     t[i * k + label] += lam;
-    t[i * k + partner_y.data<int64_t>()[i]] += 1.0 - lam;
+    t[i * k + partner_y.data<int64_t>()[r++]] += 1.0 - lam;
     if (record) (*record)[static_cast<size_t>(i)].push_back(rec);
   }
   return target;
 }
 
 Tensor augment_batch(const Augmenter& aug, const H5Dataset& ds, Split split, Tensor& raw,
-                     const std::vector<int64_t>& idx, const Tensor& y, int64_t epoch, AugmentRecord* record,
-                     AugmentRecord* partner_record, Tensor* partner_raw_out) {
+                     const std::vector<int64_t>& idx, const Tensor& y, int64_t epoch, AugmentTrace* trace) {
   SM_CHECK(split == Split::Train, "augment: only training samples are augmented");
+  AugmentRecord* record = trace ? &trace->record : nullptr;
+  if (trace) trace->partner.assign(idx.size(), -1);
   if (!aug.mixes()) {
     aug.transform(raw, idx, epoch, false, record);
     return Tensor();
   }
-  const std::vector<int64_t> partner = aug.partners(idx, epoch);
+  const std::vector<MixDraw> draws = aug.mix_draws(idx, epoch);
   std::vector<int64_t> read_idx, host_idx;  // the partners to read, and whose partners they are
-  std::vector<size_t> row_of;
+  std::vector<size_t> row_of;                // the mixed samples' rows in the batch
   for (size_t i = 0; i < idx.size(); ++i)
-    if (partner[i] >= 0) {
-      read_idx.push_back(partner[i]);
+    if (draws[i].step >= 0) {
+      read_idx.push_back(draws[i].partner);
       host_idx.push_back(idx[i]);
       row_of.push_back(i);
     }
-  const int64_t F = aug.geometry().numel(), n = static_cast<int64_t>(idx.size());
-  Tensor picked, picked_y;
-  if (!read_idx.empty()) ds.read(split, read_idx, picked, picked_y);
-  Shape full = raw.shape();
-  Tensor partner_x = Tensor::zeros(full, DType::F32), partner_y = Tensor::zeros({n}, DType::I64);
-  auto expand = [&](const Tensor& rows) {
-    for (size_t r = 0; r < row_of.size(); ++r)
-      std::memcpy(partner_x.data<float>() + static_cast<int64_t>(row_of[r]) * F,
-                  rows.data<float>() + static_cast<int64_t>(r) * F, sizeof(float) * static_cast<size_t>(F));
-  };
-  if (partner_raw_out) {
-    if (!read_idx.empty()) expand(picked);
-    *partner_raw_out = partner_x.clone();
-  }
+  Tensor partner_x = Tensor::empty({0}, DType::F32), partner_y = Tensor::empty({0}, DType::I64);
+  if (!read_idx.empty()) ds.read(split, read_idx, partner_x, partner_y);  // [mixed, ...sample]
   AugmentRecord picked_record;
-  if (!read_idx.empty()) {
-    aug.transform(picked, host_idx, epoch, true, partner_record ? &picked_record : nullptr);
-    expand(picked);
-    for (size_t r = 0; r < row_of.size(); ++r) partner_y.data<int64_t>()[row_of[r]] = picked_y.data<int64_t>()[r];
-  }
-  if (partner_record) {
-    partner_record->assign(idx.size(), {});
-    for (size_t r = 0; r < row_of.size(); ++r) (*partner_record)[row_of[r]] = picked_record[r];
+  if (trace) trace_partners(aug, partner_x, row_of, read_idx, raw.shape(), *trace);
+  if (!read_idx.empty()) aug.transform(partner_x, host_idx, epoch, true, trace ? &picked_record : nullptr);
+  if (trace) {
+    trace->partner_record.assign(idx.size(), {});
+    for (size_t r = 0; r < row_of.size(); ++r) trace->partner_record[row_of[r]] = picked_record[r];
   }
   aug.transform(raw, idx, epoch, false, record);
-  return aug.mix(raw, partner_x, idx, partner, y, partner_y, epoch, record);
+  return aug.mix(raw, partner_x, partner_y, draws, y, record);
 }
 
 }  // namespace sm

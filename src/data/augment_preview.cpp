@@ -45,16 +45,16 @@ void write_augment_preview(const AugmentPreviewOptions& o) {
   const Augmenter aug(spec, ds.info(), static_cast<uint64_t>(o.seed));
   std::vector<int64_t> idx(static_cast<size_t>(o.count));
   std::iota(idx.begin(), idx.end(), o.first);
-  Tensor raw, y, partner_raw;
+  Tensor raw, y;
   ds.read(Split::Train, idx, raw, y);
   const Tensor original = raw.clone();
-  AugmentRecord rec, partner_rec;
-  const Tensor target = augment_batch(aug, ds, Split::Train, raw, idx, y, o.epoch, &rec, &partner_rec, &partner_raw);
-  Tensor partner = Tensor::zeros({o.count}, DType::I64);
-  const std::vector<int64_t> partners = aug.mixes() ? aug.partners(idx, o.epoch) : std::vector<int64_t>(idx.size(), -1);
-  for (size_t i = 0; i < idx.size(); ++i) partner.data<int64_t>()[i] = partners[i];
-  Tensor index = Tensor::empty({o.count}, DType::I64);
-  for (size_t i = 0; i < idx.size(); ++i) index.data<int64_t>()[i] = idx[i];
+  AugmentTrace trace;
+  const Tensor target = augment_batch(aug, ds, Split::Train, raw, idx, y, o.epoch, &trace);
+  Tensor partner = Tensor::empty({o.count}, DType::I64), index = Tensor::empty({o.count}, DType::I64);
+  for (size_t i = 0; i < idx.size(); ++i) {
+    partner.data<int64_t>()[i] = trace.partner[i];
+    index.data<int64_t>()[i] = idx[i];
+  }
 
   const std::string tmp = o.out + ".tmp";
   try {
@@ -64,11 +64,11 @@ void write_augment_preview(const AugmentPreviewOptions& o) {
     f.write("x_original", original);
     f.write("x", raw);
     f.write("partner", partner);
-    f.write("partner_x_original", partner_raw.defined() ? partner_raw : Tensor::zeros(raw.shape(), DType::F32));
+    f.write("partner_x_original", trace.partner_raw.defined() ? trace.partner_raw : Tensor::zeros(raw.shape(), DType::F32));
     if (target.defined()) f.write("target", target);
     const int64_t steps = static_cast<int64_t>(spec.steps.size());
-    f.write("ops", ops_table(rec, o.count, steps));
-    f.write("partner_ops", ops_table(partner_rec, o.count, steps));
+    f.write("ops", ops_table(trace.record, o.count, steps));
+    f.write("partner_ops", ops_table(trace.partner_record, o.count, steps));
     f.set_attr("augment", spec.canonical_text());
     f.set_attr("seed", o.seed);
     f.set_attr("epoch", o.epoch);

@@ -2,6 +2,7 @@
 // steps, their default probability and magnitude and the magnitude's range.
 #include "spikemesh/data/augment_spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -107,21 +108,11 @@ const char* augment_op_name(AugmentOp op) { return info_of(op).name; }
 bool is_mixing(AugmentOp op) { return op == AugmentOp::Mixup || op == AugmentOp::Cutmix; }
 
 bool AugmentSpec::mixes() const {
-  for (const AugmentStep& s : steps)
-    if (is_mixing(s.op)) return true;
-  return false;
+  return std::any_of(steps.begin(), steps.end(), [](const AugmentStep& s) { return is_mixing(s.op); });
 }
 
-bool AugmentSpec::needs_time_axis() const {
-  for (const AugmentStep& s : steps)
-    if (s.op == AugmentOp::TimeShift) return true;
-  return false;
-}
-
-bool AugmentSpec::needs_counts() const {
-  for (const AugmentStep& s : steps)
-    if (s.op == AugmentOp::DropEvent) return true;
-  return false;
+bool AugmentSpec::has(AugmentOp op) const {
+  return std::any_of(steps.begin(), steps.end(), [op](const AugmentStep& s) { return s.op == op; });
 }
 
 namespace {

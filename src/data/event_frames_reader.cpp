@@ -63,13 +63,12 @@ void read_range(hid_t ds, hid_t mem_type, int64_t first, int64_t count, void* ou
 
 // `n` frame values as the importer stores them in `stored` and H5Dataset::read delivers them
 // (times x_scale): u8/u16 rounded and saturated, f16 rounded, f32 as they are.
-void through_stored_type(const float* v, int64_t n, const std::string& stored, float scale, std::vector<uint8_t>& bytes,
+void through_stored_type(const float* v, int64_t n, StoredType t, float scale, std::vector<uint8_t>& bytes,
                          float* dst) {
-  if (stored == "f32") {
+  if (t == StoredType::F32) {
     for (int64_t i = 0; i < n; ++i) dst[i] = v[i] * scale;
     return;
   }
-  const StoredType t = stored_type_from_name(stored);
   frames_to_stored(v, n, t, bytes);
   if (t == StoredType::U8) {
     for (int64_t i = 0; i < n; ++i) dst[i] = bytes[static_cast<size_t>(i)] * scale;
@@ -89,7 +88,7 @@ void through_stored_type(const float* v, int64_t n, const std::string& stored, f
 }  // namespace
 
 EventFramesReader::EventFramesReader(const H5File& f, const DatasetInfo& info, const FramesOption& opt)
-    : path_(info.path), text_(opt.text), spec_(opt.spec), stored_(info.stored_name),
+    : path_(info.path), text_(opt.text), spec_(opt.spec), stored_(stored_type_from_name(info.stored_name)),
       x_scale_(static_cast<float>(info.x_scale)) {
   SM_CHECK(opt.on, "EventFramesReader without --frames");
   if (!info.is_events())

@@ -234,19 +234,15 @@ void H5Dataset::read(Split s, const std::vector<int64_t>& indices, Tensor& x, Te
   if (frames_) sorted = sorted_rows(indices, size(s));
   try {
     read_retrying(what, s, indices, sorted, events, x, y);
-  } catch (const Error& e) {  // this rank's own samples: the other ranks may be reading fine
-    if (e.kind() != ErrorKind::Input || !io_gave_up(e)) throw;
-    // the trainer agrees on it; elsewhere it ends the job (MPI_Abort) naming this rank
+    if (frames_) frames_->frames(events, s, sorted, indices, x);
+  } catch (const Error& e) {
+    // This rank's own samples (a read that gave up after retries, events off the sensor, a
+    // sample that cannot be integrated): the other ranks may be reading fine. The trainer
+    // agrees on it; evaluation and `data bench` end the job (MPI_Abort) naming this rank.
+    if (e.kind() != ErrorKind::Input) throw;
     throw Error(ErrorKind::RankInput, std::string(e.what()) + " (" + where_am_i() + ")");
   }
-  if (!frames_) return;
-  try {
-    frames_->frames(events, s, sorted, indices, x);
-  } catch (const Error& e) {  // a sample this rank alone read (evaluation does not agree on reads)
-    if (e.kind() != ErrorKind::Input) throw;
-    SM_RANK_INPUT_ERROR(e.what());
-  }
-  y = labels_of(s, indices);
+  if (frames_) y = labels_of(s, indices);
 }
 
 // read()'s HDF5 part under core/io_retry.h's policy: /x rows, or with --frames the samples' events.
@@ -258,13 +254,10 @@ void H5Dataset::read_retrying(const std::string& what, Split s, const std::vecto
         hdf5_call([&] {
           if (take_io_fault(IoSite::DatasetRead))
             throw Error(ErrorKind::Library, info_.path + ": H5Dread failed: " + std::strerror(EIO) + " (injected for a test)");
-          if (!frames_) return read_from(file_, false, s, indices, x, y);
-          try {
+          if (frames_)
             events = frames_->read_events(file_, s, sorted);
-          } catch (const Error& e) {  // events off the sensor in a sample this rank alone read
-            if (e.kind() != ErrorKind::Input) throw;
-            SM_RANK_INPUT_ERROR(e.what());
-          }
+          else
+            read_from(file_, false, s, indices, x, y);
         });
       },
       [](const Error& e) { return e.kind() == ErrorKind::Library; },

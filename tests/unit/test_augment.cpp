@@ -121,15 +121,15 @@ TEST(Augment, MixingGivesSoftTargetsThatSumToOne) {
   const Augmenter aug(parse_augment_spec("mixup:0.5:0.8,cutmix:1:1"), info, 4);
   std::vector<int64_t> idx(40);
   std::iota(idx.begin(), idx.end(), 10);
-  const std::vector<int64_t> partner = aug.partners(idx, 1);
-  Tensor x = counts(40, info, 2), px = counts(40, info, 3);
+  const std::vector<MixDraw> draws = aug.mix_draws(idx, 1);
+  Tensor x = counts(40, info, 2), px = counts(40, info, 3);  // every sample mixes: a partner row each
   Tensor y = Tensor::empty({40}, DType::I64), py = Tensor::empty({40}, DType::I64);
   for (int64_t i = 0; i < 40; ++i) y.data<int64_t>()[i] = i % 4, py.data<int64_t>()[i] = (i + 1) % 4;
   AugmentRecord rec;
-  const Tensor t = aug.mix(x, px, idx, partner, y, py, 1, &rec);
+  const Tensor t = aug.mix(x, px, py, draws, y, &rec);
   for (int64_t i = 0; i < 40; ++i) {
-    ASSERT_GE(partner[static_cast<size_t>(i)], 0);  // cutmix fires with P 1 when mixup does not
-    ASSERT_LT(partner[static_cast<size_t>(i)], info.train_size);
+    ASSERT_GE(draws[static_cast<size_t>(i)].partner, 0);  // cutmix fires with P 1 when mixup does not
+    ASSERT_LT(draws[static_cast<size_t>(i)].partner, info.train_size);
     double sum = 0;
     for (int64_t k = 0; k < 4; ++k) sum += t.data<double>()[i * 4 + k];
     EXPECT_NEAR(sum, 1.0, 1e-15);
@@ -156,7 +156,7 @@ TEST(Augment, RepeatedStepsDrawAfreshAndTinyBetaShapesStayAtTheEnds) {
   std::iota(idx.begin(), idx.end(), 0);
   Tensor a = counts(64, info, 5), b = counts(64, info, 6), y = Tensor::zeros({64}, DType::I64);
   AugmentRecord rec;
-  mix.mix(a, b, idx, mix.partners(idx, 0), y, y, 0, &rec);
+  mix.mix(a, b, y, mix.mix_draws(idx, 0), y, &rec);  // P 1: every sample mixes, a partner row each
   for (const auto& r : rec) {
     ASSERT_EQ(r.size(), 1u);
     EXPECT_TRUE(r[0].v[1] < 0.01 || r[0].v[1] > 0.99) << r[0].v[1];

@@ -41,6 +41,15 @@ struct SampleGeometry {
   int64_t numel() const { return T * C * H * W; }
 };
 
+// What a sample's mixing steps drew: the step that fired (-1: none), the partner (a training
+// index), lam and, for cutmix, the box centre.
+struct MixDraw {
+  int step = -1;
+  int64_t partner = -1;
+  double lam = 1;
+  int64_t cy = 0, cx = 0;
+};
+
 class Augmenter {
  public:
   // Checks `spec` against the dataset `info` (an Input error naming --augment and the file for
@@ -52,17 +61,17 @@ class Augmenter {
   const SampleGeometry& geometry() const { return geo_; }
   bool mixes() const { return spec_.mixes(); }
 
-  // Per sample of `idx` (training indices), the partner it is mixed with, or -1.
-  std::vector<int64_t> partners(const std::vector<int64_t>& idx, int64_t epoch) const;
+  // Per sample of `idx` (training indices), what its mixing steps draw in `epoch`.
+  std::vector<MixDraw> mix_draws(const std::vector<int64_t>& idx, int64_t epoch) const;
   // The non-mixing steps, in place on rows x [n, ...sample] (f32). `as_partner`: the rows are
   // the partners of the samples `idx` (their own draw streams). `record`: what each row drew.
   void transform(Tensor& x, const std::vector<int64_t>& idx, int64_t epoch, bool as_partner,
                  AugmentRecord* record = nullptr) const;
-  // Mixes row i of x with row i of partner_x where partner[i] >= 0 (partner_x holds a row per
-  // sample; rows of unmixed samples are ignored) and returns the soft targets f64 [n, K]
-  // (one-hot rows for unmixed samples). `record` gets the mixing step's parameters appended.
-  Tensor mix(Tensor& x, const Tensor& partner_x, const std::vector<int64_t>& idx, const std::vector<int64_t>& partner,
-             const Tensor& y, const Tensor& partner_y, int64_t epoch, AugmentRecord* record = nullptr) const;
+  // Mixes row i of x, for every sample i whose draw fired, with the next row of partner_x
+  // (those samples' partners in order, labels partner_y) and returns the soft targets f64
+  // [n, K] (one-hot rows for unmixed samples). `record` gets the mixing step's parameters.
+  Tensor mix(Tensor& x, const Tensor& partner_x, const Tensor& partner_y, const std::vector<MixDraw>& draws,
+             const Tensor& y, AugmentRecord* record = nullptr) const;
 
  private:
   AugmentSpec spec_;
@@ -72,12 +81,18 @@ class Augmenter {
   uint64_t seed_ = 0;
 };
 
+// What augment_batch did to a batch, for the preview: per sample the steps it drew, its
+// partner (-1: none), the partner's row as read (zeros when none) and the partner's steps.
+struct AugmentTrace {
+  AugmentRecord record, partner_record;
+  std::vector<int64_t> partner;
+  Tensor partner_raw;  // [n, ...sample]
+};
+
 // Augments the batch `raw` = samples `idx` of `split` of `ds` just read (with labels y): reads
 // the partners of mixing steps from `ds` (independently: safe on the prefetch thread), applies
 // every step and returns the soft targets (undefined when the spec does not mix).
-// `partner_raw_out`: the partners' rows as read, before their steps (for the preview).
 Tensor augment_batch(const Augmenter& aug, const H5Dataset& ds, Split split, Tensor& raw,
-                     const std::vector<int64_t>& idx, const Tensor& y, int64_t epoch, AugmentRecord* record = nullptr,
-                     AugmentRecord* partner_record = nullptr, Tensor* partner_raw_out = nullptr);
+                     const std::vector<int64_t>& idx, const Tensor& y, int64_t epoch, AugmentTrace* trace = nullptr);
 
 }  // namespace sm

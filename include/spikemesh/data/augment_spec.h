@@ -26,8 +26,7 @@ struct AugmentSpec {
   std::vector<AugmentStep> steps;
   bool empty() const { return steps.empty(); }
   bool mixes() const;
-  bool needs_time_axis() const;   // timeshift
-  bool needs_counts() const;      // dropevent: integer event counts
+  bool has(AugmentOp op) const;  // timeshift needs a time axis, dropevent integer event counts
   std::string canonical_text() const;  // "hflip:0.5,roll:0.5:5" (every P and M spelt out)
 };
 

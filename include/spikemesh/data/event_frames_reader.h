@@ -22,6 +22,7 @@
 
 #include "spikemesh/core/tensor.h"
 #include "spikemesh/data/event_formats.h"
+#include "spikemesh/data/event_h5_writer.h"
 #include "spikemesh/data/frame_integration.h"
 #include "spikemesh/data/h5_dataset.h"
 
@@ -67,7 +68,7 @@ class EventFramesReader {
   std::string path_, text_;
   FrameSpec spec_;  // with the file's sensor
   int out_h_ = 0, out_w_ = 0;  // the stored frames' H x W (the sensor's, or the import's --size)
-  std::string stored_;  // the file's element type: u8 | u16 | f16 | f32
+  StoredType stored_;   // the file's element type
   float x_scale_ = 1.0f;
   bool t_u32_ = false;
   std::shared_ptr<const std::vector<int64_t>> offsets_[2];  // per split: rows + 1

@@ -104,8 +104,9 @@ class H5Dataset {
   void read_collective(Split s, const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const;
   // read() retries a failed HDF5 read (a transient error of a shared file system: EIO, ESTALE,
   // ...) as core/io_retry.h says, reopening its handle before each retry; the last failure, or
-  // a sample holding NaN/Inf, is an error as before — of this rank alone (RankInput: the
-  // trainer agrees on it; evaluation and `data bench` end the job instead of waiting). Collective reads are not retried (every
+  // a sample holding NaN/Inf, is an error as before. Every error about the samples read (and,
+  // with --frames, their events) is this rank's alone (RankInput, naming the rank): the trainer
+  // agrees on it; evaluation and `data bench` end the job instead of waiting. Collective reads are not retried (every
   // rank would have to retry together): they run outside training steps.
   bool has_collective_handle() const { return mpio_ && mpio_->file.file_id() >= 0; }
 
