@@ -25,6 +25,7 @@
 #include "spikemesh/core/log.h"
 #include "spikemesh/kernels/conv_engine_policy.h"
 #include "spikemesh/kernels/conv_policy.h"
+#include "spikemesh/kernels/cpu/isa.h"
 #include "spikemesh/kernels/spike_conv_choice.h"
 #include "spikemesh/layers/fused_epilogue.h"
 #include "spikemesh/layers/time_invariant_prefix.h"
@@ -90,6 +91,8 @@ std::string app_footer() {
          "  default, is on);\n"
          "  SPIKEMESH_MERGE_STEPS=1|0 (CPU: a static input repeated over T runs the model's layers before its first\n"
          "  neuron once; 1, the default, is on);\n"
+         "  SPIKEMESH_CPU_AVX512=1|0 (CPU: spikemesh's own kernels in AVX-512 registers where the CPU has them, the\n"
+         "  same results as with 0, their AVX2 variants; 1, the default, is on);\n"
          "  SPIKEMESH_WINOGRAD=auto|own|off (CPU 3x3 convolutions: auto takes oneDNN's Winograd where it has one\n"
          "  (AVX-512), else our F(2x2,3x3) on wide layers; own forces ours; off runs direct);\n"
          "  SPIKEMESH_CUDNN_API=auto|graph|legacy (GPU convolutions: auto, the default, runs cuDNN's graph API and\n"
@@ -105,7 +108,8 @@ std::string app_footer() {
 // SPIKEMESH_CUDNN_API checked here so that a typo fails on every device, not at a GPU's first
 // convolution; SPIKEMESH_CONV_ALGO (the CPU's --conv-algo default), SPIKEMESH_FUSE (the fused
 // batch-norm epilogue), SPIKEMESH_MERGE_STEPS (repeated input steps run once) and
-// SPIKEMESH_WINOGRAD (the CPU's Winograd kernels) checked and applied.
+// SPIKEMESH_WINOGRAD (the CPU's Winograd kernels) and SPIKEMESH_CPU_AVX512 (the own kernels'
+// registers) checked and applied.
 void apply_environment() {
   if (const char* level = std::getenv("SPIKEMESH_LOG_LEVEL")) {
     const std::string v = level;
@@ -121,6 +125,7 @@ void apply_environment() {
   sm::apply_fused_epilogues_env();
   sm::apply_merge_steps_env();
   sm::apply_winograd_env();
+  sm::cpu::apply_cpu_isa_env();
   (void)sm::io_retry_policy();  // SPIKEMESH_IO_RETRIES, SPIKEMESH_IO_RETRY_DELAY_MS
 }
 

@@ -1,32 +1,72 @@
-// bitpack.cpp — pack/unpack of binary activations, one byte (8 elements) per iteration.
+// bitpack.cpp — pack/unpack of binary activations, one byte (8 elements) per iteration, a
+// vector compare (pack) or bit test (unpack) per byte.
 #include "spikemesh/core/bitpack.h"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include <type_traits>
 
 namespace sm {
 
 namespace {
+
+// Bits of 8 consecutive elements (bit k = x[k] != 0; NaN counts as nonzero, −0 as zero): one
+// compare and mask per vector where the build has AVX2, else one element at a time.
+inline uint8_t pack8(const float* x) {
+#if defined(__AVX2__)
+  return static_cast<uint8_t>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x), _mm256_setzero_ps(), _CMP_NEQ_UQ)));
+#else
+  uint8_t v = 0;
+  for (int k = 0; k < 8; ++k) v |= static_cast<uint8_t>(x[k] != 0.0f) << k;
+  return v;
+#endif
+}
+inline uint8_t pack8(const double* x) {
+#if defined(__AVX2__)
+  const __m256d z = _mm256_setzero_pd();
+  const int lo = _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(x), z, _CMP_NEQ_UQ));
+  const int hi = _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(x + 4), z, _CMP_NEQ_UQ));
+  return static_cast<uint8_t>(lo | (hi << 4));
+#else
+  uint8_t v = 0;
+  for (int k = 0; k < 8; ++k) v |= static_cast<uint8_t>(x[k] != 0.0) << k;
+  return v;
+#endif
+}
+
+// The 8 elements of byte v (element k = bit k) as 0 or 1.
+inline void unpack8(uint8_t v, float* x) {
+#if defined(__AVX2__)
+  const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256i set = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(v), bit), bit);
+  _mm256_storeu_ps(x, _mm256_and_ps(_mm256_castsi256_ps(set), _mm256_set1_ps(1.0f)));
+#else
+  for (int k = 0; k < 8; ++k) x[k] = static_cast<float>((v >> k) & 1);
+#endif
+}
+inline void unpack8(uint8_t v, double* x) {
+  for (int k = 0; k < 8; ++k) x[k] = static_cast<double>((v >> k) & 1);
+}
+
 template <typename T>
 void pack_impl(const T* x, uint8_t* b, int64_t n) {
-  int64_t nbytes = (n + 7) / 8;
+  const int64_t whole = n / 8;  // bytes of 8 elements; the last partial byte after them
 #pragma omp parallel for schedule(static)
-  for (int64_t j = 0; j < nbytes; ++j) {
+  for (int64_t j = 0; j < whole; ++j) b[j] = pack8(x + j * 8);
+  if (whole * 8 < n) {
     uint8_t v = 0;
-    int64_t base = j * 8;
-    int lim = static_cast<int>(std::min<int64_t>(8, n - base));
-    for (int k = 0; k < lim; ++k) v |= static_cast<uint8_t>(x[base + k] != T(0)) << k;
-    b[j] = v;
+    for (int64_t k = whole * 8; k < n; ++k) v |= static_cast<uint8_t>(x[k] != T(0)) << (k - whole * 8);
+    b[whole] = v;
   }
 }
 template <typename T>
 void unpack_impl(const uint8_t* b, T* x, int64_t n) {
-  int64_t nbytes = (n + 7) / 8;
+  const int64_t whole = n / 8;
 #pragma omp parallel for schedule(static)
-  for (int64_t j = 0; j < nbytes; ++j) {
-    int64_t base = j * 8;
-    int lim = static_cast<int>(std::min<int64_t>(8, n - base));
-    for (int k = 0; k < lim; ++k) x[base + k] = static_cast<T>((b[j] >> k) & 1);
-  }
+  for (int64_t j = 0; j < whole; ++j) unpack8(b[j], x + j * 8);
+  for (int64_t k = whole * 8; k < n; ++k) x[k] = static_cast<T>((b[whole] >> (k - whole * 8)) & 1);
 }
 }  // namespace
 

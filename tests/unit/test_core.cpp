@@ -155,6 +155,37 @@ TEST(BitPack, RoundTripAndSize) {
   EXPECT_FALSE(SavedActivation::save(nb).packed());
 }
 
+TEST(BitPack, VectorPackingEqualsTheElementRule) {
+  // Bit k of byte j is x[8j + k] != 0 (NaN and every nonzero set, ±0 clear) at lengths around
+  // the 8-element bytes, in f32 and f64; unpacking gives 0 and 1 back.
+  CounterRng rng(9, "pack");
+  for (int64_t n : {1, 7, 8, 9, 63, 64, 65, 1001}) {
+    Tensor f = Tensor::empty({n}, DType::F32), d = Tensor::empty({n}, DType::F64);
+    for (int64_t i = 0; i < n; ++i) {
+      const double u = rng.uniform(n * 1000 + i);
+      const double v = u < 0.4 ? 0.0 : u < 0.5 ? -0.0 : u < 0.55 ? std::nan("") : u < 0.6 ? 1e-40 : u < 0.8 ? 1.0 : -2.5;
+      f.data<float>()[i] = static_cast<float>(v);
+      d.data<double>()[i] = v;
+    }
+    for (const Tensor& t : {f, d}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(t.dtype()) << " n " << n);
+      const Tensor b = pack_bits(t);
+      ASSERT_EQ(b.numel(), (n + 7) / 8);
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = t.dtype() == DType::F32 ? t.data<float>()[i] : t.data<double>()[i];
+        ASSERT_EQ((b.data<uint8_t>()[i / 8] >> (i % 8)) & 1, v != 0.0 ? 1 : 0) << i;
+      }
+      for (int64_t i = n; i < b.numel() * 8; ++i) ASSERT_EQ((b.data<uint8_t>()[i / 8] >> (i % 8)) & 1, 0) << i;
+      Tensor back = Tensor::empty({n}, t.dtype());
+      unpack_bits(b, back);
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = t.dtype() == DType::F32 ? t.data<float>()[i] : t.data<double>()[i];
+        ASSERT_EQ(back.at(i), v != 0.0 ? 1.0 : 0.0) << i;
+      }
+    }
+  }
+}
+
 TEST(Elementwise, DeterministicSumIndependentOfThreads) {
   Tensor t = Tensor::empty({100003}, DType::F32);
   CounterRng rng(5, "sum");

@@ -13,6 +13,8 @@
 #include "../ref/neuron_ref.h"
 #include "gradient_check.h"
 #include "spikemesh/core/allocator.h"
+#include "spikemesh/core/rng.h"
+#include "spikemesh/kernels/cpu/isa.h"
 #include "spikemesh/kernels/cpu/neuron.h"
 #include "spikemesh/layers/neuron.h"
 
@@ -500,6 +502,88 @@ TEST(NeuronKernel, F32SigmoidSurrogateGradientIsWithinUlpsOfTheDoubleFormula) {
       ++bad;
     }
   }
+}
+
+
+// The kernels' AVX-512 variant (kernels/cpu/isa.h) does the AVX2 variant's operations per
+// lane: spikes, membranes, input gradients, rate gradient, membrane gradient and the fused batch
+// norm's sums are bitwise equal, for every option the sweeps branch on, f32 (the vector e^x
+// included) and f64, plain and normalised input, M not a multiple of the vectors or blocks.
+// Where the CPU lacks AVX-512 both runs take the AVX2 variant.
+template <typename T>
+void expect_isa_variants_equal(const cpu::NeuronKernelConfig& c, const cpu::NeuronInputAffine* affine) {
+  const int64_t steps = 5, M = affine ? affine->channels * affine->inner * 3 : 1237;
+  CounterRng rng(71, "isa");
+  std::vector<T> x(steps * M), gs(steps * M), gv_in(M), v_init(M);
+  for (int64_t i = 0; i < steps * M; ++i) {
+    x[i] = static_cast<T>(-1.5 + 4.0 * rng.uniform(i));
+    gs[i] = static_cast<T>(rng.uniform(steps * M + i) - 0.5);
+  }
+  for (int64_t i = 0; i < M; ++i) gv_in[i] = static_cast<T>(rng.uniform(3 * steps * M + i) - 0.5);
+  struct Out {
+    std::vector<T> v, spikes, grad_x, grad_v;
+    double grad_r = 0;
+    std::vector<double> dy, dy_xc;
+    int64_t fired = 0;
+  };
+  auto run = [&](bool avx512) {
+    cpu::allow_avx512_kernels(avx512);
+    Out o;
+    o.v = v_init;
+    o.spikes.resize(x.size());
+    o.grad_x.resize(x.size());
+    o.grad_v.resize(M);
+    o.fired = cpu::neuron_forward<T>(c, x.data(), steps, M, o.v.data(), o.spikes.data(), affine);
+    cpu::NeuronBnGradSums sums;
+    const bool rate = !(c.decay_input && c.r <= 0.0);
+    cpu::neuron_backward<T>(c, gs.data(), x.data(), v_init.data(), steps, M, o.grad_x.data(), rate ? &o.grad_r : nullptr,
+                            gv_in.data(), o.grad_v.data(), affine, affine ? &sums : nullptr);
+    o.dy = sums.dy;
+    o.dy_xc = sums.dy_xc;
+    return o;
+  };
+  const Out a = run(false), b = run(true);
+  cpu::allow_avx512_kernels(true);
+  EXPECT_EQ(a.fired, b.fired);
+  EXPECT_EQ(a.v, b.v);
+  EXPECT_EQ(a.spikes, b.spikes);
+  EXPECT_EQ(a.grad_x, b.grad_x);
+  EXPECT_EQ(a.grad_v, b.grad_v);
+  EXPECT_EQ(a.grad_r, b.grad_r);
+  EXPECT_EQ(a.dy, b.dy);
+  EXPECT_EQ(a.dy_xc, b.dy_xc);
+}
+
+TEST(NeuronKernel, Avx512VariantIsBitwiseTheAvx2Variant) {
+  cpu::NeuronInputAffine affine;
+  affine.channels = 7;
+  affine.inner = 19;  // blocks of 64 neurons cross channels
+  for (int ch = 0; ch < affine.channels; ++ch) {
+    affine.center.push_back(0.1 * ch - 0.2);
+    affine.scale.push_back(0.7 + 0.05 * ch);
+    affine.offset.push_back(0.3 - 0.02 * ch);
+  }
+  for (bool decay : {true, false})
+    for (bool hard : {true, false})
+      for (bool detach : {true, false})
+        for (bool smooth : {false, true})
+          for (cpu::SurrogateFn fn : {cpu::SurrogateFn::Sigmoid, cpu::SurrogateFn::ATan}) {
+            cpu::NeuronKernelConfig c;
+            c.decay_input = decay;
+            c.r = 0.4;
+            c.hard_reset = hard;
+            c.v_reset = hard ? -0.1 : 0.0;
+            c.detach_reset = detach;
+            c.smooth = smooth;
+            c.surrogate = fn;
+            c.alpha = fn == cpu::SurrogateFn::Sigmoid ? 4.0 : 2.0;
+            SCOPED_TRACE(::testing::Message() << "decay " << decay << " hard " << hard << " detach " << detach
+                                              << " smooth " << smooth << " atan " << (fn == cpu::SurrogateFn::ATan));
+            expect_isa_variants_equal<float>(c, nullptr);
+            expect_isa_variants_equal<float>(c, &affine);
+            expect_isa_variants_equal<double>(c, nullptr);
+            expect_isa_variants_equal<double>(c, &affine);
+          }
 }
 
 }  // namespace

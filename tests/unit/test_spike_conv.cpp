@@ -20,6 +20,7 @@
 #include "gradient_check.h"
 #include "spikemesh/core/bitpack.h"
 #include "spikemesh/core/rng.h"
+#include "spikemesh/kernels/cpu/isa.h"
 #include "spikemesh/kernels/cpu/spike_conv.h"
 #include "spikemesh/kernels/cpu/winograd.h"
 #include "spikemesh/kernels/spike_conv_choice.h"
@@ -153,7 +154,7 @@ TEST_P(SpikeConvKernel, BitwiseIndependentOfThreadsAndRegisterWidth) {
   for (int threads : {1, 2, 3}) {
     for (bool avx512 : {true, false}) {
       omp_set_num_threads(threads);
-      cpu::spike_conv_allow_avx512(avx512);
+      cpu::allow_avx512_kernels(avx512);
       std::vector<float> y(g.output_numel()), dw(g.weight_numel(), 0.5f);
       cpu::spike_conv2d_forward(g, xf.data(), wf.data(), nullptr, y.data());
       cpu::spike_conv2d_backward_weights(g, xf.data(), dyf.data(), dw.data(), nullptr);
@@ -173,7 +174,7 @@ TEST_P(SpikeConvKernel, BitwiseIndependentOfThreadsAndRegisterWidth) {
                      cpu::nonzero_fraction(xf.data(), g.input_numel()));
   }
   omp_set_num_threads(saved);
-  cpu::spike_conv_allow_avx512(true);
+  cpu::allow_avx512_kernels(true);
   for (size_t r = 1; r < ys.size(); ++r) {
     ASSERT_EQ(ys[0], ys[r]) << "forward, run " << r << " (threads 1, 2, 3 × AVX-512 on/off, then from bits)";
     ASSERT_EQ(dws[0], dws[r]) << "weight gradient, run " << r;

@@ -9,12 +9,12 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <vector>
 
 #include "spikemesh/core/tensor.h"
 #include "spikemesh/kernels/cpu/gemm.h"
+#include "spikemesh/kernels/cpu/isa.h"
 
 #if !defined(__AVX2__)
 #error "spike_conv.cpp needs AVX2 (MARCH=x86-64-v3 or newer)"
@@ -47,12 +47,9 @@ constexpr int64_t kPad = 16;    // output channels are padded to a multiple of 1
 constexpr int64_t kBlock = 64;  // output channels per register block
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-std::atomic<bool> g_allow_avx512{true};
-
 bool use_avx512() {
 #if SM_HAVE_AVX512_SUMS
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has && g_allow_avx512.load(std::memory_order_relaxed);
+  return avx512_kernels();
 #else
   return false;
 #endif
@@ -333,7 +330,6 @@ void weight_rows(const Conv2dGeometry& g, int64_t n_active, const BlockedRows& d
 
 }  // namespace
 
-void spike_conv_allow_avx512(bool allow) { g_allow_avx512.store(allow); }
 bool spike_conv_uses_avx512() { return use_avx512(); }
 
 double nonzero_fraction(const float* x, int64_t n) {
