@@ -1,5 +1,6 @@
 // bitpack.cpp — pack/unpack of binary activations, one byte (8 elements) per iteration, a
-// vector compare (pack) or bit test (unpack) per byte.
+// vector compare (pack) or bit test (unpack) per byte. Bit k of byte j is element 8j + k ≠ 0
+// (NaN packs as 1, ±0 as 0); the bits past the last element of the last byte are 0.
 #include "spikemesh/core/bitpack.h"
 
 #if defined(__AVX2__)

@@ -4,8 +4,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 
+#include "spikemesh/core/env_switch.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/layers/batchnorm.h"
 #include "spikemesh/layers/layer_profile.h"
@@ -16,22 +16,13 @@ namespace sm {
 namespace {
 // Read once when the library loads (test binaries follow it too); on unless SPIKEMESH_FUSE=0
 // — a bad value counts as on here, the program refuses it at start-up (apply_fused_epilogues_env).
-std::atomic<bool> g_fuse{[] {
-  const char* e = std::getenv("SPIKEMESH_FUSE");
-  return !(e && std::string(e) == "0");
-}()};
+std::atomic<bool> g_fuse{env_switch_on("SPIKEMESH_FUSE")};
 }  // namespace
 
 bool fused_epilogues() { return g_fuse.load(std::memory_order_relaxed); }
 void set_fused_epilogues(bool on) { g_fuse.store(on); }
 
-void apply_fused_epilogues_env() {
-  const char* e = std::getenv("SPIKEMESH_FUSE");
-  if (!e) return;
-  const std::string v = e;
-  if (v != "0" && v != "1") SM_INPUT_ERROR("SPIKEMESH_FUSE=" << v << ": expected 1 (on, the default) or 0 (off)");
-  set_fused_epilogues(v == "1");
-}
+void apply_fused_epilogues_env() { apply_env_switch("SPIKEMESH_FUSE", "on, the default", set_fused_epilogues); }
 
 bool fusable_forward(const Ctx& ctx) { return !ctx.time_grad_carry;
 }

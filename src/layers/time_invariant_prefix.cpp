@@ -3,19 +3,15 @@
 #include "spikemesh/layers/time_invariant_prefix.h"
 
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 
+#include "spikemesh/core/env_switch.h"
 #include "spikemesh/layers/neuron.h"
 
 namespace sm {
 namespace {
 
-std::atomic<bool> g_merge{[] {
-  const char* e = std::getenv("SPIKEMESH_MERGE_STEPS");
-  return !(e && std::string(e) == "0");
-}()};
+std::atomic<bool> g_merge{env_switch_on("SPIKEMESH_MERGE_STEPS")};
 std::atomic<int64_t> g_merged_runs{0};
 
 bool steps_repeat(const Tensor& x) {
@@ -43,14 +39,7 @@ bool merge_repeated_steps_enabled() { return g_merge.load(std::memory_order_rela
 void set_merge_repeated_steps(bool on) { g_merge.store(on); }
 int64_t merged_prefix_runs() { return g_merged_runs.load(); }
 
-void apply_merge_steps_env() {
-  const char* e = std::getenv("SPIKEMESH_MERGE_STEPS");
-  if (!e) return;
-  const std::string v = e;
-  if (v != "0" && v != "1")
-    SM_INPUT_ERROR("SPIKEMESH_MERGE_STEPS=" << v << ": expected 1 (on, the default) or 0 (off)");
-  set_merge_repeated_steps(v == "1");
-}
+void apply_merge_steps_env() { apply_env_switch("SPIKEMESH_MERGE_STEPS", "on, the default", set_merge_repeated_steps); }
 
 size_t time_invariant_prefix(const std::vector<LayerPtr>& children, const Tensor& x, const Ctx& ctx) {
   if (!merge_repeated_steps_enabled() || !x.defined() || !x.device().is_cpu() || x.ndim() < 3 || x.dim(0) < 2 || ctx.tp != nullptr) return 0;

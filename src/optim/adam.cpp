@@ -36,7 +36,9 @@ void adam_elements(T* p, const T* g, T* m, T* v, int64_t n, const AdamScalars& s
     double pi = p[i];
     double gi = g[i];
     if constexpr (kL2) gi = gi + s.l2 * pi;          // grad.add(param, alpha=wd)
-    if constexpr (kDecay) pi = pi * s.decay_factor;  // param.mul_(1 - lr*wd)
+    // param.mul_(1 - lr*wd), rounded on its own: a select (not a compile-time branch), so that the
+    // product is not fused into the final add below (the scalar loop before vectorisation never fused it)
+    pi = kDecay && s.decay_factor != 1.0 ? pi * s.decay_factor : pi;
     const T m_new = static_cast<T>(lerp<kLowW>(m[i], gi, 1.0 - s.beta1));
     const T v_new = static_cast<T>(static_cast<double>(v[i]) * s.beta2 + (1.0 - s.beta2) * gi * gi);
     m[i] = m_new;

@@ -10,7 +10,9 @@
 #   * bench --profile names the layer, its firing rate and the kernel that ran, and the record
 #     carries conv_algo and spike_conv_layers; bench --kernel spike-conv and --kernel winograd
 #     print their sweeps;
-#   * bad input: an unknown --conv-algo, SPIKEMESH_CONV_ALGO, SPIKEMESH_MERGE_STEPS or --conv-shape gives one
+#   * SPIKEMESH_CPU_AVX512=0 (the own kernels' AVX2 copies) trains to bitwise the default's checkpoint;
+#   * bad input: an unknown --conv-algo, SPIKEMESH_CONV_ALGO, SPIKEMESH_MERGE_STEPS, SPIKEMESH_CPU_AVX512
+#     or --conv-shape gives one
 #     'spikemesh: error:' line naming it and a non-zero exit.
 # Usage: BIN=build/bin/spikemesh tests/e2e/conv_algo.sh   (needs $PY with h5py and numpy)
 E2E_NAME=conv_algo
@@ -27,6 +29,14 @@ TRAIN=(train --var C=16 --T 4 --data data.h5 --output out --device cpu --log-eve
        --lr 0.01 --seed 5 --threads 2)
 run "train dense" "$BIN" "${TRAIN[@]}" --run-name dense --conv-algo dense
 run "train sparse" "$BIN" "${TRAIN[@]}" --run-name sparse --conv-algo sparse
+# the own kernels' AVX2 copies (SPIKEMESH_CPU_AVX512=0) against the default (AVX-512 where this
+# CPU has it): the spike sums and the neuron sweeps do the same operations per lane
+run "train sparse, AVX2 copies" env SPIKEMESH_CPU_AVX512=0 "$BIN" "${TRAIN[@]}" --run-name sparse_avx2 --conv-algo sparse
+avx512=$(grep -m1 '^flags' /proc/cpuinfo | grep -ow 'avx512f\|avx512dq\|avx512vl\|avx512bw' | sort -u | wc -l)
+if ckpt_same out/sparse/ckpt_000000012.h5 out/sparse_avx2/ckpt_000000012.h5 --min 11 >same_isa.log 2>&1; then
+  if [ "$avx512" -eq 4 ]; then ok "SPIKEMESH_CPU_AVX512=0: bitwise the AVX-512 run's checkpoint (params, buffers, optimizer state)"
+  else ok "SPIKEMESH_CPU_AVX512=0: the same checkpoint (no AVX-512 here: both runs took the AVX2 copies)"; fi
+else bad "SPIKEMESH_CPU_AVX512=0 changed the checkpoint"; cat same_isa.log; fi
 CK=out/dense/ckpt_000000012.h5
 for a in dense sparse auto; do
   run "eval $a" "$BIN" eval $CK --device cpu --conv-algo $a --out eval_$a.h5
@@ -102,5 +112,7 @@ expect_error "SPIKEMESH_CONV_ALGO=fast" "SPIKEMESH_CONV_ALGO=fast: unknown convo
   env SPIKEMESH_CONV_ALGO=fast "$BIN" model --model fmnist_csnn
 expect_error "SPIKEMESH_MERGE_STEPS=yes" "SPIKEMESH_MERGE_STEPS=yes: expected 1 (on, the default) or 0 (off)" \
   env SPIKEMESH_MERGE_STEPS=yes "$BIN" model --model fmnist_csnn
+expect_error "SPIKEMESH_CPU_AVX512=yes" "SPIKEMESH_CPU_AVX512=yes: expected 1 (on where the CPU has AVX-512, the default) or 0 (off)" \
+  env SPIKEMESH_CPU_AVX512=yes "$BIN" model --model fmnist_csnn
 expect_error "bad conv-shape" "--conv-shape 1,2: expected Cin,Cout,H,K" "$BIN" bench --kernel spike-conv --conv-shape 1,2
 finish

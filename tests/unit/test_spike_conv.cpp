@@ -18,9 +18,9 @@
 #include "../ref/conv_ref.h"
 #include "conv_test_util.h"
 #include "gradient_check.h"
+#include "isa_guard.h"
 #include "spikemesh/core/bitpack.h"
 #include "spikemesh/core/rng.h"
-#include "spikemesh/kernels/cpu/isa.h"
 #include "spikemesh/kernels/cpu/spike_conv.h"
 #include "spikemesh/kernels/cpu/winograd.h"
 #include "spikemesh/kernels/spike_conv_choice.h"
@@ -150,6 +150,7 @@ TEST_P(SpikeConvKernel, BitwiseIndependentOfThreadsAndRegisterWidth) {
   const auto xf = to_f32(spikes(g.input_numel(), GetParam().density, 8));
   const auto wf = to_f32(uniform_vec(g.weight_numel(), 9, -1, 1)), dyf = to_f32(uniform_vec(g.output_numel(), 10, -1, 1));
   std::vector<std::vector<float>> ys, dws;
+  const test::IsaGuard guard;
   const int saved = omp_get_max_threads();
   for (int threads : {1, 2, 3}) {
     for (bool avx512 : {true, false}) {
@@ -174,7 +175,6 @@ TEST_P(SpikeConvKernel, BitwiseIndependentOfThreadsAndRegisterWidth) {
                      cpu::nonzero_fraction(xf.data(), g.input_numel()));
   }
   omp_set_num_threads(saved);
-  cpu::allow_avx512_kernels(true);
   for (size_t r = 1; r < ys.size(); ++r) {
     ASSERT_EQ(ys[0], ys[r]) << "forward, run " << r << " (threads 1, 2, 3 × AVX-512 on/off, then from bits)";
     ASSERT_EQ(dws[0], dws[r]) << "weight gradient, run " << r;

@@ -2,24 +2,22 @@
 #include "spikemesh/kernels/cpu/isa.h"
 
 #include <atomic>
-#include <cstdlib>
-#include <string>
 
-#include "spikemesh/core/error.h"
+#include "spikemesh/core/env_switch.h"
 
 namespace sm::cpu {
 namespace {
 
 // Read once when the library loads (test binaries follow it too); a bad value counts as on
 // here, the program refuses it at start-up (apply_cpu_isa_env).
-std::atomic<bool> g_allow{[] {
-  const char* e = std::getenv("SPIKEMESH_CPU_AVX512");
-  return !(e && std::string(e) == "0");
-}()};
+std::atomic<bool> g_allow{env_switch_on("SPIKEMESH_CPU_AVX512")};
 
+// Every feature the AVX-512 copies are compiled for (their target pragmas): F, DQ, VL, BW (the
+// AVX-512 of x86-64-v4; GCC's own vectorisation may use any of them).
 bool cpu_has_avx512() {
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-  static const bool has = __builtin_cpu_supports("avx512f");
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
   return has;
 #else
   return false;
@@ -32,13 +30,10 @@ bool avx512_kernels() { return cpu_has_avx512() && g_allow.load(std::memory_orde
 
 void allow_avx512_kernels(bool allow) { g_allow.store(allow); }
 
+bool avx512_kernels_allowed() { return g_allow.load(std::memory_order_relaxed); }
+
 void apply_cpu_isa_env() {
-  const char* e = std::getenv("SPIKEMESH_CPU_AVX512");
-  if (!e) return;
-  const std::string v = e;
-  if (v != "0" && v != "1")
-    SM_INPUT_ERROR("SPIKEMESH_CPU_AVX512=" << v << ": expected 1 (on where the CPU has AVX-512, the default) or 0 (off)");
-  allow_avx512_kernels(v == "1");
+  apply_env_switch("SPIKEMESH_CPU_AVX512", "on where the CPU has AVX-512, the default", allow_avx512_kernels);
 }
 
 }  // namespace sm::cpu

@@ -12,19 +12,25 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
 #include "spikemesh/core/error.h"
 #include "spikemesh/kernels/cpu/isa.h"
 
+#if defined(__AVX2__) && defined(__FMA__)
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps() (`__m512 __Y = __Y;`), which
-// -Wmaybe-uninitialized reports at the header's line once inlined; the value is never read.
+// -Wmaybe-uninitialized reports at the header's lines once inlined (GCC bug 105593); the value
+// is never read. Silenced for the header only.
 #if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-#if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #define SM_NEURON_VECTOR_EXP 1
 #else
 #define SM_NEURON_VECTOR_EXP 0
@@ -126,13 +132,15 @@ void check_affine(const NeuronInputAffine* a, int64_t M) {
 
 }  // namespace
 
+namespace {  // each copy's helpers stay in this file: no inline function shared across copies
+
 #define SM_NEURON_NS neuron_avx2
 #define SM_NEURON_AVX512 0
 #include "neuron_kernels.inc"
 #undef SM_NEURON_NS
 #undef SM_NEURON_AVX512
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && SM_NEURON_VECTOR_EXP
 #define SM_HAVE_AVX512_NEURON 1
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw")
@@ -146,10 +154,13 @@ void check_affine(const NeuronInputAffine* a, int64_t M) {
 #define SM_HAVE_AVX512_NEURON 0
 #endif
 
+}  // namespace
+
 template <typename T>
 int64_t neuron_forward(const NeuronKernelConfig& c, const T* x, int64_t steps, int64_t M, T* v,
                        T* spikes, const NeuronInputAffine* affine) {
   check_affine(affine, M);
+  SM_CHECK(steps <= INT32_MAX / kBlock, "neuron kernel: " << steps << " time steps (at most " << INT32_MAX / kBlock << ")");
 #if SM_HAVE_AVX512_NEURON
   if (avx512_kernels()) return neuron_avx512::forward<T>(c, x, steps, M, v, spikes, affine);
 #endif

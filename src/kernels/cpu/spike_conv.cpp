@@ -20,6 +20,8 @@
 #error "spike_conv.cpp needs AVX2 (MARCH=x86-64-v3 or newer)"
 #endif
 
+namespace {  // each copy's loops stay in this file: no inline function shared across copies
+
 #define SM_SUMS_NS sums_avx2
 #define SM_SUMS_AVX512 0
 #include "spike_conv_sums.inc"
@@ -39,6 +41,8 @@
 #else
 #define SM_HAVE_AVX512_SUMS 0
 #endif
+
+}  // namespace
 
 namespace sm::cpu {
 namespace {
