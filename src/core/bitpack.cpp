@@ -51,16 +51,28 @@ inline void unpack8(uint8_t v, double* x) {
   for (int k = 0; k < 8; ++k) x[k] = static_cast<double>((v >> k) & 1);
 }
 
+// The last partial byte of n elements (the elements after the whole bytes), if any.
+template <typename T>
+void pack_tail(const T* x, uint8_t* b, int64_t n) {
+  const int64_t whole = n / 8;
+  if (whole * 8 == n) return;
+  uint8_t v = 0;
+  for (int64_t k = whole * 8; k < n; ++k) v |= static_cast<uint8_t>(x[k] != T(0)) << (k - whole * 8);
+  b[whole] = v;
+}
+
 template <typename T>
 void pack_impl(const T* x, uint8_t* b, int64_t n) {
   const int64_t whole = n / 8;  // bytes of 8 elements; the last partial byte after them
 #pragma omp parallel for schedule(static)
   for (int64_t j = 0; j < whole; ++j) b[j] = pack8(x + j * 8);
-  if (whole * 8 < n) {
-    uint8_t v = 0;
-    for (int64_t k = whole * 8; k < n; ++k) v |= static_cast<uint8_t>(x[k] != T(0)) << (k - whole * 8);
-    b[whole] = v;
-  }
+  pack_tail(x, b, n);
+}
+
+template <typename T>
+void pack_serial(const T* x, uint8_t* b, int64_t n) {
+  for (int64_t j = 0; j < n / 8; ++j) b[j] = pack8(x + j * 8);
+  pack_tail(x, b, n);
 }
 template <typename T>
 void unpack_impl(const uint8_t* b, T* x, int64_t n) {
@@ -70,6 +82,9 @@ void unpack_impl(const uint8_t* b, T* x, int64_t n) {
   for (int64_t k = whole * 8; k < n; ++k) x[k] = static_cast<T>((b[whole] >> (k - whole * 8)) & 1);
 }
 }  // namespace
+
+void pack_bits_serial(const float* x, int64_t n, uint8_t* out) { pack_serial(x, out, n); }
+void pack_bits_serial(const double* x, int64_t n, uint8_t* out) { pack_serial(x, out, n); }
 
 Tensor pack_bits(const Tensor& x) {
   Tensor b = Tensor::empty({(x.numel() + 7) / 8}, DType::U8, x.device());

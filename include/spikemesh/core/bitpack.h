@@ -10,6 +10,10 @@ namespace sm {
 Tensor pack_bits(const Tensor& binary);
 // Unpack into `out` (f32/f64, numel elements) — out must be preallocated.
 void unpack_bits(const Tensor& bits, Tensor& out);
+// The bits of x[0, n) into out[0, ⌈n/8⌉) by pack_bits' rule, on the calling thread (for kernels
+// already inside a parallel region).
+void pack_bits_serial(const float* x, int64_t n, uint8_t* out);
+void pack_bits_serial(const double* x, int64_t n, uint8_t* out);
 
 // Spikes as a message (the pipeline's stage boundaries): `spikes` of any floating dtype
 // (f32/f64/bf16/f16) on any device, copied to the host and packed into u8 [ceil(numel/8)].

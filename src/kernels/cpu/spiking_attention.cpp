@@ -10,7 +10,10 @@
 #include "spikemesh/kernels/cpu/spiking_attention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
+
+#include "spikemesh/core/bitpack.h"
 
 namespace sm::cpu {
 namespace {
@@ -28,15 +31,14 @@ HeadBlocks<T> head_blocks(const T* qkv, const SsaGeom& g, int64_t b, int64_t h) 
   return {base, base + C * L, base + 2 * C * L};
 }
 
-// Rows [rows, L] of exact 0/1 values -> bits [rows, W] (W = ceil(L/64) words, LSB = token 0).
+// Rows [rows, L] of exact 0/1 values -> bits [rows, W] (W = ceil(L/64) words, LSB = token 0):
+// each row packed as bytes (core/bitpack: 8 tokens per vector compare) into its words, which on
+// this little-endian CPU puts token l at bit l & 63 of word l >> 6; the words' unused bytes are 0.
 template <typename T>
 void pack_rows(const T* x, int64_t rows, int64_t L, int64_t W, uint64_t* bits) {
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "pack_rows writes the words as bytes");
   std::fill(bits, bits + rows * W, uint64_t{0});
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * L;
-    uint64_t* br = bits + r * W;
-    for (int64_t l = 0; l < L; ++l) br[l >> 6] |= static_cast<uint64_t>(xr[l] != T(0)) << (l & 63);
-  }
+  for (int64_t r = 0; r < rows; ++r) pack_bits_serial(x + r * L, L, reinterpret_cast<uint8_t*>(bits + r * W));
 }
 
 // yt[l, j] = y[j, l]: [d, L] -> [L, d], in double.
@@ -74,7 +76,7 @@ void combine_rows(const T* y, int64_t d, int64_t L, Coef coef, double s, double*
       const double a = coef(r, c);
       const T* yc = y + c * L;
 #pragma omp simd
-      for (int64_t l = 0; l < L; ++l) acc[l] += a * static_cast<double>(yc[l]);
+      for (int64_t l = 0; l < L; ++l) acc[l] = std::fma(a, static_cast<double>(yc[l]), acc[l]);
     }
     T* o = out + r * L;
     for (int64_t l = 0; l < L; ++l) o[l] = static_cast<T>(acc[l] * s);
@@ -114,12 +116,28 @@ void forward_binary_block(const HeadBlocks<T>& in, int64_t d, int64_t L, T scale
 
 // ---- the backward of a binary block -----------------------------------------------------
 
-// Per token l, the set rows of a d×L 0/1 block as a mask (bit j: x[j, l] ≠ 0); d ≤ 64.
-template <typename T>
-void token_masks(const T* x, int64_t d, int64_t L, uint64_t* mask) {
-  std::fill(mask, mask + L, uint64_t{0});
-  for (int64_t j = 0; j < d; ++j)
-    for (int64_t l = 0; l < L; ++l) mask[l] |= static_cast<uint64_t>(x[j * L + l] != T(0)) << j;
+// The 64×64 bit matrix a (bit j of a[i]: row i, column j) transposed in place: six rounds
+// swapping ever smaller off-diagonal blocks (Hacker's Delight, "Transposing a Bit Matrix").
+void transpose64(uint64_t* a) {
+  uint64_t m = 0xFFFFFFFF00000000ull;
+  for (int j = 32; j != 0; j >>= 1, m ^= m >> j)
+    for (int k = 0; k < 64; k = ((k | j) + 1) & ~j) {
+      const uint64_t t = ((a[k] >> j) ^ a[k | j]) & (m >> j);
+      a[k] ^= t << j;
+      a[k | j] ^= t;
+    }
+}
+
+// Per token l, the set rows of a d×L 0/1 block as a mask (bit j: row j fires at l), d ≤ 64,
+// from the block's packed rows bits [d, W] (pack_rows): the transpose of each 64-token column.
+void token_masks(const uint64_t* bits, int64_t d, int64_t L, int64_t W, uint64_t* mask) {
+  for (int64_t w = 0; w < W; ++w) {
+    uint64_t a[64] = {};
+    for (int64_t j = 0; j < d; ++j) a[j] = bits[j * W + w];
+    transpose64(a);
+    const int64_t l0 = w * 64, n = std::min<int64_t>(64, L - l0);
+    std::copy(a, a + n, mask + l0);
+  }
 }
 
 // rows[l, :] = Σ over the set bits j of mask[l] (ascending) of m[j, :] (d doubles each).
@@ -142,6 +160,40 @@ void store_transposed(const double* rows, int64_t d, int64_t L, double s, T* out
     for (int64_t l = 0; l < L; ++l) out[i * L + l] = static_cast<T>(rows[l * d + i] * s);
 }
 
+// rows[l, j] = Σ_i a[i, j] · dot[l, i] (i ascending) for l < L, j < d: dQ before its scale.
+// A token's D sums stay in registers over i (D a compile-time width) instead of going to memory
+// and back for every i; the same operations in the same order either way.
+template <int D>
+void dq_rows_fixed(const double* a, const double* dot, int64_t L, double* rows) {
+  for (int64_t l = 0; l < L; ++l) {
+    double acc[D] = {};
+    const double* o = dot + l * D;
+    for (int64_t i = 0; i < D; ++i) {
+      const double oi = o[i];
+      const double* ai = a + i * D;
+      for (int j = 0; j < D; ++j) acc[j] = std::fma(ai[j], oi, acc[j]);  // as combine_rows
+    }
+    std::copy(acc, acc + D, rows + l * D);
+  }
+}
+
+void dq_rows(const double* a, const double* dot, int64_t d, int64_t L, double* rows) {
+  if (d == 32) return dq_rows_fixed<32>(a, dot, L, rows);
+  if (d == 16) return dq_rows_fixed<16>(a, dot, L, rows);
+  if (d == 8) return dq_rows_fixed<8>(a, dot, L, rows);
+  for (int64_t l = 0; l < L; ++l) {
+    double* r = rows + l * d;
+    std::fill(r, r + d, 0.0);
+    const double* o = dot + l * d;
+    for (int64_t i = 0; i < d; ++i) {
+      const double oi = o[i];
+      const double* ai = a + i * d;
+#pragma omp simd
+      for (int64_t j = 0; j < d; ++j) r[j] = std::fma(ai[j], oi, r[j]);
+    }
+  }
+}
+
 struct BinaryScratch {
   std::vector<uint64_t> bits, qm, km, vm;  // packed rows of V, K; token masks of Q, K, V
   std::vector<double> a, da, dat, dot, rows;  // A, dA [d, d] (i-major), dAᵀ [d, d], dOutᵀ [L, d], [L, d]
@@ -156,9 +208,10 @@ template <typename T>
 void backward_binary_block(const HeadBlocks<T>& in, const T* dO, int64_t d, int64_t L, double scale,
                            BinaryScratch& s, T* dq, T* dk, T* dv) {
   const int64_t W = (L + 63) / 64;
-  s.bits.resize(2 * d * W);
+  s.bits.resize(3 * d * W);  // V, K, Q
   pack_rows(in.v, d, L, W, s.bits.data());
   pack_rows(in.k, d, L, W, s.bits.data() + d * W);
+  pack_rows(in.q, d, L, W, s.bits.data() + 2 * d * W);
   s.a.resize(d * d);
   for (int64_t i = 0; i < d; ++i)  // A[i, j] = |V_i ∧ K_j|
     for (int64_t j = 0; j < d; ++j) {
@@ -167,9 +220,9 @@ void backward_binary_block(const HeadBlocks<T>& in, const T* dO, int64_t d, int6
       s.a[i * d + j] = static_cast<double>(n);
     }
   s.qm.resize(L), s.km.resize(L), s.vm.resize(L);
-  token_masks(in.q, d, L, s.qm.data());
-  token_masks(in.k, d, L, s.km.data());
-  token_masks(in.v, d, L, s.vm.data());
+  token_masks(s.bits.data() + 2 * d * W, d, L, W, s.qm.data());
+  token_masks(s.bits.data() + d * W, d, L, W, s.km.data());
+  token_masks(s.bits.data(), d, L, W, s.vm.data());
   s.dot.resize(L * d), s.rows.resize(L * d), s.dat.resize(d * d), s.da.resize(d * d);
   transpose(dO, d, L, s.dot.data());  // dOutᵀ [L, d]
   // dAᵀ[j, :] = scale · Σ_{l: Q[j,l]=1} dOut[:, l]
@@ -190,17 +243,7 @@ void backward_binary_block(const HeadBlocks<T>& in, const T* dO, int64_t d, int6
   store_transposed(s.rows.data(), d, L, 1.0, dv);
   masked_row_sums(s.vm.data(), s.da.data(), d, L, s.rows.data());  // dK[j, l] = Σ_{i: V[i,l]=1} dA[i, j]
   store_transposed(s.rows.data(), d, L, 1.0, dk);
-  for (int64_t l = 0; l < L; ++l) {  // dQ[j, l] = scale · Σ_i A[i, j] · dOut[i, l]
-    double* r = s.rows.data() + l * d;
-    std::fill(r, r + d, 0.0);
-    const double* o = s.dot.data() + l * d;
-    for (int64_t i = 0; i < d; ++i) {
-      const double oi = o[i];
-      const double* ai = s.a.data() + i * d;
-#pragma omp simd
-      for (int64_t j = 0; j < d; ++j) r[j] += ai[j] * oi;
-    }
-  }
+  dq_rows(s.a.data(), s.dot.data(), d, L, s.rows.data());
   store_transposed(s.rows.data(), d, L, scale, dq);
 }
 
