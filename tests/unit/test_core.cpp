@@ -186,6 +186,27 @@ TEST(BitPack, VectorPackingEqualsTheElementRule) {
   }
 }
 
+TEST(BitPack, SerialPackingEqualsPackBits) {
+  // pack_bits_serial (for kernels inside a parallel region) writes pack_bits' bytes, f32 and f64.
+  CounterRng rng(11, "serial");
+  for (int64_t n = 1; n <= 130; ++n) {
+    Tensor f = Tensor::empty({n}, DType::F32), d = Tensor::empty({n}, DType::F64);
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = rng.uniform(n * 1000 + i) < 0.3 ? 1.0 : 0.0;
+      f.data<float>()[i] = static_cast<float>(v);
+      d.data<double>()[i] = v;
+    }
+    std::vector<uint8_t> sf(static_cast<size_t>((n + 7) / 8)), sd(sf.size());
+    pack_bits_serial(f.data<float>(), n, sf.data());
+    pack_bits_serial(d.data<double>(), n, sd.data());
+    const Tensor bf = pack_bits(f), bd = pack_bits(d);
+    for (size_t j = 0; j < sf.size(); ++j) {
+      ASSERT_EQ(sf[j], bf.data<uint8_t>()[j]) << "f32 n " << n << " byte " << j;
+      ASSERT_EQ(sd[j], bd.data<uint8_t>()[j]) << "f64 n " << n << " byte " << j;
+    }
+  }
+}
+
 TEST(Elementwise, DeterministicSumIndependentOfThreads) {
   Tensor t = Tensor::empty({100003}, DType::F32);
   CounterRng rng(5, "sum");

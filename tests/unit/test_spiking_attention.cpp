@@ -181,28 +181,32 @@ TEST(SpikingAttention, BackwardMatchesReference) {
 }
 
 // The backward that adds only where Q, K, V fire equals the general double path bitwise, in f64
-// and f32, over every case (d up to 8 here, 64 below; L across word boundaries).
+// and f32, over every case (d up to 8 here; 16, 32 — the register-held dQ sums —, 40 and 64
+// below; L across word boundaries), at a power-of-two scale and at one that rounds.
 TEST(SpikingAttention, BinaryBackwardEqualsGenericBackward) {
   std::vector<SsaCase> cs = cases();
   cs.push_back({2, 1, 1, 64, 70});
   cs.push_back({1, 2, 2, 32, 196});
+  cs.push_back({1, 1, 2, 16, 100});
+  cs.push_back({1, 1, 1, 40, 130});
   int seed = 0;
   for (const SsaCase& c : cs) {
     SCOPED_TRACE(str(c));
-    for (DType dt : {DType::F64, DType::F32}) {
-      const Tensor x = spikes(c.in(), dt, 900 + seed++, 0.2);
-      const Tensor dy = test::random_tensor(c.out(), dt, 950 + seed++);
-      const cpu::SsaGeom g{c.T * c.N, c.heads, c.d, c.L};
-      Tensor fast = Tensor::empty(c.in(), dt), general = Tensor::empty(c.in(), dt);
-      if (dt == DType::F64) {
-        cpu::ssa_backward<double>(dy.data<double>(), x.data<double>(), g, 0.125, true, fast.data<double>());
-        cpu::ssa_backward<double>(dy.data<double>(), x.data<double>(), g, 0.125, false, general.data<double>());
-      } else {
-        cpu::ssa_backward<float>(dy.data<float>(), x.data<float>(), g, 0.125, true, fast.data<float>());
-        cpu::ssa_backward<float>(dy.data<float>(), x.data<float>(), g, 0.125, false, general.data<float>());
+    for (DType dt : {DType::F64, DType::F32})
+      for (double scale : {0.125, 0.3}) {
+        const Tensor x = spikes(c.in(), dt, 900 + seed++, 0.2);
+        const Tensor dy = test::random_tensor(c.out(), dt, 950 + seed++);
+        const cpu::SsaGeom g{c.T * c.N, c.heads, c.d, c.L};
+        Tensor fast = Tensor::empty(c.in(), dt), general = Tensor::empty(c.in(), dt);
+        if (dt == DType::F64) {
+          cpu::ssa_backward<double>(dy.data<double>(), x.data<double>(), g, scale, true, fast.data<double>());
+          cpu::ssa_backward<double>(dy.data<double>(), x.data<double>(), g, scale, false, general.data<double>());
+        } else {
+          cpu::ssa_backward<float>(dy.data<float>(), x.data<float>(), g, scale, true, fast.data<float>());
+          cpu::ssa_backward<float>(dy.data<float>(), x.data<float>(), g, scale, false, general.data<float>());
+        }
+        ASSERT_EQ(vec(fast), vec(general)) << dtype_name(dt) << " scale " << scale;
       }
-      ASSERT_EQ(vec(fast), vec(general)) << dtype_name(dt);
-    }
   }
 }
 

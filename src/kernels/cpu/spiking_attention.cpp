@@ -195,7 +195,7 @@ void dq_rows(const double* a, const double* dot, int64_t d, int64_t L, double* r
 }
 
 struct BinaryScratch {
-  std::vector<uint64_t> bits, qm, km, vm;  // packed rows of V, K; token masks of Q, K, V
+  std::vector<uint64_t> bits, qm, km, vm;  // packed rows of V, K, Q; token masks of Q, K, V
   std::vector<double> a, da, dat, dot, rows;  // A, dA [d, d] (i-major), dAᵀ [d, d], dOutᵀ [L, d], [L, d]
 };
 
