@@ -118,8 +118,9 @@ $(BUILD)/obj/%.o: %.cpp
 $(BUILD)/obj/src/data/spike_trains.o: CXXFLAGS += -ffp-contract=off
 # the augmentation's rotation and mixing are compared with numpy's arithmetic (data/augment.h)
 $(BUILD)/obj/src/data/augment.o: CXXFLAGS += -ffp-contract=off
-# Adam's square root may then be a vector instruction (it never sees a negative: no errno to set)
-$(BUILD)/obj/src/optim/adam.o: CXXFLAGS += -fno-math-errno
+# Adam's square root may then be a vector instruction (it never sees a negative: no errno to set),
+# and its fused products are the ones written as std::fma, however the loop is vectorised
+$(BUILD)/obj/src/optim/adam.o: CXXFLAGS += -fno-math-errno -ffp-contract=off
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)

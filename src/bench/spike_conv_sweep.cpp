@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "spikemesh/core/error.h"
+#include "spikemesh/kernels/cpu/isa.h"
 #include "spikemesh/kernels/cpu/spike_conv.h"
 #include "spikemesh/kernels/cpu/winograd.h"
 #include "spikemesh/kernels/spike_conv_choice.h"
@@ -96,7 +97,7 @@ void run_spike_conv_sweep(const std::vector<std::string>& shapes, int64_t batch,
   const std::vector<double> dens = {0.02, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30, 0.40, 0.50};
   std::printf("spike-conv sweep: f32, %d threads, batch·T = %lld, median of %d, sums in %s registers\n",
               omp_get_max_threads(), static_cast<long long>(batch), reps,
-              cpu::spike_conv_uses_avx512() ? "AVX-512" : "AVX2");
+              cpu::avx512_kernels() ? "AVX-512" : "AVX2");
   std::printf("  time sparse / time dense per firing rate (below 1: the binary-input kernel is faster)\n");
   std::printf("  %-16s %-7s", "Cin,Cout,H,K", "pass");
   for (double d : dens) std::printf(" %5.0f%%", 100 * d);

@@ -5,7 +5,6 @@
 // Invariants: exp_avg / exp_avg_sq are allocated (zero) at construction in the param dtype;
 // the update reads the state as stored (rounded to the param dtype), like PyTorch.
 #include <cmath>
-#include <type_traits>
 
 #include "optimizer_kinds.h"
 
@@ -23,24 +22,24 @@ struct AdamScalars {
 // torch.lerp(start, end, w) as computed by ATen (two forms for accuracy near w = 1; kLowW: |w| < 0.5).
 template <bool kLowW>
 inline double lerp(double start, double end, double w) {
-  if constexpr (kLowW) return start + w * (end - start);
-  else return end - (end - start) * (1.0 - w);
+  if constexpr (kLowW) return std::fma(w, end - start, start);
+  else return std::fma(-(end - start), 1.0 - w, end);
 }
 
-// The update of n elements with the options that branch as compile-time flags, so that the
-// loop has no control flow and vectorises (the same operations per element either way).
-template <typename T, bool kL2, bool kDecay, bool kLowW>
+// The update of n elements with L2 and the form of lerp as compile-time flags, so that the loop
+// has no control flow and vectorises. The file is built without FMA contraction (Makefile): the
+// products fused into one rounding are the explicit std::fma calls, the same wherever the
+// compiler vectorises.
+template <typename T, bool kL2, bool kLowW>
 void adam_elements(T* p, const T* g, T* m, T* v, int64_t n, const AdamScalars& s) {
 #pragma omp parallel for schedule(static) if (n >= kOptimParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     double pi = p[i];
     double gi = g[i];
-    if constexpr (kL2) gi = gi + s.l2 * pi;          // grad.add(param, alpha=wd)
-    // param.mul_(1 - lr*wd), rounded on its own: a select (not a compile-time branch), so that the
-    // product is not fused into the final add below (the scalar loop before vectorisation never fused it)
-    pi = kDecay && s.decay_factor != 1.0 ? pi * s.decay_factor : pi;
+    if constexpr (kL2) gi = std::fma(s.l2, pi, gi);  // grad.add(param, alpha=wd)
+    pi = pi * s.decay_factor;  // param.mul_(1 - lr*wd), its own rounding; exact when the factor is 1
     const T m_new = static_cast<T>(lerp<kLowW>(m[i], gi, 1.0 - s.beta1));
-    const T v_new = static_cast<T>(static_cast<double>(v[i]) * s.beta2 + (1.0 - s.beta2) * gi * gi);
+    const T v_new = static_cast<T>(std::fma(static_cast<double>(v[i]), s.beta2, (1.0 - s.beta2) * gi * gi));
     m[i] = m_new;
     v[i] = v_new;
     const double denom = std::sqrt(static_cast<double>(v_new)) / s.bias_corr2_sqrt + s.eps;
@@ -51,17 +50,13 @@ void adam_elements(T* p, const T* g, T* m, T* v, int64_t n, const AdamScalars& s
 // One param: p, g, m (exp_avg), v (exp_avg_sq) hold n elements ([local numel]).
 template <typename T>
 void adam_update(T* p, const T* g, T* m, T* v, int64_t n, const AdamScalars& s) {
-  const bool l2 = s.l2 != 0.0, decay = s.decay_factor != 1.0, low_w = std::abs(1.0 - s.beta1) < 0.5;
-  auto run = [&](auto kl2, auto kdecay) {
-    if (low_w) adam_elements<T, kl2, kdecay, true>(p, g, m, v, n, s);
-    else adam_elements<T, kl2, kdecay, false>(p, g, m, v, n, s);
-  };
+  const bool l2 = s.l2 != 0.0, low_w = std::abs(1.0 - s.beta1) < 0.5;
   if (l2) {
-    if (decay) run(std::true_type{}, std::true_type{});
-    else run(std::true_type{}, std::false_type{});
+    if (low_w) adam_elements<T, true, true>(p, g, m, v, n, s);
+    else adam_elements<T, true, false>(p, g, m, v, n, s);
   } else {
-    if (decay) run(std::false_type{}, std::true_type{});
-    else run(std::false_type{}, std::false_type{});
+    if (low_w) adam_elements<T, false, true>(p, g, m, v, n, s);
+    else adam_elements<T, false, false>(p, g, m, v, n, s);
   }
 }
 

@@ -51,14 +51,6 @@ constexpr int64_t kPad = 16;    // output channels are padded to a multiple of 1
 constexpr int64_t kBlock = 64;  // output channels per register block
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-bool use_avx512() {
-#if SM_HAVE_AVX512_SUMS
-  return avx512_kernels();
-#else
-  return false;
-#endif
-}
-
 // A matrix [rows, CoutP] kept as column blocks: block b (channels [64b, 64b + lanes)) is a
 // contiguous [rows, lanes] piece, so one block's rows share no cache line with another's.
 struct BlockedRows {
@@ -82,7 +74,7 @@ BlockedRows blocked_rows(int64_t rows, int64_t coutp) {
 void sum_pixels(int64_t lanes, const float* start, int64_t start_stride, const float* rows, const int32_t* first,
                 const int32_t* idx, int64_t pixels, float* out, int64_t out_stride) {
 #if SM_HAVE_AVX512_SUMS
-  if (use_avx512()) {
+  if (avx512_kernels()) {
     sums_avx512::sum_pixels_lanes(lanes, start, start_stride, rows, lanes, first, idx, pixels, out, out_stride);
     return;
   }
@@ -334,7 +326,6 @@ void weight_rows(const Conv2dGeometry& g, int64_t n_active, const BlockedRows& d
 
 }  // namespace
 
-bool spike_conv_uses_avx512() { return use_avx512(); }
 
 double nonzero_fraction(const float* x, int64_t n) {
   if (n <= 0) return 0.0;

@@ -33,9 +33,8 @@ namespace sm::cpu {
 // Fraction of nonzero elements of x[0, n) (0 for n = 0). Exact count, any thread count.
 double nonzero_fraction(const float* x, int64_t n);
 
-// The sums run in AVX-512 registers where the CPU has them (GCC builds; kernels/cpu/isa.h),
-// else AVX2; both add in the same order, so the results are bitwise equal. Tests compare the two.
-bool spike_conv_uses_avx512();
+// The sums run in AVX-512 registers where kernels/cpu/isa.h's avx512_kernels() says so, else
+// AVX2; both add in the same order, so the results are bitwise equal. Tests compare the two.
 
 void spike_conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y);
 void spike_conv2d_backward_weights(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
