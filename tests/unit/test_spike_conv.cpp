@@ -74,6 +74,7 @@ std::vector<Case> cases() {
       {2, 3, 10, 10, 7, 5, 1, 2},    // K 5
       {4, 33, 1, 17, 65, 1, 1, 0},   // a 1×1 row (Conv1d as the kernel sees it)
       {1, 64, 5, 5, 64, 3, 1, 0},    // no padding, whole words and blocks
+      {5, 3, 56, 56, 20, 3, 1, 1},   // weight gradient in chunks of 2, 2 and 1 samples (dy 401 KB each)
   };
   std::vector<Case> out;
   for (const auto& s : shapes)

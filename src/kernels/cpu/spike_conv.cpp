@@ -22,6 +22,21 @@
 
 namespace {  // each copy's loops stay in this file: no inline function shared across copies
 
+// kSetBitIndices[b]: the positions of the set bits of byte b, ascending, one per byte (the
+// AVX2 list builder widens them to 8 indices; bytes past the popcount are 0).
+struct SetBitTable {
+  uint64_t entry[256];
+  constexpr SetBitTable() : entry() {
+    for (int b = 0; b < 256; ++b) {
+      int n = 0;
+      for (int i = 0; i < 8; ++i)
+        if (b >> i & 1) entry[b] |= static_cast<uint64_t>(i) << (8 * n++);
+    }
+  }
+};
+constexpr SetBitTable kSetBitTable{};
+constexpr const uint64_t* kSetBitIndices = kSetBitTable.entry;
+
 #define SM_SUMS_NS sums_avx2
 #define SM_SUMS_AVX512 0
 #include "spike_conv_sums.inc"
@@ -49,6 +64,7 @@ namespace {
 
 constexpr int64_t kPad = 16;    // output channels are padded to a multiple of 16 (64-byte rows)
 constexpr int64_t kBlock = 64;  // output channels per register block
+constexpr int64_t kTile = 16;   // the re-layout passes' tile edge (divides kBlock)
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 // A matrix [rows, CoutP] kept as column blocks: block b (channels [64b, 64b + lanes)) is a
@@ -162,16 +178,31 @@ SpikeBitmap spike_bitmap(const Conv2dGeometry& g, const float* x) {
 
 // wt [K·K·Cin, CoutP] blocked: row (kh·K + kw)·Cin + ci holds w[:, ci, kh, kw] (zero-padded).
 BlockedRows tap_major_weight(const Conv2dGeometry& g, const float* w, int64_t coutp) {
-  const int64_t kk = g.kernel * g.kernel, C = g.in_channels;
+  const int64_t kk = g.kernel * g.kernel, C = g.in_channels, Cout = g.out_channels;
   BlockedRows wt = blocked_rows(kk * C, coutp);
-#pragma omp parallel for schedule(static)
-  for (int64_t ci = 0; ci < C; ++ci)
-    for (int64_t t = 0; t < kk; ++t)
-      for (int64_t co = 0; co < g.out_channels; ++co) {
-        const int64_t b0 = co / kBlock * kBlock;
-        wt.block(b0)[(t * C + ci) * wt.lanes(b0) + co - b0] = w[(co * C + ci) * kk + t];
-      }
+  // Tiles of kTile output × kTile input channels: each reads kTile runs of kTile·K² floats and
+  // writes kTile·K² rows of kTile floats (a tile never straddles a 64-channel block).
+#pragma omp parallel for schedule(static) collapse(2)
+  for (int64_t ci0 = 0; ci0 < C; ci0 += kTile)
+    for (int64_t co0 = 0; co0 < Cout; co0 += kTile) {
+      const int64_t b0 = co0 / kBlock * kBlock, lanes = wt.lanes(b0);
+      float* dst = wt.block(b0) - b0;
+      for (int64_t co = co0; co < std::min(co0 + kTile, Cout); ++co)
+        for (int64_t ci = ci0; ci < std::min(ci0 + kTile, C); ++ci)
+          for (int64_t t = 0; t < kk; ++t) dst[(t * C + ci) * lanes + co] = w[(co * C + ci) * kk + t];
+    }
   return wt;
+}
+
+// dst[r·dst_stride + c] += src[c·src_stride + r] for r < rows, c < cols, in kTile × kTile
+// tiles (both sides touch whole cache lines per tile); one add per element.
+void add_transposed(const float* src, int64_t src_stride, int64_t rows, int64_t cols, float* dst,
+                    int64_t dst_stride) {
+#pragma omp parallel for schedule(static) collapse(2)
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
+      for (int64_t r = r0; r < std::min(r0 + kTile, rows); ++r)
+        for (int64_t c = c0; c < std::min(c0 + kTile, cols); ++c) dst[r * dst_stride + c] += src[c * src_stride + r];
 }
 
 // out[co·out_stride + ow] = tile[ow·ts + co] for co < channels, ow < wo: pixel-major tile
@@ -211,11 +242,15 @@ void store_tile(const float* tile, int64_t ts, int64_t wo, int64_t channels, flo
 // thread allocates (worker threads never allocate).
 struct ForwardScratch {
   int32_t* first;  // [pixels + 1] CSR starts of one tile
-  int32_t* offs;   // [pixels · K²·Cin] the most a tile can hold (every input active)
+  int32_t* offs;   // [pixels · K²·Cin + kListSlack] the most a tile can hold (every input active)
   float* tile;     // [pixels, 64] one output block
-  static int64_t ints(int64_t pixels, int64_t taps) { return (pixels + 1) + pixels * taps + pixels * kBlock; }
+  static constexpr int64_t kListSlack = 64;  // the list builder's vector stores past the end
+  static int64_t ints(int64_t pixels, int64_t taps) {
+    return (pixels + 1) + pixels * taps + kListSlack + pixels * kBlock;
+  }
   ForwardScratch(int32_t* base, int64_t pixels, int64_t taps)
-      : first(base), offs(base + pixels + 1), tile(reinterpret_cast<float*>(base + pixels + 1 + pixels * taps)) {}
+      : first(base), offs(base + pixels + 1),
+        tile(reinterpret_cast<float*>(base + pixels + 1 + pixels * taps + kListSlack)) {}
 };
 
 // Output rows [oh0, oh1) of sample n: per pixel, the weight rows of its active (tap,
@@ -223,25 +258,17 @@ struct ForwardScratch {
 // tile's pixels into tile [pixels, 64] and y (NCHW).
 void forward_tile(const Conv2dGeometry& g, const SpikeBitmap& bm, const BlockedRows& wt, int64_t coutp,
                   const float* biasp, int64_t n, int64_t oh0, int64_t oh1, ForwardScratch& s, float* y) {
-  const int64_t K = g.kernel, st = g.stride, C = g.in_channels, Wo = g.out_width(), Ho = g.out_height();
+  const int64_t Wo = g.out_width(), Ho = g.out_height();
   const int64_t pixels = (oh1 - oh0) * Wo;
-  int32_t* offs = s.offs;
-  int32_t count = 0;
-  for (int64_t oh = oh0; oh < oh1; ++oh) {
-    for (int64_t ow = 0; ow < Wo; ++ow) {
-      s.first[(oh - oh0) * Wo + ow] = count;
-      for (int64_t kh = 0; kh < K; ++kh) {
-        for (int64_t kw = 0; kw < K; ++kw) {
-          const uint64_t* px = bm.pixel(n, oh * st + kh, ow * st + kw);
-          const int64_t tap_row = (kh * K + kw) * C;
-          for (int64_t i = 0; i < bm.words; ++i)
-            for (uint64_t m = px[i]; m; m &= m - 1)
-              offs[count++] = static_cast<int32_t>(tap_row + i * 64 + __builtin_ctzll(m));
-        }
-      }
-    }
-  }
-  s.first[pixels] = count;
+  const int32_t* offs = s.offs;
+#if SM_HAVE_AVX512_SUMS
+  if (avx512_kernels())
+    sums_avx512::tile_lists(bm.pixel(n, 0, 0), bm.wp, bm.words, g.kernel, g.stride, g.in_channels, oh0, oh1, Wo,
+                            s.first, s.offs);
+  else
+#endif
+    sums_avx2::tile_lists(bm.pixel(n, 0, 0), bm.wp, bm.words, g.kernel, g.stride, g.in_channels, oh0, oh1, Wo,
+                          s.first, s.offs);
   for (int64_t b0 = 0; b0 < coutp; b0 += kBlock) {
     const int64_t lanes = std::min(kBlock, coutp - b0);
     sum_pixels(lanes, biasp + b0, 0, wt.block(b0), s.first, offs, pixels, s.tile, kBlock);
@@ -254,74 +281,99 @@ void forward_tile(const Conv2dGeometry& g, const SpikeBitmap& bm, const BlockedR
 
 // ---- weight gradient ---------------------------------------------------------------------
 
-// dyt [Ho·Wo, CoutP] blocked = dy[n] [Cout, Ho·Wo] transposed (padding columns stay zero),
-// channels split between the threads of the enclosing parallel region.
-void transpose_sample(const float* dyn, int64_t cout, int64_t plane, BlockedRows& dyt) {
-#pragma omp for schedule(static)
-  for (int64_t co = 0; co < cout; ++co) {
-    const int64_t b0 = co / kBlock * kBlock, lanes = dyt.lanes(b0);
-    float* col = dyt.block(b0) + co - b0;
-    for (int64_t q = 0; q < plane; ++q) col[q * lanes] = dyn[co * plane + q];
-  }
+// dyt [chunk·Ho·Wo, CoutP] blocked = dy[n0 .. n0+chunk) [Cout, Ho·Wo] transposed, sample after
+// sample (padding columns stay zero), channels split between the threads of the enclosing
+// parallel region.
+void transpose_samples(const float* dy, int64_t n0, int64_t chunk, int64_t cout, int64_t plane, BlockedRows& dyt) {
+#pragma omp for schedule(static) collapse(2)
+  for (int64_t n = 0; n < chunk; ++n)
+    for (int64_t co = 0; co < cout; ++co) {
+      const int64_t b0 = co / kBlock * kBlock, lanes = dyt.lanes(b0);
+      float* col = dyt.block(b0) + n * plane * lanes + co - b0;
+      const float* src = dy + ((n0 + n) * cout + co) * plane;
+      for (int64_t q = 0; q < plane; ++q) col[q * lanes] = src[q];
+    }
 }
 
-// Per-thread scratch of the weight gradient (carved like ForwardScratch): one plane's active
-// pixels and per tap the dy-row offsets they reach (CSR over the K·K taps).
+// Per-thread scratch of the weight gradient (carved like ForwardScratch): the active pixels
+// of one input channel in each sample of a chunk and per tap the dy-row offsets they reach
+// (CSR over the K·K taps, samples in order within a tap).
 struct WeightScratch {
-  int32_t *ih, *iw, *first, *offs;  // [plane], [plane], [K² + 1], [K²·plane]
-  static int64_t ints(int64_t plane, int64_t taps) { return 2 * plane + taps + 1 + taps * plane; }
-  WeightScratch(int32_t* base, int64_t plane, int64_t taps)
-      : ih(base), iw(base + plane), first(base + 2 * plane), offs(base + 2 * plane + taps + 1) {}
+  int32_t *ih, *iw, *count, *first, *offs;  // [chunk·plane] ×2, [chunk], [K² + 1], [K²·chunk·plane]
+  static int64_t ints(int64_t chunk, int64_t plane, int64_t taps) {
+    return 2 * chunk * plane + chunk + taps + 1 + taps * chunk * plane;
+  }
+  WeightScratch(int32_t* base, int64_t chunk, int64_t plane, int64_t taps)
+      : ih(base), iw(base + chunk * plane), count(base + 2 * chunk * plane), first(count + chunk),
+        offs(first + taps + 1) {}
 };
 
-// dwt[ci] [K·K, CoutP] += Σ over the active pixels (ih, iw) of x[n, ci] of the dy rows they
-// reach through each tap: output (oh, ow) = ((ih + p − kh) / s, (iw + p − kw) / s) when that
-// divides exactly and lies inside the output.
-// The active pixels of one input plane into s.ih, s.iw (row-major order); their count.
-int64_t active_pixels(const Conv2dGeometry& g, const float* xp, WeightScratch& s) {
-  int64_t n_active = 0;
+// The active pixels of one input plane into ih, iw (row-major order); their count.
+int32_t active_pixels(const Conv2dGeometry& g, const float* xp, int32_t* ih, int32_t* iw) {
+  int32_t n_active = 0;
   for (int64_t h = 0; h < g.height; ++h)
     for (int64_t w = 0; w < g.width; ++w)
       if (xp[h * g.width + w] != 0.0f) {
-        s.ih[n_active] = static_cast<int32_t>(h);
-        s.iw[n_active++] = static_cast<int32_t>(w);
+        ih[n_active] = static_cast<int32_t>(h);
+        iw[n_active++] = static_cast<int32_t>(w);
       }
   return n_active;
 }
 
 // The same from the plane's packed bits (starting at bit `first` of xb, nbytes long).
-int64_t active_pixels(const Conv2dGeometry& g, const uint8_t* xb, int64_t nbytes, int64_t first, WeightScratch& s) {
-  int64_t n_active = 0;
+int32_t active_pixels(const Conv2dGeometry& g, const uint8_t* xb, int64_t nbytes, int64_t first, int32_t* ih,
+                      int32_t* iw) {
+  int32_t n_active = 0;
   for_each_set_bit(xb, nbytes, first, g.height * g.width, [&](int64_t q) {
-    s.ih[n_active] = static_cast<int32_t>(q / g.width);
-    s.iw[n_active++] = static_cast<int32_t>(q % g.width);
+    ih[n_active] = static_cast<int32_t>(q / g.width);
+    iw[n_active++] = static_cast<int32_t>(q % g.width);
   });
   return n_active;
 }
 
-void weight_rows(const Conv2dGeometry& g, int64_t n_active, const BlockedRows& dyt, int64_t coutp, WeightScratch& s,
+// dwt_ci [K·K, CoutP] += Σ over the samples of the chunk (in order) and their active pixels
+// (ih, iw) of input channel ci (s.count[n] of them at s.ih + n·in_plane) of the dy rows they
+// reach through each tap: output (oh, ow) = ((ih + p − kh) / s, (iw + p − kw) / s) when that
+// divides exactly and lies inside the output. Per element the terms are added in sample
+// order, then pixel order: the order of one sample at a time.
+void weight_rows(const Conv2dGeometry& g, int64_t chunk, const BlockedRows& dyt, int64_t coutp, WeightScratch& s,
                  float* dwt_ci) {
   const int64_t K = g.kernel, st = g.stride, p = g.padding, Ho = g.out_height(), Wo = g.out_width();
-  if (n_active == 0) return;
+  const int64_t in_plane = g.height * g.width, plane = Ho * Wo;
   int32_t count = 0;
   for (int64_t t = 0; t < K * K; ++t) {
     const int64_t kh = t / K, kw = t % K;
     s.first[t] = count;
-    for (int64_t a = 0; a < n_active; ++a) {
-      int64_t oh = s.ih[a] + p - kh, ow = s.iw[a] + p - kw;
-      if (st != 1) {
-        if (oh < 0 || ow < 0 || oh % st || ow % st) continue;
-        oh /= st;
-        ow /= st;
+    for (int64_t n = 0; n < chunk; ++n) {
+      const int32_t *ih = s.ih + n * in_plane, *iw = s.iw + n * in_plane;
+      for (int32_t a = 0; a < s.count[n]; ++a) {
+        int64_t oh = ih[a] + p - kh, ow = iw[a] + p - kw;
+        if (st != 1) {
+          if (oh < 0 || ow < 0 || oh % st || ow % st) continue;
+          oh /= st;
+          ow /= st;
+        }
+        if (static_cast<uint64_t>(oh) < static_cast<uint64_t>(Ho) &&
+            static_cast<uint64_t>(ow) < static_cast<uint64_t>(Wo))
+          s.offs[count++] = static_cast<int32_t>(n * plane + oh * Wo + ow);
       }
-      if (static_cast<uint64_t>(oh) < static_cast<uint64_t>(Ho) && static_cast<uint64_t>(ow) < static_cast<uint64_t>(Wo))
-        s.offs[count++] = static_cast<int32_t>(oh * Wo + ow);
     }
   }
   s.first[K * K] = count;
+  if (count == 0) return;
   for (int64_t b0 = 0; b0 < coutp; b0 += kBlock)  // the taps are the "pixels": row t of dwt_ci
     sum_pixels(dyt.lanes(b0), dwt_ci + b0, coutp, dyt.block(b0), s.first, s.offs, K * K, dwt_ci + b0,
                coutp);
+}
+
+// Samples per chunk of the weight gradient: as many as keep the chunk's transposed dy within
+// kChunkBytes (a share of L2), so each thread's weight-gradient rows are read and written
+// once per chunk instead of once per sample (for 512 channels on 6×6 planes those rows,
+// 9.4 MB, were most of the traffic).
+constexpr int64_t kChunkBytes = 1 << 20;
+int64_t samples_per_chunk(const Conv2dGeometry& g, int64_t coutp) {
+  const int64_t per_sample = g.out_height() * g.out_width() * coutp * static_cast<int64_t>(sizeof(float));
+  return std::clamp<int64_t>(kChunkBytes / std::max<int64_t>(per_sample, 1), 1, g.batch);
 }
 
 }  // namespace
@@ -356,33 +408,34 @@ void forward_from_bitmap(const Conv2dGeometry& g, const SpikeBitmap& bm, const f
   }
 }
 
-// The weight gradient, active(n, ci, scratch) filling a plane's active pixels (both entry points).
+// The weight gradient, active(n, ci, ih, iw) filling a plane's active pixels and returning
+// their count (both entry points).
 template <typename Active>
 void weights_from(const Conv2dGeometry& g, Active&& active, const float* dy, float* dw, float* dbias) {
   const int64_t C = g.in_channels, kk = g.kernel * g.kernel, coutp = round_up(g.out_channels, kPad);
   const int64_t plane = g.out_height() * g.out_width(), in_plane = g.height * g.width;
+  const int64_t chunk = samples_per_chunk(g, coutp);
   Tensor dwt = Tensor::zeros({C, kk, coutp}, DType::F32);  // dw as [Cin, K·K, CoutP]
-  BlockedRows dyt = blocked_rows(plane, coutp);            // dy[n] as [Ho·Wo, CoutP] blocked
+  BlockedRows dyt = blocked_rows(chunk * plane, coutp);    // dy of a chunk as [chunk·Ho·Wo, CoutP] blocked
   const int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(omp_get_max_threads(), C));
-  const int64_t per_thread = WeightScratch::ints(in_plane, kk);
+  const int64_t per_thread = WeightScratch::ints(chunk, in_plane, kk);
   Tensor scratch = Tensor::empty({threads, per_thread}, DType::I32);
 #pragma omp parallel num_threads(threads)
   {
-    WeightScratch s(scratch.data<int32_t>() + omp_get_thread_num() * per_thread, in_plane, kk);
-    for (int64_t n = 0; n < g.batch; ++n) {
-      transpose_sample(dy + n * g.out_channels * plane, g.out_channels, plane, dyt);
+    WeightScratch s(scratch.data<int32_t>() + omp_get_thread_num() * per_thread, chunk, in_plane, kk);
+    for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
+      const int64_t m = std::min(chunk, g.batch - n0);
+      transpose_samples(dy, n0, m, g.out_channels, plane, dyt);
       // (implicit barrier: dyt complete)
 #pragma omp for schedule(static)
-      for (int64_t ci = 0; ci < C; ++ci)
-        weight_rows(g, active(n, ci, s), dyt, coutp, s, dwt.data<float>() + ci * kk * coutp);
-      // (implicit barrier: dyt free for the next sample)
+      for (int64_t ci = 0; ci < C; ++ci) {
+        for (int64_t n = 0; n < m; ++n) s.count[n] = active(n0 + n, ci, s.ih + n * in_plane, s.iw + n * in_plane);
+        weight_rows(g, m, dyt, coutp, s, dwt.data<float>() + ci * kk * coutp);
+      }
+      // (implicit barrier: dyt free for the next chunk)
     }
   }
-  const float* pt = dwt.data<float>();
-#pragma omp parallel for schedule(static)
-  for (int64_t co = 0; co < g.out_channels; ++co)
-    for (int64_t ci = 0; ci < C; ++ci)
-      for (int64_t t = 0; t < kk; ++t) dw[(co * C + ci) * kk + t] += pt[(ci * kk + t) * coutp + co];
+  add_transposed(dwt.data<float>(), coutp, g.out_channels, C * kk, dw, C * kk);  // dw [Cout, Cin·K²] += dwtᵀ
   if (dbias) channel_bias_grad<float>(g.batch, g.out_channels, plane, dy, dbias);
 }
 
@@ -401,8 +454,8 @@ void spike_conv2d_backward_weights(const Conv2dGeometry& g, const float* x, cons
                                    float* dbias) {
   const int64_t C = g.in_channels, in_plane = g.height * g.width;
   weights_from(
-      g, [&](int64_t n, int64_t ci, WeightScratch& s) { return active_pixels(g, x + (n * C + ci) * in_plane, s); }, dy,
-      dw, dbias);
+      g, [&](int64_t n, int64_t ci, int32_t* ih, int32_t* iw) { return active_pixels(g, x + (n * C + ci) * in_plane, ih, iw); },
+      dy, dw, dbias);
 }
 
 void spike_conv2d_backward_weights_bits(const Conv2dGeometry& g, const uint8_t* x_bits, const float* dy, float* dw,
@@ -410,8 +463,8 @@ void spike_conv2d_backward_weights_bits(const Conv2dGeometry& g, const uint8_t* 
   const int64_t C = g.in_channels, in_plane = g.height * g.width, nbytes = (g.batch * C * in_plane + 7) / 8;
   weights_from(
       g,
-      [&](int64_t n, int64_t ci, WeightScratch& s) {
-        return active_pixels(g, x_bits, nbytes, (n * C + ci) * in_plane, s);
+      [&](int64_t n, int64_t ci, int32_t* ih, int32_t* iw) {
+        return active_pixels(g, x_bits, nbytes, (n * C + ci) * in_plane, ih, iw);
       },
       dy, dw, dbias);
 }
