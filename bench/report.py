@@ -55,6 +55,16 @@ SYSTEMS = [
 ]
 SJ_KEYS = ("sj", "sj_compile")
 
+# --isa: the environment that holds every system to one instruction set. oneDNN (spikemesh's
+# and PyTorch's) reads ONEDNN_MAX_CPU_ISA, spikemesh's own kernels SPIKEMESH_CPU_AVX512,
+# PyTorch's kernels and torch.compile's code generation ATEN_CPU_CAPABILITY, MKL
+# MKL_ENABLE_INSTRUCTIONS.
+ISA_ENV = {
+    "native": {},
+    "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "SPIKEMESH_CPU_AVX512": "0", "ATEN_CPU_CAPABILITY": "avx2",
+             "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+}
+
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
@@ -73,6 +83,10 @@ def parse_args(argv=None):
     ap.add_argument("--timeout", type=int, default=1200, help="seconds per run before it counts as failed")
     ap.add_argument("--multirank", action=argparse.BooleanOptionalAction, default=True,
                     help="also run bench/multirank.sh (two-rank trajectories vs SpikingJelly's helpers)")
+    ap.add_argument("--isa", choices=sorted(ISA_ENV), default="native",
+                    help="instruction set every system may use: native (all the CPU has) | avx2 (AVX-512 off "
+                         "for all alike: spikemesh's own kernels, oneDNN in both, PyTorch's kernels, "
+                         "torch.compile's generated code and MKL; an AVX2 machine's code paths on this CPU)")
     ap.add_argument("--spikemesh", default=os.path.join(REPO, "build", "bin", "spikemesh"))
     ap.add_argument("--out", default=os.path.join(REPO, "output", "bench"))
     args = ap.parse_args(argv)
@@ -146,7 +160,7 @@ def spikemesh_version(binary):
 
 
 def run_all(args, out_dir):
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONDONTWRITEBYTECODE="1", **ISA_ENV[args.isa])
     results = {s.key: dict(system=s, records=[], failures=[], skipped=None) for s in args.systems}
     for s in args.systems:
         results[s.key]["skipped"] = unavailable_reason(s, args)
@@ -165,7 +179,7 @@ def run_all(args, out_dir):
                 res["failures"].append(failure)
                 print(f"    failed ({wall:.0f} s): {failure}", flush=True)
                 continue
-            rec.update(system=s.key, system_label=s.label, round=r)
+            rec.update(system=s.key, system_label=s.label, round=r, isa=args.isa)
             if s.python is None:
                 rec["spikemesh_version"] = spikemesh_version(args.spikemesh)
             res["records"].append(rec)
@@ -226,6 +240,7 @@ def write_report(args, results, out_dir, multirank_md, command):
              f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; host {platform.node()}, "
              f"{cpu_model()}, {os.cpu_count()} cores; load average at the end "
              f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}.  ",
+             f"Instruction set: {isa_text(args.isa)}.  ",
              f"Protocol: each run = {args.warmup} warm-up + {args.steps} timed training steps on one fixed "
              f"synthetic batch (Adam lr 1e-3, the model's dropout); {args.rounds} interleaved rounds; figures are "
              "medians over the rounds of each run's median step (min–max over rounds in brackets). "
@@ -283,6 +298,12 @@ def targets_section(results, sm):
                    f"samples/s with `--conv-algo dense` and `SPIKEMESH_FUSE=0` = **{gain:.2f}×** (target ≥ 1.7×: "
                    f"{'met' if gain >= 1.7 else 'not met'}), peak RSS {rss:.2f}× (target ≤ 1: {'met' if rss <= 1 else 'not met'})")
     return out
+
+
+def isa_text(isa):
+    if isa == "native":
+        return "native (every system uses all the CPU offers)"
+    return isa + " for every system (" + ", ".join(f"{k}={v}" for k, v in ISA_ENV[isa].items()) + ")"
 
 
 def cpu_model():

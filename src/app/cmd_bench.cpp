@@ -37,6 +37,7 @@
 #include "spikemesh/core/timer.h"
 #include "spikemesh/io/bench_record.h"
 #include "spikemesh/kernels/conv_policy.h"
+#include "spikemesh/kernels/cpu/isa.h"
 #include "spikemesh/models/model.h"
 #include "spikemesh/core/process_stats.h"
 #include "spikemesh/train/run_setup.h"
@@ -349,7 +350,11 @@ void add_config_fields(BenchRecord& r, const BenchOptions& o, const AppEnv& env,
     r["matmul_fp32_precision"] = n.matmul_fp32_precision;
   }
   r["threads"] = omp_get_max_threads();
-  if (!parts.device.is_cuda()) r["conv_algo"] = spike_conv_algo_name(spike_conv_algo());  // spike_conv_choice.h
+  if (!parts.device.is_cuda()) {
+    r["conv_algo"] = spike_conv_algo_name(spike_conv_algo());  // spike_conv_choice.h
+    r["cpu_kernels_isa"] = cpu::own_kernels_isa();
+    r["onednn_isa"] = cpu::onednn_isa();
+  }
   r["benchmark_regime"] = o.regime;
   r["model"] = mi.name;
   const LayoutPlan& plan = parts.layout->plan();

@@ -38,8 +38,10 @@ const std::vector<std::string>& bench_config_fields() {
       // ours, GPU records only: the GPU numerics (--conv-algos: exact | deterministic | fast, each
       // optionally -tuned; --conv-fp32-precision and --matmul-fp32-precision: ieee | tf32)
       "conv_algos", "conv_fp32_precision", "matmul_fp32_precision",
-      // ours, CPU records only: the kernel mode of f32 convolutions of spike inputs (--conv-algo)
-      "conv_algo",
+      // ours, CPU records only: the kernel mode of f32 convolutions of spike inputs (--conv-algo),
+      // the own kernels' registers (avx512 | avx2: SPIKEMESH_CPU_AVX512) and the most oneDNN may
+      // use (ONEDNN_MAX_CPU_ISA)
+      "conv_algo", "cpu_kernels_isa", "onednn_isa",
       // ours, pipeline records only: how stage boundaries travelled (staged | nccl-channels | mpi-channels)
       "pp_transfer_path",
       // PyTorch only (bench/torch_bench.py): eager vs torch.compile; spikemesh leaves it unset

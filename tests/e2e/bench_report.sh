@@ -113,4 +113,24 @@ BENCH_VENV="$TMP/no-venv" "$PY" "$ROOT/bench/report.py" "${TINY[@]}" --spikemesh
 rc=$?
 check "spikemesh failing: exit non-zero" [ "$rc" -ne 0 ]
 check "spikemesh failing: its row says failed" grep -q "failed: exit 1" <<<"$(row spikemesh "$TMP/c")"
+
+# 4. every system held to AVX2 (--isa avx2): the environment reaches spikemesh, whose record says
+# which registers its own kernels and oneDNN used; the report and every record name the choice
+BENCH_VENV="$TMP/no-venv" "$PY" "$ROOT/bench/report.py" "${TINY[@]}" --isa avx2 --systems spikemesh,torch_debian \
+  --out "$TMP/d" > "$TMP/d.log" 2>&1
+rc=$?
+check "--isa avx2: exit 0" [ "$rc" -eq 0 ]
+check "--isa avx2: the report names the instruction set and its variables" \
+  grep -q "Instruction set: avx2 for every system (ONEDNN_MAX_CPU_ISA=AVX2, SPIKEMESH_CPU_AVX512=0" "$TMP/d/report.md"
+check "--isa avx2: every record says avx2; spikemesh's own kernels and oneDNN ran AVX2" "$PY" -c "
+import json, sys
+recs = [json.loads(l) for l in open('$TMP/d/records.jsonl')]
+sm = [r for r in recs if r['system'] == 'spikemesh']
+ok = len(recs) == 2 and all(r['isa'] == 'avx2' for r in recs) and len(sm) == 1 \
+     and sm[0]['cpu_kernels_isa'] == 'avx2' and sm[0]['onednn_isa'] == 'avx2'
+sys.exit(0 if ok else 1)"
+"$PY" "$ROOT/bench/report.py" "${TINY[@]}" --isa sse > "$TMP/e.log" 2>&1
+rc=$?
+check "--isa sse: exit non-zero" [ "$rc" -ne 0 ]
+check "--isa sse: the message names the flag and the value" grep -q "argument --isa: invalid choice: 'sse'" "$TMP/e.log"
 finish

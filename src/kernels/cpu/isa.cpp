@@ -1,7 +1,10 @@
-// isa.cpp — the switch between the own kernels' AVX2 and AVX-512 variants (isa.h).
+// isa.cpp — the switch between the own kernels' AVX2 and AVX-512 variants, and the names of
+// the instruction sets in use (isa.h).
 #include "spikemesh/kernels/cpu/isa.h"
 
 #include <atomic>
+
+#include <dnnl.hpp>
 
 #include "spikemesh/core/env_switch.h"
 
@@ -31,6 +34,24 @@ bool avx512_kernels() { return cpu_has_avx512() && g_allow.load(std::memory_orde
 void allow_avx512_kernels(bool allow) { g_allow.store(allow); }
 
 bool avx512_kernels_allowed() { return g_allow.load(std::memory_order_relaxed); }
+
+const char* own_kernels_isa() { return avx512_kernels() ? "avx512" : "avx2"; }
+
+const char* onednn_isa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
 
 void apply_cpu_isa_env() {
   apply_env_switch("SPIKEMESH_CPU_AVX512", "on where the CPU has AVX-512, the default", allow_avx512_kernels);

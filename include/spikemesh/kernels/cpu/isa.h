@@ -17,6 +17,13 @@ bool avx512_kernels();
 void allow_avx512_kernels(bool allow);
 bool avx512_kernels_allowed();
 
+// The register width the own kernels use now: "avx512" or "avx2" (bench records it).
+const char* own_kernels_isa();
+
+// The most oneDNN may use on this CPU under ONEDNN_MAX_CPU_ISA, by oneDNN's name for it
+// ("avx2", "avx512_core", "avx512_core_bf16", ...; bench records it).
+const char* onednn_isa();
+
 // SPIKEMESH_CPU_AVX512=1|0 applied at start-up (InputError naming it for any other value).
 void apply_cpu_isa_env();
 
