@@ -41,6 +41,9 @@ CONFIG_FIELDS = [
     "backend", "device", "precision", "threads", "hostname", "cuda_graphs", "conv_algos",
     "pp_transfer_path", "tf32", "conv_fp32_precision", "matmul_fp32_precision",
     "compile",  # torch_bench.py only
+    "conv_algo", "cpu_kernels_isa", "onednn_isa",  # spikemesh CPU records
+    "cpu_capability",  # the peers' CPU kernel level
+    "isa",  # added by report.py: the instruction set every system was held to
 ]
 IGNORED_FOR_PAIRING = {"backend", "compile"}
 # Part of a configuration (two runs that differ only here are two rows) but not of pairing: a

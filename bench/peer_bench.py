@@ -222,6 +222,8 @@ def run_benchmark(args, work, opt, x, y, backend, num_classes):
         "precision": args.precision,
         "threads": args.threads,
         "compile": bool(args.compile),
+        # the vector width PyTorch's CPU kernels use (ATEN_CPU_CAPABILITY; report.py --isa)
+        "cpu_capability": cpu_capability() if args.device == "cpu" else None,
         "tf32": bool(args.tf32) if args.device == "cuda" else None,
         # spikemesh's names for the same settings (--conv-fp32-precision, --matmul-fp32-precision)
         "conv_fp32_precision": fp32_precision(args, "conv"),
@@ -298,6 +300,14 @@ def print_summary(rec, out):
     if "peak_allocated_mb" in rec:
         p(f"  peak allocated {rec['peak_allocated_mb']:10.1f} MB (torch.cuda.max_memory_allocated)")
     p(f"  final loss     {rec['final_loss']:10.4f}")
+
+
+def cpu_capability():
+    """PyTorch's CPU kernel level ("AVX2", "AVX512", ...), None where this torch cannot say."""
+    try:
+        return torch.backends.cpu.get_cpu_capability()
+    except AttributeError:
+        return None
 
 
 def append_record(path, rec):

@@ -57,13 +57,24 @@ SJ_KEYS = ("sj", "sj_compile")
 
 # --isa: the environment that holds every system to one instruction set. oneDNN (spikemesh's
 # and PyTorch's) reads ONEDNN_MAX_CPU_ISA, spikemesh's own kernels SPIKEMESH_CPU_AVX512,
-# PyTorch's kernels and torch.compile's code generation ATEN_CPU_CAPABILITY, MKL
-# MKL_ENABLE_INSTRUCTIONS.
+# PyTorch's kernels and torch.compile's choice of vector code ATEN_CPU_CAPABILITY, the compiler
+# flags of the code torch.compile generates TORCHINDUCTOR_CPP_MARCH (else -march=native), MKL
+# MKL_ENABLE_INSTRUCTIONS, OpenBLAS (Debian's torch) OPENBLAS_CORETYPE. "native" removes them
+# all from the inherited environment.
 ISA_ENV = {
     "native": {},
     "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "SPIKEMESH_CPU_AVX512": "0", "ATEN_CPU_CAPABILITY": "avx2",
-             "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+             "TORCHINDUCTOR_CPP_MARCH": "x86-64-v3", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+             "OPENBLAS_CORETYPE": "Haswell"},
 }
+ISA_VARIABLES = sorted({k for env in ISA_ENV.values() for k in env})
+
+
+def isa_environment(isa):
+    """os.environ with the variables of ISA_ENV[isa] and none of the other instruction-set ones."""
+    env = {k: v for k, v in os.environ.items() if k not in ISA_VARIABLES}
+    env.update(ISA_ENV[isa])
+    return env
 
 
 def parse_args(argv=None):
@@ -160,7 +171,7 @@ def spikemesh_version(binary):
 
 
 def run_all(args, out_dir):
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONDONTWRITEBYTECODE="1", **ISA_ENV[args.isa])
+    env = dict(isa_environment(args.isa), OMP_NUM_THREADS=str(args.threads), PYTHONDONTWRITEBYTECODE="1")
     results = {s.key: dict(system=s, records=[], failures=[], skipped=None) for s in args.systems}
     for s in args.systems:
         results[s.key]["skipped"] = unavailable_reason(s, args)
@@ -361,7 +372,8 @@ def run_multirank(args, out_dir):
         return "## Two-rank trajectories\n\nNot run: bench/multirank.sh is missing."
     print("multi-rank trajectories (bench/multirank.sh) ...", flush=True)
     try:
-        p = subprocess.run(["bash", script, "--out", out_dir], cwd=REPO, timeout=3 * args.timeout)
+        p = subprocess.run(["bash", script, "--out", out_dir], cwd=REPO, env=isa_environment(args.isa),
+                           timeout=3 * args.timeout)
         failed = f"bench/multirank.sh exited {p.returncode}" if p.returncode else None
     except subprocess.TimeoutExpired:
         failed = "bench/multirank.sh timed out"

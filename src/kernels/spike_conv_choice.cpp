@@ -53,14 +53,14 @@ void apply_spike_conv_algo_env() {
 // the slower kernel where the two are close:
 //  * 3×3 forward: ~27% on large planes (measured 32–41%), less where few output pixels
 //    (batch·Ho·Wo) share the per-call cost of re-laying the weight (512→512 on 6×6 at batch
-//    40: 21%);
+//    40: measured 21%, the rule 20.75%);
 //  * 3×3 weight gradient: 15% for short reductions (Cin·K² < 1024), 25% for longer ones;
 //  * 1×1 (Conv1d over tokens): 15% forward (measured 16–33%), 10% weight gradient (one tap:
 //    the lists cost as much as the sums).
 double spike_conv_crossover_vs_direct(ConvPass pass, const cpu::Conv2dGeometry& g) {
   if (g.kernel == 1) return pass == ConvPass::Forward ? 0.15 : 0.10;
   const double pixels = static_cast<double>(g.batch * g.out_height() * g.out_width());
-  if (pass == ConvPass::Forward) return std::max(0.0, 0.27 - 75.0 / pixels);
+  if (pass == ConvPass::Forward) return std::max(0.0, 0.27 - 90.0 / pixels);
   return g.in_channels * g.kernel * g.kernel >= 1024 ? 0.25 : 0.15;
 }
 

@@ -8,8 +8,10 @@
 #     PNG chart exists; exit status 0 (spikemesh and one peer ran);
 #   * bench/compare.py --all over those records: one block, spikemesh and the twin with ratios
 #     (also on cuda, where spikemesh's fp32 precisions pair with the peers' --tf32 switch);
-#   * spikemesh alone failing (a binary that exits 1): exit status non-zero.
-# Prints "bench_report: N passed, M failed"; exits non-zero when anything failed. ~30 s.
+#   * spikemesh alone failing (a binary that exits 1): exit status non-zero;
+#   * --isa avx2: the report names it, every record carries it, spikemesh's record says its own
+#     kernels and oneDNN ran AVX2; an unknown --isa is refused.
+# Prints "bench_report: N passed, M failed"; exits non-zero when anything failed. ~40 s.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

@@ -175,9 +175,17 @@ TEST_P(SpikeConvKernel, BitwiseIndependentOfThreadsAndRegisterWidth) {
     EXPECT_DOUBLE_EQ(cpu::set_bit_fraction(bits.data<uint8_t>(), g.input_numel()),
                      cpu::nonzero_fraction(xf.data(), g.input_numel()));
   }
+  // one sample per weight-gradient chunk: the same order per element, so the same bits
+  cpu::set_spike_conv_weight_chunk_bytes(1);
+  std::vector<float> dw1(g.weight_numel(), 0.5f);
+  cpu::spike_conv2d_backward_weights(g, xf.data(), dyf.data(), dw1.data(), nullptr);
+  cpu::set_spike_conv_weight_chunk_bytes(0);
+  dws.push_back(dw1);
+  ys.push_back(ys[0]);
   omp_set_num_threads(saved);
   for (size_t r = 1; r < ys.size(); ++r) {
-    ASSERT_EQ(ys[0], ys[r]) << "forward, run " << r << " (threads 1, 2, 3 × AVX-512 on/off, then from bits)";
+    ASSERT_EQ(ys[0], ys[r]) << "forward, run " << r << " (threads 1, 2, 3 × AVX-512 on/off, then from bits; "
+                               "last: one sample per weight-gradient chunk)";
     ASSERT_EQ(dws[0], dws[r]) << "weight gradient, run " << r;
   }
 }
@@ -260,7 +268,7 @@ TEST(SpikeConvLayer, AutoChoosesByFiringRateAndProfileRecordsIt) {
   for (double density : {0.05, 0.6}) {
     auto u = test::wrap(std::make_unique<Conv2d>(Conv2dConfig{16, 8, 3, 1, 1, true, WeightInit::TorchDefault}),
                         DType::F32, 3);
-    run_layer(*u, spike_tensor({4, 4, 16, 12, 12}, DType::F32, density, 13), 14);  // crossovers 24% and 15%
+    run_layer(*u, spike_tensor({4, 4, 16, 12, 12}, DType::F32, density, 13), 14);  // crossovers 23% and 15%
   }
   layer_profile_enable(false);
   const auto rows = layer_profile_spike_conv_report();

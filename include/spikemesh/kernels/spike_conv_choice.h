@@ -4,8 +4,8 @@
 //   --conv-algo dense | sparse | auto   (train, eval, bench; SPIKEMESH_CONV_ALGO sets the
 //                                        default; auto when neither is given)
 //   auto: sparse when the firing rate is below the crossover of the pass and shape, a
-//         deterministic function of the geometry (docs/architecture.md §4b gives the measured
-//         table it follows), so the choice never depends on timing noise and a run is
+//         deterministic function of the geometry (fitted to the measured table of
+//         docs/results.md, "The crossover per shape"; docs/architecture.md §4b), so the choice never depends on timing noise and a run is
 //         reproducible bit for bit.
 // The input gradient is dense in every mode; fp64 is always dense (the exact reference).
 #pragma once

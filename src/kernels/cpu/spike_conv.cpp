@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -186,16 +187,17 @@ BlockedRows tap_major_weight(const Conv2dGeometry& g, const float* w, int64_t co
   for (int64_t ci0 = 0; ci0 < C; ci0 += kTile)
     for (int64_t co0 = 0; co0 < Cout; co0 += kTile) {
       const int64_t b0 = co0 / kBlock * kBlock, lanes = wt.lanes(b0);
-      float* dst = wt.block(b0) - b0;
+      float* dst = wt.block(b0);  // column co − b0 of the block
       for (int64_t co = co0; co < std::min(co0 + kTile, Cout); ++co)
         for (int64_t ci = ci0; ci < std::min(ci0 + kTile, C); ++ci)
-          for (int64_t t = 0; t < kk; ++t) dst[(t * C + ci) * lanes + co] = w[(co * C + ci) * kk + t];
+          for (int64_t t = 0; t < kk; ++t) dst[(t * C + ci) * lanes + co - b0] = w[(co * C + ci) * kk + t];
     }
   return wt;
 }
 
 // dst[r·dst_stride + c] += src[c·src_stride + r] for r < rows, c < cols, in kTile × kTile
-// tiles (both sides touch whole cache lines per tile); one add per element.
+// tiles (each tile reads kTile runs of kTile floats from src and writes kTile runs to dst);
+// one add per element.
 void add_transposed(const float* src, int64_t src_stride, int64_t rows, int64_t cols, float* dst,
                     int64_t dst_stride) {
 #pragma omp parallel for schedule(static) collapse(2)
@@ -244,7 +246,7 @@ struct ForwardScratch {
   int32_t* first;  // [pixels + 1] CSR starts of one tile
   int32_t* offs;   // [pixels · K²·Cin + kListSlack] the most a tile can hold (every input active)
   float* tile;     // [pixels, 64] one output block
-  static constexpr int64_t kListSlack = 64;  // the list builder's vector stores past the end
+  static constexpr int64_t kListSlack = 16;  // the list builder's vector stores past the end
   static int64_t ints(int64_t pixels, int64_t taps) {
     return (pixels + 1) + pixels * taps + kListSlack + pixels * kBlock;
   }
@@ -367,17 +369,21 @@ void weight_rows(const Conv2dGeometry& g, int64_t chunk, const BlockedRows& dyt,
 }
 
 // Samples per chunk of the weight gradient: as many as keep the chunk's transposed dy within
-// kChunkBytes (a share of L2), so each thread's weight-gradient rows are read and written
-// once per chunk instead of once per sample (for 512 channels on 6×6 planes those rows,
-// 9.4 MB, were most of the traffic).
-constexpr int64_t kChunkBytes = 1 << 20;
+// the chunk bound (1 MB, a share of L2), so each thread's weight-gradient rows are read and
+// written once per chunk instead of once per sample (for 512 channels on 6×6 planes those
+// rows, 9.4 MB, were most of the traffic).
+constexpr int64_t kDefaultChunkBytes = 1 << 20;
+std::atomic<int64_t> g_chunk_bytes{0};  // 0: kDefaultChunkBytes
 int64_t samples_per_chunk(const Conv2dGeometry& g, int64_t coutp) {
+  const int64_t set = g_chunk_bytes.load(std::memory_order_relaxed), bound = set > 0 ? set : kDefaultChunkBytes;
   const int64_t per_sample = g.out_height() * g.out_width() * coutp * static_cast<int64_t>(sizeof(float));
-  return std::clamp<int64_t>(kChunkBytes / std::max<int64_t>(per_sample, 1), 1, g.batch);
+  return std::clamp<int64_t>(bound / std::max<int64_t>(per_sample, 1), 1, std::max<int64_t>(g.batch, 1));
 }
 
 }  // namespace
 
+
+void set_spike_conv_weight_chunk_bytes(int64_t bytes) { g_chunk_bytes.store(std::max<int64_t>(bytes, 0)); }
 
 double nonzero_fraction(const float* x, int64_t n) {
   if (n <= 0) return 0.0;
@@ -454,7 +460,10 @@ void spike_conv2d_backward_weights(const Conv2dGeometry& g, const float* x, cons
                                    float* dbias) {
   const int64_t C = g.in_channels, in_plane = g.height * g.width;
   weights_from(
-      g, [&](int64_t n, int64_t ci, int32_t* ih, int32_t* iw) { return active_pixels(g, x + (n * C + ci) * in_plane, ih, iw); },
+      g,
+      [&](int64_t n, int64_t ci, int32_t* ih, int32_t* iw) {
+        return active_pixels(g, x + (n * C + ci) * in_plane, ih, iw);
+      },
       dy, dw, dbias);
 }
 

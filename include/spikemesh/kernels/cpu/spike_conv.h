@@ -14,10 +14,12 @@
 //            sample: per pixel the list of its active (tap, channel) inputs, then per block of
 //            64 output channels register accumulators start at the bias and add the weight
 //            row of every list entry (tap-major, channel ascending).
-//  weights   per sample n: dy[n] transposed to [Ho·Wo, CoutP]; one thread owns the weight
-//            rows of whole input channels: per channel, the active pixels of x[n, ci], per
-//            tap the output pixels they reach, then per block of 64 output channels the dy
-//            rows of those pixels are added. Samples run in order 0..batch-1.
+//  weights   per chunk of samples (in order; as many as keep the chunk's transposed dy
+//            within 1 MB): dy transposed to [chunk·Ho·Wo, CoutP]; one thread owns the weight
+//            rows of whole input channels: per channel, the active pixels of x[n, ci] in each
+//            sample of the chunk, per tap the output pixels they reach (samples in order), then
+//            per block of 64 output channels the dy rows of those pixels are added — per
+//            element the order of one sample at a time, whatever the chunk size.
 // Determinism: every output / weight-gradient element is summed by one thread in a fixed
 // order, so the result is bitwise the same for any OpenMP thread count. It differs from the
 // dense kernels only by float rounding: |sparse − exact| ≤ n·u·Σ|terms| with n the number
@@ -32,6 +34,10 @@ namespace sm::cpu {
 
 // Fraction of nonzero elements of x[0, n) (0 for n = 0). Exact count, any thread count.
 double nonzero_fraction(const float* x, int64_t n);
+
+// The weight gradient's chunk bound in bytes of transposed dy (0: the default, 1 MB). Tests
+// set it to compare chunkings, which must give bitwise the same result.
+void set_spike_conv_weight_chunk_bytes(int64_t bytes);
 
 // The sums run in AVX-512 registers where kernels/cpu/isa.h's avx512_kernels() says so, else
 // AVX2; both add in the same order, so the results are bitwise equal. Tests compare the two.
