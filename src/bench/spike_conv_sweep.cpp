@@ -150,8 +150,8 @@ void run_winograd_sweep(const std::vector<std::string>& shapes, int64_t batch, i
   if (batch < 1) SM_INPUT_ERROR("--kernel winograd needs a batch (--batch-size × --T) >= 1");
   std::printf("winograd sweep: f32, %d threads, batch·T = %lld, median of %d; ms per pass\n",
               omp_get_max_threads(), static_cast<long long>(batch), reps);
-  std::printf("  %-16s %-7s %10s %12s %12s %14s\n", "Cin,Cout,H,K", "pass", "direct", "oneDNN wino", "own F(2,3)",
-              "spikes at 15%");
+  std::printf("  %-16s %-7s %10s %12s %12s %12s %14s\n", "Cin,Cout,H,K", "pass", "direct", "oneDNN wino",
+              "own F(2,3)", "own F(4,3)", "spikes at 15%");
   std::mt19937 rng(2);
   std::normal_distribution<float> normal;
   for (const std::string& text : shapes) {
@@ -183,19 +183,22 @@ void run_winograd_sweep(const std::vector<std::string>& shapes, int64_t batch, i
         std::snprintf(buf, sizeof buf, "%.1f", ms);
         return std::string(buf);
       };
-      std::string wino = "none here", own = "-", sparse = "-";
+      std::string wino = "none here", own = "-", own4 = "-", sparse = "-";
       if (dnnl_wino)
         wino = cell(time([&] { cpu::conv2d_forward_winograd_dnnl(g, x.data(), w.data(), nullptr, y.data()); },
                          [&] { cpu::conv2d_backward_data_winograd_dnnl(g, dy.data(), w.data(), dx.data()); },
                          [&] { cpu::conv2d_backward_weights_winograd_dnnl(g, x.data(), dy.data(), dw.data(), nullptr); }));
-      if (pass < 2)  // the own F(2×2, 3×3) has no weight gradient
+      if (pass < 2) {  // the own Winograd kernels have no weight gradient
         own = cell(time([&] { cpu::conv2d_forward_winograd_f2(g, x.data(), w.data(), nullptr, y.data()); },
                         [&] { cpu::conv2d_backward_data_winograd_f2(g, dy.data(), w.data(), dx.data()); }, [] {}));
+        own4 = cell(time([&] { cpu::conv2d_forward_winograd_f4(g, x.data(), w.data(), nullptr, y.data()); },
+                         [&] { cpu::conv2d_backward_data_winograd_f4(g, dy.data(), w.data(), dx.data()); }, [] {}));
+      }
       if (pass != 1)  // the input gradient has no binary operand
         sparse = cell(time([&] { cpu::spike_conv2d_forward(g, spikes.data(), w.data(), nullptr, y.data()); }, [] {},
                            [&] { cpu::spike_conv2d_backward_weights(g, spikes.data(), dy.data(), dw.data(), nullptr); }));
-      std::printf("  %-16s %-7s %10.1f %12s %12s %14s\n", text.c_str(), names[pass], direct, wino.c_str(),
-                  own.c_str(), sparse.c_str());
+      std::printf("  %-16s %-7s %10.1f %12s %12s %12s %14s\n", text.c_str(), names[pass], direct, wino.c_str(),
+                  own.c_str(), own4.c_str(), sparse.c_str());
     }
     std::fflush(stdout);
   }

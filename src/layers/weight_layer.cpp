@@ -136,7 +136,7 @@ struct CpuKernels {
       if constexpr (std::is_same_v<T, float>) {
         const WinogradKernel wk = k == Family::Conv ? winograd_kernel(g) : WinogradKernel::None;
         if (wk == WinogradKernel::OneDnn) return cpu::conv2d_backward_data_winograd_dnnl(g, pdy, pw, pdx);
-        if (wk == WinogradKernel::Own) return cpu::conv2d_backward_data_winograd_f2(g, pdy, pw, pdx);
+        if (wk == WinogradKernel::Own) return cpu::conv2d_backward_data_winograd_f4(g, pdy, pw, pdx);
       }
       if (k == Family::Conv) cpu::conv2d_backward_data<T>(g, pdy, pw, pdx);
       if (k == Family::Conv1x1)
@@ -192,7 +192,7 @@ struct CpuKernels {
 
 CpuKernels cpu_kernels(std::shared_ptr<void>& impl, const std::string& layer) {
   if (!impl) impl = std::make_shared<SlotStore<WeightSaved<SavedActivation>>>();
-  return CpuKernels{*static_cast<SlotStore<WeightSaved<SavedActivation>>*>(impl.get()), layer};
+  return CpuKernels{*static_cast<SlotStore<WeightSaved<SavedActivation>>*>(impl.get()), layer, Tensor(), nullptr};
 }
 
 }  // namespace

@@ -220,6 +220,23 @@ TEST(ConvWinogradOwn, FloatMatchesReference) {
   EXPECT_FALSE(cpu::winograd_f2_applies(geometry_of({2, 8, 9, 9, 8, 3, 1, 3})));  // padding 3
 }
 
+// The own F(4×4, 3×3) (the input gradient where oneDNN has no Winograd): the same shapes
+// (planes that leave partial 4×4 tiles, padding 0–2) against the naive double reference. Its
+// transforms have entries up to 8, so its error is about ten times F(2, 3)'s (relative L2
+// ~1e-6 measured); 2e-5 bounds it, oneDNN's F(4×4, 3×3) bound in ConvWinograd.
+TEST(ConvWinogradOwn, F4FloatMatchesReference) {
+  const std::vector<ref::ConvRefShape> shapes = {{2, 32, 17, 19, 48, 3, 1, 1}, {3, 5, 9, 7, 7, 3, 1, 0},
+                                                 {2, 16, 11, 12, 17, 3, 1, 2}, {5, 64, 24, 24, 64, 3, 1, 1},
+                                                 {1, 3, 3, 3, 2, 3, 1, 0},     {2, 4, 2, 5, 3, 3, 1, 1},
+                                                 {3, 40, 12, 12, 24, 3, 1, 1}};
+  const ConvImpl<float> wino{"winograd_f4", cpu::conv2d_forward_winograd_f4, cpu::conv2d_backward_data_winograd_f4,
+                             cpu::conv2d_backward_weights_dnnl};
+  for (const auto& s : shapes) {
+    SCOPED_TRACE(shape_name(::testing::TestParamInfo<ref::ConvRefShape>(s, 0)));
+    check_impl(wino, s, 2e-5);
+  }
+}
+
 // Bitwise the same result for 1, 2 and 3 threads, although the blocks of tiles differ (330
 // tiles: blocks of 96, 48 and 32 tiles).
 TEST(ConvWinogradOwn, BitwiseIndependentOfThreads) {
@@ -235,6 +252,8 @@ TEST(ConvWinogradOwn, BitwiseIndependentOfThreads) {
     std::vector<float> y(ny), dx(nx);
     cpu::conv2d_forward_winograd_f2(g, x.data(), w.data(), b.data(), y.data());
     cpu::conv2d_backward_data_winograd_f2(g, dy.data(), w.data(), dx.data());
+    y.insert(y.end(), dx.begin(), dx.end());
+    cpu::conv2d_backward_data_winograd_f4(g, dy.data(), w.data(), dx.data());
     y.insert(y.end(), dx.begin(), dx.end());
     results.push_back(y);
   }

@@ -1,5 +1,7 @@
-// winograd.cpp — own Winograd F(2×2, 3×3) convolution (winograd.h): weight transform, then per
-// block of tiles the input transform, 16 GEMMs over channels and the output transform.
+// winograd.cpp — own Winograd F(2×2, 3×3) and F(4×4, 3×3) convolutions (winograd.h): weight
+// transform, then per block of tiles the input transform, one GEMM over channels per
+// transformed position (16 or 36) and the output transform. The tiling, the blocks and the
+// GEMMs are shared; each variant has its own transforms.
 #include "spikemesh/kernels/cpu/winograd.h"
 
 #include <omp.h>
@@ -13,7 +15,6 @@
 namespace sm::cpu {
 namespace {
 
-constexpr int kPositions = 16;     // the 4×4 transformed positions of a tile
 constexpr int64_t kMaxBlock = 256;  // tiles per block, at most
 
 // The 3×3 filter of the convolution being computed, output channel o, input channel i.
@@ -29,7 +30,8 @@ struct Filter {
 
 // U [16, outs, ins]: U[r·4+s][o][i] = (G·f·Gᵀ)[r][s], G = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1],
 // computed in double and rounded once.
-std::vector<float> transform_filters(const Filter& f) {
+std::vector<float> transform_filters_f2(const Filter& f) {
+  constexpr int kPositions = 16;
   std::vector<float> U(static_cast<size_t>(kPositions * f.outs * f.ins));
   const int64_t plane = f.outs * f.ins;
 #pragma omp parallel for schedule(static) if (plane > 4096)
@@ -52,10 +54,12 @@ std::vector<float> transform_filters(const Filter& f) {
   return U;
 }
 
-// The tiles of a convolution: 2×2 output tiles, row-major per sample, samples in order.
+// The tiles of a convolution: m×m output tiles (m 2 or 4), row-major per sample, samples in
+// order; each reads an (m+2)×(m+2) input patch, and has (m+2)² transformed positions.
 struct Tiling {
-  int64_t batch, ins, outs, height, width, pad, out_h, out_w, tiles_h, tiles_w;
+  int64_t batch, ins, outs, height, width, pad, out_h, out_w, m, tiles_h, tiles_w;
   int64_t count() const { return batch * tiles_h * tiles_w; }
+  int positions() const { return static_cast<int>((m + 2) * (m + 2)); }
 };
 
 // Tiles per block: V [16, ins, block] and M [16, outs, block] together at most about 4 MB,
@@ -65,7 +69,7 @@ struct Tiling {
 // element over the channels in one fixed order, gemm.h), so neither does it depend on the
 // thread count.
 int64_t block_tiles(const Tiling& t) {
-  const int64_t fit = (int64_t{1} << 20) / (kPositions * (t.ins + t.outs));
+  const int64_t fit = (int64_t{1} << 20) / (t.positions() * (t.ins + t.outs));
   const int64_t share = (t.count() + 4 * omp_get_max_threads() - 1) / (4 * omp_get_max_threads());
   return std::clamp<int64_t>(std::min(fit / 16 * 16, (share + 15) / 16 * 16), 32, kMaxBlock);
 }
@@ -94,8 +98,24 @@ int64_t runs_of(const Tiling& t, int64_t first, int64_t count, Run* runs) {
 // Bᵀ = [1 0 −1 0; 0 1 1 0; 0 −1 1 0; 0 1 0 −1]; position p's plane starts at V + p·step, rows ld.
 // Per run and channel: the row combinations Bᵀ·d over the run's input columns, then the column
 // combinations of each tile from the even and odd columns.
-void transform_inputs(const Tiling& t, const float* x, const Run* runs, int64_t n_runs, int64_t ld, int64_t step,
-                      float* V) {
+// The columns [col0, col0 + cols) of row `row` of a plane (height × width): in place where
+// they lie inside it, else copied into `scratch` with zeros outside the plane (lo, hi: the
+// part inside, relative to col0).
+const float* input_row(const Tiling& t, const float* plane, int64_t row, int64_t col0, int64_t cols, int64_t lo,
+                       int64_t hi, float* scratch) {
+  if (row >= 0 && row < t.height && lo == 0 && hi == cols) return plane + row * t.width + col0;
+  if (row < 0 || row >= t.height) {
+    std::fill(scratch, scratch + cols, 0.0f);
+    return scratch;
+  }
+  std::fill(scratch, scratch + lo, 0.0f);
+  std::copy(plane + row * t.width + col0 + lo, plane + row * t.width + col0 + hi, scratch + lo);
+  std::fill(scratch + hi, scratch + cols, 0.0f);
+  return scratch;
+}
+
+void transform_inputs_f2(const Tiling& t, const float* x, const Run* runs, int64_t n_runs, int64_t ld,
+                         int64_t step, float* V) {
   constexpr int64_t kCols = 2 * kMaxBlock + 2;
   float rows[4][kCols], s[4][kCols], even[kMaxBlock + 1], odd[kMaxBlock + 1];
   for (int64_t r = 0; r < n_runs; ++r) {
@@ -104,24 +124,10 @@ void transform_inputs(const Tiling& t, const float* x, const Run* runs, int64_t 
     const int64_t lo = std::clamp<int64_t>(-col0, 0, cols), hi = std::clamp<int64_t>(t.width - col0, lo, cols);
     for (int64_t i = 0; i < t.ins; ++i) {
       const float* plane = x + (run.n * t.ins + i) * t.height * t.width;
-      const float* row_of[4];  // the run's four input rows: in place, or copied with zeros outside the plane
-      for (int a = 0; a < 4; ++a) {
-        const int64_t row = row0 + a;
-        if (row >= 0 && row < t.height && lo == 0 && hi == cols) {
-          row_of[a] = plane + row * t.width + col0;
-          continue;
-        }
-        float* dst = rows[a];
-        row_of[a] = dst;
-        if (row < 0 || row >= t.height) {
-          std::fill(dst, dst + cols, 0.0f);
-          continue;
-        }
-        std::fill(dst, dst + lo, 0.0f);
-        std::copy(plane + row * t.width + col0 + lo, plane + row * t.width + col0 + hi, dst + lo);
-        std::fill(dst + hi, dst + cols, 0.0f);
-      }
-      const float *r0 = row_of[0], *r1 = row_of[1], *r2 = row_of[2], *r3 = row_of[3];
+      const float *r0 = input_row(t, plane, row0, col0, cols, lo, hi, rows[0]),
+                  *r1 = input_row(t, plane, row0 + 1, col0, cols, lo, hi, rows[1]),
+                  *r2 = input_row(t, plane, row0 + 2, col0, cols, lo, hi, rows[2]),
+                  *r3 = input_row(t, plane, row0 + 3, col0, cols, lo, hi, rows[3]);
       for (int64_t c = 0; c < cols; ++c) {  // Bᵀ·d
         s[0][c] = r0[c] - r2[c];
         s[1][c] = r1[c] + r2[c];
@@ -148,14 +154,22 @@ void transform_inputs(const Tiling& t, const float* x, const Run* runs, int64_t 
   }
 }
 
+// Output channel o of a run's tiles into y: out holds the m output rows of the run (row a at
+// out + a·out_ld, m·len columns); rows and columns past the output's edge are dropped.
+void store_run(const Tiling& t, const Run& run, int64_t o, const float* out, int64_t out_ld, float* y) {
+  const int64_t row0 = t.m * run.th, col0 = t.m * run.tw0, cols = std::min(t.m * run.len, t.out_w - col0);
+  float* dst = y + (run.n * t.outs + o) * t.out_h * t.out_w + col0;
+  for (int64_t a = 0; a < t.m && row0 + a < t.out_h; ++a)
+    std::copy(out + a * out_ld, out + a * out_ld + cols, dst + (row0 + a) * t.out_w);
+}
+
 // y's 2×2 tiles of output channel o = Aᵀ·M·A (+ bias), Aᵀ = [1 1 1 0; 0 1 −1 −1]; the parts
 // past the output's edge are dropped. Per run and channel, over the run's tiles at once.
-void transform_outputs(const Tiling& t, const float* M, const float* bias, const Run* runs, int64_t n_runs,
-                       int64_t ld, int64_t step, float* y) {
+void transform_outputs_f2(const Tiling& t, const float* M, const float* bias, const Run* runs, int64_t n_runs,
+                          int64_t ld, int64_t step, float* y) {
   float s[2][4][kMaxBlock], out[2][2 * kMaxBlock];
   for (int64_t r = 0; r < n_runs; ++r) {
     const Run& run = runs[r];
-    const int64_t row0 = 2 * run.th, col0 = 2 * run.tw0, cols = std::min(2 * run.len, t.out_w - col0);
     for (int64_t o = 0; o < t.outs; ++o) {
       const float b = bias ? bias[o] : 0.0f;
       const float* m = M + o * ld + run.j0;
@@ -171,8 +185,111 @@ void transform_outputs(const Tiling& t, const float* M, const float* bias, const
           out[a][2 * k] = s[a][0][k] + s[a][1][k] + s[a][2][k] + b;
           out[a][2 * k + 1] = s[a][1][k] - s[a][2][k] - s[a][3][k] + b;
         }
-      float* dst = y + (run.n * t.outs + o) * t.out_h * t.out_w + col0;
-      for (int a = 0; a < 2 && row0 + a < t.out_h; ++a) std::copy(out[a], out[a] + cols, dst + (row0 + a) * t.out_w);
+      store_run(t, run, o, out[0], 2 * kMaxBlock, y);
+    }
+  }
+}
+
+// ---- F(4×4, 3×3) (Lavin & Gray 2016): 6×6 patches, 36 positions ---------------------------
+// Bᵀ = [4 0 −5 0 1 0; 0 −4 −4 1 1 0; 0 4 −4 −1 1 0; 0 −2 −1 2 1 0; 0 2 −1 −2 1 0; 0 4 0 −5 0 1],
+// G = [¼ 0 0; −⅙ −⅙ −⅙; −⅙ ⅙ −⅙; 1/24 1/12 ⅙; 1/24 −1/12 ⅙; 0 0 1],
+// Aᵀ = [1 1 1 1 1 0; 0 1 −1 2 −2 0; 0 1 1 4 4 0; 0 1 −1 8 −8 1]. Their entries reach 8, so the
+// f32 error is larger than F(2, 3)'s (about oneDNN's F(4×4, 3×3)'s; tested against the naive
+// double reference).
+
+// U [36, outs, ins]: U[r·6+s][o][i] = (G·f·Gᵀ)[r][s], computed in double and rounded once.
+std::vector<float> transform_filters_f4(const Filter& f) {
+  static constexpr double G[6][3] = {{0.25, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                     {-1.0 / 6, 1.0 / 6, -1.0 / 6}, {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                     {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+  std::vector<float> U(static_cast<size_t>(36 * f.outs * f.ins));
+  const int64_t plane = f.outs * f.ins;
+#pragma omp parallel for schedule(static) if (plane > 4096)
+  for (int64_t o = 0; o < f.outs; ++o) {
+    for (int64_t i = 0; i < f.ins; ++i) {
+      double t[6][3];  // G·f
+      for (int r = 0; r < 6; ++r)
+        for (int b = 0; b < 3; ++b)
+          t[r][b] = G[r][0] * f.tap(o, i, 0, b) + G[r][1] * f.tap(o, i, 1, b) + G[r][2] * f.tap(o, i, 2, b);
+      for (int r = 0; r < 6; ++r)  // (G·f)·Gᵀ
+        for (int c = 0; c < 6; ++c)
+          U[(r * 6 + c) * plane + o * f.ins + i] =
+              static_cast<float>(t[r][0] * G[c][0] + t[r][1] * G[c][1] + t[r][2] * G[c][2]);
+    }
+  }
+  return U;
+}
+
+// out[0..5] = Bᵀ·(d0..d5): the row (or column) combinations of the input transform.
+inline void b_transpose(float d0, float d1, float d2, float d3, float d4, float d5, float* out, int64_t stride) {
+  out[0] = 4.0f * d0 - 5.0f * d2 + d4;
+  out[stride] = -4.0f * d1 - 4.0f * d2 + d3 + d4;
+  out[2 * stride] = 4.0f * d1 - 4.0f * d2 - d3 + d4;
+  out[3 * stride] = -2.0f * d1 - d2 + 2.0f * d3 + d4;
+  out[4 * stride] = 2.0f * d1 - d2 - 2.0f * d3 + d4;
+  out[5 * stride] = 4.0f * d1 - 5.0f * d3 + d5;
+}
+
+// V[p][i][j] = (Bᵀ·d·B)[p] of input channel i's 6×6 patch of tile j (zero outside the plane),
+// as transform_inputs_f2: per run and channel the row combinations over the run's columns, then
+// each tile's column combinations from columns 4k … 4k+5.
+void transform_inputs_f4(const Tiling& t, const float* x, const Run* runs, int64_t n_runs, int64_t ld,
+                         int64_t step, float* V) {
+  constexpr int64_t kCols = 4 * kMaxBlock + 2;
+  float rows[6][kCols], s[6][kCols];
+  for (int64_t r = 0; r < n_runs; ++r) {
+    const Run& run = runs[r];
+    const int64_t cols = 4 * run.len + 2, col0 = 4 * run.tw0 - t.pad, row0 = 4 * run.th - t.pad;
+    const int64_t lo = std::clamp<int64_t>(-col0, 0, cols), hi = std::clamp<int64_t>(t.width - col0, lo, cols);
+    for (int64_t i = 0; i < t.ins; ++i) {
+      const float* plane = x + (run.n * t.ins + i) * t.height * t.width;
+      const float* d[6];
+      for (int a = 0; a < 6; ++a) d[a] = input_row(t, plane, row0 + a, col0, cols, lo, hi, rows[a]);
+      for (int64_t c = 0; c < cols; ++c)  // Bᵀ·d
+        b_transpose(d[0][c], d[1][c], d[2][c], d[3][c], d[4][c], d[5][c], &s[0][c], kCols);
+      for (int a = 0; a < 6; ++a) {  // (Bᵀ·d)·B: tile k reads columns 4k … 4k+5
+        float* v = V + (a * 6) * step + i * ld + run.j0;
+        const float* sa = s[a];
+        for (int64_t k = 0; k < run.len; ++k) {
+          const float* e = sa + 4 * k;
+          b_transpose(e[0], e[1], e[2], e[3], e[4], e[5], v + k, step);
+        }
+      }
+    }
+  }
+}
+
+// y's 4×4 tiles of output channel o = Aᵀ·M·A (+ bias); the parts past the output's edge are
+// dropped. Per run and channel, over the run's tiles at once.
+void transform_outputs_f4(const Tiling& t, const float* M, const float* bias, const Run* runs, int64_t n_runs,
+                          int64_t ld, int64_t step, float* y) {
+  float s[4][6][kMaxBlock], out[4][4 * kMaxBlock];
+  for (int64_t r = 0; r < n_runs; ++r) {
+    const Run& run = runs[r];
+    for (int64_t o = 0; o < t.outs; ++o) {
+      const float b = bias ? bias[o] : 0.0f;
+      const float* m = M + o * ld + run.j0;
+      for (int c = 0; c < 6; ++c) {  // Aᵀ·M
+        const float *m0 = m + c * step, *m1 = m + (6 + c) * step, *m2 = m + (12 + c) * step,
+                    *m3 = m + (18 + c) * step, *m4 = m + (24 + c) * step, *m5 = m + (30 + c) * step;
+        for (int64_t k = 0; k < run.len; ++k) {
+          const float p = m1[k] + m2[k], q = m1[k] - m2[k], u = m3[k] + m4[k], w = m3[k] - m4[k];
+          s[0][c][k] = m0[k] + p + u;
+          s[1][c][k] = q + 2.0f * w;
+          s[2][c][k] = p + 4.0f * u;
+          s[3][c][k] = q + 8.0f * w + m5[k];
+        }
+      }
+      for (int a = 0; a < 4; ++a)  // (Aᵀ·M)·A, the four output columns of each tile interleaved
+        for (int64_t k = 0; k < run.len; ++k) {
+          const float p = s[a][1][k] + s[a][2][k], q = s[a][1][k] - s[a][2][k], u = s[a][3][k] + s[a][4][k],
+                      w = s[a][3][k] - s[a][4][k];
+          out[a][4 * k] = s[a][0][k] + p + u + b;
+          out[a][4 * k + 1] = q + 2.0f * w + b;
+          out[a][4 * k + 2] = p + 4.0f * u + b;
+          out[a][4 * k + 3] = q + 8.0f * w + s[a][5][k] + b;
+        }
+      store_run(t, run, o, out[0], 4 * kMaxBlock, y);
     }
   }
 }
@@ -184,35 +301,59 @@ float* thread_buffer(int which, size_t n) {
   return buffers[which].data();
 }
 
+// One Winograd variant: its tile edge and its three transforms.
+struct Variant {
+  int64_t m;
+  std::vector<float> (*filters)(const Filter&);
+  void (*inputs)(const Tiling&, const float*, const Run*, int64_t, int64_t, int64_t, float*);
+  void (*outputs)(const Tiling&, const float*, const float*, const Run*, int64_t, int64_t, int64_t, float*);
+};
+
 // The convolution of x [batch, ins, height, width] with the filters f, padding t.pad, into
 // y [batch, outs, out_h, out_w]. Collective over nothing; OpenMP over blocks of tiles.
-void convolve(const Tiling& t, const Filter& f, const float* x, const float* bias, float* y) {
-  const std::vector<float> U = transform_filters(f);  // [16, outs, ins]
+void convolve(const Variant& v, const Tiling& t, const Filter& f, const float* x, const float* bias, float* y) {
+  const std::vector<float> U = v.filters(f);  // [positions, outs, ins]
+  const int positions = t.positions();
   const int64_t tiles = t.count(), per_block = block_tiles(t);
   const int64_t blocks = (tiles + per_block - 1) / per_block;
-  // The 16 positions' planes sit one cache line apart in the cache's sets: with power-of-two
-  // strides the transforms' 16 streams would all fall into one set (4K aliasing, 3x slower).
+  // The positions' planes sit one cache line apart in the cache's sets: with power-of-two
+  // strides the transforms' streams would all fall into one set (4K aliasing, 3x slower).
   const int64_t v_step = t.ins * per_block + 16, m_step = t.outs * per_block + 16;
 #pragma omp parallel for schedule(static)
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const int64_t first = blk * per_block, count = std::min(per_block, tiles - first);
-    float* V = thread_buffer(0, static_cast<size_t>(kPositions * v_step));  // [16, ins, block] (+ a skew)
-    float* M = thread_buffer(1, static_cast<size_t>(kPositions * m_step));  // [16, outs, block] (+ a skew)
+    float* V = thread_buffer(0, static_cast<size_t>(positions * v_step));  // [positions, ins, block] (+ a skew)
+    float* M = thread_buffer(1, static_cast<size_t>(positions * m_step));  // [positions, outs, block] (+ a skew)
     Run runs[kMaxBlock];
     const int64_t n_runs = runs_of(t, first, count, runs);
-    transform_inputs(t, x, runs, n_runs, per_block, v_step, V);
-    for (int p = 0; p < kPositions; ++p)  // M[p] [outs, count] = U[p] [outs, ins] · V[p] [ins, count]
+    v.inputs(t, x, runs, n_runs, per_block, v_step, V);
+    for (int p = 0; p < positions; ++p)  // M[p] [outs, count] = U[p] [outs, ins] · V[p] [ins, count]
       gemm<float>(t.outs, count, t.ins, U.data() + p * t.outs * t.ins, t.ins, 1, V + p * v_step, per_block, 1,
                   M + p * m_step, per_block, false);
-    transform_outputs(t, M, bias, runs, n_runs, per_block, m_step, y);
+    v.outputs(t, M, bias, runs, n_runs, per_block, m_step, y);
   }
 }
 
-Tiling tiling_of(int64_t batch, int64_t ins, int64_t outs, int64_t height, int64_t width, int64_t pad) {
-  Tiling t{batch, ins, outs, height, width, pad, height + 2 * pad - 2, width + 2 * pad - 2, 0, 0};
-  t.tiles_h = (t.out_h + 1) / 2;
-  t.tiles_w = (t.out_w + 1) / 2;
+Tiling tiling_of(int64_t batch, int64_t ins, int64_t outs, int64_t height, int64_t width, int64_t pad, int64_t m) {
+  Tiling t{batch, ins, outs, height, width, pad, height + 2 * pad - 2, width + 2 * pad - 2, m, 0, 0};
+  t.tiles_h = (t.out_h + m - 1) / m;
+  t.tiles_w = (t.out_w + m - 1) / m;
   return t;
+}
+
+const Variant kF2{2, transform_filters_f2, transform_inputs_f2, transform_outputs_f2};
+const Variant kF4{4, transform_filters_f4, transform_inputs_f4, transform_outputs_f4};
+
+void forward(const Variant& v, const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y) {
+  SM_CHECK(winograd_f2_applies(g), "Winograd F(m×m, 3×3) needs a 3x3 stride-1 convolution with padding 0-2");
+  convolve(v, tiling_of(g.batch, g.in_channels, g.out_channels, g.height, g.width, g.padding, v.m),
+           Filter{w, g.out_channels, g.in_channels, false}, x, bias, y);
+}
+
+void backward_data(const Variant& v, const Conv2dGeometry& g, const float* dy, const float* w, float* dx) {
+  SM_CHECK(winograd_f2_applies(g), "Winograd F(m×m, 3×3) needs a 3x3 stride-1 convolution with padding 0-2");
+  convolve(v, tiling_of(g.batch, g.out_channels, g.in_channels, g.out_height(), g.out_width(), 2 - g.padding, v.m),
+           Filter{w, g.in_channels, g.out_channels, true}, dy, nullptr, dx);
 }
 
 }  // namespace
@@ -223,15 +364,19 @@ bool winograd_f2_applies(const Conv2dGeometry& g) {
 }
 
 void conv2d_forward_winograd_f2(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y) {
-  SM_CHECK(winograd_f2_applies(g), "Winograd F(2x2,3x3) needs a 3x3 stride-1 convolution with padding 0-2");
-  convolve(tiling_of(g.batch, g.in_channels, g.out_channels, g.height, g.width, g.padding),
-           Filter{w, g.out_channels, g.in_channels, false}, x, bias, y);
+  forward(kF2, g, x, w, bias, y);
 }
 
 void conv2d_backward_data_winograd_f2(const Conv2dGeometry& g, const float* dy, const float* w, float* dx) {
-  SM_CHECK(winograd_f2_applies(g), "Winograd F(2x2,3x3) needs a 3x3 stride-1 convolution with padding 0-2");
-  convolve(tiling_of(g.batch, g.out_channels, g.in_channels, g.out_height(), g.out_width(), 2 - g.padding),
-           Filter{w, g.in_channels, g.out_channels, true}, dy, nullptr, dx);
+  backward_data(kF2, g, dy, w, dx);
+}
+
+void conv2d_forward_winograd_f4(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y) {
+  forward(kF4, g, x, w, bias, y);
+}
+
+void conv2d_backward_data_winograd_f4(const Conv2dGeometry& g, const float* dy, const float* w, float* dx) {
+  backward_data(kF4, g, dy, w, dx);
 }
 
 }  // namespace sm::cpu

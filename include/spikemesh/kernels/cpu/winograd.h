@@ -1,6 +1,7 @@
-// winograd.h — own Winograd F(2×2, 3×3) convolution on the CPU (f32), for the dense 3×3
-// stride-1 passes on CPUs where oneDNN has no Winograd kernel (it has one only with
-// AVX-512). Same layouts and contracts as conv.h.
+// winograd.h — own Winograd F(2×2, 3×3) and F(4×4, 3×3) convolutions on the CPU (f32), for the
+// dense 3×3 stride-1 passes on CPUs where oneDNN has no Winograd kernel (it has one only with
+// AVX-512): F(2, 3) for the forward, F(4, 3) for the input gradient. Same layouts and
+// contracts as conv.h.
 //
 // Method (Lavin & Gray 2016): the output is cut into 2×2 tiles, each read as a 4×4 input
 // patch; U = G·g·Gᵀ per filter, V = Bᵀ·d·B per patch, then for each of the 16 transformed
@@ -24,5 +25,12 @@ void conv2d_forward_winograd_f2(const Conv2dGeometry& g, const float* x, const f
 // dx [batch, Cin, H, W] = ∂L/∂x given dy: the same kernel on dy with w rotated by 180° and its
 // channel axes swapped, padding 2 − pad. dx overwritten.
 void conv2d_backward_data_winograd_f2(const Conv2dGeometry& g, const float* dy, const float* w, float* dx);
+
+// The same with F(4×4, 3×3): 36 multiplies per 4×4 outputs per channel pair instead of 144
+// (F(2, 3): 64), cheaper transforms per output, but entries up to 8 in its transforms, so
+// about ten times F(2, 3)'s rounding — oneDNN's AVX-512 Winograd is this variant. Used for the
+// input gradient, whose result feeds no threshold.
+void conv2d_forward_winograd_f4(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y);
+void conv2d_backward_data_winograd_f4(const Conv2dGeometry& g, const float* dy, const float* w, float* dx);
 
 }  // namespace sm::cpu
