@@ -97,7 +97,8 @@ def parse_args(argv=None):
     ap.add_argument("--isa", choices=sorted(ISA_ENV), default="native",
                     help="instruction set every system may use: native (all the CPU has) | avx2 (AVX-512 off "
                          "for all alike: spikemesh's own kernels, oneDNN in both, PyTorch's kernels, "
-                         "torch.compile's generated code and MKL; an AVX2 machine's code paths on this CPU)")
+                         "torch.compile's generated code, MKL and OpenBLAS; an AVX2 machine's code paths on "
+                         "this CPU; the variables are in ISA_ENV and bench/README.md)")
     ap.add_argument("--spikemesh", default=os.path.join(REPO, "build", "bin", "spikemesh"))
     ap.add_argument("--out", default=os.path.join(REPO, "output", "bench"))
     args = ap.parse_args(argv)

@@ -109,6 +109,21 @@ struct SpikeBitmap {  // bits [batch, Hp, Wp, words]: bit c of pixel (h, w) = x[
   }
 };
 
+// The CSR lists of output rows [oh0, oh1) of sample n (spike_conv_sums.inc's tile_lists, in
+// the registers sum_pixels uses).
+void tile_lists(const Conv2dGeometry& g, const SpikeBitmap& bm, int64_t n, int64_t oh0, int64_t oh1, int32_t* first,
+                int32_t* offs) {
+  const uint64_t* bits = bm.pixel(n, 0, 0);
+#if SM_HAVE_AVX512_SUMS
+  if (avx512_kernels()) {
+    sums_avx512::tile_lists(bits, bm.wp, bm.words, g.kernel, g.stride, g.in_channels, oh0, oh1, g.out_width(), first,
+                            offs);
+    return;
+  }
+#endif
+  sums_avx2::tile_lists(bits, bm.wp, bm.words, g.kernel, g.stride, g.in_channels, oh0, oh1, g.out_width(), first, offs);
+}
+
 SpikeBitmap empty_bitmap(const Conv2dGeometry& g) {
   SpikeBitmap b;
   b.hp = g.height + 2 * g.padding;
@@ -262,18 +277,10 @@ void forward_tile(const Conv2dGeometry& g, const SpikeBitmap& bm, const BlockedR
                   const float* biasp, int64_t n, int64_t oh0, int64_t oh1, ForwardScratch& s, float* y) {
   const int64_t Wo = g.out_width(), Ho = g.out_height();
   const int64_t pixels = (oh1 - oh0) * Wo;
-  const int32_t* offs = s.offs;
-#if SM_HAVE_AVX512_SUMS
-  if (avx512_kernels())
-    sums_avx512::tile_lists(bm.pixel(n, 0, 0), bm.wp, bm.words, g.kernel, g.stride, g.in_channels, oh0, oh1, Wo,
-                            s.first, s.offs);
-  else
-#endif
-    sums_avx2::tile_lists(bm.pixel(n, 0, 0), bm.wp, bm.words, g.kernel, g.stride, g.in_channels, oh0, oh1, Wo,
-                          s.first, s.offs);
+  tile_lists(g, bm, n, oh0, oh1, s.first, s.offs);
   for (int64_t b0 = 0; b0 < coutp; b0 += kBlock) {
     const int64_t lanes = std::min(kBlock, coutp - b0);
-    sum_pixels(lanes, biasp + b0, 0, wt.block(b0), s.first, offs, pixels, s.tile, kBlock);
+    sum_pixels(lanes, biasp + b0, 0, wt.block(b0), s.first, s.offs, pixels, s.tile, kBlock);
     const int64_t channels = std::min(lanes, g.out_channels - b0);
     for (int64_t oh = oh0; oh < oh1; ++oh)
       store_tile(s.tile + (oh - oh0) * Wo * kBlock, kBlock, Wo, channels,
@@ -381,7 +388,6 @@ int64_t samples_per_chunk(const Conv2dGeometry& g, int64_t coutp) {
 }
 
 }  // namespace
-
 
 void set_spike_conv_weight_chunk_bytes(int64_t bytes) { g_chunk_bytes.store(std::max<int64_t>(bytes, 0)); }
 

@@ -62,7 +62,7 @@ struct Tiling {
   int positions() const { return static_cast<int>((m + 2) * (m + 2)); }
 };
 
-// Tiles per block: V [16, ins, block] and M [16, outs, block] together at most about 4 MB,
+// Tiles per block: V [positions, ins, block] and M [positions, outs, block] together at most about 4 MB,
 // and small enough that every thread gets about four blocks; a multiple of the GEMM's
 // 16-column micro-tile, 32–256. The rounding does not depend on it: each output sums the
 // same products in the same order whatever block its tile is in (the GEMM reduces every C
@@ -94,10 +94,6 @@ int64_t runs_of(const Tiling& t, int64_t first, int64_t count, Run* runs) {
   return n_runs;
 }
 
-// V[p][i][j] = (Bᵀ·d·B)[p] of input channel i's 4×4 patch of tile j (zero outside the plane),
-// Bᵀ = [1 0 −1 0; 0 1 1 0; 0 −1 1 0; 0 1 0 −1]; position p's plane starts at V + p·step, rows ld.
-// Per run and channel: the row combinations Bᵀ·d over the run's input columns, then the column
-// combinations of each tile from the even and odd columns.
 // The columns [col0, col0 + cols) of row `row` of a plane (height × width): in place where
 // they lie inside it, else copied into `scratch` with zeros outside the plane (lo, hi: the
 // part inside, relative to col0).
@@ -114,6 +110,10 @@ const float* input_row(const Tiling& t, const float* plane, int64_t row, int64_t
   return scratch;
 }
 
+// V[p][i][j] = (Bᵀ·d·B)[p] of input channel i's 4×4 patch of tile j (zero outside the plane),
+// Bᵀ = [1 0 −1 0; 0 1 1 0; 0 −1 1 0; 0 1 0 −1]; position p's plane starts at V + p·step, rows ld.
+// Per run and channel: the row combinations Bᵀ·d over the run's input columns, then the column
+// combinations of each tile from the even and odd columns.
 void transform_inputs_f2(const Tiling& t, const float* x, const Run* runs, int64_t n_runs, int64_t ld,
                          int64_t step, float* V) {
   constexpr int64_t kCols = 2 * kMaxBlock + 2;
