@@ -20,6 +20,7 @@
 #include "spikemesh/app/commands.h"
 #include "spikemesh/comm/comm.h"
 #include "spikemesh/comm/reachability.h"
+#include "spikemesh/core/crash_report.h"
 #include "spikemesh/core/error.h"
 #include "spikemesh/core/io_retry.h"
 #include "spikemesh/core/log.h"
@@ -213,6 +214,7 @@ int main(int argc, char** argv) {
   MPI_Get_processor_name(host, &host_len);
   env.host.assign(host, static_cast<size_t>(host_len));
   sm::set_process_identity(env.rank, env.host);
+  sm::install_crash_report(sm::where_am_i().c_str());  // after MPI_Init: its handler runs after ours
   sm::log_set_rank(env.rank);
   preset_comm_timeout(argc, argv);
   sm::check_ring_reachable(MPI_COMM_WORLD);

@@ -26,7 +26,9 @@ job_field() { vc scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s
 job_report() {
   echo "       $(vc squeue -h -j "$1" -o '%i %T %r %N' 2>/dev/null)"
   vc sinfo -N -h -o '       %N %T %E' 2>/dev/null
-  [ -f "slurm-$1.out" ] && tail -n 8 "slurm-$1.out" | sed 's/^/       out: /'
+  # the output's last progress line (they overwrite each other with \r), then what else it said
+  [ -f "slurm-$1.out" ] && { tr '\r' '\n' <"slurm-$1.out" | grep '^epoch' | tail -n 1
+                             tr '\r' '\n' <"slurm-$1.out" | grep -v '^epoch' | grep -v '^ *$' | tail -n 40; } | sed 's/^/       out: /'
 }
 # wait_job ID SECONDS: 0 when the job COMPLETED with 0:0; 1 when it ended otherwise or the
 # time ran out (then it is cancelled), printing its state, reason and output.
