@@ -214,20 +214,21 @@ struct TimedSteps {
 };
 
 // Warm-up then timed steps on the fixed batch (collective over the layout's groups).
-// memopt's search (levels 2-4, a budget): the first (warm-up) step measured, the search from
-// it on this batch; then what every unit runs. Returns the steps of the loop that ran (1: the
-// first warm-up; with no warm-up the observed step is an extra one). Collective over the
-// layout's groups.
+// memopt's search (levels 2-4, a budget): the second (warm-up) step measured (the first creates
+// the optimizer's state and the kernels' first-call caches), the search from it on this batch;
+// then what every unit runs. Returns the warm-up steps of the loop that ran (up to 2; steps
+// beyond --warmup are extra ones). Collective over the layout's groups.
 int64_t search_memopt(const BenchOptions& o, const AppEnv& env, Layout& layout, CudaGraphStep& graphs, RunParts& parts,
                       const std::vector<MicroBatch>& micro, MemoptSearchResult& result) {
   int64_t ran = 0;
   if (memopt_search_needed(layout)) {
     Ctx ctx;
     ctx.seed = o.seed;
+    graphs.step(layout, *parts.optimizer, micro, ctx, StepOptions{0.0, &parts.scaler});
     MemoptStepObserver observer(layout);
     graphs.step(layout, *parts.optimizer, micro, ctx, StepOptions{0.0, &parts.scaler});
     const MemoptTrial observed = observer.finish();
-    ran = o.warmup > 0 ? 1 : 0;
+    ran = std::min<int64_t>(o.warmup, 2);
     result = optimize_memopt(layout, micro, ctx, &observed);
     if (env.rank == 0) {
       std::printf("memopt search: %d trial steps, %.0f ms, peak %.1f MB\n", result.trial_steps, result.optimize_ms,

@@ -332,12 +332,15 @@ StepReport TrainingRun::train_step(const Batch& b, Timer& wait) {
   Allocator& alloc = allocator_for(parts_.device);  // this step's peak, then the run's again
   const size_t run_peak = alloc.peak_bytes();
   alloc.reset_peak();
-  // memopt levels 2-4 / a budget: the first step is measured and the search starts from it
+  // memopt levels 2-4 / a budget: the search starts from a measured step, this process's second
+  // (its first creates the optimizer's state and the kernels' first-call caches while it runs,
+  // which no single figure can add to its segments' measures), or its first when that is the last
+  const bool settle_memopt = !memopt_done_ && (st_.step > first_step_ || st_.step + 1 >= plan_.total_steps);
   std::unique_ptr<MemoptStepObserver> observer;
-  if (!memopt_done_ && memopt_search_needed(layout)) observer = std::make_unique<MemoptStepObserver>(layout);
+  if (settle_memopt && memopt_search_needed(layout)) observer = std::make_unique<MemoptStepObserver>(layout);
   rep.r = graphs_->step(layout, *parts_.optimizer, micro, ctx, StepOptions{cfg_.clip_grad_norm, &parts_.scaler});
   rep.step_peak_mb = alloc.peak_bytes() / 1048576.0;
-  if (!memopt_done_) {
+  if (settle_memopt) {
     memopt_done_ = true;
     const MemoptTrial observed = observer ? observer->finish() : MemoptTrial{};
     search_memopt(micro, ctx, observer ? &observed : nullptr);

@@ -119,9 +119,10 @@ MemRun train(const Case& c, int level, DType dt, int steps, bool split_wgrad = f
       micro.push_back(batch_of(*m, s * accum + k, c.batch, dt));
       micro.back().sample_offset = k * c.batch;
     }
-    // levels 2-4 / a budget: the first step measured, the search from it on its batch, as train runs it
+    // levels 2-4 / a budget: the second step measured (the first when it is the only one), the
+    // search from it on its batch, as train runs it
     std::unique_ptr<MemoptStepObserver> observer;
-    if (searched && s == 0) observer = std::make_unique<MemoptStepObserver>(layout);
+    if (searched && s == std::min(1, steps - 1)) observer = std::make_unique<MemoptStepObserver>(layout);
     r.losses.push_back(train_step(layout, *opt, micro, ctx, StepOptions{}).loss);
     if (observer) {
       const MemoptTrial observed = observer->finish();
@@ -344,7 +345,7 @@ TEST(Memopt, Level4SearchKeepsTheTrajectory) {
 TEST(Memopt, Level2SplitsThePeakSegmentAndLowersThePeak) {
   const Case c{"spikformer_cifar", {"E=32", "heads=2", "depth=2", "in_channels=3", "num_classes=10"}, 4, 8, 0.0, 32};
   MemoptSearchResult r;
-  const MemRun l1 = train(c, 1, DType::F32, 2), l2 = train(c, 2, DType::F32, 2, false, 1, {}, &r);
+  const MemRun l1 = train(c, 1, DType::F32, 2), l2 = train(c, 2, DType::F32, 3, false, 1, {}, &r);  // searched after step 2
   bool split = false;
   for (const MemoptSegmentReport& g : r.segments) split = split || g.choice.find("n/") != std::string::npos;
   EXPECT_TRUE(split) << "level 2 split no segment";
@@ -370,11 +371,11 @@ TEST(Memopt, BudgetStopsAtTheFirstConfigurationUnderIt) {
 TEST(Memopt, BudgetBetweenLevel1AndTheSmallestPeakIsMetInTwoTrials) {
   const Case c{"spikformer_cifar", {"E=32", "heads=2", "depth=2", "in_channels=3", "num_classes=10"}, 4, 8, 0.0, 32};
   MemoptSearchResult l2;
-  const MemRun l1 = train(c, 1, DType::F32, 2), split = train(c, 2, DType::F32, 2, false, 1, {}, &l2);
+  const MemRun l1 = train(c, 1, DType::F32, 2), split = train(c, 2, DType::F32, 3, false, 1, {}, &l2);
   ASSERT_LT(split.peak_bytes, l1.peak_bytes);
   const double budget = (0.4 * l1.peak_bytes + 0.6 * split.peak_bytes) / 1048576.0;
   MemoptSearchResult r;
-  train(c, 1, DType::F32, 2, false, 1, {}, &r, budget);
+  train(c, 1, DType::F32, 3, false, 1, {}, &r, budget);
   EXPECT_LE(r.trial_steps, 2);
   EXPECT_LE(r.peak_mb, budget);
   for (const std::string& l : r.log) std::printf("[ info     ] budget %.2f MB: %s\n", budget, l.c_str());

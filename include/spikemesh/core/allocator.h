@@ -2,6 +2,7 @@
 // Invariant: current_bytes() counts bytes handed out and not yet returned (not the cache);
 // peak_bytes() is the maximum of current_bytes() since the last reset_peak().
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <map>
 #include <mutex>
@@ -18,17 +19,21 @@ class Allocator {
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* p, size_t bytes) = 0;
   virtual void release_cache() = 0;
-  size_t current_bytes() const { return current_; }
-  size_t peak_bytes() const { return peak_; }
-  size_t cached_bytes() const { return cached_; }
-  void reset_peak() { peak_ = current_; }
+  size_t current_bytes() const { return current_.load(std::memory_order_relaxed); }
+  size_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
+  size_t cached_bytes() const { return cached_.load(std::memory_order_relaxed); }
+  void reset_peak() { peak_.store(current_bytes(), std::memory_order_relaxed); }
   // peak_bytes() at least `p` (a caller that measured a region with reset_peak puts back the
   // larger peak it had seen before).
-  void raise_peak(size_t p) { if (p > peak_) peak_ = p; }
+  void raise_peak(size_t p) {
+    size_t seen = peak_bytes();
+    while (p > seen && !peak_.compare_exchange_weak(seen, p, std::memory_order_relaxed)) {
+    }
+  }
 
  protected:
-  void on_alloc(size_t b) { current_ += b; if (current_ > peak_) peak_ = current_; }
-  void on_free(size_t b) { current_ -= b; }
+  void on_alloc(size_t b) { raise_peak(current_.fetch_add(b, std::memory_order_relaxed) + b); }
+  void on_free(size_t b) { current_.fetch_sub(b, std::memory_order_relaxed); }
   // Caches of size class -> blocks (the caller holds the lock guarding `cache`):
   // take_cached() hands out a cached block of class sz (nullptr when there is none);
   // put_cached() takes a returned block of class sz back into the cache.
@@ -46,7 +51,9 @@ class Allocator {
     cached_ += sz;
     on_free(sz);
   }
-  size_t current_ = 0, peak_ = 0, cached_ = 0;
+  // Atomic: the allocating threads hold the allocator's lock, but the HDF5 thread allocates
+  // while the main thread reads and resets the peak.
+  std::atomic<size_t> current_{0}, peak_{0}, cached_{0};
 };
 
 // Host memory, 64-byte aligned, sizes rounded to classes (round_size): blocks below
