@@ -403,7 +403,7 @@ std::string checkpoint_path(const std::string& dir, int64_t step) {
 
 // Collective over `group` (nullptr: alone); see io/checkpoint.h.
 std::string write_checkpoint(Comm* group, const std::string& dir, const std::vector<TensorShard>& shards,
-                             const CheckpointMeta& meta, int keep, bool independent_io) {
+                             const CheckpointMeta& meta, int keep, bool independent_io, const ConcurrentWindow* window) {
   const Group g{group};
   // 1. Arguments: locally sane, identical tensor lists everywhere, boxes tiling every tensor.
   const std::vector<TensorPlan> plans = check_shard_lists(g, shards, dir, meta, keep);
@@ -414,8 +414,16 @@ std::string write_checkpoint(Comm* group, const std::string& dir, const std::vec
   try {
     H5File f;
     create_file(g, t, plans, f);
+    if (window) window->open();
     hdf5_yield();
-    const std::vector<int64_t> crcs = write_tensors(g, f, plans, shards, independent_io);
+    std::vector<int64_t> crcs;
+    try {
+      crcs = write_tensors(g, f, plans, shards, independent_io);
+    } catch (...) {
+      if (window) window->close();  // the file's close on the way out is collective too
+      throw;
+    }
+    if (window) window->close();
     finish_file(g, t, plans, crcs, meta, f);
   } catch (const Error& e) {
     // Every rank is here (errors were agreed); H5File destructors have closed the file.

@@ -243,6 +243,14 @@ std::shared_ptr<Hdf5Job> hdf5_background(std::function<void()> job, double idle_
   return j;
 }
 
+bool hdf5_collective_posted() {
+  State* s = live_state();
+  if (!s) return false;
+  std::lock_guard<std::mutex> l(s->m);
+  return std::any_of(s->queue.begin(), s->queue.end(),
+                     [](const Entry& e) { return !e.job && e.kind == Hdf5Task::Collective; });
+}
+
 void hdf5_yield() {
   State* s = live_state();
   if (!s || std::this_thread::get_id() != s->thread.get_id()) return;

@@ -4,9 +4,11 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <filesystem>
 #include <iomanip>
 #include <sstream>
+#include <thread>
 
 #include "spikemesh/comm/agree.h"
 #include "spikemesh/comm/comm.h"
@@ -67,6 +69,7 @@ CheckpointWriter::CheckpointWriter(CheckpointManager& mgr, Comm* group, bool asy
 
 CheckpointWriter::~CheckpointWriter() {
   if (!job_) return;
+  release_window();
   try {
     job_->wait();
   } catch (const std::exception&) {  // unwinding an error already: this one was agreed with it
@@ -74,12 +77,53 @@ CheckpointWriter::~CheckpointWriter() {
 }
 
 // Collective over `comm` (nullptr alone), on the HDF5 thread: the write with its retries.
-std::string CheckpointWriter::write_now(const CheckpointSnapshot& snap, Comm* comm) {
+std::string CheckpointWriter::write_now(const CheckpointSnapshot& snap, Comm* comm, const ConcurrentWindow* window) {
   std::string path;
   with_io_retries(
       "writing the checkpoint of step " + std::to_string(snap.meta.state.step),
-      [&] { path = mgr_.write(comm, snap, async_); }, write_error_is_retryable, {}, report_, &policy_);
+      [&] { path = mgr_.write(comm, snap, async_, window); }, write_error_is_retryable, {}, report_, &policy_);
   return path;
+}
+
+// On the HDF5 thread. open: the file exists (the poster may go on). close: waits until the
+// poster holds still (release_window) or posts a Collective task (it then waits for that),
+// serving batch reads and metrics rows meanwhile. A retried write opens and closes again; a
+// poster that holds still does so until the write ends.
+ConcurrentWindow CheckpointWriter::window_calls() {
+  Window* w = window_.get();
+  ConcurrentWindow c;
+  c.open = [w] {
+    std::lock_guard<std::mutex> l(w->m);
+    w->open = true, w->closing = false;
+    w->cv.notify_all();
+  };
+  c.close = [w] {
+    {
+      std::lock_guard<std::mutex> l(w->m);
+      w->closing = true;
+    }
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> l(w->m);
+        if (w->released) break;
+      }
+      if (hdf5_collective_posted()) break;
+      hdf5_yield();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  return c;
+}
+
+void CheckpointWriter::release_window() {
+  std::lock_guard<std::mutex> l(window_->m);
+  window_->released = true;
+}
+
+bool CheckpointWriter::window_waiting() const {
+  if (!job_ || !own_) return false;
+  std::lock_guard<std::mutex> l(window_->m);
+  return window_->closing && !window_->released;
 }
 
 void CheckpointWriter::log_done(const std::string& path, double write_s, double stall_s, bool background) {
@@ -119,12 +163,22 @@ void CheckpointWriter::save(TrainState& st, const LossScaler& scaler) {
   agree_on_error(group_, [&] { *snap = mgr_.snapshot(st, scaler, true, &staging_); });  // device → host copies
   job_step_ = st.step;
   Comm* comm = own_.get();
+  {  // a fresh window for this write (with a group: alone the write makes no MPI call)
+    std::lock_guard<std::mutex> l(window_->m);
+    window_->open = window_->closing = window_->released = false;
+  }
+  const ConcurrentWindow w = comm ? window_calls() : ConcurrentWindow{};
   job_ = hdf5_background(
-      [this, snap, comm]() mutable {
-        job_path_ = write_now(*snap, comm);
+      [this, snap, comm, w]() mutable {
+        job_path_ = write_now(*snap, comm, comm ? &w : nullptr);
         snap.reset();  // the staging copies stay (staging_) for the next checkpoint
       },
       kBackgroundIdlePerBusy);
+  if (comm) {  // the file's creation waits inside MPI: this thread holds still until it exists
+    std::unique_lock<std::mutex> l(window_->m);
+    while (!window_->cv.wait_for(l, std::chrono::milliseconds(1), [&] { return window_->open; }) && !job_->done()) {
+    }
+  }
   job_stall_s_ = stall.ms() / 1000.0;
 }
 
@@ -139,6 +193,7 @@ void CheckpointWriter::poll() {
 void CheckpointWriter::wait() {
   if (!async_) return;
   const std::shared_ptr<Hdf5Job> job = std::move(job_);  // null where poll() saw it end already
+  release_window();  // this thread holds still from here until the write has ended
   // Collective over the group whatever this rank's job state: the write's errors are agreed
   // inside it, and whatever failed on one rank alone outside that agreement reaches every rank.
   agree_on_error(group_, [&] {

@@ -180,8 +180,9 @@ CheckpointSnapshot CheckpointManager::snapshot(TrainState& st, const LossScaler&
   return snap;
 }
 
-std::string CheckpointManager::write(Comm* group, const CheckpointSnapshot& snap, bool independent_io) {
-  return write_checkpoint(group, dir_, snap.shards, snap.meta, keep_, independent_io);
+std::string CheckpointManager::write(Comm* group, const CheckpointSnapshot& snap, bool independent_io,
+                                     const ConcurrentWindow* window) {
+  return write_checkpoint(group, dir_, snap.shards, snap.meta, keep_, independent_io, window);
 }
 
 namespace {

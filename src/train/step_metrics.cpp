@@ -23,14 +23,15 @@ void reduce_step_report(Comm* comm, StepReport& p) {
   for (size_t i = 0; i < p.firing_rate.size(); ++i) p.firing_rate[i] = s[3 + i] / n;
   std::vector<double> m{p.step_ms, r.forward_ms, r.backward_ms, r.optimizer_ms, r.reset_ms, p.wait_ms,
                         p.load_ms, p.peak_mb, p.rss_mb, p.comm_ms, p.comm_mb, p.stop ? 1.0 : 0.0, p.step_peak_mb,
-                        p.rss_now_mb, p.open_fds, p.threads, p.ckpt_writing ? 1.0 : 0.0, p.ckpt_failed ? 1.0 : 0.0};
+                        p.rss_now_mb, p.open_fds, p.threads, p.ckpt_writing ? 1.0 : 0.0, p.ckpt_failed ? 1.0 : 0.0,
+                        p.ckpt_window_open ? 1.0 : 0.0};
   all_reduce_doubles(*comm, m, ReduceOp::Max);
   p.step_ms = m[0], r.forward_ms = m[1], r.backward_ms = m[2], r.optimizer_ms = m[3], r.reset_ms = m[4];
   p.wait_ms = m[5], p.load_ms = m[6], p.peak_mb = m[7], p.rss_mb = m[8], p.comm_ms = m[9], p.comm_mb = m[10];
   p.stop = m[11] > 0;
   p.step_peak_mb = m[12];
   p.rss_now_mb = m[13], p.open_fds = m[14], p.threads = m[15];
-  p.ckpt_writing = m[16] > 0, p.ckpt_failed = m[17] > 0;
+  p.ckpt_writing = m[16] > 0, p.ckpt_failed = m[17] > 0, p.ckpt_window_open = m[18] > 0;
 }
 
 std::map<std::string, double> step_row(const StepReport& p, int64_t step, int64_t epoch, double lr, bool distributed) {

@@ -374,6 +374,7 @@ void TrainingRun::record_step(StepReport& rep, int64_t epoch, double lr) {
   rep.comm_mb = static_cast<double>(now.total_bus_bytes() - comm_before_.total_bus_bytes()) / 1048576.0;
   rep.stop = stop_signal() != 0;
   rep.ckpt_failed = writer_->failed();
+  rep.ckpt_window_open = writer_->in_flight() && !writer_->window_waiting();
   if (!layout.counts_in_metrics()) rep.r.count = rep.r.correct = 0;  // tp peers: tp rank 0 counts
   reduce_step_report(layout.groups().metrics_comm(), rep);  // collective: every rank agrees on the stop too
   if (cfg_.parallel.check_replicas > 0 && st_.step % cfg_.parallel.check_replicas == 0)
@@ -429,6 +430,8 @@ bool TrainingRun::run_epoch() {
       }
       record_step(rep, epoch, lr);
       if (rep.ckpt_failed) wait_for_checkpoint();  // every rank: rethrows the write's error
+      // every rank's background write waits to finish (its collective close): hold still while it does
+      if (writer_->in_flight() && !rep.ckpt_window_open) wait_for_checkpoint();
       writer_->poll();                             // a background write that ended: its log line
       stop = rep.stop;
       if (stop || limit_reached()) break;

@@ -30,6 +30,7 @@
 // Model and Optimizer in one process (save_model_checkpoint / load_model_checkpoint),
 // train/model_checkpoint.h.
 #pragma once
+#include <functional>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -98,8 +99,19 @@ std::string checkpoint_path(const std::string& dir, int64_t step);  // <dir>/ckp
 // `independent_io` (a write in the background, where every synchronisation of the ranks costs a
 // wait on a busy thread): the tensors' data are written with independent MPI-IO, each rank its
 // own boxes with no collective between them, and their outcome agreed once; the file is the same.
+// `window` (a background write): its `open` is called once the file and its datasets exist, its
+// `close` before the attributes and the file's close. Between them the write makes no MPI call
+// that blocks inside the MPI library (its data are independent writes, its agreements poll), so
+// the thread that posted it may communicate meanwhile; outside them HDF5's collective calls wait
+// inside MPI, and another thread's MPI progress must not complete those waits (Open MPI keeps a
+// wait's synchronisation object on the waiting thread's stack), so the poster holds still then
+// (train/checkpoint_writer.h).
+struct ConcurrentWindow {
+  std::function<void()> open, close;
+};
 std::string write_checkpoint(Comm* group, const std::string& dir, const std::vector<TensorShard>& shards,
-                             const CheckpointMeta& meta, int keep, bool independent_io = false);
+                             const CheckpointMeta& meta, int keep, bool independent_io = false,
+                             const ConcurrentWindow* window = nullptr);
 
 // Collective over `group` (nullptr: alone). Fills each shard's data with the elements of its
 // box of the logical tensor at shard.path (boxes may overlap, within and across ranks).

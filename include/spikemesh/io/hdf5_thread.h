@@ -82,4 +82,8 @@ std::shared_ptr<Hdf5Job> hdf5_background(std::function<void()> job, double idle_
 // many milliseconds at each of its yields), to catch it in flight.
 void hdf5_yield();
 
+// Whether a Collective task is waiting for the HDF5 thread (false without one). Its poster
+// waits for it and makes no MPI call meanwhile; every rank posts it at the same point.
+bool hdf5_collective_posted();
+
 }  // namespace sm

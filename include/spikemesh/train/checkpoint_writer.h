@@ -10,10 +10,17 @@
 //  * the ranks start, wait for and give up on the same writes at the same steps (the caller
 //    agrees on failed() at a step boundary), and a write's errors are agreed inside it, so a
 //    failed background write ends the run on every rank with one message;
-//  * transient write errors are retried as io_retry.h says, with one policy on every rank.
+//  * transient write errors are retried as io_retry.h says, with one policy on every rank;
+//  * the poster's thread makes no MPI call while the write is outside its concurrent window
+//    (io/checkpoint.h ConcurrentWindow): save() returns once the file exists, and the write
+//    then waits, before its attributes and close, until every rank's poster holds still in
+//    wait() (the trainer calls it at the first step boundary where every rank's write is
+//    waiting: window_waiting() agreed over the ranks).
 #pragma once
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -59,6 +66,9 @@ class CheckpointWriter {
   void save(TrainState& st, const LossScaler& scaler);
   bool in_flight() const { return job_ != nullptr; }
   bool failed() const;  // the write in flight ended with an error (local; agree on it)
+  // The background write in flight waits at the end of its concurrent window (local). The
+  // ranks agree on it and, once every rank's does, call wait(): the write then finishes.
+  bool window_waiting() const;
   // Local, non-blocking: logs a background write that ended well since the last call.
   void poll();
   // Blocks until the write in flight has ended and logs it; rethrows its error, agreed:
@@ -68,7 +78,7 @@ class CheckpointWriter {
   const std::string& last_path() const { return last_path_; }
 
  private:
-  std::string write_now(const CheckpointSnapshot& snap, Comm* comm);
+  std::string write_now(const CheckpointSnapshot& snap, Comm* comm, const ConcurrentWindow* window = nullptr);
   void log_done(const std::string& path, double write_s, double stall_s, bool background);
 
   CheckpointManager& mgr_;
@@ -83,6 +93,16 @@ class CheckpointWriter {
   int64_t job_step_ = 0;
   double job_stall_s_ = 0;
   std::string job_path_, last_path_;
+  // The concurrent window of the write in flight (written by the HDF5 thread, read by the poster).
+  struct Window {
+    std::mutex m;
+    std::condition_variable cv;
+    bool open = false, closing = false;  // the write is inside it / waits at its end
+    bool released = false;                // the poster holds still: the write may end
+  };
+  std::unique_ptr<Window> window_ = std::make_unique<Window>();
+  ConcurrentWindow window_calls();  // its open and close, for write_checkpoint
+  void release_window();
 };
 
 }  // namespace sm

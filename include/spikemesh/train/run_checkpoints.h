@@ -72,7 +72,8 @@ class CheckpointManager {
                               std::vector<Tensor>* staging = nullptr);
   // Writes a snapshot as save() does. Collective over `group`: the layout's checkpoint group
   // or a duplicate of it (the same ranks in the same order). `independent_io`: io/checkpoint.h.
-  std::string write(Comm* group, const CheckpointSnapshot& snap, bool independent_io = false);
+  std::string write(Comm* group, const CheckpointSnapshot& snap, bool independent_io = false,
+                    const ConcurrentWindow* window = nullptr);
   // HDF5 work of latest/load/load_weights runs through hdf5_call (io/hdf5_thread.h), the rest on
   // the caller's thread. Loads `path` into the layout's storage and the optimizer, rebuilds replicas, sets the
   // optimizer's step count and the scaler; returns the file's info. Collective over the

@@ -22,6 +22,7 @@ struct StepReport {
   bool stop = false;                     // a stop signal arrived (after reduce: on any rank)
   bool ckpt_writing = false;             // a checkpoint was being written in the background (any rank)
   bool ckpt_failed = false;              // that write ended with an error (after reduce: on any rank)
+  bool ckpt_window_open = false;         // that write is not yet waiting to finish (after reduce: on any rank)
   std::vector<double> firing_rate;       // per neuron layer
   std::vector<std::string> layer_names;
 };
