@@ -90,7 +90,7 @@ std::string CheckpointWriter::write_now(const CheckpointSnapshot& snap, Comm* co
 // serving batch reads and metrics rows meanwhile. A retried write opens and closes again; a
 // poster that holds still does so until the write ends.
 ConcurrentWindow CheckpointWriter::window_calls() {
-  Window* w = window_.get();
+  Window* w = &window_;
   ConcurrentWindow c;
   c.open = [w] {
     std::lock_guard<std::mutex> l(w->m);
@@ -116,14 +116,14 @@ ConcurrentWindow CheckpointWriter::window_calls() {
 }
 
 void CheckpointWriter::release_window() {
-  std::lock_guard<std::mutex> l(window_->m);
-  window_->released = true;
+  std::lock_guard<std::mutex> l(window_.m);
+  window_.released = true;
 }
 
 bool CheckpointWriter::window_waiting() const {
   if (!job_ || !own_) return false;
-  std::lock_guard<std::mutex> l(window_->m);
-  return window_->closing && !window_->released;
+  std::lock_guard<std::mutex> l(window_.m);
+  return window_.closing && !window_.released;
 }
 
 void CheckpointWriter::log_done(const std::string& path, double write_s, double stall_s, bool background) {
@@ -164,8 +164,8 @@ void CheckpointWriter::save(TrainState& st, const LossScaler& scaler) {
   job_step_ = st.step;
   Comm* comm = own_.get();
   {  // a fresh window for this write (with a group: alone the write makes no MPI call)
-    std::lock_guard<std::mutex> l(window_->m);
-    window_->open = window_->closing = window_->released = false;
+    std::lock_guard<std::mutex> l(window_.m);
+    window_.open = window_.closing = window_.released = false;
   }
   const ConcurrentWindow w = comm ? window_calls() : ConcurrentWindow{};
   job_ = hdf5_background(
@@ -175,8 +175,8 @@ void CheckpointWriter::save(TrainState& st, const LossScaler& scaler) {
       },
       kBackgroundIdlePerBusy);
   if (comm) {  // the file's creation waits inside MPI: this thread holds still until it exists
-    std::unique_lock<std::mutex> l(window_->m);
-    while (!window_->cv.wait_for(l, std::chrono::milliseconds(1), [&] { return window_->open; }) && !job_->done()) {
+    std::unique_lock<std::mutex> l(window_.m);
+    while (!window_.cv.wait_for(l, std::chrono::milliseconds(1), [&] { return window_.open; }) && !job_->done()) {
     }
   }
   job_stall_s_ = stall.ms() / 1000.0;

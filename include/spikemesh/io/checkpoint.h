@@ -30,8 +30,8 @@
 // Model and Optimizer in one process (save_model_checkpoint / load_model_checkpoint),
 // train/model_checkpoint.h.
 #pragma once
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 

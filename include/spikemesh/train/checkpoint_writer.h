@@ -95,12 +95,12 @@ class CheckpointWriter {
   std::string job_path_, last_path_;
   // The concurrent window of the write in flight (written by the HDF5 thread, read by the poster).
   struct Window {
-    std::mutex m;
+    mutable std::mutex m;
     std::condition_variable cv;
     bool open = false, closing = false;  // the write is inside it / waits at its end
     bool released = false;                // the poster holds still: the write may end
   };
-  std::unique_ptr<Window> window_ = std::make_unique<Window>();
+  Window window_;
   ConcurrentWindow window_calls();  // its open and close, for write_checkpoint
   void release_window();
 };
