@@ -188,12 +188,12 @@ void run_winograd_sweep(const std::vector<std::string>& shapes, int64_t batch, i
         wino = cell(time([&] { cpu::conv2d_forward_winograd_dnnl(g, x.data(), w.data(), nullptr, y.data()); },
                          [&] { cpu::conv2d_backward_data_winograd_dnnl(g, dy.data(), w.data(), dx.data()); },
                          [&] { cpu::conv2d_backward_weights_winograd_dnnl(g, x.data(), dy.data(), dw.data(), nullptr); }));
-      if (pass < 2) {  // the own Winograd kernels have no weight gradient
-        own = cell(time([&] { cpu::conv2d_forward_winograd_f2(g, x.data(), w.data(), nullptr, y.data()); },
-                        [&] { cpu::conv2d_backward_data_winograd_f2(g, dy.data(), w.data(), dx.data()); }, [] {}));
-        own4 = cell(time([&] { cpu::conv2d_forward_winograd_f4(g, x.data(), w.data(), nullptr, y.data()); },
-                         [&] { cpu::conv2d_backward_data_winograd_f4(g, dy.data(), w.data(), dx.data()); }, [] {}));
-      }
+      own = cell(time([&] { cpu::conv2d_forward_winograd_f2(g, x.data(), w.data(), nullptr, y.data()); },
+                      [&] { cpu::conv2d_backward_data_winograd_f2(g, dy.data(), w.data(), dx.data()); },
+                      [&] { cpu::conv2d_backward_weights_winograd_f2(g, x.data(), dy.data(), dw.data(), nullptr); }));
+      own4 = cell(time([&] { cpu::conv2d_forward_winograd_f4(g, x.data(), w.data(), nullptr, y.data()); },
+                       [&] { cpu::conv2d_backward_data_winograd_f4(g, dy.data(), w.data(), dx.data()); },
+                       [&] { cpu::conv2d_backward_weights_winograd_f4(g, x.data(), dy.data(), dw.data(), nullptr); }));
       if (pass != 1)  // the input gradient has no binary operand
         sparse = cell(time([&] { cpu::spike_conv2d_forward(g, spikes.data(), w.data(), nullptr, y.data()); }, [] {},
                            [&] { cpu::spike_conv2d_backward_weights(g, spikes.data(), dy.data(), dw.data(), nullptr); }));

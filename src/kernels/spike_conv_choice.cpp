@@ -89,12 +89,14 @@ void apply_winograd_env() {
 // for all three passes, 1.3× slower on 6×6), weights up to 512×512×3×3 (its transformed
 // weights, 4× the weight, live in the scratchpad; the calls run over chunks of samples, so
 // the VGG's peak RSS fell, 501 → 471 MB, when its 512-channel 12×12 layers joined).
-// The own F(2×2, 3×3) (forward and input gradient only) pays on CPUs without AVX-512 where the
-// transforms, whose cost grows with Cin + Cout, are small beside the 16 GEMMs (Cin·Cout): at
-// least 128 channels both sides, planes of at least 12×12 (`spikemesh bench --kernel winograd`
-// under ONEDNN_MAX_CPU_ISA=AVX2: 0.75–0.87 of oneDNN direct's time there, 0.91–1.03 at 64→128
-// and 1–5× at fewer channels; docs/results.md, "CPU convolution kernels"), weights up to 256×512×3×3
-// (transformed weights 16·Cin·Cout floats per call). "Where oneDNN has none" is a property of
+// The own F(4×4, 3×3) (input and weight gradients) pays on CPUs without AVX-512 from 64
+// channels both sides on planes of at least 12×12 (`spikemesh bench --kernel winograd` under
+// ONEDNN_MAX_CPU_ISA=AVX2, batch·T 40, 2 threads: 0.56–0.70 of oneDNN direct's time for the
+// input gradient and 0.44–0.72 for the weight gradient on the VGG's 64→128 48×48 … 512→512
+// 12×12 layers; 1.2–1.7× slower on 6×6, and slower below 64 channels, where the transforms,
+// whose cost grows with Cin + Cout, outweigh the 36 GEMMs, whose cost grows with Cin·Cout;
+// docs/results.md, "CPU convolution kernels"), weights up to 512×512×3×3 (transformed weights
+// 36·Cin·Cout floats per call). "Where oneDNN has none" is a property of
 // the CPU, probed once on a shape its Winograd takes everywhere it exists (64→64, 24×24,
 // padding 1): a geometry oneDNN's Winograd refuses on an AVX-512 CPU runs direct, not ours.
 namespace {
@@ -109,18 +111,18 @@ bool onednn_has_winograd() {
 }
 }  // namespace
 
-WinogradKernel winograd_kernel(const cpu::Conv2dGeometry& g) {
+WinogradKernel winograd_kernel(const cpu::Conv2dGeometry& g, WinogradPass pass) {
   const WinogradChoice choice = winograd_choice();
   if (spike_conv_algo() != SpikeConvAlgo::Auto || choice == WinogradChoice::Off || !cpu::winograd_f2_applies(g))
     return WinogradKernel::None;
   const bool onednn_shape = g.in_channels >= 16 && g.out_channels >= 16 && g.in_channels * g.out_channels <= 512 * 512 &&
                             g.height >= 12 && g.width >= 12;
-  const bool own_shape = std::min(g.in_channels, g.out_channels) >= 128 &&
-                         g.in_channels * g.out_channels <= 256 * 512 && g.height >= 12 && g.width >= 12;
+  const bool own_shape = std::min(g.in_channels, g.out_channels) >= 64 &&
+                         g.in_channels * g.out_channels <= 512 * 512 && g.height >= 12 && g.width >= 12;
   if (choice == WinogradChoice::Own) return onednn_shape || own_shape ? WinogradKernel::Own : WinogradKernel::None;
   if (onednn_has_winograd()) return onednn_shape && cpu::conv2d_winograd_available(g) ? WinogradKernel::OneDnn
                                                                                       : WinogradKernel::None;
-  return own_shape ? WinogradKernel::Own : WinogradKernel::None;
+  return own_shape && pass != WinogradPass::Forward ? WinogradKernel::Own : WinogradKernel::None;
 }
 
 // Where the weight gradient would run oneDNN's Winograd instead of direct, the binary-input
@@ -135,7 +137,8 @@ WinogradKernel winograd_kernel(const cpu::Conv2dGeometry& g) {
 // trajectory (loss 4.5 % off) where the binary-input kernel stays within 1e-8.
 double spike_conv_crossover(ConvPass pass, const cpu::Conv2dGeometry& g) {
   const double direct = spike_conv_crossover_vs_direct(pass, g);
-  if (pass != ConvPass::Weights || winograd_kernel(g) != WinogradKernel::OneDnn) return direct;  // 3×3 only
+  if (pass != ConvPass::Weights || winograd_kernel(g, WinogradPass::Weights) != WinogradKernel::OneDnn)
+    return direct;  // 3×3 only
   return direct * (std::min(g.height, g.width) >= 24 ? 0.5 : 0.75);
 }
 

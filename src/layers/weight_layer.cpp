@@ -106,7 +106,7 @@ struct CpuKernels {
       T* py = y.data<T>();
       auto dense = [&] {
         if constexpr (std::is_same_v<T, float>) {
-          const WinogradKernel wk = k == Family::Conv ? winograd_kernel(g) : WinogradKernel::None;
+          const WinogradKernel wk = k == Family::Conv ? winograd_kernel(g, WinogradPass::Forward) : WinogradKernel::None;
           if (wk == WinogradKernel::OneDnn) return cpu::conv2d_forward_winograd_dnnl(g, px, pw, pb, py);
           if (wk == WinogradKernel::Own) return cpu::conv2d_forward_winograd_f2(g, px, pw, pb, py);
         }
@@ -134,7 +134,7 @@ struct CpuKernels {
       const T *pdy = dy.data<T>(), *pw = w.data<T>();
       T* pdx = dx.data<T>();
       if constexpr (std::is_same_v<T, float>) {
-        const WinogradKernel wk = k == Family::Conv ? winograd_kernel(g) : WinogradKernel::None;
+        const WinogradKernel wk = k == Family::Conv ? winograd_kernel(g, WinogradPass::Data) : WinogradKernel::None;
         if (wk == WinogradKernel::OneDnn) return cpu::conv2d_backward_data_winograd_dnnl(g, pdy, pw, pdx);
         if (wk == WinogradKernel::Own) return cpu::conv2d_backward_data_winograd_f4(g, pdy, pw, pdx);
       }
@@ -162,8 +162,9 @@ struct CpuKernels {
   static void dense_weights(Family k, const Geometry& g, const Tensor& x, const Tensor& dy, T* pdw, T* pdb) {
     const T *px = x.data<T>(), *pdy = dy.data<T>();
     if constexpr (std::is_same_v<T, float>) {
-      if (k == Family::Conv && winograd_kernel(g) == WinogradKernel::OneDnn)  // the own one: direct
-        return cpu::conv2d_backward_weights_winograd_dnnl(g, px, pdy, pdw, pdb);
+      const WinogradKernel wk = k == Family::Conv ? winograd_kernel(g, WinogradPass::Weights) : WinogradKernel::None;
+      if (wk == WinogradKernel::OneDnn) return cpu::conv2d_backward_weights_winograd_dnnl(g, px, pdy, pdw, pdb);
+      if (wk == WinogradKernel::Own) return cpu::conv2d_backward_weights_winograd_f4(g, px, pdy, pdw, pdb);
     }
     if (k == Family::Conv) cpu::conv2d_backward_weights<T>(g, px, pdy, pdw, pdb);
     if (k == Family::Conv1x1)

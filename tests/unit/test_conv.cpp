@@ -209,7 +209,7 @@ TEST(ConvWinogradOwn, FloatMatchesReference) {
                                                  {2, 16, 11, 12, 17, 3, 1, 2}, {5, 64, 24, 24, 64, 3, 1, 1},
                                                  {1, 3, 3, 3, 2, 3, 1, 0},     {2, 4, 2, 5, 3, 3, 1, 1}};
   const ConvImpl<float> wino{"winograd_f2", cpu::conv2d_forward_winograd_f2, cpu::conv2d_backward_data_winograd_f2,
-                             cpu::conv2d_backward_weights_dnnl};
+                             cpu::conv2d_backward_weights_winograd_f2};
   for (const auto& s : shapes) {
     SCOPED_TRACE(shape_name(::testing::TestParamInfo<ref::ConvRefShape>(s, 0)));
     ASSERT_TRUE(cpu::winograd_f2_applies(geometry_of(s)));
@@ -228,9 +228,9 @@ TEST(ConvWinogradOwn, F4FloatMatchesReference) {
   const std::vector<ref::ConvRefShape> shapes = {{2, 32, 17, 19, 48, 3, 1, 1}, {3, 5, 9, 7, 7, 3, 1, 0},
                                                  {2, 16, 11, 12, 17, 3, 1, 2}, {5, 64, 24, 24, 64, 3, 1, 1},
                                                  {1, 3, 3, 3, 2, 3, 1, 0},     {2, 4, 2, 5, 3, 3, 1, 1},
-                                                 {3, 40, 12, 12, 24, 3, 1, 1}};
+                                                 {3, 40, 12, 12, 24, 3, 1, 1}, {3, 8, 40, 44, 6, 3, 1, 1}};
   const ConvImpl<float> wino{"winograd_f4", cpu::conv2d_forward_winograd_f4, cpu::conv2d_backward_data_winograd_f4,
-                             cpu::conv2d_backward_weights_dnnl};
+                             cpu::conv2d_backward_weights_winograd_f4};
   for (const auto& s : shapes) {
     SCOPED_TRACE(shape_name(::testing::TestParamInfo<ref::ConvRefShape>(s, 0)));
     check_impl(wino, s, 2e-5);
@@ -238,7 +238,8 @@ TEST(ConvWinogradOwn, F4FloatMatchesReference) {
 }
 
 // Bitwise the same result for 1, 2 and 3 threads, although the blocks of tiles differ (330
-// tiles: blocks of 96, 48 and 32 tiles).
+// tiles: blocks of 96, 48 and 32 tiles), and so does the split of the weight gradient's
+// transforms and positions (F(2, 3): 330 tiles, two blocks of the reduction).
 TEST(ConvWinogradOwn, BitwiseIndependentOfThreads) {
   const ref::ConvRefShape s{3, 24, 21, 20, 40, 3, 1, 1};
   const cpu::Conv2dGeometry g = geometry_of(s);
@@ -255,6 +256,11 @@ TEST(ConvWinogradOwn, BitwiseIndependentOfThreads) {
     y.insert(y.end(), dx.begin(), dx.end());
     cpu::conv2d_backward_data_winograd_f4(g, dy.data(), w.data(), dx.data());
     y.insert(y.end(), dx.begin(), dx.end());
+    std::vector<float> dw(w), db(b);
+    cpu::conv2d_backward_weights_winograd_f2(g, x.data(), dy.data(), dw.data(), db.data());
+    cpu::conv2d_backward_weights_winograd_f4(g, x.data(), dy.data(), dw.data(), nullptr);
+    y.insert(y.end(), dw.begin(), dw.end());
+    y.insert(y.end(), db.begin(), db.end());
     results.push_back(y);
   }
   omp_set_num_threads(saved_threads);

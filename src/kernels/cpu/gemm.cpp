@@ -108,11 +108,12 @@ void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, T* _
     }
 }
 
-}  // namespace
-
-template <typename T>
-void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B,
-          int64_t b_rs, int64_t b_cs, T* C, int64_t ldc, bool accumulate) {
+// The product over packed operands: A's slivers for reduction block [pc, pc + kc) come from
+// a_block(pc, kc), called by every thread of the region: packed there (a worksharing loop),
+// or already packed by the caller; either way it ends in a barrier.
+template <typename T, typename ABlock>
+void gemm_blocked(int64_t M, int64_t N, int64_t K, ABlock&& a_block, const T* B, int64_t b_rs, int64_t b_cs, T* C,
+                  int64_t ldc, bool accumulate) {
   constexpr int MR = Tile<T>::MR, NR = Tile<T>::NR;
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
@@ -120,9 +121,7 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_c
       for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
     return;
   }
-  const int64_t m_slivers = (M + MR - 1) / MR;
   const int64_t kc_max = std::min(K, kGemmKc);
-  T* apack = scratch<T>(0, static_cast<size_t>(m_slivers * MR * kc_max));
   T* bpack = scratch<T>(1, static_cast<size_t>(((std::min(N, kNc) + NR - 1) / NR) * NR * kc_max));
   const bool parallel = M * N * K >= kSerialBelow && omp_get_max_threads() > 1 && !omp_in_parallel();
 
@@ -139,10 +138,7 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_c
         for (int64_t s = 0; s < n_slivers; ++s)
           pack_b_sliver(B, b_rs, b_cs, pc, kc, jc + s * NR, std::min<int64_t>(NR, nc - s * NR),
                         bpack + s * NR * kc);
-#pragma omp for schedule(static)
-        for (int64_t s = 0; s < m_slivers; ++s)
-          pack_a_sliver(A, a_rs, a_cs, s * MR, std::min<int64_t>(MR, M - s * MR), pc, kc,
-                        apack + s * MR * kc);
+        const T* apack = a_block(pc, kc);
 #pragma omp for collapse(2) schedule(static)
         for (int64_t rt = 0; rt < row_tiles; ++rt) {
           for (int64_t ct = 0; ct < col_tiles; ++ct) {
@@ -161,6 +157,48 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_c
       }
     }
   }
+}
+
+}  // namespace
+
+template <typename T>
+void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B,
+          int64_t b_rs, int64_t b_cs, T* C, int64_t ldc, bool accumulate) {
+  constexpr int MR = Tile<T>::MR;
+  const int64_t m_slivers = (M + MR - 1) / MR;
+  T* apack = M > 0 && N > 0 && K > 0 ? scratch<T>(0, static_cast<size_t>(m_slivers * MR * std::min(K, kGemmKc)))
+                                     : nullptr;
+  auto pack_a = [&](int64_t pc, int64_t kc) {  // inside the product's parallel region (or serial)
+#pragma omp for schedule(static)
+    for (int64_t s = 0; s < m_slivers; ++s)
+      pack_a_sliver(A, a_rs, a_cs, s * MR, std::min<int64_t>(MR, M - s * MR), pc, kc, apack + s * MR * kc);
+    return static_cast<const T*>(apack);
+  };
+  gemm_blocked<T>(M, N, K, pack_a, B, b_rs, b_cs, C, ldc, accumulate);
+}
+
+int64_t gemm_pack_rows() { return Tile<float>::MR; }
+
+void pack_a_for_gemm(int64_t M, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, float* packed) {
+  constexpr int MR = Tile<float>::MR;
+  const int64_t m_slivers = (M + MR - 1) / MR;
+  for (int64_t pc = 0; pc < K; pc += kGemmKc) {
+    const int64_t kc = std::min(kGemmKc, K - pc);
+    for (int64_t s = 0; s < m_slivers; ++s)
+      pack_a_sliver(A, a_rs, a_cs, s * MR, std::min<int64_t>(MR, M - s * MR), pc, kc,
+                    packed + m_slivers * MR * pc + s * MR * kc);
+  }
+}
+
+void gemm_packed_a(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* B, int64_t b_rs,
+                   int64_t b_cs, float* C, int64_t ldc, bool accumulate) {
+  constexpr int MR = Tile<float>::MR;
+  const int64_t rows = (M + MR - 1) / MR * MR;
+  auto packed_block = [&](int64_t pc, int64_t) {
+#pragma omp barrier
+    return packed_a + rows * pc;
+  };
+  gemm_blocked<float>(M, N, K, packed_block, B, b_rs, b_cs, C, ldc, accumulate);
 }
 
 namespace {

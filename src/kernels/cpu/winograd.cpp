@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "spikemesh/core/error.h"
@@ -28,31 +29,53 @@ struct Filter {
   }
 };
 
-// U [16, outs, ins]: U[r·4+s][o][i] = (G·f·Gᵀ)[r][s], G = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1],
-// computed in double and rounded once.
-std::vector<float> transform_filters_f2(const Filter& f) {
-  constexpr int kPositions = 16;
-  std::vector<float> U(static_cast<size_t>(kPositions * f.outs * f.ins));
-  const int64_t plane = f.outs * f.ins;
-#pragma omp parallel for schedule(static) if (plane > 4096)
+// The transformed filters, one matrix [outs, ins] per position, each packed for the GEMM
+// (gemm.h: packed once per call, used by every block of tiles).
+struct Transformed {
+  int64_t outs, ins, plane;
+  std::vector<float> data;
+  Transformed(int positions, int64_t outs_, int64_t ins_)
+      : outs(outs_), ins(ins_), plane(packed_a_size(outs_, ins_)), data(static_cast<size_t>(positions * plane)) {}
+  const float* position(int p) const { return data.data() + p * plane; }
+};
+
+// U [n², outs, ins]: U[r·n+s][o][i] = (G·f·Gᵀ)[r][s] for the n×3 matrix G, computed in double
+// and rounded once. Per output channel and run of up to kChunk input channels (inside one
+// reduction block of the packed layout, where consecutive input channels lie gemm_pack_rows()
+// apart), the taps are gathered and both products run over the run's channels at once.
+template <int n>
+Transformed transform_filters(const Filter& f, const double (&G)[n][3]) {
+  constexpr int64_t kChunk = 64;
+  static_assert(kGemmKc % kChunk == 0, "a run of input channels stays inside one reduction block");
+  Transformed U(n * n, f.outs, f.ins);
+  const int64_t mr = gemm_pack_rows();
+#pragma omp parallel for schedule(static) if (f.outs * f.ins > 4096)
   for (int64_t o = 0; o < f.outs; ++o) {
-    for (int64_t i = 0; i < f.ins; ++i) {
-      double t[4][3];  // G·f
-      for (int b = 0; b < 3; ++b) {
-        const double f0 = f.tap(o, i, 0, b), f1 = f.tap(o, i, 1, b), f2 = f.tap(o, i, 2, b);
-        t[0][b] = f0;
-        t[1][b] = 0.5 * (f0 + f1 + f2);
-        t[2][b] = 0.5 * (f0 - f1 + f2);
-        t[3][b] = f2;
-      }
-      for (int r = 0; r < 4; ++r) {  // (G·f)·Gᵀ
-        const double u[4] = {t[r][0], 0.5 * (t[r][0] + t[r][1] + t[r][2]), 0.5 * (t[r][0] - t[r][1] + t[r][2]), t[r][2]};
-        for (int s = 0; s < 4; ++s) U[(r * 4 + s) * plane + o * f.ins + i] = static_cast<float>(u[s]);
-      }
+    for (int64_t i0 = 0; i0 < f.ins; i0 += kChunk) {
+      const int64_t len = std::min(kChunk, f.ins - i0), at = packed_a_index(f.outs, f.ins, o, i0);
+      double taps[3][3][kChunk], t[n][3][kChunk];  // f, G·f
+      for (int64_t k = 0; k < len; ++k)
+        for (int a = 0; a < 3; ++a)
+          for (int b = 0; b < 3; ++b) taps[a][b][k] = f.tap(o, i0 + k, a, b);
+      for (int r = 0; r < n; ++r)
+        for (int b = 0; b < 3; ++b)
+          for (int64_t k = 0; k < len; ++k)
+            t[r][b][k] = G[r][0] * taps[0][b][k] + G[r][1] * taps[1][b][k] + G[r][2] * taps[2][b][k];
+      for (int r = 0; r < n; ++r)  // (G·f)·Gᵀ
+        for (int c = 0; c < n; ++c) {
+          float* u = U.data.data() + (r * n + c) * U.plane + at;
+          for (int64_t k = 0; k < len; ++k)
+            u[k * mr] = static_cast<float>(t[r][0][k] * G[c][0] + t[r][1][k] * G[c][1] + t[r][2][k] * G[c][2]);
+        }
     }
   }
   return U;
 }
+
+// F(2×2, 3×3): G = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1], Aᵀ = [1 1 1 0; 0 1 −1 −1].
+constexpr double kG2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+constexpr float kAt2[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+Transformed transform_filters_f2(const Filter& f) { return transform_filters(f, kG2); }
 
 // The tiles of a convolution: m×m output tiles (m 2 or 4), row-major per sample, samples in
 // order; each reads an (m+2)×(m+2) input patch, and has (m+2)² transformed positions.
@@ -197,28 +220,11 @@ void transform_outputs_f2(const Tiling& t, const float* M, const float* bias, co
 // f32 error is larger than F(2, 3)'s (about oneDNN's F(4×4, 3×3)'s; tested against the naive
 // double reference).
 
-// U [36, outs, ins]: U[r·6+s][o][i] = (G·f·Gᵀ)[r][s], computed in double and rounded once.
-std::vector<float> transform_filters_f4(const Filter& f) {
-  static constexpr double G[6][3] = {{0.25, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                                     {-1.0 / 6, 1.0 / 6, -1.0 / 6}, {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                                     {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
-  std::vector<float> U(static_cast<size_t>(36 * f.outs * f.ins));
-  const int64_t plane = f.outs * f.ins;
-#pragma omp parallel for schedule(static) if (plane > 4096)
-  for (int64_t o = 0; o < f.outs; ++o) {
-    for (int64_t i = 0; i < f.ins; ++i) {
-      double t[6][3];  // G·f
-      for (int r = 0; r < 6; ++r)
-        for (int b = 0; b < 3; ++b)
-          t[r][b] = G[r][0] * f.tap(o, i, 0, b) + G[r][1] * f.tap(o, i, 1, b) + G[r][2] * f.tap(o, i, 2, b);
-      for (int r = 0; r < 6; ++r)  // (G·f)·Gᵀ
-        for (int c = 0; c < 6; ++c)
-          U[(r * 6 + c) * plane + o * f.ins + i] =
-              static_cast<float>(t[r][0] * G[c][0] + t[r][1] * G[c][1] + t[r][2] * G[c][2]);
-    }
-  }
-  return U;
-}
+constexpr double kG4[6][3] = {{0.25, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                              {-1.0 / 6, 1.0 / 6, -1.0 / 6}, {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                              {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+constexpr float kAt4[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+Transformed transform_filters_f4(const Filter& f) { return transform_filters(f, kG4); }
 
 // out[0..5] = Bᵀ·(d0..d5): the row (or column) combinations of the input transform.
 inline void b_transpose(float d0, float d1, float d2, float d3, float d4, float d5, float* out, int64_t stride) {
@@ -304,7 +310,7 @@ float* thread_buffer(int which, size_t n) {
 // One Winograd variant: its tile edge and its three transforms.
 struct Variant {
   int64_t m;
-  std::vector<float> (*filters)(const Filter&);
+  Transformed (*filters)(const Filter&);
   void (*inputs)(const Tiling&, const float*, const Run*, int64_t, int64_t, int64_t, float*);
   void (*outputs)(const Tiling&, const float*, const float*, const Run*, int64_t, int64_t, int64_t, float*);
 };
@@ -312,7 +318,7 @@ struct Variant {
 // The convolution of x [batch, ins, height, width] with the filters f, padding t.pad, into
 // y [batch, outs, out_h, out_w]. Collective over nothing; OpenMP over blocks of tiles.
 void convolve(const Variant& v, const Tiling& t, const Filter& f, const float* x, const float* bias, float* y) {
-  const std::vector<float> U = v.filters(f);  // [positions, outs, ins]
+  const Transformed U = v.filters(f);  // [positions, outs, ins], packed
   const int positions = t.positions();
   const int64_t tiles = t.count(), per_block = block_tiles(t);
   const int64_t blocks = (tiles + per_block - 1) / per_block;
@@ -328,8 +334,8 @@ void convolve(const Variant& v, const Tiling& t, const Filter& f, const float* x
     const int64_t n_runs = runs_of(t, first, count, runs);
     v.inputs(t, x, runs, n_runs, per_block, v_step, V);
     for (int p = 0; p < positions; ++p)  // M[p] [outs, count] = U[p] [outs, ins] · V[p] [ins, count]
-      gemm<float>(t.outs, count, t.ins, U.data() + p * t.outs * t.ins, t.ins, 1, V + p * v_step, per_block, 1,
-                  M + p * m_step, per_block, false);
+      gemm_packed_a(t.outs, count, t.ins, U.position(p), V + p * v_step, per_block, 1, M + p * m_step, per_block,
+                    false);
     v.outputs(t, M, bias, runs, n_runs, per_block, m_step, y);
   }
 }
@@ -356,6 +362,125 @@ void backward_data(const Variant& v, const Conv2dGeometry& g, const float* dy, c
            Filter{w, g.in_channels, g.out_channels, true}, dy, nullptr, dx);
 }
 
+
+// ---- Weight gradient: ∂L/∂U per position = Σ over tiles (A·dy·Aᵀ) ⊙ V, then ∂L/∂w = Gᵀ·∂L/∂U·G ----
+
+// Aᵀ's entry (a, c) of F(m×m, 3×3), a compile-time constant in the loops below.
+template <int m>
+constexpr float a_transposed(int a, int c) {
+  if constexpr (m == 2) return kAt2[a][c];
+  else return kAt4[a][c];
+}
+
+// Y[p][o][j] = (A·d·Aᵀ)[p] of output channel o's m×m gradient tile j (zero past the output's
+// edge), for o in [o0, o1); position p's plane starts at Y + p·step, rows ld. Per channel: the
+// block's tiles gathered element by element (d[a][b][j]), then both combinations over all the
+// block's tiles at once.
+template <int m>
+void transform_grads(const Tiling& t, const float* dy, const Run* runs, int64_t n_runs, int64_t count, int64_t o0,
+                     int64_t o1, int64_t ld, int64_t step, float* Y) {
+  constexpr int n = m + 2;
+  float d[m][m][kMaxBlock], c[m][n][kMaxBlock];
+  for (int64_t o = o0; o < o1; ++o) {
+    for (int64_t r = 0; r < n_runs; ++r) {
+      const Run& run = runs[r];
+      const float* plane = dy + (run.n * t.outs + o) * t.out_h * t.out_w;
+      for (int a = 0; a < m; ++a) {
+        const int64_t row = m * run.th + a;
+        for (int64_t k = 0; k < run.len; ++k)
+          for (int b = 0; b < m; ++b) {
+            const int64_t col = m * (run.tw0 + k) + b;
+            d[a][b][run.j0 + k] = row < t.out_h && col < t.out_w ? plane[row * t.out_w + col] : 0.0f;
+          }
+      }
+    }
+#pragma GCC unroll 4
+    for (int a = 0; a < m; ++a)  // d·Aᵀ
+#pragma GCC unroll 6
+      for (int cc = 0; cc < n; ++cc)
+        for (int64_t j = 0; j < count; ++j) {
+          float sum = 0.0f;
+#pragma GCC unroll 4
+          for (int b = 0; b < m; ++b) sum += a_transposed<m>(b, cc) * d[a][b][j];
+          c[a][cc][j] = sum;
+        }
+#pragma GCC unroll 6
+    for (int rr = 0; rr < n; ++rr)  // A·(d·Aᵀ)
+#pragma GCC unroll 6
+      for (int cc = 0; cc < n; ++cc) {
+        float* y = Y + (rr * n + cc) * step + o * ld;
+        for (int64_t j = 0; j < count; ++j) {
+          float sum = 0.0f;
+#pragma GCC unroll 4
+          for (int a = 0; a < m; ++a) sum += a_transposed<m>(a, rr) * c[a][cc][j];
+          y[j] = sum;
+        }
+      }
+  }
+}
+
+// dw [outs, ins, 3, 3] += ∂L/∂w of y = x ⋆ w (tiling t of the forward), by blocks of kGemmKc
+// tiles in order: both transforms split over the block's runs, then per position
+// dU[p] [outs, ins] (+)= Y[p] [outs, block] · V[p]ᵀ [block, ins], positions split over threads.
+// A block of exactly the GEMM's reduction block adds to dU as one product over all tiles would
+// (gemm.h), so the sums never depend on the thread count. Collective over nothing.
+template <int m>
+void weight_gradient(const Tiling& t, const float* x, const float* dy, const double (&G)[m + 2][3], const Variant& v,
+                     float* dw) {
+  constexpr int n = m + 2, positions = n * n;
+  static_assert(kGemmKc <= kMaxBlock, "a block of tiles is one reduction block");
+  const int64_t per_block = kGemmKc, tiles = t.count(), plane = t.outs * t.ins;
+  const int64_t v_step = t.ins * per_block + 16, y_step = t.outs * per_block + 16;  // skewed (see convolve)
+  const std::unique_ptr<float[]> V(new float[positions * v_step]), Y(new float[positions * y_step]),
+      dU(new float[positions * plane]);  // every element read is written first
+  Run runs[kMaxBlock];
+  for (int64_t first = 0; first < tiles; first += per_block) {
+    const int64_t count = std::min(per_block, tiles - first), n_runs = runs_of(t, first, count, runs);
+#pragma omp parallel
+    {
+#pragma omp for schedule(static) nowait
+      for (int64_t r = 0; r < n_runs; ++r) v.inputs(t, x, runs + r, 1, per_block, v_step, V.get());
+#pragma omp for schedule(static)
+      for (int64_t o = 0; o < t.outs; ++o)
+        transform_grads<m>(t, dy, runs, n_runs, count, o, o + 1, per_block, y_step, Y.get());
+#pragma omp for schedule(static)
+      for (int p = 0; p < positions; ++p)
+        gemm<float>(t.outs, t.ins, count, Y.get() + p * y_step, per_block, 1, V.get() + p * v_step, 1, per_block,
+                    dU.get() + p * plane, t.ins, first > 0);
+    }
+  }
+  constexpr int64_t kChunk = 64;
+#pragma omp parallel for schedule(static) if (plane > 4096)
+  for (int64_t oi0 = 0; oi0 < plane; oi0 += kChunk) {  // Gᵀ·dU·G in double, rounded once, added to dw
+    const int64_t len = std::min(kChunk, plane - oi0);
+    double t3[n][3][kChunk];  // dU·G
+    for (int r = 0; r < n; ++r)
+      for (int b = 0; b < 3; ++b) {
+        for (int64_t k = 0; k < len; ++k) t3[r][b][k] = 0;
+        for (int cc = 0; cc < n; ++cc) {
+          const float* u = dU.get() + (r * n + cc) * plane + oi0;
+          for (int64_t k = 0; k < len; ++k) t3[r][b][k] += static_cast<double>(u[k]) * G[cc][b];
+        }
+      }
+    for (int64_t k = 0; k < len; ++k)
+      for (int a = 0; a < 3; ++a)
+        for (int b = 0; b < 3; ++b) {
+          double sum = 0;
+          for (int r = 0; r < n; ++r) sum += G[r][a] * t3[r][b][k];
+          float& w = dw[(oi0 + k) * 9 + a * 3 + b];
+          w = static_cast<float>(w + sum);
+        }
+  }
+}
+
+template <int m>
+void backward_weights(const Conv2dGeometry& g, const float* x, const float* dy, const double (&G)[m + 2][3],
+                      const Variant& v, float* dw, float* dbias) {
+  SM_CHECK(winograd_f2_applies(g), "Winograd F(m×m, 3×3) needs a 3x3 stride-1 convolution with padding 0-2");
+  weight_gradient<m>(tiling_of(g.batch, g.in_channels, g.out_channels, g.height, g.width, g.padding, m), x, dy, G, v, dw);
+  if (dbias) channel_bias_grad<float>(g.batch, g.out_channels, g.out_height() * g.out_width(), dy, dbias);
+}
+
 }  // namespace
 
 bool winograd_f2_applies(const Conv2dGeometry& g) {
@@ -377,6 +502,16 @@ void conv2d_forward_winograd_f4(const Conv2dGeometry& g, const float* x, const f
 
 void conv2d_backward_data_winograd_f4(const Conv2dGeometry& g, const float* dy, const float* w, float* dx) {
   backward_data(kF4, g, dy, w, dx);
+}
+
+void conv2d_backward_weights_winograd_f2(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
+                                         float* dbias) {
+  backward_weights<2>(g, x, dy, kG2, kF2, dw, dbias);
+}
+
+void conv2d_backward_weights_winograd_f4(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
+                                         float* dbias) {
+  backward_weights<4>(g, x, dy, kG4, kF4, dw, dbias);
 }
 
 }  // namespace sm::cpu

@@ -21,6 +21,27 @@ template <typename T>
 void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B,
           int64_t b_rs, int64_t b_cs, T* C, int64_t ldc, bool accumulate);
 
+// A packed once for many products with different right operands (the Winograd kernels' filter
+// transforms: one A per transformed position, one product per block of tiles). Layout: per
+// reduction block of kGemmKc (last one shorter), per sliver of gemm_pack_rows() rows, per k,
+// the sliver's rows; rows past M zero. gemm_packed_a's result is bitwise gemm's.
+int64_t gemm_pack_rows();  // rows per sliver of the micro-kernel (float)
+inline int64_t packed_a_size(int64_t M, int64_t K) {
+  const int64_t mr = gemm_pack_rows();
+  return (M + mr - 1) / mr * mr * K;
+}
+// Where element (row, col) of an M × K matrix lies in its packed form.
+inline int64_t packed_a_index(int64_t M, int64_t K, int64_t row, int64_t col) {
+  const int64_t mr = gemm_pack_rows(), rows = (M + mr - 1) / mr * mr;
+  const int64_t k0 = col / kGemmKc * kGemmKc, kc = K - k0 < kGemmKc ? K - k0 : kGemmKc;
+  return rows * k0 + (row / mr) * mr * kc + (col - k0) * mr + row % mr;
+}
+// packed [packed_a_size(M, K)] = A [M, K] strided as for gemm, packed; zero-filled first.
+void pack_a_for_gemm(int64_t M, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, float* packed);
+// As gemm<float>, A given packed.
+void gemm_packed_a(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* B, int64_t b_rs,
+                   int64_t b_cs, float* C, int64_t ldc, bool accumulate);
+
 // Same contract; float -> oneDNN matmul (primitive cached per shape/strides), double -> gemm.
 template <typename T>
 void matmul(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B,

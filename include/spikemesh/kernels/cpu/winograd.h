@@ -33,4 +33,14 @@ void conv2d_backward_data_winograd_f2(const Conv2dGeometry& g, const float* dy, 
 void conv2d_forward_winograd_f4(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y);
 void conv2d_backward_data_winograd_f4(const Conv2dGeometry& g, const float* dy, const float* w, float* dx);
 
+// dw [Cout, Cin, 3, 3] += ∂L/∂w (dbias += ∂L/∂bias when not nullptr) of the forward
+// convolution x ⋆ w given dy: per transformed position the gradient tiles A·dy·Aᵀ times the
+// input tiles Bᵀ·x·B summed over all tiles (one GEMM over the tiles per position), then
+// Gᵀ·(that)·G per filter in double. The tiles are summed in blocks of the GEMM's reduction
+// block, in order: bitwise the same at every thread count.
+void conv2d_backward_weights_winograd_f2(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
+                                         float* dbias);
+void conv2d_backward_weights_winograd_f4(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
+                                         float* dbias);
+
 }  // namespace sm::cpu
