@@ -584,7 +584,7 @@ void add_bench_command(CLI::App& app, const AppEnv& env) {
   cmd->add_option("--kernel", o->kernel,
                   "instead of training steps: lif (the fused neuron kernels, GPU) | spike-conv (dense vs binary-input "
                   "convolution over firing rates, CPU: the crossover per shape) | winograd (the 3x3 passes: oneDNN direct, "
-                  "oneDNN Winograd, own F(2x2,3x3), and the binary-input kernel on 15% spikes, CPU) | conv-layout (bf16 "
+                  "oneDNN Winograd, own F(2x2,3x3) and F(4x4,3x3), and the binary-input kernel on 15% spikes, CPU) | conv-layout (bf16 "
                   "NCHW vs NHWC through cuDNN's graph API, each pass timed with CUDA events, GPU; --T default 10); "
                   "for these batch = --batch-size x --T, median of --steps");
   cmd->add_option("--conv-shape", o->conv_shapes,

@@ -91,9 +91,9 @@ void apply_winograd_env() {
 // the VGG's peak RSS fell, 501 → 471 MB, when its 512-channel 12×12 layers joined).
 // The own F(4×4, 3×3) (input and weight gradients) pays on CPUs without AVX-512 from 64
 // channels both sides on planes of at least 12×12 (`spikemesh bench --kernel winograd` under
-// ONEDNN_MAX_CPU_ISA=AVX2, batch·T 40, 2 threads: 0.56–0.70 of oneDNN direct's time for the
-// input gradient and 0.44–0.72 for the weight gradient on the VGG's 64→128 48×48 … 512→512
-// 12×12 layers; 1.2–1.7× slower on 6×6, and slower below 64 channels, where the transforms,
+// ONEDNN_MAX_CPU_ISA=AVX2, batch·T 40, 2 threads: 0.49–0.70 of oneDNN direct's time for the
+// input gradient and 0.44–0.77 for the weight gradient on the VGG's 64→128 48×48 … 512→512
+// 12×12 layers; 1.1–1.7× slower on 6×6, and slower below 64 channels, where the transforms,
 // whose cost grows with Cin + Cout, outweigh the 36 GEMMs, whose cost grows with Cin·Cout;
 // docs/results.md, "CPU convolution kernels"), weights up to 512×512×3×3 (transformed weights
 // 36·Cin·Cout floats per call). "Where oneDNN has none" is a property of
