@@ -87,8 +87,8 @@ void apply_winograd_env() {
 // oneDNN's Winograd F(4×4, 3×3) pays where a plane holds whole 4×4 tiles: planes of at least
 // 12×12 (`spikemesh bench --kernel winograd`, batch·T 40: 0.5–0.6 of direct's time on 12×12
 // for all three passes, 1.3× slower on 6×6), weights up to 512×512×3×3 (its transformed
-// weights, 4× the weight, live in the scratchpad; the calls run over chunks of samples, so
-// the VGG's peak RSS fell, 501 → 471 MB, when its 512-channel 12×12 layers joined).
+// weights, 4× the weight, live in the scratchpad; the calls run over chunks of samples with
+// ~64 MB of transformed tiles each, cpu/onednn_conv.cpp).
 // The own F(4×4, 3×3) (input and weight gradients) pays on CPUs without AVX-512 from 64
 // channels both sides on planes of at least 12×12 (`spikemesh bench --kernel winograd` under
 // ONEDNN_MAX_CPU_ISA=AVX2, batch·T 40, 2 threads: 0.49–0.70 of oneDNN direct's time for the

@@ -224,12 +224,15 @@ namespace {
 // The Winograd kernels' scratchpad holds the transformed tiles of a whole call's input and
 // output (≈ 2.25× each for F(4×4, 3×3)): ~100 MB for a VGG layer at T·N = 40 or one of
 // Spikformer's stem layers at 8 samples. They run over chunks of samples instead (the passes
-// are per-sample; the weight gradient accumulates chunk by chunk): at most 8, and at most
-// what keeps the transformed tiles near 16 MB.
+// are per-sample; the weight gradient accumulates chunk by chunk), as many samples as keep the
+// transformed tiles near 64 MB. Each chunk transforms the weights again (36·Cin·Cout floats),
+// so small chunks cost the wide layers most: 512→512 on 12×12 at T·N 40 took 53 and 41 ms for
+// the input and weight gradients in one chunk, 87 and 71 ms in chunks of 8 (`spikemesh bench
+// --kernel winograd`, 2 threads); the VGG's peak RSS rose 470 → 562 MB with it.
 int64_t winograd_chunk(const Conv2dGeometry& g) {
   const double per_sample = 2.25 * 4.0 * static_cast<double>(g.in_channels + g.out_channels) *
                             static_cast<double>(g.out_height() * g.out_width());
-  return std::clamp<int64_t>(static_cast<int64_t>(16.0 * (1 << 20) / per_sample), 1, 8);
+  return std::clamp<int64_t>(static_cast<int64_t>(64.0 * (1 << 20) / per_sample), 1, std::max<int64_t>(g.batch, 1));
 }
 
 template <class F>
