@@ -179,10 +179,14 @@ test-mpi:
 	@$(MAKE) --no-print-directory -j$(NPROC) $(TEST_MPI_BIN)
 	@echo "== MPI tests (np 2, np 4; np 8: the 3-D mesh) [$$(date +%T)] ==" && $(MPI_TEST_RUN)
 
-# make test-parity: the layers and models against PyTorch (Debian's python3-torch).
+# make test-parity: the layers and models against PyTorch (Debian's python3-torch), then once more
+# with spikemesh's and oneDNN's kernels held to AVX2 (both sides: how they run on a CPU without
+# AVX-512, where other kernels run, the own Winograd ones among them).
 test-parity:
 	@$(MAKE) --no-print-directory -j$(NPROC) $(BIN)
 	@echo "== PyTorch parity [$$(date +%T)] ==" && $(PY) tests/parity/torch_parity.py --bin $(BIN)
+	@echo "== PyTorch parity, AVX2 kernels [$$(date +%T)] ==" && \
+	  SPIKEMESH_CPU_AVX512=0 ONEDNN_MAX_CPU_ISA=AVX2 $(PY) tests/parity/torch_parity.py --bin $(BIN)
 
 # make test-e2e [E2E="pp_train eval"] [E2E_JOBS=1]: the command-line scripts tests/e2e/*.sh,
 # E2E_JOBS at a time, each one's output printed whole when it ends (tests/e2e/lib/run_all.sh).
