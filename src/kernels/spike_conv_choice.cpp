@@ -84,11 +84,15 @@ void apply_winograd_env() {
   set_winograd_choice(winograd_choice_of(e));
 }
 
-// oneDNN's Winograd F(4×4, 3×3) pays where a plane holds whole 4×4 tiles: planes of at least
-// 12×12 (`spikemesh bench --kernel winograd`, batch·T 40: 0.5–0.6 of direct's time on 12×12
-// for all three passes, 1.3× slower on 6×6), weights up to 512×512×3×3 (its transformed
-// weights, 4× the weight, live in the scratchpad; the calls run over chunks of samples with
-// ~64 MB of transformed tiles each, cpu/onednn_conv.cpp).
+// oneDNN's Winograd F(4×4, 3×3) pays on planes of at least 12×12 (`spikemesh bench --kernel
+// winograd`, batch·T 40: 0.5–0.6 of direct's time for all three passes) and, since its calls run
+// in one chunk of samples (the weights transformed once per call), on 6×6 too for the forward
+// and input-gradient passes (0.80–0.89 and 0.87–0.93 of direct's time at 512→512); weights up
+// to 512×512×3×3 (its transformed weights, 4× the weight, live in the scratchpad; the calls run
+// over chunks of samples with ~64 MB of transformed tiles each, cpu/onednn_conv.cpp). Its
+// weight gradient on 6×6 (0.75–0.78 of direct) is not taken: its scratchpad, which holds
+// transformed weight gradients per thread, raised the VGG's peak RSS 562 → 680 MB with no
+// measurable change of step time (paired runs, docs/results.md).
 // The own F(4×4, 3×3) (input and weight gradients) pays on CPUs without AVX-512 from 64
 // channels both sides on planes of at least 12×12 (`spikemesh bench --kernel winograd` under
 // ONEDNN_MAX_CPU_ISA=AVX2, batch·T 40, 2 threads: 0.49–0.70 of oneDNN direct's time for the
@@ -115,11 +119,15 @@ WinogradKernel winograd_kernel(const cpu::Conv2dGeometry& g, WinogradPass pass) 
   const WinogradChoice choice = winograd_choice();
   if (spike_conv_algo() != SpikeConvAlgo::Auto || choice == WinogradChoice::Off || !cpu::winograd_f2_applies(g))
     return WinogradKernel::None;
-  const bool onednn_shape = g.in_channels >= 16 && g.out_channels >= 16 && g.in_channels * g.out_channels <= 512 * 512 &&
-                            g.height >= 12 && g.width >= 12;
+  const bool onednn_channels =
+      g.in_channels >= 16 && g.out_channels >= 16 && g.in_channels * g.out_channels <= 512 * 512;
+  const int64_t onednn_min_plane = pass == WinogradPass::Weights ? 12 : 6;
+  const bool onednn_shape = onednn_channels && g.height >= onednn_min_plane && g.width >= onednn_min_plane;
   const bool own_shape = std::min(g.in_channels, g.out_channels) >= 64 &&
                          g.in_channels * g.out_channels <= 512 * 512 && g.height >= 12 && g.width >= 12;
-  if (choice == WinogradChoice::Own) return onednn_shape || own_shape ? WinogradKernel::Own : WinogradKernel::None;
+  if (choice == WinogradChoice::Own)  // the own kernels on oneDNN's shapes of 12×12 and more, or their own
+    return (onednn_channels && g.height >= 12 && g.width >= 12) || own_shape ? WinogradKernel::Own
+                                                                              : WinogradKernel::None;
   if (onednn_has_winograd()) return onednn_shape && cpu::conv2d_winograd_available(g) ? WinogradKernel::OneDnn
                                                                                       : WinogradKernel::None;
   return own_shape && pass != WinogradPass::Forward ? WinogradKernel::Own : WinogradKernel::None;

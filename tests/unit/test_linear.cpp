@@ -136,6 +136,24 @@ TEST(GemmKernel, DoubleIsBitwiseIndependentOfThreads) {
     for (size_t i = 0; i < out[0].size(); ++i) ASSERT_EQ(out[0][i], out[r][i]) << i;
 }
 
+// A packed once (through packed_a_index, as the Winograd filter transforms write it) gives
+// bitwise gemm's product: shapes with a partial sliver of rows and two reduction blocks.
+TEST(GemmKernel, PackedLeftOperandIsBitwiseGemm) {
+  for (const auto& [M, N, K] : std::vector<std::array<int64_t, 3>>{{37, 50, 300}, {5, 7, 3}, {64, 129, 256}}) {
+    const auto a = random_vec(M * K, 7), b = random_vec(K * N, 8), c0 = random_vec(M * N, 9);
+    std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end());
+    std::vector<float> packed(cpu::packed_a_size(M, K), 0.0f);
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t k = 0; k < K; ++k) packed[cpu::packed_a_index(M, K, r, k)] = af[r * K + k];
+    for (bool acc : {false, true}) {
+      std::vector<float> want(c0.begin(), c0.end()), got(c0.begin(), c0.end());
+      cpu::gemm<float>(M, N, K, af.data(), K, 1, bf.data(), N, 1, want.data(), N, acc);
+      cpu::gemm_packed_a(M, N, K, packed.data(), bf.data(), N, 1, got.data(), N, acc);
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(want[i], got[i]) << M << "x" << N << "x" << K << " at " << i;
+    }
+  }
+}
+
 template <typename T>
 void check_linear_kernels(int64_t M, int64_t fin, int64_t fout, double rtol) {
   const auto x = random_vec(M * fin, 11), w = random_vec(fout * fin, 12), b = random_vec(fout, 13),

@@ -342,6 +342,11 @@ TEST(SpikeConvChoice, WinogradRule) {
   // the forward feeds a threshold: oneDNN's where it has one, never the own F(2×2, 3×3)
   EXPECT_EQ(winograd_kernel(conv3x3(256, 256, 24), WinogradPass::Forward),
             avx512 ? WinogradKernel::OneDnn : WinogradKernel::None);
+  // 6×6 planes: oneDNN's forward and input gradient, never its weight gradient nor the own kernels
+  for (WinogradPass pass : {WinogradPass::Forward, WinogradPass::Data})
+    EXPECT_EQ(winograd_kernel(conv3x3(512, 512, 6), pass), avx512 ? WinogradKernel::OneDnn : WinogradKernel::None);
+  EXPECT_EQ(winograd_kernel(conv3x3(512, 512, 6), WinogradPass::Weights), WinogradKernel::None);
+  EXPECT_EQ(winograd_kernel(conv3x3(512, 512, 4), WinogradPass::Data), WinogradKernel::None);  // below 6×6
 }
 
 // The binary-input kernel's weight gradient competes with the dense kernel that would run:

@@ -179,17 +179,6 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_c
 
 int64_t gemm_pack_rows() { return Tile<float>::MR; }
 
-void pack_a_for_gemm(int64_t M, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, float* packed) {
-  constexpr int MR = Tile<float>::MR;
-  const int64_t m_slivers = (M + MR - 1) / MR;
-  for (int64_t pc = 0; pc < K; pc += kGemmKc) {
-    const int64_t kc = std::min(kGemmKc, K - pc);
-    for (int64_t s = 0; s < m_slivers; ++s)
-      pack_a_sliver(A, a_rs, a_cs, s * MR, std::min<int64_t>(MR, M - s * MR), pc, kc,
-                    packed + m_slivers * MR * pc + s * MR * kc);
-  }
-}
-
 void gemm_packed_a(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* B, int64_t b_rs,
                    int64_t b_cs, float* C, int64_t ldc, bool accumulate) {
   constexpr int MR = Tile<float>::MR;

@@ -32,10 +32,10 @@ struct Filter {
 // The transformed filters, one matrix [outs, ins] per position, each packed for the GEMM
 // (gemm.h: packed once per call, used by every block of tiles).
 struct Transformed {
-  int64_t outs, ins, plane;
+  int64_t plane;
   std::vector<float> data;
-  Transformed(int positions, int64_t outs_, int64_t ins_)
-      : outs(outs_), ins(ins_), plane(packed_a_size(outs_, ins_)), data(static_cast<size_t>(positions * plane)) {}
+  Transformed(int positions, int64_t outs, int64_t ins)
+      : plane(packed_a_size(outs, ins)), data(static_cast<size_t>(positions * plane)) {}
   const float* position(int p) const { return data.data() + p * plane; }
 };
 
@@ -373,50 +373,47 @@ constexpr float a_transposed(int a, int c) {
 }
 
 // Y[p][o][j] = (A·d·Aᵀ)[p] of output channel o's m×m gradient tile j (zero past the output's
-// edge), for o in [o0, o1); position p's plane starts at Y + p·step, rows ld. Per channel: the
-// block's tiles gathered element by element (d[a][b][j]), then both combinations over all the
-// block's tiles at once.
+// edge); position p's plane starts at Y + p·step, rows ld. The block's tiles are gathered
+// element by element (d[a][b][j]), then both combinations run over all of them at once.
 template <int m>
-void transform_grads(const Tiling& t, const float* dy, const Run* runs, int64_t n_runs, int64_t count, int64_t o0,
-                     int64_t o1, int64_t ld, int64_t step, float* Y) {
+void transform_grads(const Tiling& t, const float* dy, const Run* runs, int64_t n_runs, int64_t count, int64_t o,
+                     int64_t ld, int64_t step, float* Y) {
   constexpr int n = m + 2;
   float d[m][m][kMaxBlock], c[m][n][kMaxBlock];
-  for (int64_t o = o0; o < o1; ++o) {
-    for (int64_t r = 0; r < n_runs; ++r) {
-      const Run& run = runs[r];
-      const float* plane = dy + (run.n * t.outs + o) * t.out_h * t.out_w;
-      for (int a = 0; a < m; ++a) {
-        const int64_t row = m * run.th + a;
-        for (int64_t k = 0; k < run.len; ++k)
-          for (int b = 0; b < m; ++b) {
-            const int64_t col = m * (run.tw0 + k) + b;
-            d[a][b][run.j0 + k] = row < t.out_h && col < t.out_w ? plane[row * t.out_w + col] : 0.0f;
-          }
+  for (int64_t r = 0; r < n_runs; ++r) {
+    const Run& run = runs[r];
+    const float* plane = dy + (run.n * t.outs + o) * t.out_h * t.out_w;
+    for (int a = 0; a < m; ++a) {
+      const int64_t row = m * run.th + a;
+      for (int64_t k = 0; k < run.len; ++k)
+        for (int b = 0; b < m; ++b) {
+          const int64_t col = m * (run.tw0 + k) + b;
+          d[a][b][run.j0 + k] = row < t.out_h && col < t.out_w ? plane[row * t.out_w + col] : 0.0f;
+        }
+    }
+  }
+#pragma GCC unroll 4
+  for (int a = 0; a < m; ++a)  // d·Aᵀ
+#pragma GCC unroll 6
+    for (int cc = 0; cc < n; ++cc)
+      for (int64_t j = 0; j < count; ++j) {
+        float sum = 0.0f;
+#pragma GCC unroll 4
+        for (int b = 0; b < m; ++b) sum += a_transposed<m>(b, cc) * d[a][b][j];
+        c[a][cc][j] = sum;
+      }
+#pragma GCC unroll 6
+  for (int rr = 0; rr < n; ++rr)  // A·(d·Aᵀ)
+#pragma GCC unroll 6
+    for (int cc = 0; cc < n; ++cc) {
+      float* y = Y + (rr * n + cc) * step + o * ld;
+      for (int64_t j = 0; j < count; ++j) {
+        float sum = 0.0f;
+#pragma GCC unroll 4
+        for (int a = 0; a < m; ++a) sum += a_transposed<m>(a, rr) * c[a][cc][j];
+        y[j] = sum;
       }
     }
-#pragma GCC unroll 4
-    for (int a = 0; a < m; ++a)  // d·Aᵀ
-#pragma GCC unroll 6
-      for (int cc = 0; cc < n; ++cc)
-        for (int64_t j = 0; j < count; ++j) {
-          float sum = 0.0f;
-#pragma GCC unroll 4
-          for (int b = 0; b < m; ++b) sum += a_transposed<m>(b, cc) * d[a][b][j];
-          c[a][cc][j] = sum;
-        }
-#pragma GCC unroll 6
-    for (int rr = 0; rr < n; ++rr)  // A·(d·Aᵀ)
-#pragma GCC unroll 6
-      for (int cc = 0; cc < n; ++cc) {
-        float* y = Y + (rr * n + cc) * step + o * ld;
-        for (int64_t j = 0; j < count; ++j) {
-          float sum = 0.0f;
-#pragma GCC unroll 4
-          for (int a = 0; a < m; ++a) sum += a_transposed<m>(a, rr) * c[a][cc][j];
-          y[j] = sum;
-        }
-      }
-  }
 }
 
 // dw [outs, ins, 3, 3] += ∂L/∂w of y = x ⋆ w (tiling t of the forward), by blocks of kGemmKc
@@ -442,7 +439,7 @@ void weight_gradient(const Tiling& t, const float* x, const float* dy, const dou
       for (int64_t r = 0; r < n_runs; ++r) v.inputs(t, x, runs + r, 1, per_block, v_step, V.get());
 #pragma omp for schedule(static)
       for (int64_t o = 0; o < t.outs; ++o)
-        transform_grads<m>(t, dy, runs, n_runs, count, o, o + 1, per_block, y_step, Y.get());
+        transform_grads<m>(t, dy, runs, n_runs, count, o, per_block, y_step, Y.get());
 #pragma omp for schedule(static)
       for (int p = 0; p < positions; ++p)
         gemm<float>(t.outs, t.ins, count, Y.get() + p * y_step, per_block, 1, V.get() + p * v_step, 1, per_block,

@@ -36,8 +36,6 @@ inline int64_t packed_a_index(int64_t M, int64_t K, int64_t row, int64_t col) {
   const int64_t k0 = col / kGemmKc * kGemmKc, kc = K - k0 < kGemmKc ? K - k0 : kGemmKc;
   return rows * k0 + (row / mr) * mr * kc + (col - k0) * mr + row % mr;
 }
-// packed [packed_a_size(M, K)] = A [M, K] strided as for gemm, packed; zero-filled first.
-void pack_a_for_gemm(int64_t M, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, float* packed);
 // As gemm<float>, A given packed.
 void gemm_packed_a(int64_t M, int64_t N, int64_t K, const float* packed_a, const float* B, int64_t b_rs,
                    int64_t b_cs, float* C, int64_t ldc, bool accumulate);
