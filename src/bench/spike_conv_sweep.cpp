@@ -4,9 +4,9 @@
 // pass's measured crossover (the firing rate where the two take equal time, interpolated)
 // next to the rule --conv-algo auto follows (spike_conv_choice.h); and `--kernel winograd`:
 // the 3×3 passes (forward, input gradient, weight gradient) through oneDNN direct, oneDNN's
-// Winograd (where this CPU has it), the own F(2×2, 3×3) (winograd.h; no weight gradient) and
-// the binary-input kernel on random spikes at 15 % (not the input gradient) — every kernel
-// --conv-algo auto chooses between. One process, the CPU.
+// Winograd (where this CPU has it), the own F(2×2, 3×3) and F(4×4, 3×3) (winograd.h) and the
+// binary-input kernel on random spikes at 15 % (not the input gradient) — every kernel
+// --conv-algo auto chooses between, and the F(2×2, 3×3) it no longer takes. One process, the CPU.
 #include "spikemesh/bench/spike_conv_sweep.h"
 
 #include <omp.h>

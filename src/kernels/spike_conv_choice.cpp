@@ -93,14 +93,17 @@ void apply_winograd_env() {
 // weight gradient on 6×6 (0.75–0.78 of direct) is not taken: its scratchpad, which holds
 // transformed weight gradients per thread, raised the VGG's peak RSS 562 → 680 MB with no
 // measurable change of step time (paired runs, docs/results.md).
-// The own F(4×4, 3×3) (input and weight gradients) pays on CPUs without AVX-512 from 64
-// channels both sides on planes of at least 12×12 (`spikemesh bench --kernel winograd` under
-// ONEDNN_MAX_CPU_ISA=AVX2, batch·T 40, 2 threads: 0.49–0.70 of oneDNN direct's time for the
-// input gradient and 0.44–0.77 for the weight gradient on the VGG's 64→128 48×48 … 512→512
-// 12×12 layers; 1.1–1.7× slower on 6×6, and slower below 64 channels, where the transforms,
-// whose cost grows with Cin + Cout, outweigh the 36 GEMMs, whose cost grows with Cin·Cout;
-// docs/results.md, "CPU convolution kernels"), weights up to 512×512×3×3 (transformed weights
-// 36·Cin·Cout floats per call). "Where oneDNN has none" is a property of
+// The own F(4×4, 3×3) pays on CPUs without AVX-512 from 64 channels both sides on planes of at
+// least 12×12 (`spikemesh bench --kernel winograd` under ONEDNN_MAX_CPU_ISA=AVX2, batch·T 40,
+// 2 threads: 0.49–0.70 of oneDNN direct's time for the input gradient and 0.44–0.77 for the
+// weight gradient on the VGG's 64→128 48×48 … 512→512 12×12 layers, 0.60–0.67 for the
+// forward of its average-pooled 128→256 24×24 and 256→512 12×12 layers; 1.1–1.7× slower on
+// 6×6, and slower below 64 channels, where the transforms, whose cost grows with Cin + Cout,
+// outweigh the 36 GEMMs, whose cost grows with Cin·Cout; docs/results.md, "CPU convolution
+// kernels"), weights up to 512×512×3×3 (transformed weights 36·Cin·Cout floats per call). Its
+// forward rounds like oneDNN's F(4×4, 3×3) on AVX-512 (the kernel auto runs there): a forward
+// of spikes below the crossover keeps the binary-input kernel either way (spike_conv_crossover
+// says why). "Where oneDNN has none" is a property of
 // the CPU, probed once on a shape its Winograd takes everywhere it exists (64→64, 24×24,
 // padding 1): a geometry oneDNN's Winograd refuses on an AVX-512 CPU runs direct, not ours.
 namespace {
@@ -130,7 +133,7 @@ WinogradKernel winograd_kernel(const cpu::Conv2dGeometry& g, WinogradPass pass) 
                                                                               : WinogradKernel::None;
   if (onednn_has_winograd()) return onednn_shape && cpu::conv2d_winograd_available(g) ? WinogradKernel::OneDnn
                                                                                       : WinogradKernel::None;
-  return own_shape && pass != WinogradPass::Forward ? WinogradKernel::Own : WinogradKernel::None;
+  return own_shape ? WinogradKernel::Own : WinogradKernel::None;
 }
 
 // Where the weight gradient would run oneDNN's Winograd instead of direct, the binary-input

@@ -108,7 +108,7 @@ struct CpuKernels {
         if constexpr (std::is_same_v<T, float>) {
           const WinogradKernel wk = k == Family::Conv ? winograd_kernel(g, WinogradPass::Forward) : WinogradKernel::None;
           if (wk == WinogradKernel::OneDnn) return cpu::conv2d_forward_winograd_dnnl(g, px, pw, pb, py);
-          if (wk == WinogradKernel::Own) return cpu::conv2d_forward_winograd_f2(g, px, pw, pb, py);
+          if (wk == WinogradKernel::Own) return cpu::conv2d_forward_winograd_f4(g, px, pw, pb, py);
         }
         if (k == Family::Conv) cpu::conv2d_forward<T>(g, px, pw, pb, py);
         if (k == Family::Conv1x1)

@@ -335,12 +335,14 @@ TEST(SpikeConvChoice, WinogradRule) {
   const bool avx512 = cpu::conv2d_winograd_available(conv3x3(64, 64, 24));
   const WinogradKernel dnnl_or_own = avx512 ? WinogradKernel::OneDnn : WinogradKernel::Own;
   EXPECT_EQ(winograd_kernel(conv3x3(16, 16, 24), WinogradPass::Data), avx512 ? WinogradKernel::OneDnn : WinogradKernel::None);
-  for (WinogradPass pass : {WinogradPass::Data, WinogradPass::Weights}) {
+  for (WinogradPass pass : {WinogradPass::Forward, WinogradPass::Data, WinogradPass::Weights}) {
     EXPECT_EQ(winograd_kernel(conv3x3(64, 128, 48), pass), dnnl_or_own);
     EXPECT_EQ(winograd_kernel(conv3x3(512, 512, 12), pass), dnnl_or_own);
   }
-  // the forward feeds a threshold: oneDNN's where it has one, never the own F(2×2, 3×3)
-  EXPECT_EQ(winograd_kernel(conv3x3(256, 256, 24), WinogradPass::Forward),
+  // the forward (of frames, pooled spikes, or spikes above the crossover): F(4×4, 3×3), oneDNN's
+  // or the own, on the own kernels' shapes
+  EXPECT_EQ(winograd_kernel(conv3x3(256, 256, 24), WinogradPass::Forward), dnnl_or_own);
+  EXPECT_EQ(winograd_kernel(conv3x3(32, 32, 24), WinogradPass::Forward),
             avx512 ? WinogradKernel::OneDnn : WinogradKernel::None);
   // 6×6 planes: oneDNN's forward and input gradient, never its weight gradient nor the own kernels
   for (WinogradPass pass : {WinogradPass::Forward, WinogradPass::Data})
