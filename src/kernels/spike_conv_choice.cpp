@@ -122,15 +122,14 @@ WinogradKernel winograd_kernel(const cpu::Conv2dGeometry& g, WinogradPass pass) 
   const WinogradChoice choice = winograd_choice();
   if (spike_conv_algo() != SpikeConvAlgo::Auto || choice == WinogradChoice::Off || !cpu::winograd_f2_applies(g))
     return WinogradKernel::None;
+  auto planes_of_at_least = [&](int64_t side) { return g.height >= side && g.width >= side; };
   const bool onednn_channels =
       g.in_channels >= 16 && g.out_channels >= 16 && g.in_channels * g.out_channels <= 512 * 512;
-  const int64_t onednn_min_plane = pass == WinogradPass::Weights ? 12 : 6;
-  const bool onednn_shape = onednn_channels && g.height >= onednn_min_plane && g.width >= onednn_min_plane;
+  const bool onednn_shape = onednn_channels && planes_of_at_least(pass == WinogradPass::Weights ? 12 : 6);
   const bool own_shape = std::min(g.in_channels, g.out_channels) >= 64 &&
-                         g.in_channels * g.out_channels <= 512 * 512 && g.height >= 12 && g.width >= 12;
+                         g.in_channels * g.out_channels <= 512 * 512 && planes_of_at_least(12);
   if (choice == WinogradChoice::Own)  // the own kernels on oneDNN's shapes of 12×12 and more, or their own
-    return (onednn_channels && g.height >= 12 && g.width >= 12) || own_shape ? WinogradKernel::Own
-                                                                              : WinogradKernel::None;
+    return (onednn_channels && planes_of_at_least(12)) || own_shape ? WinogradKernel::Own : WinogradKernel::None;
   if (onednn_has_winograd()) return onednn_shape && cpu::conv2d_winograd_available(g) ? WinogradKernel::OneDnn
                                                                                       : WinogradKernel::None;
   return own_shape ? WinogradKernel::Own : WinogradKernel::None;

@@ -222,7 +222,8 @@ void conv2d_forward_dnnl(const Conv2dGeometry& g, const float* x, const float* w
 
 namespace {
 // The Winograd kernels' scratchpad holds the transformed tiles of a whole call's input and
-// output (≈ 2.25× each for F(4×4, 3×3)): ~100 MB for a VGG layer at T·N = 40 or one of
+// output (36 floats per 4×4 output tile and channel: 2.25× the plane where 4 divides it, 4×
+// on 6×6, where half of each tile is padding): ~100 MB for a VGG layer at T·N = 40 or one of
 // Spikformer's stem layers at 8 samples. They run over chunks of samples instead (the passes
 // are per-sample; the weight gradient accumulates chunk by chunk), as many samples as keep the
 // transformed tiles near 64 MB. Each chunk transforms the weights again (36·Cin·Cout floats),
@@ -230,8 +231,8 @@ namespace {
 // the input and weight gradients in one chunk, 87 and 71 ms in chunks of 8 (`spikemesh bench
 // --kernel winograd`, 2 threads); the VGG's peak RSS rose 470 → 562 MB with it.
 int64_t winograd_chunk(const Conv2dGeometry& g) {
-  const double per_sample = 2.25 * 4.0 * static_cast<double>(g.in_channels + g.out_channels) *
-                            static_cast<double>(g.out_height() * g.out_width());
+  const int64_t tiles = (g.out_height() + 3) / 4 * ((g.out_width() + 3) / 4);
+  const double per_sample = 36.0 * 4.0 * static_cast<double>(g.in_channels + g.out_channels) * static_cast<double>(tiles);
   return std::clamp<int64_t>(static_cast<int64_t>(64.0 * (1 << 20) / per_sample), 1, std::max<int64_t>(g.batch, 1));
 }
 
