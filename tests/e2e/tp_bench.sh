@@ -55,10 +55,11 @@ check sformer 2 --model spikformer_cifar --T 2
 
 # --tp-debug-comm: one line per weight layer's tp collective: every rowwise layer (all-reduce or
 # reduce-scatter forward) and every colwise one whose input gradient it all-reduces itself
+# (counted wherever they start: stderr's lines can land after stdout's unfinished progress line)
 if timeout 120 mpirun --bind-to none -np 2 "$BIN" bench --model fmnist_csnn --var C=4 --batch-size 4 --steps 1 --warmup 1 \
      --threads 1 --device cpu --distributed-mode tp --mesh-shape 1 2 --tp-debug-comm >"$TMP/dbg.log" 2>&1 \
    && calls=$(grep -cE " (rowwise|rowwise/rs|colwise) " "$TMP/csnn.plan") \
-   && [ "$(grep -c '^tp-comm: ' "$TMP/dbg.log")" -eq "$calls" ]; then ok "--tp-debug-comm prints each tp collective once ($calls)"
+   && [ "$(grep -o 'tp-comm: ' "$TMP/dbg.log" | wc -l)" -eq "$calls" ]; then ok "--tp-debug-comm prints each tp collective once ($calls)"
 else bad "--tp-debug-comm"; grep "tp-comm" "$TMP/dbg.log"; fi
 # under mpirun: the groups and the plan
 if timeout 60 mpirun --bind-to none -np 2 "$BIN" plan --mesh-shape 1 2 --model fmnist_csnn --var C=4 >"$TMP/p2.log" 2>&1 \
