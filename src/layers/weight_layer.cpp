@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "spikemesh/core/bitpack.h"
+#include "spikemesh/kernels/cpu/conv.h"
 #include "spikemesh/kernels/cpu/gemm.h"
 #include "spikemesh/kernels/cpu/spike_conv.h"
 #include "spikemesh/kernels/cpu/winograd.h"
@@ -211,6 +212,7 @@ Tensor WeightLayer::forward_cpu(const Tensor& x, Ctx& ctx) {
 
 Tensor WeightLayer::backward_input_cpu(const Tensor& dy, Ctx& ctx) {
   CpuKernels k = cpu_kernels(impl_, name());
+  const cpu::DyLayoutReuse reuse;  // the weight gradient (unless split off) reads the dy the input gradient did
   return backward_input_on(k, dy, ctx);
 }
 

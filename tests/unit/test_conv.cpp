@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -197,6 +198,51 @@ TEST(ConvWinograd, FloatMatchesReference) {
   // where it has none for a geometry (stride 2, 5×5), it says so
   EXPECT_FALSE(cpu::conv2d_winograd_available(geometry_of({2, 32, 17, 19, 48, 3, 2, 1})));
   EXPECT_FALSE(cpu::conv2d_winograd_available(geometry_of({2, 32, 17, 19, 48, 5, 1, 2})));
+}
+
+// Under a DyLayoutReuse scope the weight gradient takes the blocked dy the input gradient
+// converted (per chunk of samples) instead of converting again: the same bits as without the
+// scope, for oneDNN's direct pair and its Winograd pair (two chunks of samples here: 12 + 2),
+// and a dy changed after its scope ended is converted afresh.
+TEST(ConvDyLayoutReuse, SameBitsAsConvertingTwice) {
+  const ref::ConvRefShape s{14, 128, 48, 48, 128, 3, 1, 1};
+  const cpu::Conv2dGeometry g = geometry_of(s);
+  std::vector<float> x = cast<float>(random_vec(g.input_numel(), 1)), w = cast<float>(random_vec(128 * 128 * 9, 2)),
+                     dy = cast<float>(random_vec(g.output_numel(), 3));
+  using DataFn = void (*)(const cpu::Conv2dGeometry&, const float*, const float*, float*);
+  using WeightsFn = void (*)(const cpu::Conv2dGeometry&, const float*, const float*, float*, float*);
+  struct Pair {
+    const char* name;
+    DataFn data;
+    WeightsFn weights;
+  };
+  std::vector<Pair> pairs = {{"direct", cpu::conv2d_backward_data_dnnl, cpu::conv2d_backward_weights_dnnl}};
+  if (cpu::conv2d_winograd_available(g))
+    pairs.push_back({"winograd", cpu::conv2d_backward_data_winograd_dnnl, cpu::conv2d_backward_weights_winograd_dnnl});
+  for (const Pair& p : pairs) {
+    SCOPED_TRACE(p.name);
+    auto both = [&](bool reuse, std::vector<float>& dx, std::vector<float>& dw) {
+      dx.assign(g.input_numel(), 0.0f);
+      dw.assign(w.size(), 0.0f);
+      std::unique_ptr<cpu::DyLayoutReuse> scope = reuse ? std::make_unique<cpu::DyLayoutReuse>() : nullptr;
+      p.data(g, dy.data(), w.data(), dx.data());
+      p.weights(g, x.data(), dy.data(), dw.data(), nullptr);
+    };
+    std::vector<float> dx0, dw0, dx1, dw1;
+    both(false, dx0, dw0);
+    both(true, dx1, dw1);
+    EXPECT_EQ(dx0, dx1);
+    EXPECT_EQ(dw0, dw1);
+    {  // a scope whose kept dy is never taken; dy then changes
+      const cpu::DyLayoutReuse scope;
+      p.data(g, dy.data(), w.data(), dx1.data());
+    }
+    for (float& v : dy) v = -v;
+    std::vector<float> dw2(w.size(), 0.0f);
+    p.weights(g, x.data(), dy.data(), dw2.data(), nullptr);
+    for (size_t i = 0; i < dw2.size(); ++i) ASSERT_EQ(dw2[i], -dw0[i]) << "element " << i;
+    for (float& v : dy) v = -v;
+  }
 }
 
 // The own Winograd F(2×2, 3×3) (winograd.h: the dense 3×3 passes where oneDNN has no

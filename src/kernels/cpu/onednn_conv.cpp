@@ -9,8 +9,11 @@
 // Weight/bias gradients accumulate: the primitive writes a temporary and a reorder with a
 // sum post-op adds it into the caller's dw.
 // Primitives are created once per (direction, geometry, bias) and shared process-wide.
+// Under a DyLayoutReuse scope (conv.h), backward data keeps its converted dy for backward
+// weights (Keep::Offer / Keep::Take below).
 #include <algorithm>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "spikemesh/core/tensor.h"
@@ -55,17 +58,58 @@ Tensor temp_for(const md& d) {
   const int64_t floats = static_cast<int64_t>((d.get_size() + sizeof(float) - 1) / sizeof(float));
   return Tensor::empty({floats}, DType::F32);
 }
+}  // namespace
 
-Bound bind_input(const Operand& op, const void* ptr, dnnl::stream& s) {
+// Converted inputs kept by a DyLayoutReuse scope, keyed by (caller's pointer, layout).
+struct DyLayoutReuse::Kept {
+  struct Entry {
+    const void* user;
+    md prim;
+    Tensor converted;
+  };
+  std::vector<Entry> entries;
+
+  void offer(const void* user, const md& prim, const Tensor& converted) {  // replaces one of the same key
+    take(user, prim);
+    entries.push_back({user, prim, converted});
+  }
+  Tensor take(const void* user, const md& prim) {  // undefined when none is kept
+    for (auto it = entries.begin(); it != entries.end(); ++it)
+      if (it->user == user && it->prim == prim) {
+        Tensor t = std::move(it->converted);
+        entries.erase(it);
+        return t;
+      }
+    return Tensor();
+  }
+};
+
+namespace {
+thread_local DyLayoutReuse::Kept* t_kept = nullptr;  // the calling thread's innermost scope
+}
+
+DyLayoutReuse::DyLayoutReuse() : kept_(std::make_unique<Kept>()), outer_(t_kept) { t_kept = kept_.get(); }
+DyLayoutReuse::~DyLayoutReuse() { t_kept = outer_; }
+
+namespace {
+// Offer: keep the converted copy in the thread's DyLayoutReuse scope (if any); Take: use a
+// copy kept there for the same pointer and layout instead of converting.
+enum class Keep { No, Offer, Take };
+
+Bound bind_input(const Operand& op, const void* ptr, dnnl::stream& s, Keep keep = Keep::No) {
   Bound b;
   b.user = dnnl::memory(op.user, dnnl_engine(), const_cast<void*>(ptr));
   if (!op.reorder) {
     b.prim = b.user;
     return b;
   }
-  b.temp = temp_for(op.prim);
+  if (keep == Keep::Take && t_kept) b.temp = t_kept->take(ptr, op.prim);
+  const bool kept = b.temp.defined();
+  if (!kept) b.temp = temp_for(op.prim);
   b.prim = dnnl::memory(op.prim, dnnl_engine(), b.temp.raw());
+  if (kept) return b;
   op.convert.execute(s, b.user, b.prim);
+  if (keep == Keep::Offer && t_kept) t_kept->offer(ptr, op.prim, b.temp);
   return b;
 }
 
@@ -276,7 +320,7 @@ void backward_data(const Conv2dGeometry& g, const float* dy, const float* w, flo
   }));
   auto& s = dnnl_stream();
   SM_DNNL_CHECK("conv2d backward data", {
-    Bound ddst = bind_input(e->diff_dst, dy, s), wei = bind_input(e->wei, w, s),
+    Bound ddst = bind_input(e->diff_dst, dy, s, Keep::Offer), wei = bind_input(e->wei, w, s),
           dsrc = bind_output(e->diff_src, dx);
     std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_DIFF_DST, ddst.prim}, {DNNL_ARG_WEIGHTS, wei.prim}, {DNNL_ARG_DIFF_SRC, dsrc.prim}};
@@ -350,7 +394,7 @@ void backward_weights(const Conv2dGeometry& g, const float* x, const float* dy, 
   }));
   auto& s = dnnl_stream();
   SM_DNNL_CHECK("conv2d backward weights", {
-    Bound src = bind_input(e->src, x, s), ddst = bind_input(e->diff_dst, dy, s);
+    Bound src = bind_input(e->src, x, s), ddst = bind_input(e->diff_dst, dy, s, Keep::Take);
     Tensor wtemp = temp_for(e->diff_wei);
     dnnl::memory dwei_prim(e->diff_wei, dnnl_engine(), wtemp.raw());
     std::unordered_map<int, dnnl::memory> args{
