@@ -83,6 +83,27 @@ void unpack_impl(const uint8_t* b, T* x, int64_t n) {
 }
 }  // namespace
 
+bool unpack_bits_channel_blocked(const uint8_t* bits, int64_t first, int64_t count, int64_t C, int64_t HW,
+                                 int64_t block, float* out) {
+  if ((block != 8 && block != 16) || C % block != 0 || HW % 8 != 0) return false;
+  const int64_t blocks = C / block, plane_bytes = HW / 8;
+#pragma omp parallel for schedule(static) collapse(2)
+  for (int64_t n = 0; n < count; ++n)
+    for (int64_t cb = 0; cb < blocks; ++cb) {
+      const uint8_t* planes = bits + ((first + n) * C + cb * block) * plane_bytes;  // channel c's plane at c·plane_bytes
+      float* dst = out + (n * blocks + cb) * HW * block;
+      for (int64_t byte = 0; byte < plane_bytes; ++byte) {
+        uint8_t column[16];  // bits of pixels 8·byte … 8·byte + 7, one byte per channel
+        for (int64_t c = 0; c < block; ++c) column[c] = planes[c * plane_bytes + byte];
+        for (int64_t k = 0; k < 8; ++k) {
+          float* px = dst + (byte * 8 + k) * block;
+          for (int64_t c = 0; c < block; ++c) px[c] = static_cast<float>((column[c] >> k) & 1);
+        }
+      }
+    }
+  return true;
+}
+
 void pack_bits_serial(const float* x, int64_t n, uint8_t* out) { pack_serial(x, out, n); }
 void pack_bits_serial(const double* x, int64_t n, uint8_t* out) { pack_serial(x, out, n); }
 

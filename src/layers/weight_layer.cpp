@@ -156,7 +156,20 @@ struct CpuKernels {
     run_maybe_sparse(
         layer, k, ConvPass::Weights, g, cpu::set_bit_fraction(bits, shape_numel(in.shape())),
         [&](const Geometry& sg) { cpu::spike_conv2d_backward_weights_bits(sg, bits, dy.data<float>(), pdw, pdb); },
-        [&] { dense_weights<float>(k, g, in.restore(), dy, pdw, pdb); });
+        [&] {
+          if (!dense_weights_from_bits(k, g, bits, dy, pdw, pdb)) dense_weights<float>(k, g, in.restore(), dy, pdw, pdb);
+        });
+  }
+
+  // The dense weight gradient of a 3×3-family convolution through oneDNN (direct or its
+  // Winograd) with the spike bits unpacked straight into its blocked input; false where that
+  // does not apply (the caller unpacks, then runs dense_weights).
+  static bool dense_weights_from_bits(Family k, const Geometry& g, const uint8_t* bits, const Tensor& dy, float* pdw,
+                                      float* pdb) {
+    if (k != Family::Conv) return false;
+    const WinogradKernel wk = winograd_kernel(g, WinogradPass::Weights);
+    return wk != WinogradKernel::Own &&
+           cpu::conv2d_backward_weights_bits_dnnl(g, bits, dy.data<float>(), pdw, pdb, wk == WinogradKernel::OneDnn);
   }
 
   template <typename T>

@@ -17,6 +17,8 @@
 #include "../ref/conv_ref.h"
 #include "conv_test_util.h"
 #include "gradient_check.h"
+#include "spikemesh/core/bitpack.h"
+#include "spikemesh/core/rng.h"
 #include "spikemesh/kernels/cpu/conv.h"
 #include "spikemesh/kernels/cpu/winograd.h"
 #include "spikemesh/layers/conv1d.h"
@@ -243,6 +245,36 @@ TEST(ConvDyLayoutReuse, SameBitsAsConvertingTwice) {
     for (size_t i = 0; i < dw2.size(); ++i) ASSERT_EQ(dw2[i], -dw0[i]) << "element " << i;
     for (float& v : dy) v = -v;
   }
+}
+
+// The weight gradient of spikes kept as bits, unpacked straight into the primitive's blocked
+// input (direct, and Winograd in two chunks of samples: 12 + 2): the same bits as from the
+// unpacked floats; a plane of 6×6 (36 bits, no byte start per plane) is refused.
+TEST(ConvWeightsFromBits, SameBitsAsFromUnpackedSpikes) {
+  const ref::ConvRefShape s{14, 128, 48, 48, 128, 3, 1, 1};
+  const cpu::Conv2dGeometry g = geometry_of(s);
+  CounterRng rng(21, "bits");
+  Tensor x = Tensor::empty({g.batch, g.in_channels, g.height, g.width}, DType::F32);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = rng.uniform(i) < 0.15 ? 1.0f : 0.0f;
+  const Tensor bits = pack_bits(x);
+  const std::vector<float> dy = cast<float>(random_vec(g.output_numel(), 22));
+  std::vector<bool> modes = {false};
+  if (cpu::conv2d_winograd_available(g)) modes.push_back(true);
+  for (bool winograd : modes) {
+    SCOPED_TRACE(winograd ? "winograd" : "direct");
+    std::vector<float> dw0(128 * 128 * 9, 0.0f), dw1(dw0.size(), 0.0f), db0(128, 0.0f), db1(128, 0.0f);
+    (winograd ? cpu::conv2d_backward_weights_winograd_dnnl : cpu::conv2d_backward_weights_dnnl)(
+        g, x.data<float>(), dy.data(), dw0.data(), db0.data());
+    if (!cpu::conv2d_backward_weights_bits_dnnl(g, bits.data<uint8_t>(), dy.data(), dw1.data(), db1.data(), winograd))
+      GTEST_SKIP() << "oneDNN reads a plain input here (no channel-blocked layout on this CPU)";
+    EXPECT_EQ(dw0, dw1);
+    EXPECT_EQ(db0, db1);
+  }
+  cpu::Conv2dGeometry six = g;
+  six.height = six.width = 6;
+  std::vector<float> dw(128 * 128 * 9, 0.0f);
+  EXPECT_FALSE(cpu::conv2d_backward_weights_bits_dnnl(six, bits.data<uint8_t>(), dy.data(), dw.data(), nullptr, false));
+  EXPECT_EQ(dw, std::vector<float>(dw.size(), 0.0f));
 }
 
 // The own Winograd F(2×2, 3×3) (winograd.h: the dense 3×3 passes where oneDNN has no

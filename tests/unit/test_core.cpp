@@ -207,6 +207,32 @@ TEST(BitPack, SerialPackingEqualsPackBits) {
   }
 }
 
+TEST(BitPack, ChannelBlockedUnpackIsTheBlockedLayoutOfTheSpikes) {
+  // x [N, C, H, W] packed whole; samples [first, first + count) unpacked into [count, C/B, H, W, B]
+  // equal x at every index (block 8 and 16); shapes the layout cannot take are refused.
+  const int64_t N = 3, C = 32, H = 4, W = 6, HW = H * W;
+  CounterRng rng(12, "blocked");
+  Tensor x = Tensor::empty({N, C, H, W}, DType::F32);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = rng.uniform(i) < 0.3 ? 1.0f : 0.0f;
+  const Tensor bits = pack_bits(x);
+  const uint8_t* b = bits.data<uint8_t>();
+  for (int64_t block : {8, 16}) {
+    const int64_t first = 1, count = 2;
+    std::vector<float> out(static_cast<size_t>(count * C * HW), -1.0f);
+    ASSERT_TRUE(unpack_bits_channel_blocked(b, first, count, C, HW, block, out.data()));
+    for (int64_t n = 0; n < count; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t p = 0; p < HW; ++p)
+          ASSERT_EQ(out[static_cast<size_t>(((n * (C / block) + c / block) * HW + p) * block + c % block)],
+                    x.data<float>()[((first + n) * C + c) * HW + p])
+              << "block " << block << " n " << n << " c " << c << " pixel " << p;
+  }
+  std::vector<float> out(static_cast<size_t>(C * 40));
+  EXPECT_FALSE(unpack_bits_channel_blocked(b, 0, 1, C, 36, 16, out.data()));  // a plane of 36 bits: no byte start
+  EXPECT_FALSE(unpack_bits_channel_blocked(b, 0, 1, 24, HW, 16, out.data()));  // 24 channels in blocks of 16
+  EXPECT_FALSE(unpack_bits_channel_blocked(b, 0, 1, C, HW, 4, out.data()));    // no such layout
+}
+
 TEST(Elementwise, DeterministicSumIndependentOfThreads) {
   Tensor t = Tensor::empty({100003}, DType::F32);
   CounterRng rng(5, "sum");

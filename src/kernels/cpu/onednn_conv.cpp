@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "spikemesh/core/bitpack.h"
+#include "spikemesh/core/error.h"
 #include "spikemesh/core/tensor.h"
 #include "spikemesh/kernels/cpu/conv.h"
 #include "spikemesh/kernels/cpu/onednn.h"
@@ -364,9 +366,7 @@ bool conv2d_winograd_available(const Conv2dGeometry& g) {
 }
 
 namespace {
-void backward_weights(const Conv2dGeometry& g, const float* x, const float* dy, float* dw, float* dbias,
-                      bool winograd) {
-  const bool has_bias = dbias != nullptr;
+std::shared_ptr<const BackwardWeightsEntry> weights_entry(const Conv2dGeometry& g, bool has_bias, bool winograd) {
   std::shared_ptr<const BackwardWeightsEntry> e;
   SM_DNNL_CHECK("conv2d backward-weights primitive creation", e = cache<BackwardWeightsEntry>().get(cache_key(kBackwardWeights, g, has_bias, winograd), [&] {
     Dims d(g);
@@ -392,9 +392,43 @@ void backward_weights(const Conv2dGeometry& g, const float* x, const float* dy, 
                                 make_input(d.user_dst(), pd.diff_dst_desc()),
                                 pd.diff_weights_desc(), add, d.user_bias(), pd.scratchpad_desc()};
   }));
+  return e;
+}
+
+// The channel block of an input layout: 16 for nChw16c, 8 for nChw8c, 0 for any other.
+int64_t channel_block(const md& d) {
+  const dnnl::memory::dims dims = d.dims();
+  for (const auto& [block, t] : {std::pair<int64_t, tag>{16, tag::nChw16c}, {8, tag::nChw8c}})
+    if (d == md(dims, dt::f32, t)) return block;
+  return 0;
+}
+
+// The weight gradient's input: floats x, or spikes as bits (bitpack.h; samples from `first`
+// of the whole batch's bits) unpacked straight into a channel-blocked primitive layout.
+struct WeightsInput {
+  const float* x = nullptr;
+  const uint8_t* bits = nullptr;
+  int64_t first = 0;
+};
+
+Bound bind_weights_input(const Operand& op, const Conv2dGeometry& g, const WeightsInput& in, dnnl::stream& s) {
+  if (!in.bits) return bind_input(op, in.x, s);
+  Bound b;  // (conv2d_backward_weights_bits_dnnl checked that the layout is channel-blocked)
+  b.temp = temp_for(op.prim);
+  SM_CHECK(unpack_bits_channel_blocked(in.bits, in.first, g.batch, g.in_channels, g.height * g.width,
+                                       channel_block(op.prim), b.temp.data<float>()),
+           "conv2d backward weights: spike bits do not fit the primitive's input layout");
+  b.prim = dnnl::memory(op.prim, dnnl_engine(), b.temp.raw());
+  return b;
+}
+
+void backward_weights(const Conv2dGeometry& g, const WeightsInput& in, const float* dy, float* dw, float* dbias,
+                      bool winograd) {
+  const bool has_bias = dbias != nullptr;
+  const std::shared_ptr<const BackwardWeightsEntry> e = weights_entry(g, has_bias, winograd);
   auto& s = dnnl_stream();
   SM_DNNL_CHECK("conv2d backward weights", {
-    Bound src = bind_input(e->src, x, s), ddst = bind_input(e->diff_dst, dy, s, Keep::Take);
+    Bound src = bind_weights_input(e->src, g, in, s), ddst = bind_input(e->diff_dst, dy, s, Keep::Take);
     Tensor wtemp = temp_for(e->diff_wei);
     dnnl::memory dwei_prim(e->diff_wei, dnnl_engine(), wtemp.raw());
     std::unordered_map<int, dnnl::memory> args{
@@ -419,15 +453,34 @@ void backward_weights(const Conv2dGeometry& g, const float* x, const float* dy, 
 }  // namespace
 
 void conv2d_backward_weights_dnnl(const Conv2dGeometry& g, const float* x, const float* dy, float* dw, float* dbias) {
-  backward_weights(g, x, dy, dw, dbias, false);
+  backward_weights(g, WeightsInput{x}, dy, dw, dbias, false);
 }
 
 void conv2d_backward_weights_winograd_dnnl(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
                                            float* dbias) {
   const int64_t in_step = g.input_numel() / g.batch, out_step = g.output_numel() / g.batch;
   over_winograd_chunks(g, [&](const Conv2dGeometry& c, int64_t n0) {
-    backward_weights(c, x + n0 * in_step, dy + n0 * out_step, dw, dbias, true);
+    backward_weights(c, WeightsInput{x + n0 * in_step}, dy + n0 * out_step, dw, dbias, true);
   });
+}
+
+bool conv2d_backward_weights_bits_dnnl(const Conv2dGeometry& g, const uint8_t* x_bits, const float* dy, float* dw,
+                                       float* dbias, bool winograd) {
+  const int64_t chunk = winograd ? winograd_chunk(g) : g.batch;
+  Conv2dGeometry first = g;
+  first.batch = std::min(chunk, g.batch);  // every chunk's primitive has the same layouts
+  const Operand& src = weights_entry(first, dbias != nullptr, winograd)->src;
+  const int64_t block = channel_block(src.prim);
+  if (!src.reorder || block == 0 || g.in_channels % block != 0 || g.height * g.width % 8 != 0) return false;
+  const int64_t out_step = g.output_numel() / g.batch;
+  auto run = [&](const Conv2dGeometry& c, int64_t n0) {
+    backward_weights(c, WeightsInput{nullptr, x_bits, n0}, dy + n0 * out_step, dw, dbias, winograd);
+  };
+  if (winograd)
+    over_winograd_chunks(g, run);
+  else
+    run(g, 0);
+  return true;
 }
 
 }  // namespace sm::cpu

@@ -84,6 +84,13 @@ void conv2d_backward_weights_winograd_dnnl(const Conv2dGeometry& g, const float*
 bool conv2d_winograd_available(const Conv2dGeometry& g);
 void conv2d_backward_weights_dnnl(const Conv2dGeometry& g, const float* x, const float* dy,
                                   float* dw, float* dbias);
+// The weight gradient (as conv2d_backward_weights_dnnl, or its Winograd form when `winograd`)
+// of spikes kept as bits (bitpack.h: pack_bits of x [batch, Cin, H, W]), unpacked straight into
+// the primitive's channel-blocked input — no plain copy and no conversion. The same bits as
+// unpacking first. False, nothing done, where that layout is not nChw16c / nChw8c or Cin or
+// H·W do not fit it (bitpack.h: unpack_bits_channel_blocked): the caller unpacks instead.
+bool conv2d_backward_weights_bits_dnnl(const Conv2dGeometry& g, const uint8_t* x_bits, const float* dy, float* dw,
+                                       float* dbias, bool winograd);
 
 // While one lives on the calling thread, that thread's oneDNN convolutions convert an output
 // gradient dy to their blocked layout once for two passes: a backward-data call keeps each
