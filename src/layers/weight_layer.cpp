@@ -161,7 +161,7 @@ struct CpuKernels {
         });
   }
 
-  // The dense weight gradient of a 3×3-family convolution through oneDNN (direct or its
+  // The dense weight gradient of a convolution (any K) through oneDNN (direct or its
   // Winograd) with the spike bits unpacked straight into its blocked input; false where that
   // does not apply (the caller unpacks, then runs dense_weights).
   static bool dense_weights_from_bits(Family k, const Geometry& g, const uint8_t* bits, const Tensor& dy, float* pdw,
