@@ -75,6 +75,7 @@ std::vector<Case> cases() {
       {4, 33, 1, 17, 65, 1, 1, 0},   // a 1×1 row (Conv1d as the kernel sees it)
       {1, 64, 5, 5, 64, 3, 1, 0},    // no padding, whole words and blocks
       {5, 3, 56, 56, 20, 3, 1, 1},   // weight gradient in chunks of 2, 2 and 1 samples (dy 401 KB each)
+      {2, 40, 10, 9, 100, 3, 1, 1},  // nine-tap weight gradient over blocks of 64 and 48 lanes
   };
   std::vector<Case> out;
   for (const auto& s : shapes)

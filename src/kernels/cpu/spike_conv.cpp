@@ -316,17 +316,34 @@ void forward_tile(const Conv2dGeometry& g, const SpikeBitmap& bm, const Segments
 
 // ---- weight gradient ---------------------------------------------------------------------
 
-// dyt [chunk·Ho·Wo, CoutP] blocked = dy[n0 .. n0+chunk) [Cout, Ho·Wo] transposed, sample after
-// sample (padding columns stay zero), channels split between the threads of the enclosing
-// parallel region.
-void transpose_samples(const float* dy, int64_t n0, int64_t chunk, int64_t cout, int64_t plane, BlockedRows& dyt) {
+// The rows of a chunk's transposed output gradient: pixel (n, oh, ow) is row
+// (n·hp + oh + pad)·wp + ow + pad. pad 1 (a zero border) for 3×3, stride-1, padding-1
+// convolutions, whose weight gradient adds all nine taps at once (sum_taps3x3), else 0.
+struct DyRows {
+  int64_t pad = 0, hp = 0, wp = 0;
+  bool nine_taps() const { return pad == 1; }
+  int64_t per_sample() const { return hp * wp; }
+  int64_t row(int64_t n, int64_t oh, int64_t ow) const { return (n * hp + oh + pad) * wp + ow + pad; }
+};
+DyRows dy_rows(const Conv2dGeometry& g) {
+  const int64_t pad = g.kernel == 3 && g.stride == 1 && g.padding == 1 ? 1 : 0;
+  return {pad, g.out_height() + 2 * pad, g.out_width() + 2 * pad};
+}
+
+// dyt [chunk rows, CoutP] blocked (rows as in DyRows) = dy[n0 .. n0+chunk) [Cout, Ho, Wo]
+// transposed, sample after sample (padding columns and the border stay zero), channels split
+// between the threads of the enclosing parallel region.
+void transpose_samples(const Conv2dGeometry& g, const DyRows& r, const float* dy, int64_t n0, int64_t chunk,
+                       BlockedRows& dyt) {
+  const int64_t cout = g.out_channels, Ho = g.out_height(), Wo = g.out_width();
 #pragma omp for schedule(static) collapse(2)
   for (int64_t n = 0; n < chunk; ++n)
     for (int64_t co = 0; co < cout; ++co) {
       const int64_t b0 = co / kBlock * kBlock, lanes = dyt.lanes(b0);
-      float* col = dyt.block(b0) + n * plane * lanes + co - b0;
-      const float* src = dy + ((n0 + n) * cout + co) * plane;
-      for (int64_t q = 0; q < plane; ++q) col[q * lanes] = src[q];
+      float* col = dyt.block(b0) + co - b0;
+      const float* src = dy + ((n0 + n) * cout + co) * Ho * Wo;
+      for (int64_t oh = 0; oh < Ho; ++oh)
+        for (int64_t ow = 0; ow < Wo; ++ow) col[r.row(n, oh, ow) * lanes] = src[oh * Wo + ow];
     }
 }
 
@@ -366,16 +383,38 @@ int32_t active_pixels(const Conv2dGeometry& g, const uint8_t* xb, int64_t nbytes
   return n_active;
 }
 
+// spike_conv_sums.inc's sum_taps3x3 over a block of `lanes` floats, in the registers of this CPU.
+void sum_taps3x3(int64_t lanes, const float* rows, int64_t wp, const int32_t* center, int64_t count, float* dw,
+                 int64_t tap_stride) {
+#if SM_HAVE_AVX512_SUMS
+  if (avx512_kernels()) {
+    sums_avx512::sum_taps3x3_lanes(lanes, rows, lanes, wp, center, count, dw, tap_stride);
+    return;
+  }
+#endif
+  sums_avx2::sum_taps3x3_lanes(lanes, rows, lanes, wp, center, count, dw, tap_stride);
+}
+
 // dwt_ci [K·K, CoutP] += Σ over the samples of the chunk (in order) and their active pixels
 // (ih, iw) of input channel ci (s.count[n] of them at s.ih + n·in_plane) of the dy rows they
 // reach through each tap: output (oh, ow) = ((ih + p − kh) / s, (iw + p − kw) / s) when that
 // divides exactly and lies inside the output. Per element the terms are added in sample
-// order, then pixel order: the order of one sample at a time.
-void weight_rows(const Conv2dGeometry& g, int64_t chunk, const BlockedRows& dyt, int64_t coutp, WeightScratch& s,
-                 float* dwt_ci) {
+// order, then pixel order: the order of one sample at a time. 3×3, stride-1, padding-1
+// convolutions add all nine taps per active pixel at once (sum_taps3x3, over DyRows' zero
+// border): the same terms in the same order.
+void weight_rows(const Conv2dGeometry& g, const DyRows& r, int64_t chunk, const BlockedRows& dyt, int64_t coutp,
+                 WeightScratch& s, float* dwt_ci) {
   const int64_t K = g.kernel, st = g.stride, p = g.padding, Ho = g.out_height(), Wo = g.out_width();
-  const int64_t in_plane = g.height * g.width, plane = Ho * Wo;
+  const int64_t in_plane = g.height * g.width;
   int32_t count = 0;
+  if (r.nine_taps()) {  // the centres (an output pixel per input pixel); the zero border does the rest
+    for (int64_t n = 0; n < chunk; ++n)
+      for (int32_t a = 0; a < s.count[n]; ++a)
+        s.offs[count++] = static_cast<int32_t>(r.row(n, s.ih[n * in_plane + a], s.iw[n * in_plane + a]));
+    for (int64_t b0 = 0; count > 0 && b0 < coutp; b0 += kBlock)
+      sum_taps3x3(dyt.lanes(b0), dyt.block(b0), r.wp, s.offs, count, dwt_ci + b0, coutp);
+    return;
+  }
   for (int64_t t = 0; t < K * K; ++t) {
     const int64_t kh = t / K, kw = t % K;
     s.first[t] = count;
@@ -390,7 +429,7 @@ void weight_rows(const Conv2dGeometry& g, int64_t chunk, const BlockedRows& dyt,
         }
         if (static_cast<uint64_t>(oh) < static_cast<uint64_t>(Ho) &&
             static_cast<uint64_t>(ow) < static_cast<uint64_t>(Wo))
-          s.offs[count++] = static_cast<int32_t>(n * plane + oh * Wo + ow);
+          s.offs[count++] = static_cast<int32_t>(r.row(n, oh, ow));
       }
     }
   }
@@ -407,9 +446,9 @@ void weight_rows(const Conv2dGeometry& g, int64_t chunk, const BlockedRows& dyt,
 // rows, 9.4 MB, were most of the traffic).
 constexpr int64_t kDefaultChunkBytes = 1 << 20;
 std::atomic<int64_t> g_chunk_bytes{0};  // 0: kDefaultChunkBytes
-int64_t samples_per_chunk(const Conv2dGeometry& g, int64_t coutp) {
+int64_t samples_per_chunk(const Conv2dGeometry& g, const DyRows& r, int64_t coutp) {
   const int64_t set = g_chunk_bytes.load(std::memory_order_relaxed), bound = set > 0 ? set : kDefaultChunkBytes;
-  const int64_t per_sample = g.out_height() * g.out_width() * coutp * static_cast<int64_t>(sizeof(float));
+  const int64_t per_sample = r.per_sample() * coutp * static_cast<int64_t>(sizeof(float));
   return std::clamp<int64_t>(bound / std::max<int64_t>(per_sample, 1), 1, std::max<int64_t>(g.batch, 1));
 }
 
@@ -454,9 +493,10 @@ template <typename Active>
 void weights_from(const Conv2dGeometry& g, Active&& active, const float* dy, float* dw, float* dbias) {
   const int64_t C = g.in_channels, kk = g.kernel * g.kernel, coutp = round_up(g.out_channels, kPad);
   const int64_t plane = g.out_height() * g.out_width(), in_plane = g.height * g.width;
-  const int64_t chunk = samples_per_chunk(g, coutp);
-  Tensor dwt = Tensor::zeros({C, kk, coutp}, DType::F32);  // dw as [Cin, K·K, CoutP]
-  BlockedRows dyt = blocked_rows(chunk * plane, coutp);    // dy of a chunk as [chunk·Ho·Wo, CoutP] blocked
+  const DyRows rows = dy_rows(g);
+  const int64_t chunk = samples_per_chunk(g, rows, coutp);
+  Tensor dwt = Tensor::zeros({C, kk, coutp}, DType::F32);                // dw as [Cin, K·K, CoutP]
+  BlockedRows dyt = blocked_rows(chunk * rows.per_sample(), coutp);  // dy of a chunk, rows as in DyRows
   const int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(omp_get_max_threads(), C));
   const int64_t per_thread = WeightScratch::ints(chunk, in_plane, kk);
   Tensor scratch = Tensor::empty({threads, per_thread}, DType::I32);
@@ -465,12 +505,12 @@ void weights_from(const Conv2dGeometry& g, Active&& active, const float* dy, flo
     WeightScratch s(scratch.data<int32_t>() + omp_get_thread_num() * per_thread, chunk, in_plane, kk);
     for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
       const int64_t m = std::min(chunk, g.batch - n0);
-      transpose_samples(dy, n0, m, g.out_channels, plane, dyt);
+      transpose_samples(g, rows, dy, n0, m, dyt);
       // (implicit barrier: dyt complete)
 #pragma omp for schedule(static)
       for (int64_t ci = 0; ci < C; ++ci) {
         for (int64_t n = 0; n < m; ++n) s.count[n] = active(n0 + n, ci, s.ih + n * in_plane, s.iw + n * in_plane);
-        weight_rows(g, m, dyt, coutp, s, dwt.data<float>() + ci * kk * coutp);
+        weight_rows(g, rows, m, dyt, coutp, s, dwt.data<float>() + ci * kk * coutp);
       }
       // (implicit barrier: dyt free for the next chunk)
     }
