@@ -318,7 +318,10 @@ void forward_tile(const Conv2dGeometry& g, const SpikeBitmap& bm, const Segments
 
 // The rows of a chunk's transposed output gradient: pixel (n, oh, ow) is row
 // (n·hp + oh + pad)·wp + ow + pad. pad 1 (a zero border) for 3×3, stride-1, padding-1
-// convolutions, whose weight gradient adds all nine taps at once (sum_taps3x3), else 0.
+// convolutions on AVX-512, whose weight gradient adds all nine taps at once (sum_taps3x3:
+// 9 × 2 zmm accumulators), else 0. AVX2's 16 ymm registers hold nine taps of 8 floats only,
+// which measured 1.4–2× slower than a tap at a time over 64 floats (one thread, 15 % spikes,
+// the VGG's shapes); both add the same terms in the same order.
 struct DyRows {
   int64_t pad = 0, hp = 0, wp = 0;
   bool nine_taps() const { return pad == 1; }
@@ -326,7 +329,7 @@ struct DyRows {
   int64_t row(int64_t n, int64_t oh, int64_t ow) const { return (n * hp + oh + pad) * wp + ow + pad; }
 };
 DyRows dy_rows(const Conv2dGeometry& g) {
-  const int64_t pad = g.kernel == 3 && g.stride == 1 && g.padding == 1 ? 1 : 0;
+  const int64_t pad = SM_HAVE_AVX512_SUMS && avx512_kernels() && g.kernel == 3 && g.stride == 1 && g.padding == 1;
   return {pad, g.out_height() + 2 * pad, g.out_width() + 2 * pad};
 }
 
@@ -383,16 +386,12 @@ int32_t active_pixels(const Conv2dGeometry& g, const uint8_t* xb, int64_t nbytes
   return n_active;
 }
 
-// spike_conv_sums.inc's sum_taps3x3 over a block of `lanes` floats, in the registers of this CPU.
+// spike_conv_sums.inc's sum_taps3x3 over a block of `lanes` floats (AVX-512 only: dy_rows).
 void sum_taps3x3(int64_t lanes, const float* rows, int64_t wp, const int32_t* center, int64_t count, float* dw,
                  int64_t tap_stride) {
 #if SM_HAVE_AVX512_SUMS
-  if (avx512_kernels()) {
-    sums_avx512::sum_taps3x3_lanes(lanes, rows, lanes, wp, center, count, dw, tap_stride);
-    return;
-  }
+  sums_avx512::sum_taps3x3_lanes(lanes, rows, lanes, wp, center, count, dw, tap_stride);
 #endif
-  sums_avx2::sum_taps3x3_lanes(lanes, rows, lanes, wp, center, count, dw, tap_stride);
 }
 
 // dwt_ci [K·K, CoutP] += Σ over the samples of the chunk (in order) and their active pixels
