@@ -119,7 +119,7 @@ struct SpikeBitmap {  // bits [batch, Hp, Wp, words]: bit c of pixel (h, w) = x[
 
 // A forward list segment: about kSegmentRows weight rows of one 64-channel block (64 KB), a
 // whole number of (tap, 64-channel word) units. Measured (one thread, 15 % spikes, against
-// unsegmented lists): 256→256 on 24×24 and 512→512 on 12×12 and 6×6 −14…−21 %, 64→128 on
+// unsegmented lists): 256→256 on 24×24 and 512→512 on 12×12 and 6×6 −12…−20 %, 64→128 on
 // 48×48 even; 128 or 384 rows gave less.
 constexpr int64_t kSegmentRows = 256;
 struct Segments {
