@@ -83,9 +83,13 @@ void unpack_impl(const uint8_t* b, T* x, int64_t n) {
 }
 }  // namespace
 
+bool channel_blocked_unpack_fits(int64_t C, int64_t HW, int64_t block) {
+  return (block == 8 || block == 16) && C % block == 0 && HW % 8 == 0;
+}
+
 bool unpack_bits_channel_blocked(const uint8_t* bits, int64_t first, int64_t count, int64_t C, int64_t HW,
                                  int64_t block, float* out) {
-  if ((block != 8 && block != 16) || C % block != 0 || HW % 8 != 0) return false;
+  if (!channel_blocked_unpack_fits(C, HW, block)) return false;
   const int64_t blocks = C / block, plane_bytes = HW / 8;
 #pragma omp parallel for schedule(static) collapse(2)
   for (int64_t n = 0; n < count; ++n)

@@ -12,12 +12,15 @@ Tensor pack_bits(const Tensor& binary);
 void unpack_bits(const Tensor& bits, Tensor& out);
 // Samples [first, first + count) of packed spikes x [batch, C, H, W] (pack_bits of the whole
 // tensor) as floats in a channel-blocked layout [count, C/block, H, W, block] (oneDNN's
-// nChw8c / nChw16c) — straight from the bits, no plain copy first. Needs block 8 or 16,
-// C % block == 0 and H·W % 8 == 0 (each plane starts at a byte); false, nothing written, else.
+// nChw8c / nChw16c) — straight from the bits, no plain copy first. Needs
+// channel_blocked_unpack_fits; false, nothing written, else.
 bool unpack_bits_channel_blocked(const uint8_t* bits, int64_t first, int64_t count, int64_t C, int64_t HW,
                                  int64_t block, float* out);
 // The bits of x[0, n) into out[0, ⌈n/8⌉) by pack_bits' rule, on the calling thread (for kernels
 // already inside a parallel region).
+// unpack_bits_channel_blocked's condition: block 8 or 16, C % block == 0 and H·W % 8 == 0
+// (each plane starts at a byte).
+bool channel_blocked_unpack_fits(int64_t C, int64_t HW, int64_t block);
 void pack_bits_serial(const float* x, int64_t n, uint8_t* out);
 void pack_bits_serial(const double* x, int64_t n, uint8_t* out);
 

@@ -475,8 +475,7 @@ bool conv2d_backward_weights_bits_dnnl(const Conv2dGeometry& g, const uint8_t* x
   Conv2dGeometry first = g;
   first.batch = std::min(chunk, g.batch);  // every chunk's primitive has the same layouts
   const Operand& src = weights_entry(first, dbias != nullptr, winograd)->src;
-  const int64_t block = channel_block(src.prim);
-  if (!src.reorder || block == 0 || g.in_channels % block != 0 || g.height * g.width % 8 != 0) return false;
+  if (!channel_blocked_unpack_fits(g.in_channels, g.height * g.width, channel_block(src.prim))) return false;
   const int64_t out_step = g.output_numel() / g.batch;
   auto run = [&](const Conv2dGeometry& c, int64_t n0) {
     backward_weights(c, WeightsInput{nullptr, x_bits, n0}, dy + n0 * out_step, dw, dbias, winograd);
