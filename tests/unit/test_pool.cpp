@@ -4,10 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "../ref/pool_ref.h"
 #include "gradient_check.h"
+#include "spikemesh/kernels/cpu/isa.h"
+#include "spikemesh/kernels/cpu/pool.h"
 #include "spikemesh/layers/flatten.h"
 #include "spikemesh/layers/pool.h"
 
@@ -123,6 +128,55 @@ TEST(MaxPool2d, WideRowsWithTiesAndNaNMatchTheScalarPath) {
     }
     EXPECT_EQ(dxs[0], dxs[1]) << "pattern " << pattern;  // the same winner in every window
   }
+}
+
+// MaxPool2d(3, 2, 1) on f32: the separable AVX-512 kernel (rows of 34 columns and more) against
+// the AVX2 / scalar kernels on the same values — ties, NaN, ±inf and −0 included — plain and
+// read through a batch norm's normalisation (a negative scale among them): pooled values and
+// window offsets bitwise equal; where no NaN is present, also the naive double reference's.
+TEST(MaxPool2d, SeparableAvx512KernelEqualsTheOthersBitwise) {
+  cpu::allow_avx512_kernels(true);
+  if (!cpu::avx512_kernels()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const int64_t sizes[][2] = {{2, 34}, {3, 35}, {7, 36}, {8, 47}, {33, 50}, {12, 63}, {5, 112}, {16, 113}};
+  for (const auto& hw : sizes)
+    for (int pattern = 0; pattern < 3; ++pattern)
+      for (bool normalise : {false, true}) {
+        cpu::PoolGeom g;
+        g.planes = 3, g.h = hw[0], g.w = hw[1], g.kernel = 3, g.stride = 2, g.padding = 1;
+        const int64_t n_in = g.planes * g.h * g.w, n_out = g.planes * g.out_h() * g.out_w();
+        CounterRng rng(31, "pool/avx512");
+        std::vector<float> x(static_cast<size_t>(n_in));
+        for (int64_t i = 0; i < n_in; ++i) {
+          const double u = rng.uniform(static_cast<uint64_t>(i));
+          x[i] = pattern == 0 ? static_cast<float>(u * 4 - 2) : (u < 0.3 ? 1.0f : 0.0f);  // 1, 2: ties
+          if (pattern == 2 && i % 41 == 3) x[i] = std::nanf("");
+          if (pattern == 2 && i % 37 == 8) x[i] = -INFINITY;
+          if (pattern == 2 && i % 43 == 9) x[i] = INFINITY;
+          if (pattern == 2 && i % 29 == 1) x[i] = -0.0f;
+        }
+        const std::vector<double> center = {0.25, -0.5, 0.0}, scale = {1.5, -0.75, 2.0}, offset = {0.1, 0.0, -1.0};
+        std::vector<float> y[2];
+        std::vector<uint8_t> a[2];
+        for (int avx512 = 0; avx512 < 2; ++avx512) {
+          cpu::allow_avx512_kernels(avx512 == 1);
+          y[avx512].assign(static_cast<size_t>(n_out), 7.0f);
+          a[avx512].assign(static_cast<size_t>(n_out), 99);
+          if (normalise)
+            cpu::maxpool2d_forward_normalized<float, uint8_t>(x.data(), g, 3, center.data(), scale.data(), offset.data(),
+                                                              y[avx512].data(), a[avx512].data());
+          else
+            cpu::maxpool2d_forward<float, uint8_t>(x.data(), g, y[avx512].data(), a[avx512].data());
+        }
+        cpu::allow_avx512_kernels(true);
+        const std::string what = std::to_string(g.h) + "x" + std::to_string(g.w) + " pattern " +
+                                 std::to_string(pattern) + (normalise ? " normalised" : "");
+        ASSERT_EQ(std::memcmp(y[0].data(), y[1].data(), y[0].size() * sizeof(float)), 0) << what;
+        ASSERT_EQ(a[0], a[1]) << what;
+        if (pattern == 2 || normalise) continue;
+        std::vector<double> ry, rdx, xd(x.begin(), x.end()), dy(static_cast<size_t>(n_out), 1.0);
+        ref::maxpool2d_ref(xd, ref::PoolRefGeom{g.planes, g.h, g.w, 3, 2, 1}, dy, ry, rdx);
+        for (int64_t i = 0; i < n_out; ++i) ASSERT_EQ(static_cast<double>(y[1][i]), ry[i]) << what << " output " << i;
+      }
 }
 
 // k·k > 256: window offsets no longer fit a byte (wide index path).

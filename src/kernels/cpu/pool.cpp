@@ -16,6 +16,8 @@
 #include <immintrin.h>
 #endif
 
+#include "maxpool3s2_avx512.h"
+
 namespace sm::cpu {
 namespace {
 
@@ -234,7 +236,9 @@ void maxpool2d_forward(const T* x, const PoolGeom& g, T* y, Idx* argmax) {
     });
     return;
   }
-  if (k == 3) {  // Spikformer's MaxPool2d(3, 2, 1): unrolled interior windows
+  if (k == 3) {  // Spikformer's MaxPool2d(3, 2, 1): separable in AVX-512, else unrolled interior windows
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<Idx, uint8_t>)
+      if (maxpool3s2_forward_avx512(x, g, 1, nullptr, nullptr, nullptr, y, argmax)) return;
     maxpool3_forward(g, x, y, argmax);
     return;
   }
@@ -299,6 +303,8 @@ void maxpool2d_backward(const T* dy, const Idx* argmax, const PoolGeom& g, T* dx
 template <typename T, typename Idx>
 void maxpool2d_forward_normalized(const T* x, const PoolGeom& g, int64_t channels, const double* center,
                                   const double* scale, const double* offset, T* y, Idx* argmax) {
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<Idx, uint8_t>)
+    if (maxpool3s2_forward_avx512(x, g, channels, center, scale, offset, y, argmax)) return;
   const int64_t plane = g.h * g.w, out = g.out_h() * g.out_w();
   PoolGeom one = g;
   one.planes = 1;
