@@ -256,7 +256,15 @@ void conv1x1_backward_data(int64_t batch, int64_t cin, int64_t cout, int64_t len
 template <typename T>
 void conv1x1_backward_weights(int64_t batch, int64_t cin, int64_t cout, int64_t len, const T* x,
                               const T* dy, T* dw, T* dbias) {
-  conv2d_backward_weights<T>(pointwise_geometry(batch, cin, cout, len), x, dy, dw, dbias);
+  if constexpr (std::is_same_v<T, float>) {
+    // dw [Cout, Cin] += dy[b] [Cout, L] · x[b]ᵀ [L, Cin], one matmul per sample in sample order:
+    // no re-laying of x and dy into oneDNN's blocked convolution layouts (docs/results.md).
+    for (int64_t b = 0; b < batch; ++b)
+      matmul<float>(cout, cin, len, dy + b * cout * len, len, 1, x + b * cin * len, 1, len, dw, cin, true);
+    if (dbias) channel_bias_grad<float>(batch, cout, len, dy, dbias);
+  } else {
+    conv2d_backward_weights<T>(pointwise_geometry(batch, cin, cout, len), x, dy, dw, dbias);
+  }
 }
 
 #define SM_INSTANTIATE(T)                                                                        \

@@ -72,15 +72,16 @@ inline void row_window_scalar(const float* row, int64_t W, int64_t j, float* bes
   *col_out = col;
 }
 
-// Every window of a row (length W >= 34, readable to W + 2): its winner and column.
+// Every window of a row (readable to W + 34; best and col hold Wo + 16): its winner and column.
+// Groups of 16 windows from window 1 while their first lies inside the row (columns 2j − 1 …
+// 2j + 1 < W); lanes past that are recomputed by the scalar pass after them (window 0 too).
 void row_windows(const float* row, int64_t W, int64_t Wo, float* best, int32_t* col) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2);
-  const int64_t j_last = (W - 2) / 2 - (kLanes - 1);  // last group start whose columns lie inside
-  for (int64_t j = 1;; j += kLanes) {                  // window 0 and those past the groups: scalar
-    const int64_t js = std::min(j, j_last);            // the last group may overlap the one before
-    const float* p = row + 2 * js - 1;                 // column 2js − 1; the groups read p[0, 34)
+  const int64_t inside = (W - 2) / 2;  // the last window whose three columns lie inside
+  for (int64_t j = 1; j <= inside; j += kLanes) {
+    const float* p = row + 2 * j - 1;  // column 2j − 1; reads p[0, 34)
     const __m512 lo = _mm512_loadu_ps(p), hi = _mm512_loadu_ps(p + kLanes);
     const __m512 lo2 = _mm512_loadu_ps(p + 2), hi2 = _mm512_loadu_ps(p + 2 + kLanes);
     __m512 b = _mm512_permutex2var_ps(lo, even, hi);
@@ -93,12 +94,11 @@ void row_windows(const float* row, int64_t W, int64_t Wo, float* best, int32_t* 
     const __mmask16 t2 = takes_over16(v2, b);
     b = _mm512_mask_mov_ps(b, t2, v2);
     c = _mm512_mask_mov_epi32(c, t2, two);
-    _mm512_storeu_ps(best + js, b);
-    _mm512_storeu_si512(col + js, c);
-    if (js == j_last) break;
+    _mm512_storeu_ps(best + j, b);
+    _mm512_storeu_si512(col + j, c);
   }
   row_window_scalar(row, W, 0, best, col);
-  for (int64_t j = j_last + kLanes; j < Wo; ++j) row_window_scalar(row, W, j, best + j, col + j);
+  for (int64_t j = std::max<int64_t>(1, inside + 1); j < Wo; ++j) row_window_scalar(row, W, j, best + j, col + j);
 }
 
 // Output row i from the row results of input rows 2i − 1 + a (those inside [0, H)): the first
@@ -133,14 +133,14 @@ void output_row(const float* best_rows, const int32_t* col_rows, int64_t ld, int
 
 bool maxpool3s2_forward_avx512(const float* x, const PoolGeom& g, int64_t channels, const double* center,
                                const double* scale, const double* offset, float* y, uint8_t* argmax) {
-  if (!avx512_kernels() || g.kernel != 3 || g.stride != 2 || g.padding != 1 || g.w < 34 || g.h < 2) return false;
+  if (!avx512_kernels() || g.kernel != 3 || g.stride != 2 || g.padding != 1 || g.w < kLanes) return false;
   const int64_t H = g.h, W = g.w, Ho = g.out_h(), Wo = g.out_w();
-  const int64_t ld = (Wo + 2 * kLanes - 1) / kLanes * kLanes;  // row results, padded for whole-vector loads
+  const int64_t ld = (Wo + 2 * kLanes - 1) / kLanes * kLanes;  // row results: Wo + 16 and more, whole vectors
 #pragma omp parallel for schedule(static) if (!omp_in_parallel())
   for (int64_t p = 0; p < g.planes; ++p) {
-    thread_local std::vector<float> row, best;  // the row read [W + kLanes]; row results [H, ld]
+    thread_local std::vector<float> row, best;  // the row read [W + 34]; row results [H, ld]
     thread_local std::vector<int32_t> col;
-    row.resize(static_cast<size_t>(W + kLanes));
+    row.resize(static_cast<size_t>(W + 2 * kLanes + 2));
     best.resize(static_cast<size_t>(H * ld));
     col.resize(best.size());
     RowInput in;

@@ -9,7 +9,7 @@
 namespace sm::cpu {
 
 // Pools x [P, H, W] into y and argmax [P, Ho, Wo] and returns true, or returns false and does
-// nothing: no AVX-512 kernels (isa.h), another window, or planes narrower than 34 columns.
+// nothing: no AVX-512 kernels (isa.h), another window, or planes narrower than 16 columns.
 // scale null: x is pooled as it is; else plane p is read as fma(x − center[c], scale[c],
 // offset[c]) in f32, c = p mod channels (maxpool2d_forward_normalized).
 bool maxpool3s2_forward_avx512(const float* x, const PoolGeom& g, int64_t channels, const double* center,

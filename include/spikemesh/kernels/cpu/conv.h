@@ -56,8 +56,8 @@ void conv2d_backward_weights_im2col(const Conv2dGeometry& g, const T* x, const T
 
 // 1×1 convolution over channels of tokens (Conv1d k=1): x [batch, Cin, L], w [Cout, Cin],
 // bias [Cout], y [batch, Cout, L]; same contracts as above. float: forward and backward data
-// as one oneDNN batched matmul (w broadcast over the batch), weights through the oneDNN 1×1
-// convolution (it reduces over the batch internally); double: the own im2col path.
+// as one oneDNN batched matmul (w broadcast over the batch), weights as one oneDNN matmul per
+// sample adding into dw in sample order; double: the own im2col path.
 template <typename T>
 void conv1x1_forward(int64_t batch, int64_t cin, int64_t cout, int64_t len, const T* x, const T* w,
                      const T* bias, T* y);
