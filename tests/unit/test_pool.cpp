@@ -4,14 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "../ref/pool_ref.h"
 #include "gradient_check.h"
-#include "spikemesh/kernels/cpu/isa.h"
+#include "isa_guard.h"
 #include "spikemesh/kernels/cpu/pool.h"
 #include "spikemesh/layers/flatten.h"
 #include "spikemesh/layers/pool.h"
@@ -135,8 +134,8 @@ TEST(MaxPool2d, WideRowsWithTiesAndNaNMatchTheScalarPath) {
 // read through a batch norm's normalisation (a negative scale among them): pooled values and
 // window offsets bitwise equal; where no NaN is present, also the naive double reference's.
 TEST(MaxPool2d, SeparableAvx512KernelEqualsTheOthersBitwise) {
-  cpu::allow_avx512_kernels(true);
-  if (!cpu::avx512_kernels()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (!test::IsaGuard::avx512_available()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const test::IsaGuard guard;
   const int64_t sizes[][2] = {{1, 16}, {4, 17}, {28, 28}, {3, 31}, {2, 34}, {3, 35}, {7, 36}, {8, 47}, {33, 50}, {12, 63}, {5, 112}, {16, 113}};
   for (const auto& hw : sizes)
     for (int pattern = 0; pattern < 3; ++pattern)
@@ -167,10 +166,9 @@ TEST(MaxPool2d, SeparableAvx512KernelEqualsTheOthersBitwise) {
           else
             cpu::maxpool2d_forward<float, uint8_t>(x.data(), g, y[avx512].data(), a[avx512].data());
         }
-        cpu::allow_avx512_kernels(true);
         const std::string what = std::to_string(g.h) + "x" + std::to_string(g.w) + " pattern " +
                                  std::to_string(pattern) + (normalise ? " normalised" : "");
-        ASSERT_EQ(std::memcmp(y[0].data(), y[1].data(), y[0].size() * sizeof(float)), 0) << what;
+        ASSERT_TRUE(test::same_bytes(y[0], y[1])) << what;
         ASSERT_EQ(a[0], a[1]) << what;
         if (pattern == 2 || normalise) continue;
         std::vector<double> ry, rdx, xd(x.begin(), x.end()), dy(static_cast<size_t>(n_out), 1.0);

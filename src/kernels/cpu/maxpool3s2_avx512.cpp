@@ -16,6 +16,7 @@
 #include <cmath>
 #include <vector>
 
+#include "max_pool_winner.h"
 #include "spikemesh/kernels/cpu/isa.h"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
@@ -34,7 +35,7 @@ namespace {
 
 constexpr int64_t kLanes = 16;
 
-// Where v replaces best: larger, or the first NaN (takes_over of pool.cpp, per lane).
+// takes_over (max_pool_winner.h) per lane.
 inline __mmask16 takes_over16(__m512 v, __m512 best) {
   const __mmask16 nan_over_number = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q);
   return _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | nan_over_number;
@@ -66,7 +67,7 @@ inline void row_window_scalar(const float* row, int64_t W, int64_t j, float* bes
   int32_t col = static_cast<int32_t>(b0);
   for (int64_t b = b0 + 1; b < b1; ++b) {
     const float v = row[c0 + b];
-    if ((v > best) | ((v != v) & (best == best))) best = v, col = static_cast<int32_t>(b);
+    if (takes_over(v, best)) best = v, col = static_cast<int32_t>(b);
   }
   *best_out = best;
   *col_out = col;

@@ -16,6 +16,7 @@
 #include <immintrin.h>
 #endif
 
+#include "max_pool_winner.h"
 #include "maxpool3s2_avx512.h"
 
 namespace sm::cpu {
@@ -88,11 +89,6 @@ void k2s2_backward(const PoolGeom& g, T* dx, RowPair rows) {
 
 }  // namespace
 
-// v replaces best: larger, or the first NaN (NaN then propagates).
-template <typename T>
-inline bool takes_over(T v, T best) {
-  return (v > best) | ((v != v) & (best == best));
-}
 
 #if defined(__AVX2__)
 // Eight neighbouring stride-2 windows of kernel 3 whose columns lie inside the image, f32:
